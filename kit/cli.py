@@ -1,0 +1,227 @@
+"""`kit` command line: extract, report, crosscheck, formats.
+
+Exit status: 0 fine; 1 a cross-check mismatch (or a report with failed logs); 2 bad input
+or usage (one line naming the file and the reason, no traceback); 3 a bug in the kit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from kit import __version__
+
+EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    pass
+
+
+def _steps(text: str) -> tuple[int, int]:
+    try:
+        first, last = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FROM:TO (e.g. 20:120), got {text!r}") from None
+    return first, last
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _add_method_flags(p: argparse.ArgumentParser, scale_default: float | None) -> None:
+    from kit.extract import REDUCE_CHOICES
+
+    g = p.add_argument_group("method (the publishers' vocabulary)")
+    g.add_argument("--format", default="auto", help="log format, or auto (see `kit formats`)")
+    g.add_argument("--metric", help="metric to use where a log has several (e.g. compute_ips)")
+    g.add_argument("--kind", choices=("per-step", "per-card", "per-epoch", "summary"), help="record kind of the series (default: the format's)")
+    g.add_argument("--rank", type=int, help="mpirun rank whose lines to use (default: the lowest)")
+    g.add_argument("--skip", type=int, default=0, help="drop the first N records (warm-up)")
+    g.add_argument("--count", type=int, help="keep exactly M records after the skip (default: all)")
+    g.add_argument("--reduce", choices=REDUCE_CHOICES, default="mean", help="how to reduce the window")
+    g.add_argument("--scale", type=_positive_float, default=scale_default,
+                   help="multiply by G (per-card -> total)" + (" [default: auto from the case folder]" if scale_default is None else ""))
+    rounding = g.add_mutually_exclusive_group()
+    rounding.add_argument("--round", type=int, metavar="D", help="round to D decimals")
+    rounding.add_argument("--sig", type=int, metavar="S", help="round to S significant digits")
+    g.add_argument("--steps", type=_steps, default=(20, 120), metavar="FROM:TO", help="wallclock: steps to time between [20:120]")
+    g.add_argument("--batch", type=_positive_float, help="wallclock: samples per step (global batch)")
+
+
+def _method_from(args: argparse.Namespace):
+    from kit.extract import Method, MethodError
+
+    try:
+        method = Method(
+            skip=args.skip, count=args.count, reduce=args.reduce,
+            scale=args.scale if args.scale is not None else 1.0,
+            round=args.round, sig=args.sig, metric=args.metric, kind=args.kind, rank=args.rank,
+            steps=args.steps, batch=args.batch,
+        )
+        method.validate()
+    except MethodError as exc:
+        raise UsageError(str(exc)) from None
+    return method
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kit", description="Training Benchmark Reproducibility Kit")
+    parser.add_argument("--version", action="version", version=f"kit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("extract", help="one throughput figure from one log (printed on the last line)")
+    p.add_argument("log", type=Path)
+    _add_method_flags(p, scale_default=1.0)
+    p.add_argument("--json", action="store_true", help="print the figure and its provenance as JSON")
+    p.add_argument("--records", action="store_true", help="also list every record found (JSON lines)")
+
+    p = sub.add_parser("report", help="seed-style tables from a DLPerf-layout tree (+ JSON, CSV, PNG)")
+    p.add_argument("dir", type=Path)
+    _add_method_flags(p, scale_default=None)
+    p.add_argument("--out", type=Path, help="where to write report.md, results.json, results.csv, scaling.png")
+
+    p = sub.add_parser("crosscheck", help="re-derive published figures from their logs")
+    p.add_argument("claims", type=Path)
+    p.add_argument("--json", action="store_true")
+
+    sub.add_parser("formats", help="list the log formats the kit reads")
+    return parser
+
+
+def _progress_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    from kit.extract import compute_figure, format_number
+    from kit.parsers import parse_log
+
+    method = _method_from(args)
+    parsed = parse_log(args.log, args.format)
+    figure = compute_figure(parsed, method)
+    for warning in figure.warnings:
+        print(f"kit: warning: {args.log}: {warning}", file=sys.stderr)
+    if args.records:
+        for record in parsed.records:
+            print(json.dumps(record.to_dict()))
+    if args.json:
+        print(json.dumps({"file": str(args.log), **figure.to_dict()}, indent=2))
+        return EXIT_OK
+    detected = " (auto)" if args.format == "auto" else ""
+    print(f"format: {figure.format}{detected}  metric: {figure.metric}  kind: {figure.kind}  unit: {figure.unit}")
+    print(f"records: {figure.used} used of {figure.available} (lines {figure.first_line}-{figure.last_line})")
+    print(format_number(figure.value))
+    return EXIT_OK
+
+
+def _default_out(source: Path) -> Path:
+    if os.access(source, os.W_OK):
+        return source
+    return Path.cwd() / "reports" / source.resolve().name
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from kit import report as rep
+
+    if not args.dir.is_dir():
+        raise UsageError(f"{args.dir}: not a directory")
+    method = _method_from(args)
+    console = _progress_console()
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("parsing logs", total=None)
+
+        def tick(i: int, n: int, path: Path) -> None:
+            progress.update(task, total=n, completed=i, description=f"parsing {path.name}")
+
+        result = rep.build_report(args.dir, method, args.format, scale_given=args.scale is not None, progress=tick)
+    if not result.groups and not result.failures:
+        raise UsageError(f"{args.dir}: no logs in the DLPerf layout (<N>n<G>g/<model>_b<B>_<precision>_<run>.log)")
+    out = args.out or _default_out(args.dir)
+    written = rep.write_outputs(result, out)
+    print(rep.to_markdown(result), end="")
+    print(f"\nwrote: {', '.join(str(p) for p in written)}", file=sys.stderr)
+    for path, reason in result.failures:
+        print(f"kit: {path}: {reason}", file=sys.stderr)
+    return EXIT_BAD_INPUT if result.failures else EXIT_OK
+
+
+def cmd_crosscheck(args: argparse.Namespace) -> int:
+    from kit.crosscheck import ERROR, MATCH, MISMATCH, check_claims
+    from kit.extract import format_number
+
+    verdicts = check_claims(args.claims)
+    counts = {s: sum(v.status == s for v in verdicts) for s in (MATCH, MISMATCH, ERROR)}
+    if args.json:
+        print(json.dumps({"claims_file": str(args.claims), "counts": counts, "verdicts": [v.to_dict() for v in verdicts]}, indent=2))
+    else:
+        width = max(len(v.claim) for v in verdicts)
+        print(f"{'claim':<{width}}  {'recomputed':>20}  {'published':>12}  {'rel diff':>10}  verdict")
+        for v in verdicts:
+            rec = "-" if v.recomputed is None else format_number(v.recomputed)
+            diff = "-" if v.rel_diff is None else f"{v.rel_diff:+.2e}"
+            note = f"  ({v.detail})" if v.status != MATCH and v.detail else ""
+            print(f"{v.claim:<{width}}  {rec:>20}  {format_number(v.published):>12}  {diff:>10}  {v.status}{note}")
+        print(f"\n{counts[MATCH]} match, {counts[MISMATCH]} mismatch, {counts[ERROR]} error of {len(verdicts)} claims")
+    for v in verdicts:
+        if v.status == ERROR:
+            print(f"kit: {v.detail}", file=sys.stderr)
+    if counts[ERROR]:
+        return EXIT_BAD_INPUT
+    return EXIT_MISMATCH if counts[MISMATCH] else EXIT_OK
+
+
+def cmd_formats(args: argparse.Namespace) -> int:
+    from kit.parsers import FORMATS
+
+    width = max(map(len, FORMATS))
+    for name, fmt in FORMATS.items():
+        print(f"{name:<{width}}  {fmt.series_kind:<9}  {fmt.description}")
+    return EXIT_OK
+
+
+COMMANDS = {"extract": cmd_extract, "report": cmd_report, "crosscheck": cmd_crosscheck, "formats": cmd_formats}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kit.extract import MethodError
+    from kit.parsers import ParseError, UnknownFormat
+    from kit.stats import StatsError
+    from kit.yamlio import ConfigError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (ParseError, ConfigError) as exc:
+        print(f"kit: {exc}", file=sys.stderr)
+    except (MethodError, StatsError) as exc:
+        where = getattr(args, "log", None) or getattr(args, "dir", None) or getattr(args, "claims", "")
+        print(f"kit: {where}: {exc}", file=sys.stderr)
+    except (UsageError, UnknownFormat) as exc:
+        print(f"kit: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("kit: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # a bug: say so plainly, keep the traceback for KIT_DEBUG=1
+        if os.environ.get("KIT_DEBUG"):
+            traceback.print_exc()
+        print(f"kit: internal error ({type(exc).__name__}: {exc}); rerun with KIT_DEBUG=1 and report it", file=sys.stderr)
+        return EXIT_BUG
+    return EXIT_BAD_INPUT

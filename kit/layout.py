@@ -1,0 +1,112 @@
+"""The DLPerf run-directory layout (pure path logic, no file contents).
+
+    <framework>/<model>/bz<B>/<N>n<G>g/<model>_b<B>_<precision>_<run>.log
+
+Any subtree works down to a folder of <N>n<G>g/ case folders; node and GPU counts have
+any number of digits (16n8g, 128n8g).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+CASE_DIR = re.compile(r"^(?P<nodes>\d+)n(?P<gpus>\d+)g$")
+BATCH_DIR = re.compile(r"^bz(?P<batch>\d+)$")
+LOG_NAME = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<precision>\w+?)_(?P<run>\d+)\.log$")
+
+
+@dataclass(frozen=True, order=True)
+class GroupKey:
+    framework: str
+    model: str
+    batch: int
+    precision: str
+
+    def label(self) -> str:
+        parts = [self.framework, self.model, f"batch {self.batch}", self.precision]
+        return " · ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class RunLog:
+    path: Path
+    group: GroupKey
+    nodes: int
+    gpus_per_node: int
+    run: int
+
+    @property
+    def case(self) -> str:
+        return f"{self.nodes}n{self.gpus_per_node}g"
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Stray:
+    path: Path
+    reason: str
+
+
+def case_name(nodes: int, gpus_per_node: int) -> str:
+    return f"{nodes}n{gpus_per_node}g"
+
+
+def run_log_path(framework: str, model: str, batch: int, nodes: int, gpus_per_node: int, precision: str, run: int) -> Path:
+    """Where a run's log goes, relative to runs/<run_id>/logs/."""
+    return Path(framework, model, f"bz{batch}", case_name(nodes, gpus_per_node), f"{model}_b{batch}_{precision}_{run}.log")
+
+
+def classify(path: Path, root: Path) -> RunLog | Stray:
+    """Read framework/model/batch/case/run off a log's path below root."""
+    case = CASE_DIR.match(path.parent.name)
+    if case is None:
+        return Stray(path, "not inside an <N>n<G>g case folder")
+    name = LOG_NAME.match(path.name)
+    if name is None:
+        return Stray(path, "name does not follow <model>_b<B>_<precision>_<run>.log")
+    nodes, gpus = int(case["nodes"]), int(case["gpus"])
+    if nodes < 1 or gpus < 1:
+        return Stray(path, f"case folder {path.parent.name} has zero nodes or GPUs")
+    batch = int(name["batch"])
+    framework = model = ""
+    above = path.parent.parent
+    if above != root.parent and BATCH_DIR.match(above.name) and _within(above, root):
+        if int(BATCH_DIR.match(above.name)["batch"]) != batch:
+            return Stray(path, f"batch {batch} in the file name disagrees with folder {above.name}")
+        if _within(above.parent, root) and above.parent != root.parent:
+            model = above.parent.name
+            if _within(above.parent.parent, root) and above.parent.parent != root.parent:
+                framework = above.parent.parent.name
+    return RunLog(path, GroupKey(framework, model or name["model"], batch, name["precision"]), nodes, gpus, int(name["run"]))
+
+
+def _within(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def find_logs(root: Path) -> tuple[list[RunLog], list[Stray]]:
+    """Every run log below root (sorted), plus the files that look like logs but don't fit."""
+    root = Path(root)
+    logs: list[RunLog] = []
+    strays: list[Stray] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        here = Path(dirpath)
+        in_case = CASE_DIR.match(here.name) is not None
+        for filename in sorted(filenames):
+            if not in_case and not filename.endswith(".log"):
+                continue
+            found = classify(here / filename, root)
+            (logs if isinstance(found, RunLog) else strays).append(found)
+    logs.sort(key=lambda r: (r.group, r.nodes, r.gpus_per_node, r.run))
+    return logs, strays

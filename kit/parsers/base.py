@@ -1,0 +1,191 @@
+"""Records, errors and the line scanner shared by every log-format parser.
+
+A parser never guesses: it returns the throughput records it found or raises ParseError
+naming the file, the line when there is one, and the reason.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+PER_STEP = "per-step"
+PER_CARD = "per-card"  # a per-step figure of one device: multiply by the device count
+PER_EPOCH = "per-epoch"
+SUMMARY = "summary"  # a figure the tool itself printed for the whole run
+KINDS = (PER_STEP, PER_CARD, PER_EPOCH, SUMMARY)
+
+BINARY_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    value: float
+    unit: str
+    metric: str
+    kind: str
+    line: int
+    step: int | None = None
+    epoch: int | None = None
+    timestamp: float | None = None
+    rank: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ParseError(Exception):
+    """A log that cannot yield a throughput figure; str() is one line for the user."""
+
+    def __init__(self, path: str | Path, reason: str, line: int | None = None):
+        self.path = str(path)
+        self.reason = reason
+        self.line = line
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {reason}")
+
+
+def read_log_text(path: str | Path) -> str:
+    """The log as text; refuses missing, empty and binary files."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except IsADirectoryError:
+        raise ParseError(p, "is a directory, not a log file") from None
+    except FileNotFoundError:
+        raise ParseError(p, "no such file") from None
+    except PermissionError:
+        raise ParseError(p, "permission denied") from None
+    except OSError as exc:
+        raise ParseError(p, f"cannot read: {exc.strerror or exc}") from None
+    return decode_log_bytes(data, p)
+
+
+def decode_log_bytes(data: bytes, path: str | Path) -> str:
+    if not data.strip():
+        raise ParseError(path, "empty file")
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise ParseError(path, "binary file (NUL bytes), not a text log")
+    text = data.decode("utf-8", errors="replace")
+    head = text[:BINARY_SNIFF_BYTES]
+    if head.count("\ufffd") > len(head) // 10:
+        raise ParseError(path, "binary file (mostly non-UTF-8 bytes), not a text log")
+    return text
+
+
+# mpirun --tag-output (optionally --timestamp-output) prefixes: '[1,0]<stdout>:'
+_MPI_TAG = re.compile(
+    r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+,(\d+)\]<std(?:out|err)>:"
+)
+
+
+def split_rank_fragments(line: str) -> list[tuple[int | None, str]]:
+    """Undo mpirun tagging: one (rank, text) per rank present on the physical line.
+
+    mpirun can interleave fragments of several ranks on one line; fragments of the same
+    rank are joined in order so a line split by another rank's output is made whole.
+    """
+    if "<std" not in line:
+        return [(None, line)]
+    tags = list(_MPI_TAG.finditer(line))
+    if not tags:
+        return [(None, line)]
+    pieces: dict[int | None, list[str]] = {}
+    if tags[0].start() > 0:
+        pieces.setdefault(None, []).append(line[: tags[0].start()])
+    for i, tag in enumerate(tags):
+        end = tags[i + 1].start() if i + 1 < len(tags) else len(line)
+        pieces.setdefault(int(tag.group(1)), []).append(line[tag.end() : end])
+    return [(rank, "".join(parts)) for rank, parts in pieces.items()]
+
+
+def to_float(text: str, path: str | Path, line: int) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParseError(path, f"throughput value {text!r} is not a number", line) from None
+    if not math.isfinite(value):
+        raise ParseError(path, f"throughput value is {text} (the run diverged or failed)", line)
+    return value
+
+
+def posix_time(year: int, month: int, day: int, hh: int, mm: int, ss: int, frac: str = "") -> float:
+    """Seconds since the epoch of a log's wall-clock time, read as UTC (only differences matter)."""
+    seconds = calendar.timegm((year, month, day, hh, mm, ss, 0, 0, 0))
+    return seconds + (float("0." + frac) if frac else 0.0)
+
+
+LineParser = Callable[[str, int, int | None], Iterable[Record]]
+"""(line text without mpirun tags, 1-based line number, rank) -> records."""
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    records: list[Record]
+    lines_matched: int
+
+
+_NUMBER_AT_END = re.compile(r"(?:^|[\s:=,(\[])[-+]?\.?\d[\d.eE+-]*$")
+
+
+def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path: str | Path) -> ScanResult:
+    """Run parse_line on every line containing a needle match.
+
+    The needle is searched over the whole text (fast), so only candidate lines are parsed.
+    A final line without a newline that holds a throughput needle but cannot be parsed
+    whole, or ends right on its number, is a log cut mid-line: an error, never a figure.
+    """
+    records: list[Record] = []
+    lineno = 1
+    counted_to = 0
+    last_line_start = -1
+    matched = 0
+    length = len(text)
+    for m in needle.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if start == last_line_start:
+            continue
+        last_line_start = start
+        end = text.find("\n", m.end())
+        terminated = end != -1
+        if not terminated:
+            end = length
+        lineno += text.count("\n", counted_to, start)
+        counted_to = start
+        line = text[start:end]
+        if line.endswith("\r"):
+            line = line[:-1]
+        matched += 1
+        found: list[Record] = []
+        for rank, fragment in split_rank_fragments(line):
+            found.extend(parse_line(fragment, lineno, rank))
+        if not terminated and (not found or _NUMBER_AT_END.search(line)):
+            raise ParseError(path, "log cut mid-line: the last throughput line is incomplete", lineno)
+        records.extend(found)
+    return ScanResult(records, matched)
+
+
+class LogFormat:
+    """One real log format. Subclasses set the class attributes and parse_line()."""
+
+    name: str = ""
+    description: str = ""  # the print statement it reads, one line
+    needle: re.Pattern[str]  # finds candidate lines fast
+    detector: re.Pattern[str]  # present only in this format (used by --format auto)
+    default_metric: str = ""
+    series_kind: str = PER_STEP  # the record kind skip/count/reduce work on
+    priority: int = 0  # breaks detection ties: higher wins
+
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
+        raise NotImplementedError
+
+    def parse_text(self, text: str, path: str | Path) -> list[Record]:
+        result = scan_lines(text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path)
+        return result.records
+
+    def detect(self, text: str) -> bool:
+        return self.detector.search(text) is not None

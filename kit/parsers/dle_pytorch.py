@@ -1,0 +1,21 @@
+"""NGC PyTorch (DeepLearningExamples ConvNets main.py): DLLogger 'train.total_ips' lines.
+
+Per iteration: 'Epoch: 0 Iteration: 2  ... train.compute_ips : 366.98 images/s train.total_ips : 365.85 images/s'
+End of run:    'Summary: train.loss : 6.67079  train.total_ips : 10523.32 img/s' (often mpirun-tagged).
+"""
+
+import re
+
+from kit.parsers.base import PER_STEP
+from kit.parsers.dllogger import DLLoggerFormat
+
+
+class DLEPyTorch(DLLoggerFormat):
+    name = "dle-pytorch"
+    description = "NGC PyTorch DLLogger: 'train.total_ips : 365.85 images/s' per iteration, 'Summary:'"
+    needle = re.compile(r"DLLL? ")
+    detector = re.compile(r"train\.(?:total|compute)_ips\b")
+    default_metric = "train.total_ips"
+    summary_metric = "train.total_ips"
+    series_kind = PER_STEP
+    priority = 30

@@ -1,0 +1,124 @@
+"""NVIDIA DLLogger output, as printed by DeepLearningExamples (shared by the NGC formats).
+
+Text backend: 'DLL 2023-08-04 05:46:28.192913 - <step> <name> : <value> [unit] ...' where
+<step> is 'Epoch: 0 Iteration: 1', 'Epoch: 0', 'Summary:', '(0, 210)', '()' or 'PARAMETER'.
+JSON backend: 'DLLL {"timestamp": ..., "step": [0, 210], "data": {...}}'.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+from kit.parsers.base import PER_EPOCH, PER_STEP, SUMMARY, LogFormat, ParseError, Record, posix_time, to_float
+
+_TEXT_LINE = re.compile(
+    r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))? - (.*)"
+)
+_STEP_HEAD = re.compile(
+    r"\s*(?:(?P<summary>Summary:)"
+    r"|(?P<param>PARAMETER)"
+    r"|Epoch: (?P<epoch>\d+)(?:\s+Iteration: (?P<iteration>\d+))?"
+    r"|Iteration: (?P<it_only>\d+)"
+    r"|\((?P<tuple>[\d, ]*)\))"
+)
+_THROUGHPUT_ITEM = re.compile(
+    r"(?:^|\s)(?P<name>[A-Za-z_][\w.]*(?:ips|throughput)) : (?P<value>\S+)"
+    r"(?: (?P<unit>images/s|img/s|imgs/s|samples/s|sequences/s|tokens/s))?(?=\s|$)"
+)
+DEFAULT_UNIT = "images/s"
+
+
+def _kind_and_step(head: re.Match[str] | None) -> tuple[str, int | None, int | None] | None:
+    if head is None:
+        return None
+    if head["param"]:
+        return None
+    if head["summary"]:
+        return SUMMARY, None, None
+    if head["epoch"] is not None:
+        epoch = int(head["epoch"])
+        if head["iteration"] is not None:
+            return PER_STEP, int(head["iteration"]), epoch
+        return PER_EPOCH, None, epoch
+    if head["it_only"] is not None:
+        return PER_STEP, int(head["it_only"]), None
+    numbers = [int(n) for n in re.findall(r"\d+", head["tuple"])]
+    if not numbers:
+        return SUMMARY, None, None
+    if len(numbers) == 1:
+        return PER_EPOCH, None, numbers[0]
+    return PER_STEP, numbers[-1], numbers[0]
+
+
+def _json_kind_and_step(step: object) -> tuple[str, int | None, int | None] | None:
+    if isinstance(step, str):
+        return None if step == "PARAMETER" else (SUMMARY, None, None)
+    if isinstance(step, (list, tuple)):
+        numbers = [n for n in step if isinstance(n, int)]
+        if not numbers:
+            return SUMMARY, None, None
+        if len(numbers) == 1:
+            return PER_EPOCH, None, numbers[0]
+        return PER_STEP, numbers[-1], numbers[0]
+    if isinstance(step, int):
+        return PER_STEP, step, None
+    return None
+
+
+class DLLoggerFormat(LogFormat):
+    """Base for the NGC DeepLearningExamples formats; subclasses name metrics and detectors."""
+
+    summary_metric: str = ""
+
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
+        json_at = line.find("DLLL {")
+        if json_at != -1:
+            yield from self._parse_json(line[json_at + 5 :], lineno, rank, path)
+            return
+        m = _TEXT_LINE.search(line)
+        if m is None:
+            return
+        y, mo, d, hh, mi, ss, frac, rest = m.groups()
+        head = _STEP_HEAD.match(rest)
+        ks = _kind_and_step(head)
+        if ks is None:
+            return
+        kind, step, epoch = ks
+        body = rest[head.end() :]
+        ts = posix_time(int(y), int(mo), int(d), int(hh), int(mi), int(ss), frac or "")
+        for item in _THROUGHPUT_ITEM.finditer(body):
+            if item["value"] == "None":
+                continue
+            value = to_float(item["value"], path, lineno)
+            yield Record(value, _unit(item["unit"]), item["name"], kind, lineno, step, epoch, ts, rank)
+
+    def _parse_json(self, payload: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
+        try:
+            entry = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise ParseError(path, f"DLLL line is not valid JSON ({exc.msg})", lineno) from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
+            return
+        ks = _json_kind_and_step(entry.get("step"))
+        if ks is None:
+            return
+        kind, step, epoch = ks
+        ts = entry.get("timestamp")
+        try:
+            ts = float(ts) if ts is not None else None
+        except (TypeError, ValueError):
+            ts = None
+        for name, raw in entry["data"].items():
+            if not (name.endswith("ips") or name.endswith("throughput")) or raw is None:
+                continue
+            value = to_float(str(raw), path, lineno)
+            yield Record(value, DEFAULT_UNIT, name, kind, lineno, step, epoch, ts, rank)
+
+
+def _unit(unit: str | None) -> str:
+    if unit in (None, "img/s", "imgs/s"):
+        return DEFAULT_UNIT
+    return unit

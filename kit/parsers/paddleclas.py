@@ -1,0 +1,61 @@
+"""PaddleClas training logs: per-card 'ips' printed every print_batch_step steps.
+
+2.x static: '[2023/07/28 06:42:45] ppcls INFO: epoch:0   train step:10   lr: 0.100000, ...
+             batch_cost: 0.64841 s, reader_cost: 0.00067 s, ips: 394.81086 samples/sec.'
+2.x dynamic: '[2022/05/01 10:00:00] ppcls INFO: [Train][Epoch 1/120][Iter: 10/5005]lr: 0.1, ...
+             batch_cost: 0.64842s, reader_cost: 0.00067, ips: 394.81086 samples/s, eta: 2 days'
+older:       '... ips: 390.12 images/sec'
+The figure is per card: the total is ips x number of cards. Launcher lines such as
+'--ips:0,1,2,3', 'ips: None' or 'ips: 127.0.0.1' are host lists, never throughput.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator
+
+from kit.parsers.base import PER_CARD, LogFormat, Record, posix_time, to_float
+
+_IPS = re.compile(
+    r"(?<![\w-])ips: ?(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf) ?"
+    r"(?P<unit>samples/sec|samples/s|images/sec|images/s|img/s)(?![\w/])"
+)
+_STEP = re.compile(r"(?:train step: ?|\[Iter: ?|Iter: ?|step: ?)(\d+)")
+_EPOCH = re.compile(r"(?:epoch: ?|\[Epoch ?)(\d+)")
+_TIME = re.compile(r"^\[(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\]")
+_UNITS = {"samples/sec": "samples/s", "images/sec": "images/s", "img/s": "images/s"}
+
+
+class PaddleClas(LogFormat):
+    name = "paddleclas"
+    description = "PaddleClas: per-card 'ips: 394.81086 samples/sec' (older 'images/sec')"
+    needle = re.compile(r"ips: ?[-+\d.ni]")
+    detector = re.compile(r"(?<![\w-])ips: ?[\d.]+ ?(?:samples|images)/s")
+    default_metric = "ips"
+    summary_metric = ""
+    series_kind = PER_CARD
+    priority = 50
+
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
+        m = _IPS.search(line)
+        if m is None or "[Eval]" in line or "eval step" in line:
+            return
+        value = to_float(m["value"], path, lineno)
+        step = _STEP.search(line)
+        epoch = _EPOCH.search(line)
+        ts = None
+        t = _TIME.match(line)
+        if t:
+            ts = posix_time(*(int(g) for g in t.groups()))
+        yield Record(
+            value,
+            _UNITS.get(m["unit"], m["unit"]),
+            "ips",
+            PER_CARD,
+            lineno,
+            int(step.group(1)) if step else None,
+            int(epoch.group(1)) if epoch else None,
+            ts,
+            rank,
+        )
