@@ -21,6 +21,7 @@ WARNINGS = {
     "per_card_unscaled": "the figure is per card; pass --scale <cards> for the total throughput",
     "several_ranks": "records come from several ranks; rank {rank} was used (choose with --rank)",
     "unstable": "throughput varies {cv:.1%} (CV) inside the window; consider more warm-up steps (--skip)",
+    "unterminated": "the log's last line has no newline: it may have been cut short; check the run finished",
     "steps_per_second": "the figure is in steps/s; pass --scale <global batch> for samples/s",
 }
 UNSTABLE_CV = 0.05
@@ -183,6 +184,8 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
     unit = chosen[0].unit
     if chosen[0].kind == PER_CARD and method.scale == 1:
         warnings.append(WARNINGS["per_card_unscaled"])
+    if parsed.unterminated:
+        warnings.append(WARNINGS["unterminated"])
     if unit == "steps/s" and method.scale == 1:
         warnings.append(WARNINGS["steps_per_second"])
     return Figure(

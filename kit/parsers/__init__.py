@@ -41,6 +41,7 @@ class ParsedLog:
     path: str
     format: LogFormat
     records: list[Record]
+    unterminated: bool = False  # the last line has no newline: the log may have been cut short
 
 
 def get_format(name: str) -> LogFormat:
@@ -62,7 +63,7 @@ def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:
     records = log_format.parse_text(text, path)
     if not records:
         raise ParseError(path, f"no throughput line of format {log_format.name} ({log_format.description})")
-    return ParsedLog(str(path), log_format, records)
+    return ParsedLog(str(path), log_format, records, not text.endswith("\n"))
 
 
 def parse_log(path: str | Path, fmt: str = "auto") -> ParsedLog:

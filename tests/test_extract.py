@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import pytest
+
+from kit.extract import Method, MethodError, compute_figure, format_number
+from kit.parsers import parse_log, parse_text
+
+
+def fig(published, rel, **method):
+    return compute_figure(parse_log(published / rel), Method.from_mapping(method))
+
+
+def test_mean_after_warmup_matches_publisher(published):
+    f = fig(published, "perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt", skip=9)
+    assert f.value == pytest.approx(370.194, rel=2e-5)
+    assert (f.used, f.available, f.first_line, f.last_line) == (90, 99, 18, 107)
+
+
+def test_metric_choice_compute_ips(published):
+    f = fig(published, "perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt", skip=9, metric="compute_ips")
+    assert f.metric == "train.compute_ips" and f.value > 370.194
+    with pytest.raises(MethodError, match="no metric 'bogus_ips'"):
+        fig(published, "perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt", metric="bogus_ips")
+
+
+def test_last_summary_uses_the_tools_final_figure(published):
+    assert fig(published, "perf-v100/tensorflow/tf_gpu32_amp_bs256.txt", reduce="last_summary").value == pytest.approx(33317.67, rel=1e-7)
+    table = fig(published, "perf-v100/mxnet/mxnet_gpu8_amp_bs256.txt", reduce="last_summary")
+    assert table.value == 10336.0 and table.warnings == ()
+    with pytest.raises(MethodError, match="no summary line"):
+        fig(published, "dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log", reduce="last_summary")
+
+
+def test_harmonic_mean_of_epochs_with_significant_digits(published):
+    f = fig(published, "perf-v100/mxnet/mxnet_gpu1_fp32_bs128.txt", skip=1, reduce="harmonic_mean", sig=5)
+    assert (f.value, f.kind, f.used) == (389.54, "per-epoch", 2)
+
+
+def test_per_card_scaling_and_warning(published):
+    rel = "perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C8_log"
+    unscaled = fig(published, rel, skip=10)
+    assert any("per card" in w for w in unscaled.warnings)
+    scaled = fig(published, rel, skip=10, scale=8)
+    assert scaled.value == pytest.approx(unscaled.value * 8) and scaled.warnings == ()
+
+
+def test_count_shortfall_is_an_error_not_a_smaller_figure(published):
+    with pytest.raises(MethodError, match="only 5 value\\(s\\) after skipping 1 of 6; 6 asked for"):
+        fig(published, "dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log", skip=1, count=6)
+
+
+def test_wallclock_method_between_steps():
+    lines = []
+    for step in range(1, 46):
+        t = 10 + step * 0.5  # 0.5 s per step of 256 images -> 512 images/s
+        lines.append(f"DLL 2023-08-04 05:46:{int(t):02d}.{round((t % 1) * 1e6):06d} - Epoch: 0 Iteration: {step}  "
+                     f"train.total_ips : 500.00 images/s")
+    parsed = parse_text("\n".join(lines) + "\n", "w.log")
+    f = compute_figure(parsed, Method(reduce="wallclock", steps=(20, 40), batch=256))
+    assert f.value == pytest.approx(20 * 256 / 10.0)
+    assert (f.used, f.first_line, f.last_line) == (2, 20, 40)
+
+
+def test_wallclock_needs_logged_steps_and_batch(published):
+    with pytest.raises(MethodError, match="no record at step 120"):
+        fig(published, "perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt", reduce="wallclock", batch=256)
+    with pytest.raises(MethodError, match="needs --batch"):
+        Method.from_mapping({"reduce": "wallclock"})
+
+
+def test_several_ranks_use_the_lowest_and_say_so():
+    text = (
+        "[1,1]<stdout>:DLL 2023-01-01 00:00:01.0 - Epoch: 0 Iteration: 1  train.total_ips : 90.0 images/s\n"
+        "[1,0]<stdout>:DLL 2023-01-01 00:00:01.0 - Epoch: 0 Iteration: 1  train.total_ips : 100.0 images/s\n"
+        "[1,0]<stdout>:DLL 2023-01-01 00:00:02.0 - Epoch: 0 Iteration: 2  train.total_ips : 110.0 images/s\n"
+    )
+    f = compute_figure(parse_text(text, "r.log"), Method())
+    assert f.value == 105.0 and any("rank 0" in w for w in f.warnings)
+    assert compute_figure(parse_text(text, "r.log"), Method(rank=1)).value == 90.0
+
+
+@pytest.mark.parametrize("mapping,message", [
+    ({"reduce": "average"}, "unknown reduce"),
+    ({"skip": -1}, "skip must be >= 0"),
+    ({"count": 0}, "count must be >= 1"),
+    ({"scale": 0}, "scale must be a positive number"),
+    ({"round": 2, "sig": 5}, "round or sig"),
+    ({"skip": "ten"}, "skip must be an integer"),
+    ({"warmup": 3}, "unknown method key"),
+])
+def test_bad_methods(mapping, message):
+    with pytest.raises(MethodError, match=message):
+        Method.from_mapping(mapping)
+
+
+def test_format_number():
+    assert [format_number(v) for v in (321.8, 10336.0, 1.0, 370.19444444444446)] == ["321.8", "10336", "1", "370.19444444444446"]
