@@ -129,7 +129,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 
 def _default_out(source: Path) -> Path:
-    if os.access(source, os.W_OK):
+    """A run directory (runs/<id>/ with logs/) gets its report beside the logs; any other
+    tree is left untouched and the report goes to ./reports/<name>/."""
+    if (source / "logs").is_dir():
         return source
     return Path.cwd() / "reports" / source.resolve().name
 
@@ -177,7 +179,9 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
             diff = "-" if v.rel_diff is None else f"{v.rel_diff:+.2e}"
             note = f"  ({v.detail})" if v.status != MATCH and v.detail else ""
             print(f"{v.claim:<{width}}  {rec:>20}  {format_number(v.published):>12}  {diff:>10}  {v.status}{note}")
-        print(f"\n{counts[MATCH]} match, {counts[MISMATCH]} mismatch, {counts[ERROR]} error of {len(verdicts)} claims")
+        declared = sum(v.status == MISMATCH and not v.declared_derives for v in verdicts)
+        aside = f" ({declared} declared 'derives: false' by the claims file)" if declared else ""
+        print(f"\n{counts[MATCH]} match, {counts[MISMATCH]} mismatch{aside}, {counts[ERROR]} error of {len(verdicts)} claims")
     for v in verdicts:
         if v.status == ERROR:
             print(f"kit: {v.detail}", file=sys.stderr)
