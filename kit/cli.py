@@ -46,17 +46,28 @@ def _add_method_flags(p: argparse.ArgumentParser, scale_default: float | None) -
     g = p.add_argument_group("method (the publishers' vocabulary)")
     g.add_argument("--format", default="auto", help="log format, or auto (see `kit formats`)")
     g.add_argument("--metric", help="metric to use where a log has several (e.g. compute_ips)")
-    g.add_argument("--kind", choices=("per-step", "per-card", "per-epoch", "summary"), help="record kind of the series (default: the format's)")
+    g.add_argument(
+        "--kind",
+        choices=("per-step", "per-card", "per-epoch", "summary"),
+        help="record kind of the series (default: the format's)",
+    )
     g.add_argument("--rank", type=int, help="mpirun rank whose lines to use (default: the lowest)")
     g.add_argument("--skip", type=int, default=0, help="drop the first N records (warm-up)")
     g.add_argument("--count", type=int, help="keep exactly M records after the skip (default: all)")
     g.add_argument("--reduce", choices=REDUCE_CHOICES, default="mean", help="how to reduce the window")
-    g.add_argument("--scale", type=_positive_float, default=scale_default,
-                   help="multiply by G (per-card -> total)" + (" [default: auto from the case folder]" if scale_default is None else ""))
+    g.add_argument(
+        "--scale",
+        type=_positive_float,
+        default=scale_default,
+        help="multiply by G (per-card -> total)"
+        + (" [default: auto from the case folder]" if scale_default is None else ""),
+    )
     rounding = g.add_mutually_exclusive_group()
     rounding.add_argument("--round", type=int, metavar="D", help="round to D decimals")
     rounding.add_argument("--sig", type=int, metavar="S", help="round to S significant digits")
-    g.add_argument("--steps", type=_steps, default=(20, 120), metavar="FROM:TO", help="wallclock: steps to time between [20:120]")
+    g.add_argument(
+        "--steps", type=_steps, default=(20, 120), metavar="FROM:TO", help="wallclock: steps to time between [20:120]"
+    )
     g.add_argument("--batch", type=_positive_float, help="wallclock: samples per step (global batch)")
 
 
@@ -65,10 +76,17 @@ def _method_from(args: argparse.Namespace):
 
     try:
         method = Method(
-            skip=args.skip, count=args.count, reduce=args.reduce,
+            skip=args.skip,
+            count=args.count,
+            reduce=args.reduce,
             scale=args.scale if args.scale is not None else 1.0,
-            round=args.round, sig=args.sig, metric=args.metric, kind=args.kind, rank=args.rank,
-            steps=args.steps, batch=args.batch,
+            round=args.round,
+            sig=args.sig,
+            metric=args.metric,
+            kind=args.kind,
+            rank=args.rank,
+            steps=args.steps,
+            batch=args.batch,
         )
         method.validate()
     except MethodError as exc:
@@ -170,7 +188,12 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
     verdicts = check_claims(args.claims)
     counts = {s: sum(v.status == s for v in verdicts) for s in (MATCH, MISMATCH, ERROR)}
     if args.json:
-        print(json.dumps({"claims_file": str(args.claims), "counts": counts, "verdicts": [v.to_dict() for v in verdicts]}, indent=2))
+        print(
+            json.dumps(
+                {"claims_file": str(args.claims), "counts": counts, "verdicts": [v.to_dict() for v in verdicts]},
+                indent=2,
+            )
+        )
     else:
         width = max(len(v.claim) for v in verdicts)
         print(f"{'claim':<{width}}  {'recomputed':>20}  {'published':>12}  {'rel diff':>10}  verdict")
@@ -181,7 +204,8 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
             print(f"{v.claim:<{width}}  {rec:>20}  {format_number(v.published):>12}  {diff:>10}  {v.status}{note}")
         declared = sum(v.status == MISMATCH and not v.declared_derives for v in verdicts)
         aside = f" ({declared} declared 'derives: false' by the claims file)" if declared else ""
-        print(f"\n{counts[MATCH]} match, {counts[MISMATCH]} mismatch{aside}, {counts[ERROR]} error of {len(verdicts)} claims")
+        tally = f"{counts[MATCH]} match, {counts[MISMATCH]} mismatch{aside}, {counts[ERROR]} error"
+        print(f"\n{tally} of {len(verdicts)} claims")
     for v in verdicts:
         if v.status == ERROR:
             print(f"kit: {v.detail}", file=sys.stderr)
@@ -226,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: say so plainly, keep the traceback for KIT_DEBUG=1
         if os.environ.get("KIT_DEBUG"):
             traceback.print_exc()
-        print(f"kit: internal error ({type(exc).__name__}: {exc}); rerun with KIT_DEBUG=1 and report it", file=sys.stderr)
+        print(
+            f"kit: internal error ({type(exc).__name__}: {exc}); rerun with KIT_DEBUG=1 and report it", file=sys.stderr
+        )
         return EXIT_BUG
     return EXIT_BAD_INPUT

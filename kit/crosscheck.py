@@ -71,7 +71,14 @@ def _optional(entry: LineDict, key: str, kind: type | tuple, path: Path, default
 
 def _kind_name(kind: type | tuple) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {int: "an integer", float: "a number", str: "a string", dict: "a mapping", list: "a list", bool: "true/false"}
+    names = {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        dict: "a mapping",
+        list: "a list",
+        bool: "true/false",
+    }
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
@@ -86,7 +93,9 @@ def _method(entry: LineDict, path: Path) -> Method:
 def _format(entry: LineDict, path: Path) -> str:
     fmt = _optional(entry, "format", str, path, "auto")
     if fmt != "auto" and fmt not in FORMATS:
-        raise ConfigError(path, f"unknown format {fmt!r}; known: auto, {', '.join(FORMATS)}", entry.line_of("format"), "format")
+        raise ConfigError(
+            path, f"unknown format {fmt!r}; known: auto, {', '.join(FORMATS)}", entry.line_of("format"), "format"
+        )
     return fmt
 
 
@@ -119,7 +128,7 @@ def check_claims(path: Path, progress=None) -> list[Verdict]:
     # validate every entry before doing any work, so a bad file fails fast and whole
     plans = [("suite", s, _plan_suite(s, path)) for s in suites] + [("log", e, _plan_log(e, path)) for e in logs]
     verdicts: list[Verdict] = []
-    for index, (kind, entry, plan) in enumerate(plans):
+    for index, (kind, _entry, plan) in enumerate(plans):
         if progress:
             progress(index, len(plans), plan["label"])
         verdicts.extend(_check_suite(plan, path) if kind == "suite" else [_check_log(plan, path)])
@@ -136,13 +145,23 @@ def _plan_log(entry: LineDict, path: Path) -> dict:
         "published": _number(entry, "published", path),
         "rel_tol": float(_optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
         "derives": _optional(entry, "derives", bool, path, True),
-        "declared": float(entry["recomputed"]) if "recomputed" in entry and _number(entry, "recomputed", path) is not None else None,
+        "declared": float(entry["recomputed"])
+        if "recomputed" in entry and _number(entry, "recomputed", path) is not None
+        else None,
         "line": entry.line,
     }
 
 
 def _check_log(plan: dict, path: Path) -> Verdict:
-    verdict = Verdict(plan["label"], plan["published"], None, plan["rel_tol"], ERROR, declared_derives=plan["derives"], source_line=plan["line"])
+    verdict = Verdict(
+        plan["label"],
+        plan["published"],
+        None,
+        plan["rel_tol"],
+        ERROR,
+        declared_derives=plan["derives"],
+        source_line=plan["line"],
+    )
     try:
         figure = compute_figure(parse_log(plan["file"], plan["format"]), plan["method"])
     except ParseError as exc:
@@ -153,7 +172,9 @@ def _check_log(plan: dict, path: Path) -> Verdict:
         return verdict
     verdict.recomputed = figure.value
     verdict.status = MATCH if abs(verdict.rel_diff) <= plan["rel_tol"] else MISMATCH
-    verdict.detail = f"{figure.format} {figure.metric}, {figure.used} record(s), lines {figure.first_line}-{figure.last_line}"
+    verdict.detail = (
+        f"{figure.format} {figure.metric}, {figure.used} record(s), lines {figure.first_line}-{figure.last_line}"
+    )
     if not plan["derives"]:
         verdict.detail += "; claims file says it does not derive"
         declared = plan["declared"]
@@ -173,7 +194,9 @@ def _plan_suite(entry: LineDict, path: Path) -> dict:
             if not isinstance(case, str) or not CASE_DIR.match(case):
                 raise ConfigError(path, f"case {case!r} is not of the form <N>n<G>g", table.line_of(case), key)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise ConfigError(path, f"{case}: expected a number, got {type(value).__name__}", table.line_of(case), key)
+                raise ConfigError(
+                    path, f"{case}: expected a number, got {type(value).__name__}", table.line_of(case), key
+                )
     return {
         "label": name,
         "dir": folder,
@@ -190,13 +213,17 @@ def _plan_suite(entry: LineDict, path: Path) -> dict:
 
 def _check_suite(plan: dict, path: Path) -> list[Verdict]:
     logs, _ = find_logs(plan["dir"]) if plan["dir"].is_dir() else ([], [])
-    logs = [l for l in logs if (plan["batch"] is None or l.group.batch == plan["batch"])
-            and (plan["precision"] is None or l.group.precision == plan["precision"])]
+    logs = [
+        log
+        for log in logs
+        if (plan["batch"] is None or log.group.batch == plan["batch"])
+        and (plan["precision"] is None or log.group.precision == plan["precision"])
+    ]
     medians: dict[str, float] = {}
     errors: dict[str, str] = {}
     for case in set(plan["medians"]) | set(plan["speedups"]) | {"1n1g"}:
         values = []
-        for log in (l for l in logs if l.case == case):
+        for log in (run for run in logs if run.case == case):
             try:
                 values.append(compute_figure(parse_log(log.path, plan["format"]), plan["method"]).value)
             except ParseError as exc:
@@ -212,7 +239,9 @@ def _check_suite(plan: dict, path: Path) -> list[Verdict]:
     verdicts = []
     label, tol = plan["label"], plan["rel_tol"]
     for case, published in plan["medians"].items():
-        verdicts.append(_verdict(f"{label} {case} median", published, medians.get(case), tol, errors.get(case), plan["line"]))
+        verdicts.append(
+            _verdict(f"{label} {case} median", published, medians.get(case), tol, errors.get(case), plan["line"])
+        )
     for case, published in plan["speedups"].items():
         value = None
         reason = errors.get(case) or (errors.get("1n1g") and f"1n1g: {errors['1n1g']}")

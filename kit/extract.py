@@ -7,8 +7,9 @@ plus metric, kind and rank to choose the series, and steps/batch for wallclock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 from kit import stats
 from kit.parsers import PER_CARD, SUMMARY, LogFormat, ParsedLog, Record
@@ -48,7 +49,7 @@ class Method:
     KEYS = ("skip", "count", "reduce", "scale", "round", "sig", "metric", "kind", "rank", "steps", "batch")
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> "Method":
+    def from_mapping(cls, data: Mapping[str, Any]) -> Method:
         unknown = set(data) - set(cls.KEYS)
         if unknown:
             raise MethodError(f"unknown method key(s): {', '.join(sorted(unknown))}; known: {', '.join(cls.KEYS)}")
@@ -81,7 +82,7 @@ class Method:
         if self.reduce == "wallclock" and self.batch is None:
             raise MethodError("reduce wallclock needs --batch (samples per step)")
 
-    def with_overrides(self, **changes: Any) -> "Method":
+    def with_overrides(self, **changes: Any) -> Method:
         current = {f.name: getattr(self, f.name) for f in fields(self)}
         current.update({k: v for k, v in changes.items() if v is not None})
         method = Method(**current)

@@ -57,9 +57,13 @@ def case_name(nodes: int, gpus_per_node: int) -> str:
     return f"{nodes}n{gpus_per_node}g"
 
 
-def run_log_path(framework: str, model: str, batch: int, nodes: int, gpus_per_node: int, precision: str, run: int) -> Path:
+def run_log_path(
+    framework: str, model: str, batch: int, nodes: int, gpus_per_node: int, precision: str, run: int
+) -> Path:
     """Where a run's log goes, relative to runs/<run_id>/logs/."""
-    return Path(framework, model, f"bz{batch}", case_name(nodes, gpus_per_node), f"{model}_b{batch}_{precision}_{run}.log")
+    return Path(
+        framework, model, f"bz{batch}", case_name(nodes, gpus_per_node), f"{model}_b{batch}_{precision}_{run}.log"
+    )
 
 
 def classify(path: Path, root: Path) -> RunLog | Stray:
@@ -83,7 +87,9 @@ def classify(path: Path, root: Path) -> RunLog | Stray:
             model = above.parent.name
             if _within(above.parent.parent, root) and above.parent.parent != root.parent:
                 framework = above.parent.parent.name
-    return RunLog(path, GroupKey(framework, model or name["model"], batch, name["precision"]), nodes, gpus, int(name["run"]))
+    return RunLog(
+        path, GroupKey(framework, model or name["model"], batch, name["precision"]), nodes, gpus, int(name["run"])
+    )
 
 
 def _within(path: Path, root: Path) -> bool:

@@ -197,7 +197,9 @@ def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: boo
                 case.speedup = stats.speedup(case.median, base.median)
         for case in cases:
             if case.outlier_runs:
-                group.notes.append(f"{case.name}: run(s) {', '.join(map(str, case.outlier_runs))} are MAD outliers (|modified z| > {stats.DEFAULT_OUTLIER_Z})")
+                runs = ", ".join(map(str, case.outlier_runs))
+                cutoff = stats.DEFAULT_OUTLIER_Z
+                group.notes.append(f"{case.name}: run(s) {runs} are MAD outliers (|modified z| > {cutoff})")
         groups.append(group)
     return Report(root, method, scale_given, groups, failures, strays)
 
@@ -267,8 +269,22 @@ def to_markdown(report: Report) -> str:
 
 
 CSV_COLUMNS = (
-    "framework", "model", "batch_per_device", "precision", "nodes", "gpus_per_node", "gpus",
-    "runs", "median", "mean", "min", "max", "cv", "speedup", "efficiency", "unit",
+    "framework",
+    "model",
+    "batch_per_device",
+    "precision",
+    "nodes",
+    "gpus_per_node",
+    "gpus",
+    "runs",
+    "median",
+    "mean",
+    "min",
+    "max",
+    "cv",
+    "speedup",
+    "efficiency",
+    "unit",
 )
 
 
@@ -279,13 +295,26 @@ def to_csv(report: Report) -> str:
     for group in report.groups:
         for case in group.cases:
             v = case.values
-            writer.writerow([
-                group.key.framework, group.key.model, group.key.batch, group.key.precision,
-                case.nodes, case.gpus_per_node, case.gpus, len(v), repr(case.median),
-                repr(stats.mean(v)), repr(min(v)), repr(max(v)), repr(stats.cv(v)),
-                "" if case.speedup is None else repr(case.speedup),
-                "" if case.efficiency is None else repr(case.efficiency), group.unit,
-            ])
+            writer.writerow(
+                [
+                    group.key.framework,
+                    group.key.model,
+                    group.key.batch,
+                    group.key.precision,
+                    case.nodes,
+                    case.gpus_per_node,
+                    case.gpus,
+                    len(v),
+                    repr(case.median),
+                    repr(stats.mean(v)),
+                    repr(min(v)),
+                    repr(max(v)),
+                    repr(stats.cv(v)),
+                    "" if case.speedup is None else repr(case.speedup),
+                    "" if case.efficiency is None else repr(case.efficiency),
+                    group.unit,
+                ]
+            )
     return out.getvalue()
 
 
@@ -308,8 +337,15 @@ def write_plot(report: Report, path: Path) -> bool:
         cases = sorted(group.cases, key=lambda c: c.gpus)
         gpus = [c.gpus for c in cases]
         base = next(c.median for c in cases if c.nodes == 1 and c.gpus_per_node == 1)
-        line, = ax.plot(gpus, [c.median for c in cases], marker="o", label=f"{group.key.label()} (measured)")
-        ax.plot(gpus, [base * g for g in gpus], linestyle="--", color=line.get_color(), alpha=0.6, label=f"{group.key.label()} (ideal linear)")
+        (line,) = ax.plot(gpus, [c.median for c in cases], marker="o", label=f"{group.key.label()} (measured)")
+        ax.plot(
+            gpus,
+            [base * g for g in gpus],
+            linestyle="--",
+            color=line.get_color(),
+            alpha=0.6,
+            label=f"{group.key.label()} (ideal linear)",
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ticks = sorted({c.gpus for g in plottable for c in g.cases})

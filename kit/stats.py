@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from collections.abc import Sequence
 
 REDUCTIONS = ("mean", "harmonic_mean", "median")
 MAD_Z = 0.6745  # consistency constant: MAD of a normal sample -> sigma
@@ -28,9 +28,7 @@ def window(values: Sequence[float], skip: int = 0, count: int | None = None) -> 
     if not kept:
         raise StatsError(f"no value left after skipping {skip} of {len(values)}")
     if count is not None and len(kept) < count:
-        raise StatsError(
-            f"only {len(kept)} value(s) after skipping {skip} of {len(values)}; {count} asked for"
-        )
+        raise StatsError(f"only {len(kept)} value(s) after skipping {skip} of {len(values)}; {count} asked for")
     return kept
 
 

@@ -14,7 +14,16 @@ def kit(*args, cwd=None):
 
 
 def test_extract_prints_the_figure_last(published):
-    r = kit("extract", published / "perf-v100/mxnet/mxnet_gpu8_fp32_bs128.txt", "--skip", "1", "--reduce", "harmonic_mean", "--sig", "5")
+    r = kit(
+        "extract",
+        published / "perf-v100/mxnet/mxnet_gpu8_fp32_bs128.txt",
+        "--skip",
+        "1",
+        "--reduce",
+        "harmonic_mean",
+        "--sig",
+        "5",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == "2957.8"
     assert "format: dle-mxnet (auto)" in r.stdout
@@ -29,7 +38,9 @@ def test_extract_metric_and_json(published):
 
 
 def test_report_prints_dlperf_table_and_writes_outputs(published, tmp_path):
-    r = kit("report", published / "dlperf-tf2-resnet50", "--skip", "1", "--count", "5", "--round", "2", "--out", tmp_path)
+    r = kit(
+        "report", published / "dlperf-tf2-resnet50", "--skip", "1", "--count", "5", "--round", "2", "--out", tmp_path
+    )
     assert r.returncode == 0, r.stderr
     assert "| 4 | 32 | 9418.44 | 29.27 |" in r.stdout
     assert {p.name for p in tmp_path.iterdir()} == {"report.md", "results.json", "results.csv", "scaling.png"}
@@ -65,7 +76,10 @@ def _bad_inputs(tmp_path, published):
         (["extract", tmp_path / "none.log"], "none.log: no throughput line of any known format"),
         (["extract", tmp_path / "none.log", "--format", "oneflow-classic"], "unknown format 'oneflow-classic'"),
         (["extract", tmp_path / "missing.log"], "missing.log: no such file"),
-        (["extract", published / "dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log", "--skip", "9"], "no value left after skipping 9 of 6"),
+        (
+            ["extract", published / "dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log", "--skip", "9"],
+            "no value left after skipping 9 of 6",
+        ),
         (["crosscheck", tmp_path / "claims.yaml"], "claims.yaml:2: malformed YAML"),
         (["crosscheck", tmp_path / "binary.log"], "binary.log: not UTF-8 text"),
         (["report", tmp_path / "none.log"], "none.log: not a directory"),

@@ -26,29 +26,40 @@ def test_published_claims(published):
 
 def test_a_changed_figure_is_caught(published, tmp_path):
     shutil.copytree(published / "perf-v100/tensorflow", tmp_path / "tf")
-    (tmp_path / "claims.yaml").write_text(textwrap.dedent("""\
+    (tmp_path / "claims.yaml").write_text(
+        textwrap.dedent("""\
         logs:
           - {file: tf/tf_gpu1_fp32_bs256.txt, format: dle-tf1, method: {skip: 5, reduce: mean}, published: 415.786, rel_tol: 0.00002}
           - {file: tf/tf_gpu1_fp32_bs256.txt, method: {skip: 5, reduce: mean}, published: 420.0, rel_tol: 0.00002}
           - {file: tf/missing.txt, method: {}, published: 1.0}
-        """))
+        """)
+    )
     statuses = [v.status for v in check_claims(tmp_path / "claims.yaml")]
     assert statuses == [MATCH, MISMATCH, ERROR]
 
 
-@pytest.mark.parametrize("body,message", [
-    ("logs: [1, 2\n", ":2: malformed YAML"),
-    ("{}\n", "no claims"),
-    ("logs:\n  - {file: a.log}\n", ":2: published: missing required key"),
-    ("logs:\n  - file: a.log\n    published: high\n", ":3: published: expected an integer or a number"),
-    ("logs:\n  - file: a.log\n    published: 1\n    method: {reduce: avg}\n", ":4: method: unknown reduce 'avg'"),
-    ("logs:\n  - file: a.log\n    published: 1\n    format: nginx\n", ":4: format: unknown format 'nginx'"),
-    ("suites:\n  - name: s\n    published_median: {one: 3}\n", ":3: published_median: case 'one' is not of the form"),
-    ("claims: []\n", ":1: claims: unknown top-level key"),
-    ("logs:\n  - {file: a.log, published: 1}\n  - {file: a.log, published: 1, file: b.log}\n", ":3: file: duplicate key"),
-    ("- just a list\n", "top level must be a mapping"),
-    ("", "empty YAML file"),
-])
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ("logs: [1, 2\n", ":2: malformed YAML"),
+        ("{}\n", "no claims"),
+        ("logs:\n  - {file: a.log}\n", ":2: published: missing required key"),
+        ("logs:\n  - file: a.log\n    published: high\n", ":3: published: expected an integer or a number"),
+        ("logs:\n  - file: a.log\n    published: 1\n    method: {reduce: avg}\n", ":4: method: unknown reduce 'avg'"),
+        ("logs:\n  - file: a.log\n    published: 1\n    format: nginx\n", ":4: format: unknown format 'nginx'"),
+        (
+            "suites:\n  - name: s\n    published_median: {one: 3}\n",
+            ":3: published_median: case 'one' is not of the form",
+        ),
+        ("claims: []\n", ":1: claims: unknown top-level key"),
+        (
+            "logs:\n  - {file: a.log, published: 1}\n  - {file: a.log, published: 1, file: b.log}\n",
+            ":3: file: duplicate key",
+        ),
+        ("- just a list\n", "top level must be a mapping"),
+        ("", "empty YAML file"),
+    ],
+)
 def test_malformed_claims_name_file_line_and_key(tmp_path, body, message):
     path = tmp_path / "claims.yaml"
     path.write_text(body)

@@ -24,7 +24,9 @@ def test_metric_choice_compute_ips(published):
 
 
 def test_last_summary_uses_the_tools_final_figure(published):
-    assert fig(published, "perf-v100/tensorflow/tf_gpu32_amp_bs256.txt", reduce="last_summary").value == pytest.approx(33317.67, rel=1e-7)
+    assert fig(published, "perf-v100/tensorflow/tf_gpu32_amp_bs256.txt", reduce="last_summary").value == pytest.approx(
+        33317.67, rel=1e-7
+    )
     table = fig(published, "perf-v100/mxnet/mxnet_gpu8_amp_bs256.txt", reduce="last_summary")
     assert table.value == 10336.0 and table.warnings == ()
     with pytest.raises(MethodError, match="no summary line"):
@@ -53,8 +55,10 @@ def test_wallclock_method_between_steps():
     lines = []
     for step in range(1, 46):
         t = 10 + step * 0.5  # 0.5 s per step of 256 images -> 512 images/s
-        lines.append(f"DLL 2023-08-04 05:46:{int(t):02d}.{round((t % 1) * 1e6):06d} - Epoch: 0 Iteration: {step}  "
-                     f"train.total_ips : 500.00 images/s")
+        lines.append(
+            f"DLL 2023-08-04 05:46:{int(t):02d}.{round((t % 1) * 1e6):06d} - Epoch: 0 Iteration: {step}  "
+            f"train.total_ips : 500.00 images/s"
+        )
     parsed = parse_text("\n".join(lines) + "\n", "w.log")
     f = compute_figure(parsed, Method(reduce="wallclock", steps=(20, 40), batch=256))
     assert f.value == pytest.approx(20 * 256 / 10.0)
@@ -79,19 +83,27 @@ def test_several_ranks_use_the_lowest_and_say_so():
     assert compute_figure(parse_text(text, "r.log"), Method(rank=1)).value == 90.0
 
 
-@pytest.mark.parametrize("mapping,message", [
-    ({"reduce": "average"}, "unknown reduce"),
-    ({"skip": -1}, "skip must be >= 0"),
-    ({"count": 0}, "count must be >= 1"),
-    ({"scale": 0}, "scale must be a positive number"),
-    ({"round": 2, "sig": 5}, "round or sig"),
-    ({"skip": "ten"}, "skip must be an integer"),
-    ({"warmup": 3}, "unknown method key"),
-])
+@pytest.mark.parametrize(
+    "mapping,message",
+    [
+        ({"reduce": "average"}, "unknown reduce"),
+        ({"skip": -1}, "skip must be >= 0"),
+        ({"count": 0}, "count must be >= 1"),
+        ({"scale": 0}, "scale must be a positive number"),
+        ({"round": 2, "sig": 5}, "round or sig"),
+        ({"skip": "ten"}, "skip must be an integer"),
+        ({"warmup": 3}, "unknown method key"),
+    ],
+)
 def test_bad_methods(mapping, message):
     with pytest.raises(MethodError, match=message):
         Method.from_mapping(mapping)
 
 
 def test_format_number():
-    assert [format_number(v) for v in (321.8, 10336.0, 1.0, 370.19444444444446)] == ["321.8", "10336", "1", "370.19444444444446"]
+    assert [format_number(v) for v in (321.8, 10336.0, 1.0, 370.19444444444446)] == [
+        "321.8",
+        "10336",
+        "1",
+        "370.19444444444446",
+    ]

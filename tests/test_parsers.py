@@ -7,7 +7,15 @@ import json
 import pytest
 
 from kit.parsers import (
-    FORMATS, PER_CARD, PER_EPOCH, PER_STEP, SUMMARY, ParseError, detect_format, parse_log, parse_text,
+    FORMATS,
+    PER_CARD,
+    PER_EPOCH,
+    PER_STEP,
+    SUMMARY,
+    ParseError,
+    detect_format,
+    parse_log,
+    parse_text,
 )
 from kit.parsers.base import split_rank_fragments
 from kit.yamlio import load_yaml
@@ -52,7 +60,8 @@ def test_dle_pytorch_mpirun_prefixed_summary(published):
     parsed = parse_log(published / "perf-v100/pytorch/pytorch_gpu32_fp32_bs256.txt")
     summary = [r for r in parsed.records if r.kind == SUMMARY]
     assert [(r.metric, r.value, r.rank) for r in summary] == [
-        ("train.total_ips", 10523.32, 0), ("train.compute_ips", 10543.3, 0)
+        ("train.total_ips", 10523.32, 0),
+        ("train.compute_ips", 10543.3, 0),
     ]
     assert summary[0].unit == "images/s"  # 'img/s' in this release
 
@@ -86,12 +95,24 @@ def test_paddleclas_per_card_ips_and_never_launcher_ips(published):
 
 PADDLECLAS_VARIANTS = [
     # 2.x dynamic graph engine
-    ("[2022/05/01 10:00:00] ppcls INFO: [Train][Epoch 1/120][Iter: 10/5005]lr(PiecewiseDecay): 0.10000000, "
-     "top1: 0.00000, top5: 0.00391, CELoss: 7.02040, loss: 7.02040, batch_cost: 0.64842s, reader_cost: 0.00067, "
-     "ips: 394.81086 samples/s, eta: 2 days, 19:23:47", 394.81086, 10, 1, "samples/s"),
+    (
+        "[2022/05/01 10:00:00] ppcls INFO: [Train][Epoch 1/120][Iter: 10/5005]lr(PiecewiseDecay): 0.10000000, "
+        "top1: 0.00000, top5: 0.00391, CELoss: 7.02040, loss: 7.02040, batch_cost: 0.64842s, reader_cost: 0.00067, "
+        "ips: 394.81086 samples/s, eta: 2 days, 19:23:47",
+        394.81086,
+        10,
+        1,
+        "samples/s",
+    ),
     # older releases
-    ("2020-07-10 12:00:00 INFO: epoch:0    train step:10   loss: 7.0, top1: 0.0, batch_cost: 0.65 s, "
-     "reader_cost: 0.01 s, ips: 390.12 images/sec", 390.12, 10, 0, "images/s"),
+    (
+        "2020-07-10 12:00:00 INFO: epoch:0    train step:10   loss: 7.0, top1: 0.0, batch_cost: 0.65 s, "
+        "reader_cost: 0.01 s, ips: 390.12 images/sec",
+        390.12,
+        10,
+        0,
+        "images/s",
+    ),
 ]
 
 
@@ -140,12 +161,15 @@ def test_crlf_line_endings(published):
     assert [r.value for r in crlf.records] == [r.value for r in plain.records]
 
 
-@pytest.mark.parametrize("content,reason", [
-    (b"", "empty file"),
-    (b"  \n\n", "empty file"),
-    (b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50, "binary file"),
-    (b"nothing to see here\n", "no throughput line of any known format"),
-])
+@pytest.mark.parametrize(
+    "content,reason",
+    [
+        (b"", "empty file"),
+        (b"  \n\n", "empty file"),
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50, "binary file"),
+        (b"nothing to see here\n", "no throughput line of any known format"),
+    ],
+)
 def test_bad_inputs_raise_parse_error_naming_the_file(tmp_path, content, reason):
     path = tmp_path / "bad.log"
     path.write_bytes(content)
@@ -160,15 +184,22 @@ def _cut(published, rel, marker, keep):
     return text[: at + keep]
 
 
-@pytest.mark.parametrize("rel,marker,keep", [
-    ("perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C1_log", "ips: 394.43388", len("ips: 394.43")),
-    ("perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C1_log", "ips: 394.43388", len("ips: 394.43388 samples/se")),
-    ("perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt", "train.total_ips : 370.04", len("train.total_ips : 370.0")),
-    ("perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt", "DLL 2023-08-04 05:46:31", len("DLL 2023-08-04 05:4")),
-    ("dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log", "between steps 300 and 400", len("between steps 300 and 4")),
-    ("dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log", "between steps 300 and 400", len("between steps 300 a")),
-    ("perf-v100/tensorflow/tf_gpu1_fp32_bs256.txt", "train_throughput : 416.18", len("train_throughput : 416.18")),
-])
+@pytest.mark.parametrize(
+    "rel,marker,keep",
+    [
+        ("perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C1_log", "ips: 394.43388", len("ips: 394.43")),
+        (
+            "perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C1_log",
+            "ips: 394.43388",
+            len("ips: 394.43388 samples/se"),
+        ),
+        ("perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt", "train.total_ips : 370.04", len("train.total_ips : 370.0")),
+        ("perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt", "DLL 2023-08-04 05:46:31", len("DLL 2023-08-04 05:4")),
+        ("dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log", "between steps 300 and 400", len("between steps 300 and 4")),
+        ("dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log", "between steps 300 and 400", len("between steps 300 a")),
+        ("perf-v100/tensorflow/tf_gpu1_fp32_bs256.txt", "train_throughput : 416.18", len("train_throughput : 416.18")),
+    ],
+)
 def test_log_cut_mid_throughput_line_is_an_error(published, rel, marker, keep):
     with pytest.raises(ParseError, match="cut mid-line"):
         parse_text(_cut(published, rel, marker, keep), "cut.log")

@@ -25,7 +25,9 @@ def test_dlperf_table_reproduced_exactly(published):
     report = build_report(published / DLPERF, Method(skip=1, count=5, round=2))
     markdown = to_markdown(report)
     assert "| node_num | gpu_num | samples/s | speedup |" in markdown
-    rows = [line for line in markdown.splitlines() if line.startswith("| ") and line.count("|") == 5 and line[2].isdigit()]
+    rows = [
+        line for line in markdown.splitlines() if line.startswith("| ") and line.count("|") == 5 and line[2].isdigit()
+    ]
     assert rows == DLPERF_TABLE
     assert not report.failures and not report.strays
 
@@ -77,7 +79,10 @@ def test_full_layout_many_nodes_per_card_scaling_and_failures(published, tmp_pat
     assert by_case["16n8g"].runs[0].figure.method.scale == 128
     assert by_case["16n8g"].median == pytest.approx(10984.43584 / 32 * 128)
     assert by_case["16n8g"].speedup == pytest.approx(by_case["16n8g"].median / by_case["1n1g"].median)
-    assert [(p.name, r) for p, r in report.failures] == [("resnet50_b256_fp32_3.log", "no throughput line of any known format (" + r.split("(", 1)[1]) for p, r in report.failures]
+    assert [(p.name, r) for p, r in report.failures] == [
+        ("resnet50_b256_fp32_3.log", "no throughput line of any known format (" + r.split("(", 1)[1])
+        for p, r in report.failures
+    ]
     assert [s.path.name for s in report.strays] == ["notes.txt"]
     markdown = to_markdown(report)
     assert "## paddle · resnet50 · batch 256 · fp32" in markdown
@@ -98,5 +103,7 @@ def test_layout_classification(tmp_path):
     assert classify(good, root) == RunLog(good, GroupKey("mxnet", "resnet50", 128, "pure_fp16"), 10, 8, 7)
     assert isinstance(classify(root / "1n1g/rn50.log", root), Stray)
     assert "disagrees" in classify(root / "x/m/bz64/1n1g/m_b128_fp32_1.log", root).reason
-    assert run_log_path("paddle", "vgg16", 64, 2, 8, "amp", 3).as_posix() == "paddle/vgg16/bz64/2n8g/vgg16_b64_amp_3.log"
+    assert (
+        run_log_path("paddle", "vgg16", 64, 2, 8, "amp", 3).as_posix() == "paddle/vgg16/bz64/2n8g/vgg16_b64_amp_3.log"
+    )
     assert find_logs(tmp_path) == ([], [])

@@ -13,13 +13,30 @@ from kit.parsers.base import KINDS, PER_CARD, PER_EPOCH, PER_STEP, SUMMARY, LogF
 from kit.parsers.dle_mxnet import DLEMXNet
 from kit.parsers.dle_pytorch import DLEPyTorch
 from kit.parsers.dle_tf1 import DLETensorFlow1
+from kit.parsers.fleetx_vgg import FleetXVGG
+from kit.parsers.nvlog_tf import NVLogTF
+from kit.parsers.oneflow import OneFlow
+from kit.parsers.paddle_models18 import PaddleModels18
 from kit.parsers.paddleclas import PaddleClas
+from kit.parsers.plsc import PLSC
 from kit.parsers.tf2_keras import TF2KerasTimeHistory
 
 __all__ = [
-    "FORMATS", "KINDS", "PER_CARD", "PER_EPOCH", "PER_STEP", "SUMMARY",
-    "LogFormat", "ParseError", "ParsedLog", "Record", "UnknownFormat",
-    "detect_format", "get_format", "parse_log", "parse_text",
+    "FORMATS",
+    "KINDS",
+    "PER_CARD",
+    "PER_EPOCH",
+    "PER_STEP",
+    "SUMMARY",
+    "LogFormat",
+    "ParseError",
+    "ParsedLog",
+    "Record",
+    "UnknownFormat",
+    "detect_format",
+    "get_format",
+    "parse_log",
+    "parse_text",
 ]
 
 _ALL: list[LogFormat] = [
@@ -28,8 +45,16 @@ _ALL: list[LogFormat] = [
     DLETensorFlow1(),
     DLEMXNet(),
     PaddleClas(),
+    PLSC(),
+    FleetXVGG(),
+    PaddleModels18(),
+    OneFlow(),
+    NVLogTF(),
 ]
 FORMATS: dict[str, LogFormat] = {f.name: f for f in sorted(_ALL, key=lambda f: f.name)}
+
+
+_BY_PRIORITY = sorted(_ALL, key=lambda f: -f.priority)
 
 
 class UnknownFormat(ValueError):
@@ -52,10 +77,10 @@ def get_format(name: str) -> LogFormat:
 
 
 def detect_format(text: str, path: str | Path) -> LogFormat:
-    candidates = [f for f in FORMATS.values() if f.detect(text)]
-    if not candidates:
-        raise ParseError(path, f"no throughput line of any known format ({', '.join(FORMATS)})")
-    return max(candidates, key=lambda f: f.priority)
+    for candidate in _BY_PRIORITY:  # the first hit is the highest-priority candidate
+        if candidate.detect(text):
+            return candidate
+    raise ParseError(path, f"no throughput line of any known format ({', '.join(FORMATS)})")
 
 
 def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:

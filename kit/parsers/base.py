@@ -9,9 +9,11 @@ from __future__ import annotations
 import calendar
 import math
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 PER_STEP = "per-step"
 PER_CARD = "per-card"  # a per-step figure of one device: multiply by the device count
@@ -22,8 +24,9 @@ KINDS = (PER_STEP, PER_CARD, PER_EPOCH, SUMMARY)
 BINARY_SNIFF_BYTES = 8192
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
+    """One throughput figure as the log printed it (a NamedTuple: logs hold millions)."""
+
     value: float
     unit: str
     metric: str
@@ -35,7 +38,7 @@ class Record:
     rank: int | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return self._asdict()
 
 
 class ParseError(Exception):
@@ -78,9 +81,7 @@ def decode_log_bytes(data: bytes, path: str | Path) -> str:
 
 
 # mpirun --tag-output (optionally --timestamp-output) prefixes: '[1,0]<stdout>:'
-_MPI_TAG = re.compile(
-    r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+,(\d+)\]<std(?:out|err)>:"
-)
+_MPI_TAG = re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+,(\d+)\]<std(?:out|err)>:")
 
 
 def split_rank_fragments(line: str) -> list[tuple[int | None, str]]:
@@ -91,6 +92,9 @@ def split_rank_fragments(line: str) -> list[tuple[int | None, str]]:
     """
     if "<std" not in line:
         return [(None, line)]
+    first = _MPI_TAG.match(line)
+    if first is not None and "<std" not in line[first.end() :]:
+        return [(int(first.group(1)), line[first.end() :])]
     tags = list(_MPI_TAG.finditer(line))
     if not tags:
         return [(None, line)]
@@ -113,10 +117,15 @@ def to_float(text: str, path: str | Path, line: int) -> float:
     return value
 
 
+@lru_cache(maxsize=4096)
+def _day_start(year: int, month: int, day: int) -> int:
+    return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0))
+
+
 def posix_time(year: int, month: int, day: int, hh: int, mm: int, ss: int, frac: str = "") -> float:
     """Seconds since the epoch of a log's wall-clock time, read as UTC (only differences matter)."""
-    seconds = calendar.timegm((year, month, day, hh, mm, ss, 0, 0, 0))
-    return seconds + (float("0." + frac) if frac else 0.0)
+    seconds = _day_start(year, month, day) + hh * 3600 + mm * 60 + ss
+    return seconds + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
 LineParser = Callable[[str, int, int | None], Iterable[Record]]
@@ -145,6 +154,7 @@ def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path:
     last_line_start = -1
     matched = 0
     length = len(text)
+    tagged = "<std" in text  # mpirun --tag-output somewhere in this log
     for m in needle.finditer(text):
         start = text.rfind("\n", 0, m.start()) + 1
         if start == last_line_start:
@@ -160,9 +170,12 @@ def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path:
         if line.endswith("\r"):
             line = line[:-1]
         matched += 1
-        found: list[Record] = []
-        for rank, fragment in split_rank_fragments(line):
-            found.extend(parse_line(fragment, lineno, rank))
+        if tagged:
+            found = [r for rank, fragment in split_rank_fragments(line) for r in parse_line(fragment, lineno, rank)]
+        else:
+            found = parse_line(line, lineno, None)
+            if not isinstance(found, list):
+                found = list(found)
         if not terminated and (not found or _NUMBER_AT_END.search(line)):
             raise ParseError(path, "log cut mid-line: the last throughput line is incomplete", lineno)
         records.extend(found)
@@ -176,6 +189,9 @@ class LogFormat:
     description: str = ""  # the print statement it reads, one line
     needle: re.Pattern[str]  # finds candidate lines fast
     detector: re.Pattern[str]  # present only in this format (used by --format auto)
+    # Detection scans whole logs: give each detector a literal first character run so
+    # the regex engine can skip ahead fast (an alternation or look-behind first is slow).
+    detectors: tuple[re.Pattern[str], ...] = ()
     default_metric: str = ""
     series_kind: str = PER_STEP  # the record kind skip/count/reduce work on
     priority: int = 0  # breaks detection ties: higher wins
@@ -188,4 +204,4 @@ class LogFormat:
         return result.records
 
     def detect(self, text: str) -> bool:
-        return self.detector.search(text) is not None
+        return any(d.search(text) is not None for d in (self.detectors or (self.detector,)))

@@ -12,8 +12,8 @@ benchmark.py's table (harmonic mean of the epochs after the first, printed '{:.5
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from kit.parsers.base import PER_EPOCH, SUMMARY, Record, ScanResult, scan_lines, to_float
 from kit.parsers.dllogger import DEFAULT_UNIT, DLLoggerFormat
@@ -31,16 +31,14 @@ class DLEMXNet(DLLoggerFormat):
     name = "dle-mxnet"
     description = "NGC MXNet DLLogger: per-epoch 'train.ips : 389.44 images/s' and benchmark.py's table"
     needle = re.compile(r"DLLL? ")
-    detector = re.compile(r"train\.ips\b")
+    detectors = (re.compile(r"train\.ips\b"),)
     default_metric = "train.ips"
     summary_metric = "train.ips"
     series_kind = PER_EPOCH
     priority = 10
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
-        result: ScanResult = scan_lines(
-            text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path
-        )
+        result: ScanResult = scan_lines(text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path)
         return result.records + list(self._tables(text, path))
 
     def _tables(self, text: str, path: str | Path) -> Iterator[Record]:

@@ -14,7 +14,7 @@ class DLEPyTorch(DLLoggerFormat):
     name = "dle-pytorch"
     description = "NGC PyTorch DLLogger: 'train.total_ips : 365.85 images/s' per iteration, 'Summary:'"
     needle = re.compile(r"DLLL? ")
-    detector = re.compile(r"train\.(?:total|compute)_ips\b")
+    detectors = (re.compile(r"train\.total_ips\b"), re.compile(r"train\.compute_ips\b"))
     default_metric = "train.total_ips"
     summary_metric = "train.total_ips"
     series_kind = PER_STEP

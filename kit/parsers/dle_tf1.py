@@ -14,7 +14,10 @@ class DLETensorFlow1(DLLoggerFormat):
     name = "dle-tf1"
     description = "NGC TensorFlow 1 DLLogger: '(0, 210) total_ips : 415.71', '() train_throughput : 416.19'"
     needle = re.compile(r"DLLL? ")
-    detector = re.compile(r"(?:\) total_ips : |\) train_throughput : |\"total_ips\"|\"train_throughput\")")
+    detectors = tuple(
+        re.compile(re.escape(literal))
+        for literal in (") total_ips : ", ") train_throughput : ", '"total_ips"', '"train_throughput"')
+    )
     default_metric = "total_ips"
     summary_metric = "train_throughput"
     series_kind = PER_STEP

@@ -9,48 +9,25 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from kit.parsers.base import PER_EPOCH, PER_STEP, SUMMARY, LogFormat, ParseError, Record, posix_time, to_float
 
+# time, then the step: Summary: | PARAMETER | Epoch: e [Iteration: i] | Iteration: i | (e, i) | ()
 _TEXT_LINE = re.compile(
-    r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))? - (.*)"
-)
-_STEP_HEAD = re.compile(
-    r"\s*(?:(?P<summary>Summary:)"
-    r"|(?P<param>PARAMETER)"
-    r"|Epoch: (?P<epoch>\d+)(?:\s+Iteration: (?P<iteration>\d+))?"
-    r"|Iteration: (?P<it_only>\d+)"
-    r"|\((?P<tuple>[\d, ]*)\))"
+    r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))? - \s*"
+    r"(?:(Summary:)"
+    r"|(PARAMETER)"
+    r"|Epoch: (\d+)(?:\s+Iteration: (\d+))?"
+    r"|Iteration: (\d+)"
+    r"|\( *(\d+)?(?:, *(\d+))?(?:, *\d+)*\))"
 )
 _THROUGHPUT_ITEM = re.compile(
     r"(?:^|\s)(?P<name>[A-Za-z_][\w.]*(?:ips|throughput)) : (?P<value>\S+)"
     r"(?: (?P<unit>images/s|img/s|imgs/s|samples/s|sequences/s|tokens/s))?(?=\s|$)"
 )
 DEFAULT_UNIT = "images/s"
-
-
-def _kind_and_step(head: re.Match[str] | None) -> tuple[str, int | None, int | None] | None:
-    if head is None:
-        return None
-    if head["param"]:
-        return None
-    if head["summary"]:
-        return SUMMARY, None, None
-    if head["epoch"] is not None:
-        epoch = int(head["epoch"])
-        if head["iteration"] is not None:
-            return PER_STEP, int(head["iteration"]), epoch
-        return PER_EPOCH, None, epoch
-    if head["it_only"] is not None:
-        return PER_STEP, int(head["it_only"]), None
-    numbers = [int(n) for n in re.findall(r"\d+", head["tuple"])]
-    if not numbers:
-        return SUMMARY, None, None
-    if len(numbers) == 1:
-        return PER_EPOCH, None, numbers[0]
-    return PER_STEP, numbers[-1], numbers[0]
 
 
 def _json_kind_and_step(step: object) -> tuple[str, int | None, int | None] | None:
@@ -73,27 +50,39 @@ class DLLoggerFormat(LogFormat):
 
     summary_metric: str = ""
 
-    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         json_at = line.find("DLLL {")
         if json_at != -1:
-            yield from self._parse_json(line[json_at + 5 :], lineno, rank, path)
-            return
+            return list(self._parse_json(line[json_at + 5 :], lineno, rank, path))
         m = _TEXT_LINE.search(line)
         if m is None:
-            return
-        y, mo, d, hh, mi, ss, frac, rest = m.groups()
-        head = _STEP_HEAD.match(rest)
-        ks = _kind_and_step(head)
-        if ks is None:
-            return
-        kind, step, epoch = ks
-        body = rest[head.end() :]
+            return []
+        y, mo, d, hh, mi, ss, frac, summary, param, epoch, iteration, it_only, first, second = m.groups()
+        if param:
+            return []
+        step = None
+        if summary:
+            kind = SUMMARY
+        elif epoch is not None:
+            epoch = int(epoch)
+            kind, step = (PER_STEP, int(iteration)) if iteration is not None else (PER_EPOCH, None)
+        elif it_only is not None:
+            kind, step = PER_STEP, int(it_only)
+        elif first is None:
+            kind = SUMMARY
+        elif second is None:
+            kind, epoch = PER_EPOCH, int(first)
+        else:
+            kind, step, epoch = PER_STEP, int(second), int(first)
         ts = posix_time(int(y), int(mo), int(d), int(hh), int(mi), int(ss), frac or "")
-        for item in _THROUGHPUT_ITEM.finditer(body):
-            if item["value"] == "None":
+        found = []
+        for name, raw, unit in _THROUGHPUT_ITEM.findall(line, m.end()):
+            if raw == "None":
                 continue
-            value = to_float(item["value"], path, lineno)
-            yield Record(value, _unit(item["unit"]), item["name"], kind, lineno, step, epoch, ts, rank)
+            found.append(
+                Record(to_float(raw, path, lineno), _UNITS.get(unit, unit), name, kind, lineno, step, epoch, ts, rank)
+            )
+        return found
 
     def _parse_json(self, payload: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         try:
@@ -118,7 +107,4 @@ class DLLoggerFormat(LogFormat):
             yield Record(value, DEFAULT_UNIT, name, kind, lineno, step, epoch, ts, rank)
 
 
-def _unit(unit: str | None) -> str:
-    if unit in (None, "img/s", "imgs/s"):
-        return DEFAULT_UNIT
-    return unit
+_UNITS = {"": DEFAULT_UNIT, "img/s": DEFAULT_UNIT, "imgs/s": DEFAULT_UNIT}

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterator
 
 from kit.parsers.base import PER_CARD, LogFormat, Record, posix_time, to_float
 
 _IPS = re.compile(
-    r"(?<![\w-])ips: ?(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf) ?"
+    r"ips: ?(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf) ?"
     r"(?P<unit>samples/sec|samples/s|images/sec|images/s|img/s)(?![\w/])"
 )
-_STEP = re.compile(r"(?:train step: ?|\[Iter: ?|Iter: ?|step: ?)(\d+)")
-_EPOCH = re.compile(r"(?:epoch: ?|\[Epoch ?)(\d+)")
+_INT = re.compile(r" *(\d+)")
+_STEP_MARKERS = ("step:", "Iter:")
+_EPOCH_MARKERS = ("epoch:", "[Epoch ")
 _TIME = re.compile(r"^\[(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\]")
 _UNITS = {"samples/sec": "samples/s", "images/sec": "images/s", "img/s": "images/s"}
 
@@ -31,31 +31,46 @@ class PaddleClas(LogFormat):
     name = "paddleclas"
     description = "PaddleClas: per-card 'ips: 394.81086 samples/sec' (older 'images/sec')"
     needle = re.compile(r"ips: ?[-+\d.ni]")
-    detector = re.compile(r"(?<![\w-])ips: ?[\d.]+ ?(?:samples|images)/s")
+    detectors = (re.compile(r"ips: ?[\d.]+ ?(?:samples|images)/s"),)
     default_metric = "ips"
     summary_metric = ""
     series_kind = PER_CARD
     priority = 50
 
-    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
-        m = _IPS.search(line)
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
+        at = line.rfind("ips:")
+        while at > 0 and (line[at - 1].isalnum() or line[at - 1] in "_-"):  # '--ips:', 'relative_ips:'
+            at = line.rfind("ips:", 0, at)
+        m = _IPS.match(line, at) if at != -1 else None
         if m is None or "[Eval]" in line or "eval step" in line:
-            return
+            return []
         value = to_float(m["value"], path, lineno)
-        step = _STEP.search(line)
-        epoch = _EPOCH.search(line)
         ts = None
-        t = _TIME.match(line)
-        if t:
-            ts = posix_time(*(int(g) for g in t.groups()))
-        yield Record(
-            value,
-            _UNITS.get(m["unit"], m["unit"]),
-            "ips",
-            PER_CARD,
-            lineno,
-            int(step.group(1)) if step else None,
-            int(epoch.group(1)) if epoch else None,
-            ts,
-            rank,
-        )
+        if line.startswith("["):
+            t = _TIME.match(line)
+            if t:
+                ts = posix_time(*(int(g) for g in t.groups()))
+        unit = m["unit"]
+        return [
+            Record(
+                value,
+                _UNITS.get(unit, unit),
+                "ips",
+                PER_CARD,
+                lineno,
+                _int_after(line, _STEP_MARKERS, at),
+                _int_after(line, _EPOCH_MARKERS, at),
+                ts,
+                rank,
+            )
+        ]
+
+
+def _int_after(line: str, markers: tuple[str, ...], end: int) -> int | None:
+    for marker in markers:
+        pos = line.find(marker, 0, end)
+        if pos != -1:
+            m = _INT.match(line, pos + len(marker))
+            if m:
+                return int(m.group(1))
+    return None

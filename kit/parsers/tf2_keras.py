@@ -9,8 +9,8 @@ Older releases print "BenchmarkMetric: {'global step':100, 'time_taken': 39.13,
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from kit.parsers.base import PER_STEP, LogFormat, Record, posix_time, to_float
 
@@ -30,8 +30,8 @@ _GLOG_YEAR = 2000
 class TF2KerasTimeHistory(LogFormat):
     name = "tf2-keras-timehistory"
     description = "TF2 official models: 'TimeHistory: 39.13 seconds, 327.08 examples/second between steps 100 and 200'"
-    needle = re.compile(r"TimeHistory: |BenchmarkMetric: ")
-    detector = re.compile(r"examples/second between steps|BenchmarkMetric: \{")
+    needle = re.compile(r"examples[/_]")  # examples/second, examples_per_second
+    detectors = (re.compile(r"examples/second between steps"), re.compile(r"BenchmarkMetric: \{"))
     default_metric = "examples_per_second"
     summary_metric = ""
     series_kind = PER_STEP

@@ -1,0 +1,87 @@
+# Training Benchmark Reproducibility Kit — one-click targets.
+# `make` (or `make help`) lists them; each target's `## ` comment is its help line.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV        ?= .venv
+VENV_PY     := $(VENV)/bin/python
+VENV_STAMP  := $(VENV)/.setup-stamp
+RUNS_DIR    ?= runs
+# newest run directory (by modification time); override with `make report RUN=runs/<id>`
+RUN         ?= $(shell ls -1dt $(RUNS_DIR)/*/ 2>/dev/null | head -n 1)
+REPORT_ARGS ?=
+CLAIMS      ?= ../shared/fixtures/published-logs/expected.yaml
+LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
+DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
+
+.PHONY: help setup system-deps test lint report bench-parse crosscheck clean distclean check-venv
+
+help: ## list the targets (this text)
+	@echo "usage: make <target> [VAR=value]"
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z0-9_-]+:[^#]*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "variables: RUN=<run dir> (report), REPORT_ARGS='--skip 1 ...', CLAIMS=<claims.yaml>"
+
+setup: system-deps $(VENV_STAMP) ## create .venv (Python >= 3.11) from requirements.lock + kit; as root also apt packages
+	@echo "setup: done. Try: $(VENV)/bin/kit formats   (or: make test)"
+
+system-deps:
+	@if [ "$$(id -u)" = 0 ]; then \
+	  scripts/install_system_deps.sh; \
+	else \
+	  echo "setup: not root, so system packages are NOT installed. The tests need these Debian packages:"; \
+	  echo "    $$(scripts/install_system_deps.sh --list)"; \
+	  echo "  install them with:  sudo scripts/install_system_deps.sh"; \
+	  echo "  (or: sudo apt-get install -y $$(scripts/install_system_deps.sh --list))"; \
+	  echo "setup: continuing with the Python environment."; \
+	fi
+
+# Pick python3.11, else python3 if it is >= 3.11; (re)create the venv if it is missing or broken.
+$(VENV_PY):
+	@py=""; for cand in python3.11 python3; do \
+	  p=$$(command -v $$cand 2>/dev/null) || continue; \
+	  if "$$p" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then py=$$p; break; fi; \
+	done; \
+	if [ -z "$$py" ]; then \
+	  echo "setup: need Python >= 3.11 (python3.11 or python3 on PATH); found none." >&2; \
+	  echo "  Debian bookworm: sudo apt-get install -y python3 python3-venv" >&2; exit 1; \
+	fi; \
+	echo "setup: creating $(VENV) with $$py ($$("$$py" -c 'import platform; print(platform.python_version())'))"; \
+	"$$py" -m venv --clear $(VENV)
+
+$(VENV_STAMP): requirements.lock pyproject.toml | $(VENV_PY)
+	$(VENV_PY) -m pip install --disable-pip-version-check -r requirements.lock
+	$(VENV_PY) -m pip install --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+check-venv:
+	@[ -x $(VENV_PY) ] || { echo "no $(VENV): run 'make setup' first" >&2; exit 1; }
+
+test: check-venv ## run the test suite (pytest)
+	$(VENV_PY) -m pytest -q
+
+lint: check-venv ## ruff on the Python code; hadolint on docker/**/Dockerfile*
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+ifneq ($(DOCKERFILES),)
+	$(VENV)/bin/hadolint $(DOCKERFILES)
+else
+	@echo "lint: no Dockerfiles under docker/ (hadolint not run)"
+endif
+
+report: check-venv ## tables/JSON/CSV/PNG for a run: RUN=runs/<id> (default: newest under runs/)
+	@if [ -z "$(RUN)" ]; then \
+	  echo "report: no run directory under $(RUNS_DIR)/; pass one: make report RUN=<dir>" >&2; exit 1; fi
+	$(VENV)/bin/kit report $(RUN) $(REPORT_ARGS)
+
+bench-parse: check-venv ## benchmark the kit's own log parsing speed (bench/bench_parse.py)
+	$(VENV_PY) bench/bench_parse.py
+
+crosscheck: check-venv ## re-derive published figures from logs: CLAIMS=<claims.yaml>
+	$(VENV)/bin/kit crosscheck $(CLAIMS)
+
+clean: ## remove build outputs and caches (keeps .venv, runs/ and bench/out/)
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean ## clean, and also remove .venv
+	rm -rf $(VENV)

@@ -1,0 +1,83 @@
+"""Parse throughput of the kit's log parsers on >= 200 MB of real log text (not a test).
+
+Each published fixture log is repeated to ~TARGET/len(fixtures) bytes, written to a temp
+folder, then read and parsed with --format auto detection, one process (= one core).
+Prints MB/s per format and overall, the median of REPEATS timings, and the ratio to the
+50 MB/s-per-core target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kit.parsers import parse_log  # noqa: E402
+
+FIXTURES = REPO.parent / "shared" / "fixtures" / "published-logs"
+TARGET_MB_PER_S = 50.0
+
+
+def build_corpus(out: Path, total_bytes: int) -> list[Path]:
+    sources = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix not in (".yaml", ".md"))
+    if not sources:
+        raise SystemExit(f"no fixture logs under {FIXTURES}")
+    per_file = total_bytes // len(sources) + 1
+    made = []
+    for i, src in enumerate(sources):
+        text = src.read_text(encoding="utf-8", errors="replace")
+        if not text.endswith("\n"):
+            text += "\n"
+        copies = per_file // len(text) + 1
+        target = out / f"{i:03d}_{src.name}"
+        target.write_text(text * copies, encoding="utf-8")
+        made.append(target)
+    return made
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=200, help="corpus size in MB [200]")
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes; the median is reported [3]")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kit-bench-parse-") as tmp:
+        files = build_corpus(Path(tmp), args.mb * 1_000_000)
+        sizes = {f: f.stat().st_size for f in files}
+        total = sum(sizes.values())
+        print(f"corpus: {len(files)} files, {total / 1e6:.1f} MB built from {FIXTURES}")
+        passes = []
+        per_format: dict[str, list[float]] = defaultdict(list)
+        records = 0
+        for _ in range(args.repeats):
+            spent: dict[str, float] = defaultdict(float)
+            volume: dict[str, int] = defaultdict(int)
+            records = 0
+            start = time.perf_counter()
+            for f in files:
+                t0 = time.perf_counter()
+                parsed = parse_log(f)
+                spent[parsed.format.name] += time.perf_counter() - t0
+                volume[parsed.format.name] += sizes[f]
+                records += len(parsed.records)
+            passes.append(time.perf_counter() - start)
+            for name in spent:
+                per_format[name].append(volume[name] / 1e6 / spent[name])
+        seconds = statistics.median(passes)
+        overall = total / 1e6 / seconds
+        print(f"records parsed per pass: {records:,}")
+        for name in sorted(per_format):
+            print(f"  {name:<24} {statistics.median(per_format[name]):8.1f} MB/s")
+        print(f"overall: {overall:.1f} MB/s per core (median of {args.repeats} passes, {seconds:.2f} s each)")
+        print(f"ratio to target {TARGET_MB_PER_S:.0f} MB/s: {overall / TARGET_MB_PER_S:.2f}x")
+        return 0 if overall >= TARGET_MB_PER_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

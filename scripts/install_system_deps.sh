@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Install the Debian packages the kit's tests and host tooling need (Debian bookworm).
+#   scripts/install_system_deps.sh          install what is missing (root only; idempotent)
+#   scripts/install_system_deps.sh --list   print the package names and exit (any user)
+# Why each package: openssh-server (test SSH hosts in network namespaces), docker.io
+# (dockerd for image builds/runs), iproute2 (ip netns / veth), debootstrap (base image
+# without a registry), docker-registry (local registry on 127.0.0.1:5000), rsync (staging).
+set -euo pipefail
+
+PACKAGES=(openssh-server docker.io iproute2 debootstrap docker-registry rsync)
+
+case "${1:-}" in
+  --list) echo "${PACKAGES[*]}"; exit 0 ;;
+  -h|--help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  "") ;;
+  *) echo "install_system_deps.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+esac
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install_system_deps.sh: must run as root; run: sudo $0" >&2
+  echo "  (it installs: ${PACKAGES[*]})" >&2
+  exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "install_system_deps.sh: apt-get/dpkg-query not found; this script supports Debian/Ubuntu only." >&2
+  echo "  install by hand: ${PACKAGES[*]}" >&2
+  exit 1
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "system packages: all present (${PACKAGES[*]})"
+  exit 0
+fi
+
+echo "system packages: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"
+echo "system packages: done"
