@@ -32,6 +32,7 @@ class DLEMXNet(DLLoggerFormat):
     description = "NGC MXNet DLLogger: per-epoch 'train.ips : 389.44 images/s' and benchmark.py's table"
     needle = re.compile(r"DLLL? ")
     detectors = (re.compile(r"train\.ips\b"),)
+    detect_literals = ("train.ips",)
     default_metric = "train.ips"
     summary_metric = "train.ips"
     series_kind = PER_EPOCH
@@ -43,8 +44,10 @@ class DLEMXNet(DLLoggerFormat):
 
     def _tables(self, text: str, path: str | Path) -> Iterator[Record]:
         """benchmark.py's result table: rows = GPU counts, columns = batch sizes."""
+        lineno, counted_to = 1, 0
         for table in _TABLE.finditer(text):
-            lineno = text.count("\n", 0, table.start()) + 1
+            lineno += text.count("\n", counted_to, table.start())
+            counted_to = table.start()
             rows = table["rows"].splitlines()
             for offset, row in enumerate(rows):
                 cells = [c.strip() for c in row.split("|")]

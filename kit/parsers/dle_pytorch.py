@@ -15,6 +15,7 @@ class DLEPyTorch(DLLoggerFormat):
     description = "NGC PyTorch DLLogger: 'train.total_ips : 365.85 images/s' per iteration, 'Summary:'"
     needle = re.compile(r"DLLL? ")
     detectors = (re.compile(r"train\.total_ips\b"), re.compile(r"train\.compute_ips\b"))
+    detect_literals = ("train.total_ips", "train.compute_ips")
     default_metric = "train.total_ips"
     summary_metric = "train.total_ips"
     series_kind = PER_STEP

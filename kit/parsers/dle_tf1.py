@@ -18,6 +18,7 @@ class DLETensorFlow1(DLLoggerFormat):
         re.compile(re.escape(literal))
         for literal in (") total_ips : ", ") train_throughput : ", '"total_ips"', '"train_throughput"')
     )
+    detect_literals = ("total_ips", "train_throughput")
     default_metric = "total_ips"
     summary_metric = "train_throughput"
     series_kind = PER_STEP

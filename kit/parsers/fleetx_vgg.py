@@ -40,6 +40,7 @@ class FleetXVGG(LogFormat):
     description = "FleetX VGG16: 'epoch id: 0, step11, ... step per second: 1.91, speed: 1.91' (steps/s)"
     needle = re.compile(r"step per second: ")
     detector = re.compile(r", total time cost = [\d.]+, step per second: [\d.]+, speed: [\d.]")
+    detect_literals = ("step per second: ",)
     default_metric = "speed"
     summary_metric = ""
     series_kind = PER_STEP

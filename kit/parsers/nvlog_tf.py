@@ -18,7 +18,8 @@ utils/hooks/training_hooks.py (TrainingLoggingHook, StdOutBackend) of the same c
     ':::NVLOGv0.2.3 resnet 1605627653.400741577 (training_hooks.py:101) imgs_per_sec: 37.5667719118656'
   recorded under the metric name "total_ips" (same quantity, one name for the stats layer).
 
-All figures are GLOBAL (global_batch_size = per-GPU batch x horovod size; only rank 0 logs): per-step
+All figures are GLOBAL (runtime/runner.py: global_batch_size = batch_size * hvd.size(), the hooks
+exist on hvd.rank() == 0 only): per-step
 records, plus the summary. The step is the 'iteration' line logged just before (same rank); the
 timestamp is the line's own seconds field. NaN/Infinity (json.dumps of a diverged value) are errors.
 Throughput logged after ':::NVLOG... Starting Model Evaluation...' is inference, not training,
@@ -42,12 +43,13 @@ _EVALUATION = re.compile(r":::NVLOGv[\d.]+ \S+ [\d.]+ \([^)]*\) Starting Model E
 
 class NVLogTF(LogFormat):
     name = "nvlog-tf"
-    description = "older NGC TensorFlow ':::NVLOGv0.2.3 ... total_ips: 1234.5' per step, 'Average total_ips: 1230.1'"
+    description = "older NGC TensorFlow: ':::NVLOGv0.2.3 ... total_ips: 1234.5', 'Average total_ips: 1230.1'"
     needle = re.compile(
         r":::NVLOGv[\d.]+ \S+ [\d.]+ \([^)]*\) "
         r"(?:Average |total_ips|imgs_per_sec|iteration|Starting Model Evaluation)"
     )
     detector = re.compile(r":::NVLOGv[\d.]+ \S+ [\d.]+ \([^)]*\) (?:Average )?(?:total_ips|imgs_per_sec): ")
+    detect_literals = (":::NVLOG",)
     default_metric = "total_ips"
     summary_metric = "Average total_ips"
     series_kind = PER_STEP

@@ -43,11 +43,10 @@ _ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d+)")
 
 class PaddleModels18(LogFormat):
     name = "paddle-models-1.8"
-    description = (
-        "PaddlePaddle models 1.8 image classification: '[Pass 0, train batch 10] ... elapse 0.3618 sec' (s/batch)"
-    )
+    description = "PaddlePaddle models 1.8 classification: '[Pass 0, train batch 10] ... elapse 0.3618 sec'"
     needle = re.compile(r"\[Pass \d+, train batch ")
     detector = re.compile(r"\[Pass \d+, train batch \d+\]\s*loss [^\n]*?, elapse [\d.]+ sec")
+    detect_literals = ("train batch ",)
     default_metric = "elapse"
     summary_metric = ""
     series_kind = PER_STEP

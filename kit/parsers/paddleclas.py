@@ -32,6 +32,7 @@ class PaddleClas(LogFormat):
     description = "PaddleClas: per-card 'ips: 394.81086 samples/sec' (older 'images/sec')"
     needle = re.compile(r"ips: ?[-+\d.ni]")
     detectors = (re.compile(r"ips: ?[\d.]+ ?(?:samples|images)/s"),)
+    detect_literals = ("ips:",)
     default_metric = "ips"
     summary_metric = ""
     series_kind = PER_CARD

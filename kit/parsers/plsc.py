@@ -2,7 +2,7 @@
 
 All three figures are for the WHOLE job (every card), so records are per-step, never per-card.
 
-1.x static engine, PaddlePaddle/PLSC plsc/entry.py (Entry.train), e.g. @ 019957718a83f0e4be287c89520d84c78fef664d:
+1.x static engine: PaddlePaddle/PLSC plsc/entry.py (Entry.train) @ 019957718a83f0e4be287c89520d84c78fef664d:
     logger.info("Pass:{} batch:{} lr:{} loss:{} qps:{:.2f}".format(pass_id, batch_id, avg_lr, avg_loss, speed))
     logging format '%(asctime)s - %(levelname)s - %(message)s', datefmt '%d %b %Y %H:%M:%S':
     '28 Jan 2020 10:11:12 - INFO - Pass:0 batch:200 lr:0.1 loss:11.235 qps:1234.56'
@@ -18,13 +18,17 @@ All three figures are for the WHOLE job (every card), so records are per-step, n
   qps: `nsamples += global_batch_size` each step (global_train_batch_size = train_batch_size
   x num_trainers), `speed = nsamples / local_time` where local_time sums exe.run() only:
   a global figure of the interval since the last print (reader time excluded).
-arcface_paddle (PLSC 2021 dynamic/static), PaddlePaddle/PLSC utils/logging.py @ c4e9e65c327ba6ddd95a83cd447e92fbf07e9726:
+arcface_paddle (PLSC 2021 dynamic/static): PaddlePaddle/PLSC utils/logging.py
+@ c4e9e65c327ba6ddd95a83cd447e92fbf07e9726 (the same CallBackLogging as deepinsight/insightface arcface_paddle):
     msg = "loss %.4f, lr: %f, epoch: %d, step: %d, eta: %1.2f hours, throughput: %.2f imgs/sec" % (...)
     formatter "Training: %(asctime)s - %(message)s":
     'Training: 2021-09-28 11:08:48,654 - loss 45.3045, lr: 0.200000, epoch: 0, step: 100, eta: 13.65 hours,
      throughput: 2607.10 imgs/sec'
-  throughput: `speed_total = frequent * batch_size / (time.time() - tic) * world_size`: global.
-2.x engine, PaddlePaddle/PLSC plsc/engine/recognition/utils.py (log_info) @ 3155fea75572db7a4a1ca77d027d2b2fcf58b5aa:
+  throughput: `speed_total = frequent * batch_size / (time.time() - tic) * world_size`: global. PLSC's own
+  experiments/logs/static/ms1mv3_r50_static_128_fp16_0.1/training.log (@ 894c79d34e0d) shows it:
+  'world_size: 8', 'total_batch_size: 1024', then '... throughput: 9408.24 imgs/sec'.
+2.x engine: PaddlePaddle/PLSC plsc/engine/recognition/utils.py (log_info)
+@ 3155fea75572db7a4a1ca77d027d2b2fcf58b5aa (classification/utils.py prints the same):
     total_batch_size = batch_size * world_size
     ips_msg = "ips: {:.5f} images/sec".format(total_batch_size / trainer.time_info["batch_cost"].avg)
     logger.info("[Train][Epoch {}/{}][Iter: {}/{}]{}, {}, {}, {}, {}".format(...))
@@ -64,13 +68,11 @@ _PATTERNS = (_QPS, _QPS_SHIFTED, _THROUGHPUT, _IPS)
 
 _ISO_TIME = re.compile(r"(\d{4})[-/](\d\d)[-/](\d\d)[ T](\d\d):(\d\d):(\d\d)(?:,(\d+))?")
 _DMY_TIME = re.compile(r"(\d{1,2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4}) (\d\d):(\d\d):(\d\d)")
-_MONTHS = {
-    m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
-}
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
 
 def _timestamp(prefix: str) -> float | None:
-    """The logging time before the message: '2021-01-20 10:00:00,123', '[2022/10/12 10:00:00]', '28 Jan 2020 10:11:12'."""
+    """Logging time before the message: '2021-01-20 10:00:00,123', '[2022/10/12 10:00:00]', '28 Jan 2020 10:11:12'."""
     t = _ISO_TIME.search(prefix)
     if t:
         y, mo, d, hh, mi, ss, frac = t.groups()
@@ -84,13 +86,14 @@ def _timestamp(prefix: str) -> float | None:
 
 class PLSC(LogFormat):
     name = "plsc"
-    description = "PLSC ArcFace: global 'Pass:0 batch:200 ... qps:1234.56', 'throughput: 9408.24 imgs/sec', 2.x 'plsc INFO: [Train]... ips:'"
+    description = "PLSC ArcFace, global: 'Pass:0 batch:200 ... qps:9408.24', 'throughput: 9408.24 imgs/sec', 'ips:'"
     needle = re.compile(r"qps:|throughput: |plsc INFO: \[Train\]")
     detector = re.compile(
         r"Pass:\d+ batch:(?:\d+|%d) lr:\S+ loss:\S+ qps:[\d.]"
         r"|eta: [\d.]+ hours, throughput: [\d.]+ imgs/sec"
         r"|plsc INFO: \[Train\]\[Epoch \d+/\d+\]\[Iter: \d+/\d+\][^\n]*?ips: [\d.]+ images/sec"
     )
+    detect_literals = ("qps:", "throughput: ", "plsc INFO")
     default_metric = "throughput"  # one name for 'qps', 'throughput' and 'ips': the same global figure
     summary_metric = ""
     series_kind = PER_STEP

@@ -32,6 +32,7 @@ class TF2KerasTimeHistory(LogFormat):
     description = "TF2 official models: 'TimeHistory: 39.13 seconds, 327.08 examples/second between steps 100 and 200'"
     needle = re.compile(r"examples[/_]")  # examples/second, examples_per_second
     detectors = (re.compile(r"examples/second between steps"), re.compile(r"BenchmarkMetric: \{"))
+    detect_literals = ("examples/second", "examples_per_second")
     default_metric = "examples_per_second"
     summary_metric = ""
     series_kind = PER_STEP
