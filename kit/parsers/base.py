@@ -10,7 +10,6 @@ import calendar
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -122,26 +121,26 @@ def _day_start(year: int, month: int, day: int) -> int:
     return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0))
 
 
-def posix_time(year: int, month: int, day: int, hh: int, mm: int, ss: int, frac: str = "") -> float:
-    """Seconds since the epoch of a log's wall-clock time, read as UTC (only differences matter)."""
-    seconds = _day_start(year, month, day) + hh * 3600 + mm * 60 + ss
+def posix_time(year, month, day, hh, mm, ss, frac: str | None = None) -> float:
+    """Seconds since the epoch of a log's wall-clock time, read as UTC (only differences matter).
+
+    Takes ints or the digit strings a regex captured; frac is the digits after the point.
+    """
+    seconds = _day_start(int(year), int(month), int(day)) + int(hh) * 3600 + int(mm) * 60 + int(ss)
     return seconds + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
+
+# A throughput number as tools print it (nan/inf are matched so to_float can refuse them).
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
 
 LineParser = Callable[[str, int, int | None], Iterable[Record]]
 """(line text without mpirun tags, 1-based line number, rank) -> records."""
 
 
-@dataclass(frozen=True)
-class ScanResult:
-    records: list[Record]
-    lines_matched: int
-
-
 _NUMBER_AT_END = re.compile(r"(?:^|[\s:=,(\[])[-+]?\.?\d[\d.eE+-]*$")
 
 
-def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path: str | Path) -> ScanResult:
+def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path: str | Path) -> list[Record]:
     """Run parse_line on every line containing a needle match.
 
     The needle is searched over the whole text (fast), so only candidate lines are parsed.
@@ -152,7 +151,6 @@ def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path:
     lineno = 1
     counted_to = 0
     last_line_start = -1
-    matched = 0
     length = len(text)
     tagged = "<std" in text  # mpirun --tag-output somewhere in this log
     for m in needle.finditer(text):
@@ -169,17 +167,12 @@ def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path:
         line = text[start:end]
         if line.endswith("\r"):
             line = line[:-1]
-        matched += 1
-        if tagged:
-            found = [r for rank, fragment in split_rank_fragments(line) for r in parse_line(fragment, lineno, rank)]
-        else:
-            found = parse_line(line, lineno, None)
-            if not isinstance(found, list):
-                found = list(found)
+        fragments = split_rank_fragments(line) if tagged else ((None, line),)
+        found = [r for rank, fragment in fragments for r in parse_line(fragment, lineno, rank)]
         if not terminated and (not found or _NUMBER_AT_END.search(line)):
             raise ParseError(path, "log cut mid-line: the last throughput line is incomplete", lineno)
         records.extend(found)
-    return ScanResult(records, matched)
+    return records
 
 
 class LogFormat:
@@ -188,14 +181,15 @@ class LogFormat:
     name: str = ""
     description: str = ""  # the print statement it reads, one line
     needle: re.Pattern[str]  # finds candidate lines fast
-    detector: re.Pattern[str]  # present only in this format (used by --format auto)
-    # Detection scans whole logs: give each detector a literal first character run so
-    # the regex engine can skip ahead fast (an alternation or look-behind first is slow).
+    # Present only in this format (--format auto). Detection scans whole logs: start each
+    # detector with literal characters so the regex engine skips ahead fast (an alternation
+    # or a look-behind first is slow); give alternatives as separate detectors.
     detectors: tuple[re.Pattern[str], ...] = ()
     # Plain substrings one of which every log of this format holds: a C-speed pre-check
     # that lets detection skip the regexes on the (many) logs of other formats.
     detect_literals: tuple[str, ...] = ()
     default_metric: str = ""
+    summary_metric: str = ""  # the metric of the tool's own end-of-run line, if it prints one
     series_kind: str = PER_STEP  # the record kind skip/count/reduce work on
     priority: int = 0  # breaks detection ties: higher wins
 
@@ -203,10 +197,9 @@ class LogFormat:
         raise NotImplementedError
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
-        result = scan_lines(text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path)
-        return result.records
+        return scan_lines(text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path)
 
     def detect(self, text: str) -> bool:
         if self.detect_literals and not any(literal in text for literal in self.detect_literals):
             return False
-        return any(d.search(text) is not None for d in (self.detectors or (self.detector,)))
+        return any(d.search(text) is not None for d in self.detectors)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.parsers.base import PER_EPOCH, SUMMARY, Record, ScanResult, scan_lines, to_float
+from kit.parsers.base import PER_EPOCH, SUMMARY, Record, to_float
 from kit.parsers.dllogger import DEFAULT_UNIT, DLLoggerFormat
 
 _TABLE = re.compile(
@@ -39,8 +39,7 @@ class DLEMXNet(DLLoggerFormat):
     priority = 10
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
-        result: ScanResult = scan_lines(text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path)
-        return result.records + list(self._tables(text, path))
+        return super().parse_text(text, path) + list(self._tables(text, path))
 
     def _tables(self, text: str, path: str | Path) -> Iterator[Record]:
         """benchmark.py's result table: rows = GPU counts, columns = batch sizes."""

@@ -6,7 +6,6 @@ End of run:    'Summary: train.loss : 6.67079  train.total_ips : 10523.32 img/s'
 
 import re
 
-from kit.parsers.base import PER_STEP
 from kit.parsers.dllogger import DLLoggerFormat
 
 
@@ -18,5 +17,4 @@ class DLEPyTorch(DLLoggerFormat):
     detect_literals = ("train.total_ips", "train.compute_ips")
     default_metric = "train.total_ips"
     summary_metric = "train.total_ips"
-    series_kind = PER_STEP
     priority = 30

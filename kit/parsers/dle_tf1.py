@@ -6,7 +6,6 @@ End of run:      'DLL 2022-11-24 04:00:06.586395 - () train_throughput : 416.188
 
 import re
 
-from kit.parsers.base import PER_STEP
 from kit.parsers.dllogger import DLLoggerFormat
 
 
@@ -21,5 +20,4 @@ class DLETensorFlow1(DLLoggerFormat):
     detect_literals = ("total_ips", "train_throughput")
     default_metric = "total_ips"
     summary_metric = "train_throughput"
-    series_kind = PER_STEP
     priority = 20

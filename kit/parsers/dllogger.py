@@ -48,8 +48,6 @@ def _json_kind_and_step(step: object) -> tuple[str, int | None, int | None] | No
 class DLLoggerFormat(LogFormat):
     """Base for the NGC DeepLearningExamples formats; subclasses name metrics and detectors."""
 
-    summary_metric: str = ""
-
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         json_at = line.find("DLLL {")
         if json_at != -1:
@@ -74,7 +72,7 @@ class DLLoggerFormat(LogFormat):
             kind, epoch = PER_EPOCH, int(first)
         else:
             kind, step, epoch = PER_STEP, int(second), int(first)
-        ts = posix_time(int(y), int(mo), int(d), int(hh), int(mi), int(ss), frac or "")
+        ts = posix_time(y, mo, d, hh, mi, ss, frac)
         found = []
         for name, raw, unit in _THROUGHPUT_ITEM.findall(line, m.end()):
             if raw == "None":

@@ -25,13 +25,12 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.parsers.base import PER_STEP, LogFormat, Record, to_float
+from kit.parsers.base import NUMBER, PER_STEP, LogFormat, Record, to_float
 
-_VALUE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
 _SPEED = re.compile(
     r"(?:epoch id: (?P<epoch>\d+)|worker_index: (?P<worker>\d+)), step(?P<step>\d+)"
     r"(?:, train_loss: \S+| cost = \S+), total time cost = \S+, "
-    r"step per second: (?:" + _VALUE + r"), speed: (?P<value>" + _VALUE + r")(?![\w.])"
+    r"step per second: (?:" + NUMBER + r"), speed: (?P<value>" + NUMBER + r")(?![\w.])"
 )
 
 
@@ -39,11 +38,9 @@ class FleetXVGG(LogFormat):
     name = "fleetx-vgg"
     description = "FleetX VGG16: 'epoch id: 0, step11, ... step per second: 1.91, speed: 1.91' (steps/s)"
     needle = re.compile(r"step per second: ")
-    detector = re.compile(r", total time cost = [\d.]+, step per second: [\d.]+, speed: [\d.]")
+    detectors = (re.compile(r", total time cost = [\d.]+, step per second: [\d.]+, speed: [\d.]"),)
     detect_literals = ("step per second: ",)
     default_metric = "speed"
-    summary_metric = ""
-    series_kind = PER_STEP
     priority = 45
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:

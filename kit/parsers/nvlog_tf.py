@@ -48,11 +48,10 @@ class NVLogTF(LogFormat):
         r":::NVLOGv[\d.]+ \S+ [\d.]+ \([^)]*\) "
         r"(?:Average |total_ips|imgs_per_sec|iteration|Starting Model Evaluation)"
     )
-    detector = re.compile(r":::NVLOGv[\d.]+ \S+ [\d.]+ \([^)]*\) (?:Average )?(?:total_ips|imgs_per_sec): ")
+    detectors = (re.compile(r":::NVLOGv[\d.]+ \S+ [\d.]+ \([^)]*\) (?:Average )?(?:total_ips|imgs_per_sec): "),)
     detect_literals = (":::NVLOG",)
     default_metric = "total_ips"
     summary_metric = "Average total_ips"
-    series_kind = PER_STEP
     priority = 15
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
@@ -71,7 +70,7 @@ class NVLogTF(LogFormat):
                 return []
             return self._records(line, lineno, rank, path, iteration)
 
-        records = scan_lines(text, self.needle, parse, path).records
+        records = scan_lines(text, self.needle, parse, path)
         if evaluation_at and not records:
             raise ParseError(
                 path,

@@ -28,12 +28,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.parsers.base import PER_STEP, LogFormat, ParseError, Record, to_float
+from kit.parsers.base import NUMBER, PER_STEP, LogFormat, ParseError, Record, to_float
 
-_VALUE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
 _SAMPLES = re.compile(
     r"(?:(?P<desc>\w+): )?epoch (?P<epoch>\d+), iter (?P<step>-?\d+), [^\n]*?"
-    r"samples/s: (?P<value>" + _VALUE + r")(?: (?P<ts>\d+\.\d+))?\s*$"
+    r"samples/s: (?P<value>" + NUMBER + r")(?: (?P<ts>\d+\.\d+))?\s*$"
 )
 
 
@@ -41,11 +40,9 @@ class OneFlow(LogFormat):
     name = "oneflow"
     description = "OneFlow-Benchmark CNNs, global: 'train: epoch 0, iter 20, ... samples/s: 3988.891 <time>'"
     needle = re.compile(r"samples/s: ")
-    detector = re.compile(r"epoch \d+, iter \d+, [^\n]*?samples/s: -?[\d.]")
+    detectors = (re.compile(r"epoch \d+, iter \d+, [^\n]*?samples/s: -?[\d.]"),)
     detect_literals = ("samples/s: ",)
     default_metric = "samples/s"
-    summary_metric = ""
-    series_kind = PER_STEP
     priority = 25
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:

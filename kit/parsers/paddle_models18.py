@@ -31,12 +31,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.parsers.base import PER_STEP, LogFormat, ParseError, Record, posix_time, to_float
+from kit.parsers.base import NUMBER, PER_STEP, LogFormat, ParseError, Record, posix_time, to_float
 
-_VALUE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
 _ELAPSE = re.compile(
     r"\[Pass (?P<epoch>\d+), train batch (?P<step>\d+)\]\s*loss \S+, (?:acc1 \S+, acc\d+ \S+, )?lr \S+, "
-    r"elapse (?P<value>" + _VALUE + r") sec"
+    r"elapse (?P<value>" + NUMBER + r") sec"
 )
 _ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d+)")
 
@@ -45,11 +44,9 @@ class PaddleModels18(LogFormat):
     name = "paddle-models-1.8"
     description = "PaddlePaddle models 1.8 classification: '[Pass 0, train batch 10] ... elapse 0.3618 sec'"
     needle = re.compile(r"\[Pass \d+, train batch ")
-    detector = re.compile(r"\[Pass \d+, train batch \d+\]\s*loss [^\n]*?, elapse [\d.]+ sec")
+    detectors = (re.compile(r"\[Pass \d+, train batch \d+\]\s*loss [^\n]*?, elapse [\d.]+ sec"),)
     detect_literals = ("train batch ",)
     default_metric = "elapse"
-    summary_metric = ""
-    series_kind = PER_STEP
     priority = 35
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
@@ -62,6 +59,5 @@ class PaddleModels18(LogFormat):
         ts = None
         t = _ASCTIME.search(line, 0, m.start())
         if t:
-            y, mo, d, hh, mi, ss, frac = t.groups()
-            ts = posix_time(int(y), int(mo), int(d), int(hh), int(mi), int(ss), frac)
+            ts = posix_time(*t.groups())
         yield Record(value, "s", "elapse", PER_STEP, lineno, int(m["step"]), int(m["epoch"]), ts, rank)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kit.parsers.base import PER_CARD, LogFormat, Record, posix_time, to_float
+from kit.parsers.base import NUMBER, PER_CARD, LogFormat, Record, posix_time, to_float
 
 _IPS = re.compile(
-    r"ips: ?(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf) ?"
+    r"ips: ?(?P<value>" + NUMBER + r") ?"
     r"(?P<unit>samples/sec|samples/s|images/sec|images/s|img/s)(?![\w/])"
 )
 _INT = re.compile(r" *(\d+)")
@@ -34,7 +34,6 @@ class PaddleClas(LogFormat):
     detectors = (re.compile(r"ips: ?[\d.]+ ?(?:samples|images)/s"),)
     detect_literals = ("ips:",)
     default_metric = "ips"
-    summary_metric = ""
     series_kind = PER_CARD
     priority = 50
 
@@ -50,7 +49,7 @@ class PaddleClas(LogFormat):
         if line.startswith("["):
             t = _TIME.match(line)
             if t:
-                ts = posix_time(*(int(g) for g in t.groups()))
+                ts = posix_time(*t.groups())
         unit = m["unit"]
         return [
             Record(

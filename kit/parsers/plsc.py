@@ -45,24 +45,22 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.parsers.base import PER_STEP, LogFormat, Record, posix_time, to_float
-
-_VALUE = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
+from kit.parsers.base import NUMBER, PER_STEP, LogFormat, Record, posix_time, to_float
 
 _QPS = re.compile(
-    r"Pass:(?P<epoch>\d+)\s+batch:(?P<step>\d+)\s+lr:\S+\s+loss:\S+\s+qps:(?P<value>" + _VALUE + r")(?!\w)"
+    r"Pass:(?P<epoch>\d+)\s+batch:(?P<step>\d+)\s+lr:\S+\s+loss:\S+\s+qps:(?P<value>" + NUMBER + r")(?!\w)"
 )
 # The oldest acc variant: 6 '{}' for 7 arguments, so lr shows batch_id, qps the loss, acc1 the speed.
 _QPS_SHIFTED = re.compile(
-    r"Pass:(?P<epoch>\d+)\s+batch:%d\s+lr:(?P<step>\d+)\s+loss:\S+\s+qps:\S+\s+acc1:(?P<value>" + _VALUE + r")(?!\w)"
+    r"Pass:(?P<epoch>\d+)\s+batch:%d\s+lr:(?P<step>\d+)\s+loss:\S+\s+qps:\S+\s+acc1:(?P<value>" + NUMBER + r")(?!\w)"
 )
 _THROUGHPUT = re.compile(
     r"loss \S+, lr: \S+, epoch: (?P<epoch>\d+), step: (?P<step>\d+), eta: \S+ hours, "
-    r"throughput: (?P<value>" + _VALUE + r") imgs/sec"
+    r"throughput: (?P<value>" + NUMBER + r") imgs/sec"
 )
 _IPS = re.compile(
     r"\bplsc INFO: \[Train\]\[Epoch (?P<epoch>\d+)/\d+\]\[Iter: (?P<step>\d+)/\d+\]"
-    r".*?(?<![\w-])ips: (?P<value>" + _VALUE + r") images/sec"
+    r".*?(?<![\w-])ips: (?P<value>" + NUMBER + r") images/sec"
 )
 _PATTERNS = (_QPS, _QPS_SHIFTED, _THROUGHPUT, _IPS)
 
@@ -75,12 +73,11 @@ def _timestamp(prefix: str) -> float | None:
     """Logging time before the message: '2021-01-20 10:00:00,123', '[2022/10/12 10:00:00]', '28 Jan 2020 10:11:12'."""
     t = _ISO_TIME.search(prefix)
     if t:
-        y, mo, d, hh, mi, ss, frac = t.groups()
-        return posix_time(int(y), int(mo), int(d), int(hh), int(mi), int(ss), frac or "")
+        return posix_time(*t.groups())
     t = _DMY_TIME.search(prefix)
     if t:
         d, mon, y, hh, mi, ss = t.groups()
-        return posix_time(int(y), _MONTHS[mon], int(d), int(hh), int(mi), int(ss))
+        return posix_time(y, _MONTHS[mon], d, hh, mi, ss)
     return None
 
 
@@ -88,15 +85,13 @@ class PLSC(LogFormat):
     name = "plsc"
     description = "PLSC ArcFace, global: 'Pass:0 batch:200 ... qps:9408.24', 'throughput: 9408.24 imgs/sec', 'ips:'"
     needle = re.compile(r"qps:|throughput: |plsc INFO: \[Train\]")
-    detector = re.compile(
-        r"Pass:\d+ batch:(?:\d+|%d) lr:\S+ loss:\S+ qps:[\d.]"
-        r"|eta: [\d.]+ hours, throughput: [\d.]+ imgs/sec"
-        r"|plsc INFO: \[Train\]\[Epoch \d+/\d+\]\[Iter: \d+/\d+\][^\n]*?ips: [\d.]+ images/sec"
+    detectors = (
+        re.compile(r"Pass:\d+ batch:(?:\d+|%d) lr:\S+ loss:\S+ qps:[\d.]"),
+        re.compile(r"eta: [\d.]+ hours, throughput: [\d.]+ imgs/sec"),
+        re.compile(r"plsc INFO: \[Train\]\[Epoch \d+/\d+\]\[Iter: \d+/\d+\][^\n]*?ips: [\d.]+ images/sec"),
     )
     detect_literals = ("qps:", "throughput: ", "plsc INFO")
     default_metric = "throughput"  # one name for 'qps', 'throughput' and 'ips': the same global figure
-    summary_metric = ""
-    series_kind = PER_STEP
     priority = 60  # above PaddleClas (50): a 2.x PLSC 'ips: ... images/sec' line matches both detectors
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:

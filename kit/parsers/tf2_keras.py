@@ -34,8 +34,6 @@ class TF2KerasTimeHistory(LogFormat):
     detectors = (re.compile(r"examples/second between steps"), re.compile(r"BenchmarkMetric: \{"))
     detect_literals = ("examples/second", "examples_per_second")
     default_metric = "examples_per_second"
-    summary_metric = ""
-    series_kind = PER_STEP
     priority = 40
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
@@ -46,6 +44,5 @@ class TF2KerasTimeHistory(LogFormat):
         ts = None
         t = _GLOG_TIME.match(line)
         if t:
-            mo, d, hh, mi, ss, frac = t.groups()
-            ts = posix_time(_GLOG_YEAR, int(mo), int(d), int(hh), int(mi), int(ss), frac)
+            ts = posix_time(_GLOG_YEAR, *t.groups())
         yield Record(value, "images/s", "examples_per_second", PER_STEP, lineno, int(m["last"]), None, ts, rank)
