@@ -72,26 +72,15 @@ def _add_method_flags(p: argparse.ArgumentParser, scale_default: float | None) -
 
 
 def _method_from(args: argparse.Namespace):
+    """The Method named by the flags (each Method field has a flag of the same name)."""
+    from dataclasses import fields
+
     from kit.extract import Method, MethodError
 
     try:
-        method = Method(
-            skip=args.skip,
-            count=args.count,
-            reduce=args.reduce,
-            scale=args.scale if args.scale is not None else 1.0,
-            round=args.round,
-            sig=args.sig,
-            metric=args.metric,
-            kind=args.kind,
-            rank=args.rank,
-            steps=args.steps,
-            batch=args.batch,
-        )
-        method.validate()
+        return Method.from_mapping({f.name: getattr(args, f.name) for f in fields(Method)})
     except MethodError as exc:
         raise UsageError(str(exc)) from None
-    return method
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -145,9 +145,7 @@ def _plan_log(entry: LineDict, path: Path) -> dict:
         "published": _number(entry, "published", path),
         "rel_tol": float(_optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
         "derives": _optional(entry, "derives", bool, path, True),
-        "declared": float(entry["recomputed"])
-        if "recomputed" in entry and _number(entry, "recomputed", path) is not None
-        else None,
+        "declared": _number(entry, "recomputed", path) if "recomputed" in entry else None,
         "line": entry.line,
     }
 

@@ -8,7 +8,7 @@ plus metric, kind and rank to choose the series, and steps/batch for wallclock.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from kit import stats
@@ -46,21 +46,19 @@ class Method:
     steps: tuple[int, int] = DEFAULT_WALLCLOCK_STEPS
     batch: float | None = None
 
-    KEYS = ("skip", "count", "reduce", "scale", "round", "sig", "metric", "kind", "rank", "steps", "batch")
-
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Method:
-        unknown = set(data) - set(cls.KEYS)
+        known = [f.name for f in fields(cls)]
+        unknown = set(data) - set(known)
         if unknown:
-            raise MethodError(f"unknown method key(s): {', '.join(sorted(unknown))}; known: {', '.join(cls.KEYS)}")
-        values = dict(data)
-        if "steps" in values and values["steps"] is not None:
+            raise MethodError(f"unknown method key(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}")
+        values = {k: v for k, v in data.items() if v is not None}
+        if "steps" in values:
             values["steps"] = tuple(values["steps"])
-        method = cls(**{k: v for k, v in values.items() if v is not None})
-        method.validate()
-        return method
+        return cls(**values)
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
+        """Every Method is valid: bad values raise MethodError when it is made."""
         if self.reduce not in REDUCE_CHOICES:
             raise MethodError(f"unknown reduce {self.reduce!r}; known: {', '.join(REDUCE_CHOICES)}")
         for name in ("skip", "count", "round", "sig", "rank"):
@@ -83,11 +81,7 @@ class Method:
             raise MethodError("reduce wallclock needs --batch (samples per step)")
 
     def with_overrides(self, **changes: Any) -> Method:
-        current = {f.name: getattr(self, f.name) for f in fields(self)}
-        current.update({k: v for k, v in changes.items() if v is not None})
-        method = Method(**current)
-        method.validate()
-        return method
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def to_dict(self) -> dict:
         data = asdict(self)
