@@ -217,14 +217,14 @@ COMMANDS = {"extract": cmd_extract, "report": cmd_report, "crosscheck": cmd_cros
 
 def main(argv: list[str] | None = None) -> int:
     from kit.extract import MethodError
-    from kit.parsers import ParseError, UnknownFormat
+    from kit.inputs import InputError
+    from kit.parsers import UnknownFormat
     from kit.stats import StatsError
-    from kit.yamlio import ConfigError
 
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (ParseError, ConfigError) as exc:
+    except InputError as exc:
         print(f"kit: {exc}", file=sys.stderr)
     except (MethodError, StatsError) as exc:
         where = getattr(args, "log", None) or getattr(args, "dir", None) or getattr(args, "claims", "")

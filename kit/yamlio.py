@@ -7,14 +7,11 @@ from typing import Any
 
 import yaml
 
+from kit.inputs import InputError, read_input
 
-class ConfigError(ValueError):
+
+class ConfigError(InputError):
     """Bad input in a YAML file; str() is one line: 'file:line: key: reason'."""
-
-    def __init__(self, path: str | Path, reason: str, line: int | None = None, key: str | None = None):
-        self.path, self.reason, self.line, self.key = str(path), reason, line, key
-        where = f"{path}:{line}" if line else str(path)
-        super().__init__(f"{where}: {key + ': ' if key else ''}{reason}")
 
 
 class LineDict(dict):
@@ -53,15 +50,9 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 def load_yaml(path: str | Path) -> Any:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(p, "no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(p, "is a directory, not a YAML file") from None
+        text = read_input(p, "YAML file", ConfigError).decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(p, "not UTF-8 text (binary file?)") from None
-    except OSError as exc:
-        raise ConfigError(p, f"cannot read: {exc.strerror or exc}") from None
     if "\x00" in text:
         raise ConfigError(p, "binary file (NUL bytes), not YAML")
     loader = _Loader(text)

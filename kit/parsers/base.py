@@ -14,6 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
+from kit.inputs import InputError, read_input
+
 PER_STEP = "per-step"
 PER_CARD = "per-card"  # a per-step figure of one device: multiply by the device count
 PER_EPOCH = "per-epoch"
@@ -40,31 +42,13 @@ class Record(NamedTuple):
         return self._asdict()
 
 
-class ParseError(Exception):
+class ParseError(InputError):
     """A log that cannot yield a throughput figure; str() is one line for the user."""
-
-    def __init__(self, path: str | Path, reason: str, line: int | None = None):
-        self.path = str(path)
-        self.reason = reason
-        self.line = line
-        where = f"{self.path}:{line}" if line else self.path
-        super().__init__(f"{where}: {reason}")
 
 
 def read_log_text(path: str | Path) -> str:
     """The log as text; refuses missing, empty and binary files."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except IsADirectoryError:
-        raise ParseError(p, "is a directory, not a log file") from None
-    except FileNotFoundError:
-        raise ParseError(p, "no such file") from None
-    except PermissionError:
-        raise ParseError(p, "permission denied") from None
-    except OSError as exc:
-        raise ParseError(p, f"cannot read: {exc.strerror or exc}") from None
-    return decode_log_bytes(data, p)
+    return decode_log_bytes(read_input(path, "log file", ParseError), path)
 
 
 def decode_log_bytes(data: bytes, path: str | Path) -> str:
