@@ -169,8 +169,9 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
                 raise MethodError(f"{metric}: {exc}") from None
             chosen = series[method.skip : method.skip + len(values)]
             raw = stats.reduce(values, method.reduce)
-            if len(values) >= 3 and stats.cv(values) > UNSTABLE_CV:
-                warnings.append(WARNINGS["unstable"].format(cv=stats.cv(values)))
+            spread = stats.cv(values)
+            if len(values) >= 3 and spread > UNSTABLE_CV:
+                warnings.append(WARNINGS["unstable"].format(cv=spread))
     value = raw * method.scale
     if method.round is not None:
         value = stats.round_decimals(value, method.round)

@@ -40,7 +40,7 @@ class RunLog:
 
     @property
     def case(self) -> str:
-        return f"{self.nodes}n{self.gpus_per_node}g"
+        return case_name(self.nodes, self.gpus_per_node)
 
     @property
     def gpus(self) -> int:
@@ -79,14 +79,14 @@ def classify(path: Path, root: Path) -> RunLog | Stray:
         return Stray(path, f"case folder {path.parent.name} has zero nodes or GPUs")
     batch = int(name["batch"])
     framework = model = ""
-    above = path.parent.parent
-    if above != root.parent and BATCH_DIR.match(above.name) and _within(above, root):
-        if int(BATCH_DIR.match(above.name)["batch"]) != batch:
-            return Stray(path, f"batch {batch} in the file name disagrees with folder {above.name}")
-        if _within(above.parent, root) and above.parent != root.parent:
-            model = above.parent.name
-            if _within(above.parent.parent, root) and above.parent.parent != root.parent:
-                framework = above.parent.parent.name
+    batch_dir = path.parent.parent  # <framework>/<model>/bz<B>/ above the case, where the tree has them
+    if _within(batch_dir, root) and (bz := BATCH_DIR.match(batch_dir.name)):
+        if int(bz["batch"]) != batch:
+            return Stray(path, f"batch {batch} in the file name disagrees with folder {batch_dir.name}")
+        if _within(batch_dir.parent, root):
+            model = batch_dir.parent.name
+            if _within(batch_dir.parent.parent, root):
+                framework = batch_dir.parent.parent.name
     return RunLog(
         path, GroupKey(framework, model or name["model"], batch, name["precision"]), nodes, gpus, int(name["run"])
     )
