@@ -7,7 +7,7 @@
 # without a registry), docker-registry (local registry on 127.0.0.1:5000), rsync (staging).
 set -euo pipefail
 
-PACKAGES=(openssh-server docker.io iproute2 debootstrap docker-registry rsync)
+PACKAGES=(python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync)
 
 case "${1:-}" in
   --list) echo "${PACKAGES[*]}"; exit 0 ;;
