@@ -9,6 +9,7 @@ Prints MB/s per format and overall, the median of REPEATS timings, and the ratio
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -21,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from kit.parsers import parse_log  # noqa: E402
 
-FIXTURES = REPO.parent / "shared" / "fixtures" / "published-logs"
+FIXTURES = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared") / "fixtures" / "published-logs"
 TARGET_MB_PER_S = 50.0
 
 
