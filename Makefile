@@ -13,9 +13,11 @@ RUN         ?= $(shell ls -1dt $(RUNS_DIR)/*/ 2>/dev/null | head -n 1)
 REPORT_ARGS ?=
 CLAIMS      ?= ../shared/fixtures/published-logs/expected.yaml
 LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
+# a local wheel folder (the CPU build of torch) when the machine has one
+PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps test lint report bench-parse crosscheck clean distclean check-venv
+.PHONY: help setup system-deps test lint report bench-local bench-parse bench-overhead crosscheck clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -50,7 +52,7 @@ $(VENV_PY):
 	"$$py" -m venv --clear $(VENV)
 
 $(VENV_STAMP): requirements.lock pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install --disable-pip-version-check -r requirements.lock
+	$(VENV_PY) -m pip install --disable-pip-version-check $(PIP_LOCAL_WHEELS) -r requirements.lock
 	$(VENV_PY) -m pip install --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $@
 
@@ -73,8 +75,14 @@ report: check-venv ## tables/JSON/CSV/PNG for a run: RUN=runs/<id> (default: new
 	  echo "report: no run directory under $(RUNS_DIR)/; pass one: make report RUN=<dir>" >&2; exit 1; fi
 	$(VENV)/bin/kit report $(RUN) $(REPORT_ARGS)
 
+bench-local: check-venv ## real CPU benchmark on this host (Paddle vs PyTorch, ~10 min on 2 cores) -> runs/<id>/report.md
+	$(VENV)/bin/kit bench --suite local --runs-dir $(RUNS_DIR)
+
 bench-parse: check-venv ## benchmark the kit's own log parsing speed (bench/bench_parse.py)
 	$(VENV_PY) bench/bench_parse.py
+
+bench-overhead: check-venv ## harness samples/s / bare training loop samples/s (target >= 0.99), interleaved runs
+	$(VENV_PY) bench/harness_overhead.py $(OVERHEAD_ARGS)
 
 crosscheck: check-venv ## re-derive published figures from logs: CLAIMS=<claims.yaml>
 	$(VENV)/bin/kit crosscheck $(CLAIMS)

@@ -77,15 +77,16 @@ def build_lines(train_dir: Path) -> tuple[list[str], dict]:
     return lines, counts
 
 
-def write_atomically(out: Path, data: bytes) -> None:
-    """Write DATA to OUT via a temporary file in the same directory and a rename."""
+def write_atomically(out: Path, data: bytes, fsync: bool = True) -> None:
+    """Write DATA to OUT via a temporary file in the same directory and a rename (fsync: durable first)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

@@ -1,4 +1,4 @@
-"""`kit` command line: extract, report, crosscheck, formats.
+"""`kit` command line: bench, extract, report, crosscheck, formats, suites.
 
 Exit status: 0 fine; 1 a cross-check mismatch (or a report with failed logs); 2 bad input
 or usage (one line naming the file and the reason, no traceback); 3 a bug in the kit.
@@ -104,6 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     sub.add_parser("formats", help="list the log formats the kit reads")
+
+    p = sub.add_parser("bench", help="run a suite's cases on this host (real training), then report")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--suite", help="built-in suite name (see `kit suites`) or a suite YAML path")
+    which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where new run directories go (default runs/)")
+    p.add_argument("--dry-run", action="store_true", help="print the runs and their commands; start nothing")
+
+    p = sub.add_parser("suites", help="list the built-in suites, or expand one (--show NAME)")
+    p.add_argument("--show", metavar="SUITE", help="print every case of a suite (name or path)")
     return parser
 
 
@@ -212,10 +222,94 @@ def cmd_formats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"extract": cmd_extract, "report": cmd_report, "crosscheck": cmd_crosscheck, "formats": cmd_formats}
+def cmd_suites(args: argparse.Namespace) -> int:
+    from kit import suites
+
+    if args.show:
+        suite = suites.load_suite(args.show)
+        print(f"{suite.name}: {suite.description} ({len(suite.cases)} cases, {suite.path})")
+        for c in suite.cases:
+            ref = f"  ref {c.reference.value:g} {c.reference.unit}" if c.reference else ""
+            print(f"  {c.key:<42} {c.runner:<8} img {c.image_size:<4} steps {c.warmup_steps}+{c.measure_steps:<4} "
+                  f"x{c.repeats}{ref}")
+        return EXIT_OK
+    for name in suites.available():
+        suite = suites.load_suite(name)
+        print(f"{name:<8} {len(suite.cases):>3} cases  {suite.description}")
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from kit import bench
+
+    if args.resume:
+        run_dir, suite = args.resume, bench.resume(args.resume)
+    elif args.dry_run:
+        run_dir, suite = None, bench.load_suite(args.suite)
+    else:
+        bench.check_host(bench.load_suite(args.suite))
+        run_dir, suite = bench.start(args.suite, args.runs_dir)
+    runs, skipped = bench.plan(suite)
+    if args.dry_run:
+        runner = bench.LocalRunner(run_dir or args.runs_dir / "DRY-RUN")
+        for run in runs:
+            done = run_dir is not None and bench.is_done(run_dir, run)
+            print(f"{'done ' if done else ''}{run.log_rel}: {runner.command(run, suite.hardware).shell()}")
+        for case, reason in skipped:
+            print(f"skip {case.key}: {reason}")
+        return EXIT_OK
+    console = _progress_console()
+    console.print(f"kit bench: suite [bold]{suite.name}[/], {len(runs)} runs -> {run_dir}", soft_wrap=True)
+    for case, reason in skipped:
+        console.print(f"  [yellow]not run here[/] {case.key}: {reason}", soft_wrap=True)
+    try:
+        result = _bench_with_progress(bench, run_dir, suite, console)
+    except KeyboardInterrupt:
+        console.print(f"kit bench: interrupted; finished runs are kept. Continue with: kit bench --resume {run_dir}",
+                      soft_wrap=True, markup=False)
+        return 130
+    for path in result.report_files:
+        print(path)
+    if result.failed:
+        console.print(f"kit bench: {len(result.failed)} run(s) gave no figure (see report.md); "
+                      f"re-run them with: kit bench --resume {run_dir}", soft_wrap=True, markup=False)
+        return EXIT_MISMATCH
+    return EXIT_OK
+
+
+def _bench_with_progress(bench, run_dir: Path, suite, console):
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("starting", total=None)
+
+        def progress(phase, run, outcome, finished, total):
+            bar.update(task, total=total, completed=finished, description=f"{run.label}" if phase == "start" else "")
+            if phase == "end":
+                if outcome.status == "ok":
+                    bar.console.print(f"  [green]ok[/]     {run.label}: {outcome.value:.2f} samples/s "
+                                      f"({outcome.seconds:.0f} s)", soft_wrap=True)
+                else:
+                    bar.console.print(f"  [red]{outcome.status:<6}[/] {run.label}: ", escape(outcome.reason),
+                                      soft_wrap=True, sep="")
+
+        return bench.run_bench(run_dir, suite, progress=progress)
+
+
+COMMANDS = {
+    "extract": cmd_extract,
+    "report": cmd_report,
+    "crosscheck": cmd_crosscheck,
+    "formats": cmd_formats,
+    "bench": cmd_bench,
+    "suites": cmd_suites,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kit.bench import BenchError
     from kit.extract import MethodError
     from kit.inputs import InputError
     from kit.parsers import UnknownFormat
@@ -225,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except InputError as exc:
+        print(f"kit: {exc}", file=sys.stderr)
+    except BenchError as exc:
         print(f"kit: {exc}", file=sys.stderr)
     except (MethodError, StatsError) as exc:
         where = getattr(args, "log", None) or getattr(args, "dir", None) or getattr(args, "claims", "")

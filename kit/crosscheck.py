@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kit import stats
 from kit.extract import Method, MethodError, compute_figure
 from kit.layout import CASE_DIR, find_logs
 from kit.parsers import FORMATS, ParseError, parse_log
 from kit.report import SPEEDUP_DECIMALS
-from kit.yamlio import ConfigError, LineDict, load_yaml
+from kit.yamlio import ConfigError, LineDict, load_yaml, optional, require
 
 DEFAULT_REL_TOL = 1e-4
 DECLARED_RECOMPUTED_REL_TOL = 1e-5
@@ -56,34 +55,8 @@ class Verdict:
         }
 
 
-def _require(entry: LineDict, key: str, kind: type | tuple, path: Path) -> Any:
-    if key not in entry:
-        raise ConfigError(path, "missing required key", entry.line, key)
-    value = entry[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise ConfigError(path, f"expected {_kind_name(kind)}, got {type(value).__name__}", entry.line_of(key), key)
-    return value
-
-
-def _optional(entry: LineDict, key: str, kind: type | tuple, path: Path, default: Any) -> Any:
-    return _require(entry, key, kind, path) if key in entry else default
-
-
-def _kind_name(kind: type | tuple) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        dict: "a mapping",
-        list: "a list",
-        bool: "true/false",
-    }
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
-
-
 def _method(entry: LineDict, path: Path) -> Method:
-    raw = _optional(entry, "method", dict, path, {})
+    raw = optional(entry, "method", dict, path, {})
     try:
         return Method.from_mapping(raw)
     except (MethodError, TypeError) as exc:
@@ -91,7 +64,7 @@ def _method(entry: LineDict, path: Path) -> Method:
 
 
 def _format(entry: LineDict, path: Path) -> str:
-    fmt = _optional(entry, "format", str, path, "auto")
+    fmt = optional(entry, "format", str, path, "auto")
     if fmt != "auto" and fmt not in FORMATS:
         raise ConfigError(
             path, f"unknown format {fmt!r}; known: auto, {', '.join(FORMATS)}", entry.line_of("format"), "format"
@@ -100,7 +73,7 @@ def _format(entry: LineDict, path: Path) -> str:
 
 
 def _number(entry: LineDict, key: str, path: Path) -> float:
-    return float(_require(entry, key, (int, float), path))
+    return float(require(entry, key, (int, float), path))
 
 
 def load_claims(path: Path) -> tuple[LineDict, list[LineDict], list[LineDict]]:
@@ -111,8 +84,8 @@ def load_claims(path: Path) -> tuple[LineDict, list[LineDict], list[LineDict]]:
     if unknown:
         key = sorted(unknown, key=str)[0]
         raise ConfigError(path, "unknown top-level key (expected suites, logs)", data.line_of(key), str(key))
-    suites = _optional(data, "suites", list, path, [])
-    logs = _optional(data, "logs", list, path, [])
+    suites = optional(data, "suites", list, path, [])
+    logs = optional(data, "logs", list, path, [])
     if not suites and not logs:
         raise ConfigError(path, "no claims: 'suites' and 'logs' are both empty or absent", data.line)
     for section, items in (("suites", suites), ("logs", logs)):
@@ -136,15 +109,15 @@ def check_claims(path: Path, progress=None) -> list[Verdict]:
 
 
 def _plan_log(entry: LineDict, path: Path) -> dict:
-    file = _require(entry, "file", str, path)
+    file = require(entry, "file", str, path)
     return {
         "label": file,
         "file": path.parent / file,
         "format": _format(entry, path),
         "method": _method(entry, path),
         "published": _number(entry, "published", path),
-        "rel_tol": float(_optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
-        "derives": _optional(entry, "derives", bool, path, True),
+        "rel_tol": float(optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
+        "derives": optional(entry, "derives", bool, path, True),
         "declared": _number(entry, "recomputed", path) if "recomputed" in entry else None,
         "line": entry.line,
     }
@@ -183,10 +156,10 @@ def _check_log(plan: dict, path: Path) -> Verdict:
 
 
 def _plan_suite(entry: LineDict, path: Path) -> dict:
-    name = _require(entry, "name", str, path)
-    folder = path.parent / _optional(entry, "dir", str, path, name)
-    medians = _require(entry, "published_median", dict, path)
-    speedups = _optional(entry, "published_speedup", dict, path, {})
+    name = require(entry, "name", str, path)
+    folder = path.parent / optional(entry, "dir", str, path, name)
+    medians = require(entry, "published_median", dict, path)
+    speedups = optional(entry, "published_speedup", dict, path, {})
     for key, table in (("published_median", medians), ("published_speedup", speedups)):
         for case, value in table.items():
             if not isinstance(case, str) or not CASE_DIR.match(case):
@@ -200,11 +173,11 @@ def _plan_suite(entry: LineDict, path: Path) -> dict:
         "dir": folder,
         "format": _format(entry, path),
         "method": _method(entry, path),
-        "batch": _optional(entry, "per_device_batch", int, path, None),
-        "precision": _optional(entry, "precision", str, path, None),
+        "batch": optional(entry, "per_device_batch", int, path, None),
+        "precision": optional(entry, "precision", str, path, None),
         "medians": medians,
         "speedups": speedups,
-        "rel_tol": float(_optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
+        "rel_tol": float(optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
         "line": entry.line,
     }
 

@@ -119,6 +119,8 @@ class Report:
     groups: list[GroupResult]
     failures: list[tuple[Path, str]]
     strays: list[Stray]
+    title: str = ""
+    settings: str = ""  # Markdown shown under the title (what was run, on what)
 
     def to_dict(self) -> dict:
         return {
@@ -233,9 +235,12 @@ def _shown(value: float, method: Method) -> str:
 
 def to_markdown(report: Report) -> str:
     out = io.StringIO()
-    out.write(f"# Throughput report: {report.source.name or report.source}\n\n")
+    out.write(f"# {report.title or 'Throughput report: ' + (report.source.name or str(report.source))}\n\n")
+    if report.settings:
+        out.write(report.settings.rstrip() + "\n\n")
     out.write(f"Method per run: {describe_method(report.method, report.scale_given)}; ")
     out.write("per case: median of the runs; speedup against the 1n1g median.\n")
+    out.write(comparison_markdown(report))
     for group in report.groups:
         runs = sorted({len(c.runs) for c in group.cases})
         out.write(f"\n## {group.key.label()}\n\n")
@@ -265,6 +270,32 @@ def to_markdown(report: Report) -> str:
         out.write("\n## Files ignored\n\n")
         for stray in report.strays:
             out.write(f"- `{_rel(stray.path, report.source)}`: {stray.reason}\n")
+    return out.getvalue()
+
+
+def comparison_markdown(report: Report) -> str:
+    """Frameworks side by side for every (model, batch, precision, case) that two or more of them ran."""
+    cells: dict[tuple[str, int, str, str], dict[str, CaseResult]] = {}
+    for group in report.groups:
+        for case in group.cases:
+            key = (group.key.model, group.key.batch, group.key.precision, case.name)
+            cells.setdefault(key, {})[group.key.framework] = case
+    frameworks = sorted({fw for row in cells.values() for fw in row if len(row) > 1})
+    rows = [(k, v) for k, v in sorted(cells.items()) if len(v) > 1]
+    if len(frameworks) < 2 or not rows:
+        return ""
+    first, second = frameworks[0], frameworks[1]
+    out = io.StringIO()
+    out.write(f"\n## Frameworks side by side\n\nMedian samples/s (CV of the runs); ratio = {first} / {second}.\n\n")
+    out.write("| model | batch | precision | case | " + " | ".join(frameworks) + f" | {first}/{second} |\n")
+    out.write("| --- | --- | --- | --- | " + " | ".join("---" for _ in frameworks) + " | --- |\n")
+    for (model, batch, precision, case_dir), row in rows:
+        shown = [
+            f"{_shown(row[fw].median, report.method)} ({stats.cv(row[fw].values):.1%})" if fw in row else ""
+            for fw in frameworks
+        ]
+        ratio = f"{row[first].median / row[second].median:.3f}" if first in row and second in row else ""
+        out.write(f"| {model} | {batch} | {precision} | {case_dir} | " + " | ".join(shown) + f" | {ratio} |\n")
     return out.getvalue()
 
 

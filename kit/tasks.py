@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabric import task
 from invoke.exceptions import Exit
 
-__all__ = ["report", "crosscheck", "extract"]
+__all__ = ["bench", "report", "crosscheck", "extract"]
 
 
 def _run_kit(argv: list[str]) -> None:
@@ -20,6 +20,12 @@ def _run_kit(argv: list[str]) -> None:
     rc = kit.cli.main(argv) or 0
     if rc != 0:
         raise Exit(code=rc)
+
+
+@task(help={"suite": "built-in suite name or suite YAML (default: local)", "resume": "run directory to finish"})
+def bench(c, suite="local", resume=None):
+    """Run a suite on this host with the kit's harness, then report (kit bench)."""
+    _run_kit(["bench", "--resume", resume] if resume else ["bench", "--suite", suite])
 
 
 @task(help={"run-dir": "run directory (DLPerf layout)", "out": "output directory"})

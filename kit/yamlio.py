@@ -72,3 +72,29 @@ def load_yaml(path: str | Path) -> Any:
     if data is None:
         raise ConfigError(p, "empty YAML file")
     return data
+
+
+def require(entry: LineDict, key: str, kind: type | tuple, path: Path) -> Any:
+    if key not in entry:
+        raise ConfigError(path, "missing required key", entry.line, key)
+    value = entry[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise ConfigError(path, f"expected {kind_name(kind)}, got {type(value).__name__}", entry.line_of(key), key)
+    return value
+
+
+def optional(entry: LineDict, key: str, kind: type | tuple, path: Path, default: Any) -> Any:
+    return require(entry, key, kind, path) if key in entry else default
+
+
+def kind_name(kind: type | tuple) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        dict: "a mapping",
+        list: "a list",
+        bool: "true/false",
+    }
+    return " or ".join(names.get(k, k.__name__) for k in kinds)

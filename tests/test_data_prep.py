@@ -228,3 +228,125 @@ def test_verify_list_root_option(dataset: Path, tmp_path: Path) -> None:
     assert run(VERIFY, moved).returncode == 1  # relative to the list's own directory: missing
     proc = run(VERIFY, moved, "--root", dataset)
     assert proc.returncode == 0, proc.stdout
+
+
+# -- make_synthetic_imagenet.py ------------------------------------------------------------------
+
+SYNTH = REPO / "data_prep" / "make_synthetic_imagenet.py"
+
+
+def synth_tree(out: Path, *args: object) -> subprocess.CompletedProcess:
+    proc = run(SYNTH, out, *args)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def tree_digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_make_synthetic_imagenet_tree_list_and_summary(tmp_path: Path) -> None:
+    from PIL import Image
+
+    out = tmp_path / "synth"
+    proc = synth_tree(out, "--classes", 3, "--images-per-class", 16, "--size", "80x64")
+    lst = out / "train_list.txt"
+    data = lst.read_bytes()
+    lines = data.decode().splitlines()
+    assert len(lines) == 48
+    assert lines[0] == "train/n01440764/n01440764_1.JPEG 0"
+    assert lines[1] == "train/n01440764/n01440764_10.JPEG 0"  # make_train_list's sorted order
+    assert {line.split("/")[1] for line in lines} == {"n01440764", "n01443537", "n01484850"}
+    assert [line.rsplit(" ", 1)[1] for line in lines] == ["0"] * 16 + ["1"] * 16 + ["2"] * 16
+    total = sum(p.stat().st_size for p in (out / "train").rglob("*.JPEG"))
+    assert proc.stdout.splitlines() == [
+        f"wrote 48 images in 3 classes ({total} bytes of JPEG) under {out / 'train'}",
+        f"wrote {lst}: 48 images, 3 classes",
+        f"sha256 {hashlib.sha256(data).hexdigest()}",
+    ]
+    sizes, modes = set(), set()
+    for line in lines:
+        with Image.open(out / line.split()[0]) as img:
+            assert img.format == "JPEG"
+            img.load()
+            sizes.add(img.size)
+            modes.add(img.mode)
+            assert 60 <= img.width <= 100 and 48 <= img.height <= 80
+    assert len(sizes) > 10  # varied sizes, like real ImageNet
+    assert modes == {"RGB", "L", "CMYK"}  # a few non-RGB JPEGs, like real ImageNet
+    assert sorted(p.name for p in out.iterdir()) == ["train", "train_list.txt"]  # no temporary files left
+
+    verify = run(VERIFY, lst)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "images  48" in verify.stdout.splitlines()
+
+
+def test_make_synthetic_imagenet_is_deterministic(tmp_path: Path) -> None:
+    synth_tree(tmp_path / "a", "--seed", 7)
+    synth_tree(tmp_path / "b", "--seed", 7)
+    first = tree_digests(tmp_path / "a")
+    assert len(first) == 4 * 8 + 1
+    assert first == tree_digests(tmp_path / "b")
+    # a second run over the same directory rewrites identical bytes
+    synth_tree(tmp_path / "a", "--seed", 7)
+    assert tree_digests(tmp_path / "a") == first
+    # another seed: same names and list, other pictures
+    synth_tree(tmp_path / "c", "--seed", 8)
+    other = tree_digests(tmp_path / "c")
+    assert other.keys() == first.keys()
+    assert other["train_list.txt"] == first["train_list.txt"]
+    assert all(other[k] != first[k] for k in first if k.endswith(".JPEG"))
+
+
+def test_make_synthetic_imagenet_generates_ids_past_the_real_wnids(tmp_path: Path) -> None:
+    out = tmp_path / "many"
+    synth_tree(out, "--classes", 52, "--images-per-class", 1, "--size", 16)
+    classes = sorted(p.name for p in (out / "train").iterdir())
+    assert classes[:2] == ["n01440764", "n01443537"]
+    assert classes[49:] == ["n01697457", "n90000000", "n90000001"]
+    assert (out / "train_list.txt").read_text().splitlines()[-1] == "train/n90000001/n90000001_1.JPEG 51"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--classes", "0"], "argument --classes: --classes must be between 1 and 1000, got 0"),
+        (["--classes", "1001"], "argument --classes: --classes must be between 1 and 1000, got 1001"),
+        (["--images-per-class", "x"], "argument --images-per-class: expected an integer, got 'x'"),
+        (["--size", "80by64"], "argument --size: expected N or WxH (e.g. 96 or 80x64), got '80by64'"),
+        (["--size", "8"], "argument --size: sides must be between 16 and 2048, got '8'"),
+        (["--seed", "-1"], "argument --seed: --seed must be between 0 and 9223372036854775807, got -1"),
+    ],
+)
+def test_make_synthetic_imagenet_bad_arguments(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = run(SYNTH, tmp_path / "out", *args)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"make_synthetic_imagenet.py: error: {message}"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_make_synthetic_imagenet_refuses_foreign_files(tmp_path: Path) -> None:
+    out = tmp_path / "synth"
+    synth_tree(out, "--classes", 2, "--images-per-class", 2, "--size", 16)
+    stray = out / "train" / "n01440764" / "n01440764_99.JPEG"
+    stray.write_bytes(b"x")
+    proc = run(SYNTH, out, "--classes", 2, "--images-per-class", 2, "--size", 16)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"make_synthetic_imagenet.py: error: {out / 'train' / 'n01440764'} holds 'n01440764_99.JPEG', "
+        "which this run would not write; use a new or empty OUT_DIR"
+    ]
+    stray.unlink()
+    # fewer classes than a previous run: the extra class directory would enter the list
+    proc = run(SYNTH, out, "--classes", 1, "--images-per-class", 2, "--size", 16)
+    assert proc.returncode == 2
+    assert "holds 'n01443537', which this run would not write" in proc.stderr
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    proc = run(SYNTH, afile)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"make_synthetic_imagenet.py: error: {afile}: exists and is not a directory"

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-PURE = ["kit.parsers", "kit.stats", "kit.extract", "kit.layout", "kit.report", "kit.crosscheck"]
+PURE = ["kit.parsers", "kit.stats", "kit.extract", "kit.layout", "kit.report", "kit.crosscheck", "kit.suites", "kit.launch"]
 FORBIDDEN = ("fabric", "invoke", "paramiko", "docker")
 
 
@@ -20,3 +20,18 @@ def test_pure_modules_import_no_fabric_or_docker():
     loaded = set(json.loads(out))
     assert loaded.isdisjoint(FORBIDDEN), loaded & set(FORBIDDEN)
     assert "kit" in loaded
+
+
+def test_what_runs_on_hosts_never_imports_the_kit():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    files = sorted((root / "scripts").rglob("*.py")) + sorted((root / "data_prep").glob("*.py"))
+    assert any(p.name == "train.py" for p in files)
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            assert not [n for n in names if n == "kit" or n.startswith("kit.")], f"{path}:{node.lineno}"

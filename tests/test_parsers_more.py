@@ -559,7 +559,7 @@ def test_auto_detection_chooses_the_format(name):
 
 
 def test_new_formats_are_registered_with_distinct_priorities():
-    assert set(FORMATS) == ORIGINAL_FORMATS | NEW_FORMATS
+    assert set(FORMATS) == ORIGINAL_FORMATS | NEW_FORMATS | {"kitlog"}
     priorities = [f.priority for f in FORMATS.values()]
     assert len(set(priorities)) == len(priorities)
     for name in NEW_FORMATS:

@@ -1,7 +1,6 @@
 """Log-format parsers: one module per real format, each returning throughput Records.
 
 Adding a format: write a LogFormat subclass in its own module and list it in _ALL below.
-The kit's own harness lines (':::MLLOG' / ':::KITLOG') get their module with the harness.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from kit.parsers.dle_mxnet import DLEMXNet
 from kit.parsers.dle_pytorch import DLEPyTorch
 from kit.parsers.dle_tf1 import DLETensorFlow1
 from kit.parsers.fleetx_vgg import FleetXVGG
+from kit.parsers.kitlog import KitLog
 from kit.parsers.nvlog_tf import NVLogTF
 from kit.parsers.oneflow import OneFlow
 from kit.parsers.paddle_models18 import PaddleModels18
@@ -50,6 +50,7 @@ _ALL: list[LogFormat] = [
     PaddleModels18(),
     OneFlow(),
     NVLogTF(),
+    KitLog(),
 ]
 FORMATS: dict[str, LogFormat] = {f.name: f for f in sorted(_ALL, key=lambda f: f.name)}
 

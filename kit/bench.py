@@ -1,0 +1,409 @@
+"""`kit bench`: run a suite's harness cases on this host, one log per run in the DLPerf layout, then report.
+
+    runs/<run_id>/suite.yaml        the suite as run (a resume reads this copy, not kit/suites/)
+    runs/<run_id>/run.json          host, versions, commands; rewritten after every run
+    runs/<run_id>/logs/<framework>/<model>/bz<B>/<N>n<G>g/<model>_b<B>_<precision>_<repeat>.log
+    runs/<run_id>/attempts/...      earlier failed or interrupted logs of a run that was re-run
+    runs/<run_id>/report.md (+ results.json, results.csv, scaling.png)
+
+Repeats are interleaved (repeat 1 of every case, then repeat 2, ...) so slow drift of the machine
+spreads over all cases alike. A run counts as done when its log yields a figure; `--resume`
+re-runs only runs whose log is missing or gave no figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit import __version__
+from kit.extract import Method, MethodError, compute_figure
+from kit.launch import HARNESS, Command, Placement, build_command
+from kit.parsers import ParseError, parse_log
+from kit.report import build_report, write_outputs
+from kit.suites import Case, Suite, load_suite
+from kit.yamlio import ConfigError
+
+RUN_SCHEMA_VERSION = 1
+# The harness logs measured steps only, so the run's figure is global batch x steps / sum of step
+# seconds: the harmonic mean of the per-step throughputs (the harness's own run_stop figure).
+HARNESS_METHOD = Method(skip=0, reduce="harmonic_mean")
+KILL_GRACE_S = 10.0
+
+
+class BenchError(Exception):
+    """Why a bench cannot start or go on (one line for the user)."""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    case: Case
+    repeat: int
+
+    @property
+    def log_rel(self) -> Path:
+        return Path("logs") / self.case.log_path(self.repeat)
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.key} #{self.repeat}"
+
+
+@dataclass
+class RunOutcome:
+    run: PlannedRun
+    status: str  # ok | failed | timeout | skipped
+    seconds: float
+    value: float | None = None
+    reason: str = ""
+    exit_code: int | None = None
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def new_run_dir(runs_dir: Path, suite: str) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = runs_dir / f"{suite}-{stamp}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+def plan(suite: Suite) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
+    """Runs this host can do (interleaved repeats) and the cases it cannot, with the reason."""
+    runnable: list[Case] = []
+    skipped: list[tuple[Case, str]] = []
+    for case in suite.cases:
+        if case.runner != "harness":
+            skipped.append((case, f"runner {case.runner} (NGC DeepLearningExamples) is not available to kit bench"))
+        elif case.nodes > 1:
+            skipped.append((case, f"{case.nodes} nodes: run it with `fab -H ... run_multinode`"))
+        else:
+            runnable.append(case)
+    most = max((c.repeats for c in runnable), default=0)
+    runs = [PlannedRun(c, r) for r in range(1, most + 1) for c in runnable if r <= c.repeats]
+    return runs, skipped
+
+
+def figure_of(log: Path) -> float:
+    """The run's figure from its log; ParseError/MethodError when it gives none."""
+    return compute_figure(parse_log(log, "kitlog"), HARNESS_METHOD).value
+
+
+def is_done(run_dir: Path, run: PlannedRun) -> bool:
+    log = run_dir / run.log_rel
+    if not log.is_file():
+        return False
+    try:
+        figure_of(log)
+    except (ParseError, MethodError):
+        return False
+    return True
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def host_description() -> dict:
+    import psutil
+
+    return {
+        "hostname": socket.gethostname(),
+        "cpu": _cpu_model(),
+        "cores": cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _archive(run_dir: Path, log: Path) -> Path:
+    """Move an earlier failed/interrupted log under attempts/, keeping every earlier one."""
+    rel = log.relative_to(run_dir / "logs")
+    n = 1
+    while (target := run_dir / "attempts" / rel.with_name(f"{rel.name}.{n}")).exists():
+        n += 1
+    target.parent.mkdir(parents=True, exist_ok=True)
+    log.replace(target)
+    return target
+
+
+class LocalRunner:
+    """Starts one harness run on this host as its own process group; kills the whole group on timeout/Ctrl-C."""
+
+    def __init__(self, run_dir: Path, python: str = sys.executable, threads_per_host: int | None = None):
+        self.run_dir = Path(run_dir).resolve()
+        self.python = python
+        self.threads_per_host = threads_per_host or cpu_count()
+
+    def command(self, run: PlannedRun, hardware: str) -> Command:
+        case = run.case
+        threads = max(1, self.threads_per_host // case.gpus_per_node) if hardware == "cpu" else None
+        placement = Placement(master_port=free_port(), socket_ifname="lo" if case.processes > 1 else None)
+        launcher_dir = self.run_dir / "launcher" / run.log_rel.parent.relative_to("logs") / f"{run.repeat}"
+        return build_command(
+            case,
+            placement,
+            python=self.python,
+            harness=HARNESS,
+            threads=threads,
+            device="cpu" if hardware == "cpu" else "gpu",
+            launcher_log_dir=str(launcher_dir) if case.processes > 1 else None,
+        )
+
+    def execute(self, run: PlannedRun, command: Command) -> RunOutcome:
+        log = self.run_dir / run.log_rel
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env = os.environ | command.env
+        start = time.monotonic()
+        with open(log, "wb") as out:
+            out.write(f"# kit bench: {command.shell()}\n".encode())
+            out.flush()
+            proc = subprocess.Popen(command.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    cwd=self.run_dir, start_new_session=True)
+            try:
+                code = proc.wait(timeout=run.case.timeout_s)
+            except subprocess.TimeoutExpired:
+                stop_group(proc)
+                return RunOutcome(run, "timeout", time.monotonic() - start,
+                                  reason=f"no end after {run.case.timeout_s:g} s: killed (every process of the run)")
+            except BaseException:  # Ctrl-C or any error here: leave no process behind
+                stop_group(proc)
+                raise
+        seconds = time.monotonic() - start
+        try:
+            value = figure_of(log)
+        except (ParseError, MethodError) as exc:
+            reason = exc.reason if isinstance(exc, ParseError) else str(exc)
+            return RunOutcome(run, "failed", seconds, reason=f"exit {code}: {reason}", exit_code=code)
+        if code != 0:
+            return RunOutcome(run, "failed", seconds, reason=f"exit {code} after a complete log", exit_code=code)
+        return RunOutcome(run, "ok", seconds, value=value, exit_code=0)
+
+
+def stop_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
+    """SIGTERM the run's process group, SIGKILL what is left after the grace period."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            # the leader is gone; launcher children may linger in the group a moment longer
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@dataclass
+class BenchResult:
+    run_dir: Path
+    outcomes: list[RunOutcome]
+    skipped: list[tuple[Case, str]]
+    report_files: list[Path]
+
+    @property
+    def failed(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if o.status not in ("ok", "done")]
+
+
+Progress = Callable[[str, PlannedRun | None, RunOutcome | None, int, int], None]
+
+
+def start(suite_ref: str | Path, runs_dir: Path) -> tuple[Path, Suite]:
+    suite = load_suite(suite_ref)
+    run_dir = new_run_dir(Path(runs_dir), suite.name)
+    shutil.copyfile(suite.path, run_dir / "suite.yaml")
+    return run_dir, load_suite(run_dir / "suite.yaml")
+
+
+def resume(run_dir: Path) -> Suite:
+    run_dir = Path(run_dir)
+    if not (run_dir / "suite.yaml").is_file():
+        raise BenchError(f"{run_dir}: not a kit bench run directory (no suite.yaml)")
+    try:
+        return load_suite(run_dir / "suite.yaml")
+    except ConfigError as exc:
+        raise BenchError(f"cannot resume: {exc}") from None
+
+
+def check_host(suite: Suite) -> None:
+    if suite.hardware == "gpu" and shutil.which("nvidia-smi") is None:
+        raise BenchError(f"suite {suite.name} needs NVIDIA GPUs; this host has no nvidia-smi (try --suite local)")
+    if not HARNESS.is_file():
+        raise BenchError(f"the harness is missing: {HARNESS}")
+
+
+def run_bench(
+    run_dir: Path, suite: Suite, progress: Progress | None = None, runner: LocalRunner | None = None
+) -> BenchResult:
+    run_dir = Path(run_dir)
+    check_host(suite)
+    runner = runner or LocalRunner(run_dir)
+    runs, skipped = plan(suite)
+    if not runs:
+        raise BenchError(f"suite {suite.name}: no case can run on this host ({len(skipped)} need other runners/nodes)")
+    meta_path = run_dir / "run.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {
+        "schema_version": RUN_SCHEMA_VERSION,
+        "kit_version": __version__,
+        "suite": suite.name,
+        "suite_sha256": hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest(),
+        "harness_sha256": _harness_digest(),
+        "host": host_description(),
+        "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "runs": {},
+    }
+    meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]
+    _write_json(meta_path, meta)
+    outcomes: list[RunOutcome] = []
+    todo = [r for r in runs if not is_done(run_dir, r)]
+    for r in runs:
+        if r not in todo:
+            outcomes.append(RunOutcome(r, "done", 0.0, value=figure_of(run_dir / r.log_rel)))
+    total = len(runs)
+    finished = total - len(todo)
+    for run in todo:
+        log = run_dir / run.log_rel
+        if log.exists():
+            _archive(run_dir, log)
+        command = runner.command(run, suite.hardware)
+        if progress:
+            progress("start", run, None, finished, total)
+        outcome = runner.execute(run, command)
+        outcomes.append(outcome)
+        finished += 1
+        meta["runs"][str(run.log_rel)] = {
+            "case": run.case.key,
+            "repeat": run.repeat,
+            "status": outcome.status,
+            "samples_per_sec": outcome.value,
+            "wall_seconds": round(outcome.seconds, 3),
+            "reason": outcome.reason,
+            "command": command.shell(),
+        }
+        _write_json(meta_path, meta)
+        if progress:
+            progress("end", run, outcome, finished, total)
+    meta["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    _write_json(meta_path, meta)
+    files = write_report(run_dir, suite)
+    return BenchResult(run_dir, outcomes, skipped, files)
+
+
+def _harness_digest() -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(HARNESS.parent.glob("*.py"))}
+
+
+def write_report(run_dir: Path, suite: Suite) -> list[Path]:
+    report = build_report(run_dir / "logs", HARNESS_METHOD)
+    report.title = f"{suite.name} benchmark: {run_dir.name}"
+    report.settings = settings_section(run_dir, suite) + references_section(report, suite)
+    return write_outputs(report, run_dir)
+
+
+def references_section(report, suite: Suite) -> str:
+    """Each measured case that carries a published reference: median vs (value, lower, upper)."""
+    by_key = {c.key: c for c in suite.cases if c.reference}
+    rows = []
+    for group in report.groups:
+        for case in group.cases:
+            key = f"{group.key.framework}/{group.key.model}/bz{group.key.batch}/{case.name}/{group.key.precision}"
+            ref = by_key[key].reference if key in by_key else None
+            if ref is None:
+                continue
+            low, high = ref.bounds()
+            verdict = "within" if ref.holds(case.median) else "OUTSIDE"
+            rows.append(f"| {key} | {case.median:.2f} | {ref.value:g} {ref.unit} | "
+                        f"{'' if low is None else f'{low:.2f}'} .. {'' if high is None else f'{high:.2f}'} | "
+                        f"{case.median / ref.value - 1:+.1%} | {verdict} | {ref.source} |")
+    if not rows:
+        return ""
+    head = ["", "### Against published references", "",
+            "| case | median | reference | bounds | difference | verdict | source |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    return "\n".join(head + rows) + "\n"
+
+
+def _run_starts(run_dir: Path) -> list[dict]:
+    starts = []
+    for log in sorted((run_dir / "logs").rglob("*.log")):
+        with contextlib.suppress(OSError), open(log, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(":::KITLOG ") and '"run_start"' in line:
+                    with contextlib.suppress(json.JSONDecodeError):
+                        starts.append(json.loads(line[len(":::KITLOG "):]))
+                    break
+    return starts
+
+
+def settings_section(run_dir: Path, suite: Suite) -> str:
+    """What was run, on what: the lines a reader needs before trusting the tables."""
+    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    host = meta.get("host", {})
+    starts = _run_starts(run_dir)
+    lines = [f"Suite `{suite.name}` ({suite.description})."]
+    if host:
+        lines.append(f"Host: {host.get('hostname')}, {host.get('cpu')}, {host.get('cores')} cores, "
+                     f"{host.get('memory_gib')} GiB, {host.get('os')}, Python {host.get('python')}.")
+    versions = sorted({f"{s.get('framework')} {s.get('framework_version')}" for s in starts})
+    if versions:
+        lines.append("Frameworks: " + ", ".join(versions) + ".")
+    shapes = sorted({(s.get("model"), s.get("image_size"), s.get("num_classes"), s.get("warmup_steps"),
+                      s.get("measure_steps"), s.get("data"), s.get("device"), s.get("threads"), s.get("ranks"))
+                     for s in starts}, key=str)
+    if shapes:
+        lines.append("\n| model | image size | classes | warm-up steps | measured steps | data | device | "
+                     "threads/process | processes |")
+        lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        lines += ["| " + " | ".join(str(v) for v in shape) + " |" for shape in shapes]
+        lines.append("")
+    repeats = sorted({c.repeats for c in suite.cases})
+    lines.append(f"Repeats per case: {'/'.join(map(str, repeats))} (interleaved); figure per run: global batch x "
+                 "measured steps / sum of step seconds (the harness's timing rule); per case: median.")
+    if any(s.get("precision") == "amp" and not s.get("amp_effective") for s in starts):
+        lines.append("**AMP was requested on a CPU: those runs are FP32** (AMP needs a GPU); their tables say amp "
+                     "only because the suite asked for it.")
+    skipped = meta.get("skipped_cases") or []
+    if skipped:
+        lines.append(f"Not run on this host: {len(skipped)} case(s) (other runners or several nodes), see run.json.")
+    refs = [c for c in suite.cases if c.reference]
+    if refs:
+        lines.append(f"{len(refs)} case(s) carry a published reference (value, bounds) in suite.yaml.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,495 @@
+#!/usr/bin/env python3
+"""The kit's training harness: one model, one data path, one timing rule, one log line, any framework.
+
+    python train.py --framework paddle|torch --model resnet50|vgg16|arcface --batch-size B [options]
+
+See README.md beside this file for the log lines and exit codes. Standard library + the framework
+(+ numpy, Pillow for JPEG data); never imports the kit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HARNESS_DIR = Path(__file__).resolve().parent
+if str(HARNESS_DIR) not in sys.path:
+    sys.path.insert(0, str(HARNESS_DIR))
+
+MODELS = ("resnet50", "vgg16", "arcface")
+FRAMEWORKS = ("paddle", "torch")
+DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112}
+DEFAULT_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431}  # arcface: PLSC's MS1M-V3 identities
+LOG_VERSION = 1
+
+EXIT_ERROR, EXIT_BAD_INPUT, EXIT_NAN, EXIT_OOM = 1, 2, 3, 4
+REASON_EXIT = {"error": EXIT_ERROR, "bad_input": EXIT_BAD_INPUT, "nan_loss": EXIT_NAN, "out_of_memory": EXIT_OOM}
+
+
+class HarnessFailure(Exception):
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Dist:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+
+    @classmethod
+    def from_env(cls, framework: str) -> Dist:
+        env = os.environ
+        if framework == "paddle" and "PADDLE_TRAINER_ID" in env:
+            rank, world = int(env["PADDLE_TRAINER_ID"]), int(env.get("PADDLE_TRAINERS_NUM", "1"))
+            local = int(env.get("PADDLE_LOCAL_RANK", env.get("FLAGS_selected_gpus", "0").split(",")[0] or 0))
+            local_world = int(env.get("PADDLE_LOCAL_SIZE", env.get("PADDLE_NPROC_PER_NODE", "1")))
+            return cls(rank, world, local, local_world)
+        rank, world = int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
+        return cls(rank, world, int(env.get("LOCAL_RANK", "0")), int(env.get("LOCAL_WORLD_SIZE", "1")))
+
+
+def emit(event: str, **fields) -> None:
+    line = {"kit": LOG_VERSION, "event": event, "time_ms": round(time.time() * 1000), **fields}
+    print(":::KITLOG " + json.dumps(line, separators=(", ", ": ")), flush=True)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text) if text.lstrip("-").isdigit() else None
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="train.py", description=__doc__.splitlines()[0])
+    p.add_argument("--framework", required=True, choices=FRAMEWORKS)
+    p.add_argument("--model", required=True, choices=MODELS)
+    p.add_argument("--batch-size", type=positive_int, default=None, help="per-process batch (not for --count-params)")
+    p.add_argument("--image-size", type=positive_int, default=None, help="square input side (default 224; arcface 112)")
+    p.add_argument("--num-classes", type=positive_int, default=None, help="classes (default 1000; arcface 93431)")
+    p.add_argument("--precision", choices=("fp32", "amp"), default="fp32")
+    p.add_argument("--data", default="synthetic", help="'synthetic' or the path of an ImageNet train_list.txt")
+    p.add_argument("--data-root", default=None, help="root the list's paths are relative to (default: its folder)")
+    p.add_argument("--workers", type=positive_int, default=4, help="JPEG decode threads per process")
+    p.add_argument("--channels-last", action="store_true", help="NHWC (Paddle) / channels_last memory (PyTorch)")
+    p.add_argument("--warmup-steps", type=non_negative_int, default=20)
+    p.add_argument("--measure-steps", type=positive_int, default=100)
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default 0.1 x global batch / 256)")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads per process (default: cores/procs)")
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--count-params", action="store_true", help="print the model's trainable parameter count and exit")
+    return p
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def default_threads(local_world_size: int) -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, local_world_size))
+
+
+class Backend:
+    """What differs between frameworks, behind one small surface used by the timed loop."""
+
+    name = ""
+    version = ""
+    device = "cpu"
+    device_name = ""
+    amp_effective = False
+
+    net = opt = scaler = None
+
+    def count_params(self) -> int: ...
+    def autocast(self): ...  # the framework's mixed-precision context (used only when amp_effective)
+    def zero_grad(self) -> None: ...
+    def batch_from_numpy(self, images, labels): ...
+    def synthetic_batch(self, batch: int, size: int, classes: int, seed: int): ...
+    def sync(self) -> None: ...
+    def is_oom(self, exc: BaseException) -> bool: ...
+    def barrier(self) -> None: ...
+
+    def train_step(self, images, labels) -> float:
+        """One forward/backward/update; returns the loss as a Python float (which waits for the step)."""
+        self.zero_grad()
+        if self.scaler is not None:
+            with self.autocast():
+                loss = self.net(images, labels)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss = self.net(images, labels)
+            loss.backward()
+            self.opt.step()
+        return float(loss.detach())
+
+
+class TorchBackend(Backend):
+    name = "torch"
+
+    def __init__(self, args, dist: Dist, threads: int):
+        import models_torch
+        import torch
+
+        self.torch = torch
+        self.version = torch.__version__
+        torch.set_num_threads(threads)
+        torch.manual_seed(args.seed + dist.rank)
+        use_gpu = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
+        if use_gpu and not torch.cuda.is_available():
+            raise HarnessFailure("bad_input", "--device gpu but PyTorch sees no CUDA device")
+        if use_gpu:
+            torch.cuda.set_device(dist.local_rank)
+            self.dev = torch.device("cuda", dist.local_rank)
+            self.device, self.device_name = "gpu", torch.cuda.get_device_name(self.dev)
+            torch.backends.cudnn.benchmark = True
+        else:
+            self.dev = torch.device("cpu")
+            self.device_name = cpu_name()
+        self.amp_effective = args.precision == "amp" and use_gpu
+        self.memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+        net = models_torch.build_model(args.model, num_classes=args.num_classes)
+        net = net.to(self.dev, memory_format=self.memory_format)
+        self.params = models_torch.count_params(net)
+        self.distributed = dist.world_size > 1
+        if self.distributed:
+            torch.distributed.init_process_group(backend="nccl" if use_gpu else "gloo")
+            net = torch.nn.parallel.DistributedDataParallel(net, device_ids=[dist.local_rank] if use_gpu else None)
+        self.net = net
+        self.opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp_effective else None
+        self.net.train()
+
+    def count_params(self) -> int:
+        return self.params
+
+    def batch_from_numpy(self, images, labels):
+        torch = self.torch
+        x = torch.from_numpy(images).to(self.dev, non_blocking=True).contiguous(memory_format=self.memory_format)
+        return x, torch.from_numpy(labels).to(self.dev, non_blocking=True)
+
+    def synthetic_batch(self, batch, size, classes, seed):
+        torch = self.torch
+        gen = torch.Generator().manual_seed(seed)
+        x = torch.randn(batch, 3, size, size, generator=gen).to(self.dev).contiguous(memory_format=self.memory_format)
+        y = torch.randint(0, classes, (batch,), generator=gen).to(self.dev)
+        return x, y
+
+    def autocast(self):
+        return self.torch.autocast("cuda", dtype=self.torch.float16)
+
+    def zero_grad(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+
+    def sync(self) -> None:
+        if self.device == "gpu":
+            self.torch.cuda.synchronize(self.dev)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return isinstance(exc, MemoryError | self.torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+    def barrier(self) -> None:
+        if self.distributed:
+            self.torch.distributed.barrier()
+
+    def close(self) -> None:
+        if self.distributed and self.torch.distributed.is_initialized():
+            self.torch.distributed.destroy_process_group()
+
+
+class PaddleBackend(Backend):
+    name = "paddle"
+
+    def __init__(self, args, dist: Dist, threads: int):
+        # read when paddle starts, so set before the import; Paddle's CPU kernels follow OMP_NUM_THREADS
+        os.environ["FLAGS_paddle_num_threads"] = str(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        import models_paddle
+        import paddle
+
+        self.paddle = paddle
+        self.version = paddle.__version__
+        paddle.seed(args.seed + dist.rank)
+        has_gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+        use_gpu = args.device == "gpu" or (args.device == "auto" and has_gpu)
+        if use_gpu and not has_gpu:
+            raise HarnessFailure("bad_input", "--device gpu but this Paddle build sees no CUDA device")
+        if use_gpu:
+            paddle.set_device(f"gpu:{dist.local_rank}")
+            self.device, self.device_name = "gpu", paddle.device.cuda.get_device_name(dist.local_rank)
+        else:
+            paddle.set_device("cpu")
+            self.device_name = cpu_name()
+        self.amp_effective = args.precision == "amp" and use_gpu
+        self.data_format = "NHWC" if args.channels_last else "NCHW"
+        self.distributed = dist.world_size > 1
+        if self.distributed:
+            paddle.distributed.init_parallel_env()
+        net = models_paddle.build_model(args.model, num_classes=args.num_classes, data_format=self.data_format)
+        self.params = models_paddle.count_params(net)
+        if self.distributed:
+            net = paddle.DataParallel(net)
+        self.net = net
+        self.opt = paddle.optimizer.Momentum(
+            learning_rate=args.lr,
+            momentum=args.momentum,
+            parameters=net.parameters(),
+            weight_decay=paddle.regularizer.L2Decay(args.weight_decay),
+        )
+        self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**15) if self.amp_effective else None
+        self.net.train()
+
+    def count_params(self) -> int:
+        return self.params
+
+    def _layout(self, images):
+        return images.transpose(0, 2, 3, 1) if self.data_format == "NHWC" and images.shape[1] == 3 else images
+
+    def batch_from_numpy(self, images, labels):
+        return self.paddle.to_tensor(self._layout(images)), self.paddle.to_tensor(labels)
+
+    def synthetic_batch(self, batch, size, classes, seed):
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        images = rng.standard_normal((batch, 3, size, size), dtype=np.float32)
+        labels = rng.integers(0, classes, size=(batch,), dtype=np.int64)
+        return self.batch_from_numpy(images, labels)
+
+    def autocast(self):
+        return self.paddle.amp.auto_cast(level="O1")
+
+    def zero_grad(self) -> None:
+        self.opt.clear_grad()
+
+    def sync(self) -> None:
+        if self.device == "gpu":
+            self.paddle.device.synchronize()
+
+    def is_oom(self, exc: BaseException) -> bool:
+        text = str(exc).lower()
+        return isinstance(exc, MemoryError) or "out of memory" in text or "resourceexhausted" in text
+
+    def barrier(self) -> None:
+        if self.distributed:
+            self.paddle.distributed.barrier()
+
+    def close(self) -> None:
+        pass
+
+
+BACKENDS = {"torch": TorchBackend, "paddle": PaddleBackend}
+
+
+def count_params_only(args) -> int:
+    """Shapes only: the layers are built without allocating or initialising their weights."""
+    if args.framework == "torch":
+        import models_torch as models
+        import torch
+
+        with torch.device("meta"):
+            net = models.build_model(args.model, num_classes=args.num_classes)
+    else:
+        import models_paddle as models
+        import paddle
+
+        with paddle.LazyGuard():
+            net = models.build_model(args.model, num_classes=args.num_classes)
+    n = models.count_params(net)
+    print(f"model={args.model} framework={args.framework} num_classes={args.num_classes} params={n}", flush=True)
+    return 0
+
+
+def batches(args, backend: Backend, dist: Dist):
+    """An endless stream of device batches: one fixed random batch (synthetic) or the JPEG loader."""
+    if args.data == "synthetic":
+        fixed = backend.synthetic_batch(args.batch_size, args.image_size, args.num_classes, args.seed + dist.rank)
+        while True:
+            yield fixed
+    import data
+
+    try:
+        entries = data.load_list(args.data, args.data_root)
+        loader = data.ImageListLoader(
+            entries,
+            args.batch_size,
+            args.image_size,
+            rank=dist.rank,
+            world_size=dist.world_size,
+            seed=args.seed,
+            workers=args.workers,
+            channels_last=False,
+        )
+    except data.DataError as exc:
+        raise HarnessFailure("bad_input", str(exc)) from None
+    with loader:
+        try:
+            for images, labels in loader:
+                yield backend.batch_from_numpy(images, labels)
+        except data.DataError as exc:
+            raise HarnessFailure("bad_input", str(exc)) from None
+
+
+def timed_loop(args, backend: Backend, dist: Dist, log) -> None:
+    global_batch = args.batch_size * dist.world_size
+    common = {"ranks": dist.world_size, "framework": args.framework, "model": args.model, "precision": args.precision}
+    stream = batches(args, backend, dist)
+    total_steps = args.warmup_steps + args.measure_steps
+    measured = 0.0
+    warm_start = time.perf_counter()
+    for step in range(1, total_steps + 1):
+        backend.sync()
+        t0 = time.perf_counter()
+        images, labels = next(stream)
+        loss = backend.train_step(images, labels)  # float(): waits for the step's work
+        backend.sync()
+        seconds = time.perf_counter() - t0
+        if not math.isfinite(loss):
+            raise HarnessFailure("nan_loss", f"loss is {loss} at step {step} (lr {args.lr}, batch {args.batch_size})")
+        if step == args.warmup_steps:
+            log("warmup_end", steps=step, seconds=round(time.perf_counter() - warm_start, 6))
+        if step > args.warmup_steps:
+            measured += seconds
+            log(
+                "step",
+                step=step,
+                global_batch=global_batch,
+                seconds=round(seconds, 6),
+                samples_per_sec=round(global_batch / seconds, 3),
+                **common,
+                loss=round(loss, 5),
+            )
+    steps = args.measure_steps
+    log(
+        "run_stop",
+        status="success",
+        steps=steps,
+        seconds=round(measured, 6),
+        samples_per_sec=round(global_batch * steps / measured, 3),
+        **common,
+    )
+
+
+def run(args, dist: Dist) -> int:
+    is_logger = dist.rank == 0
+
+    def log(event: str, **fields) -> None:
+        if is_logger:
+            emit(event, **fields)
+
+    threads = args.threads or default_threads(dist.local_world_size)
+    backend = None
+    try:
+        backend = BACKENDS[args.framework](args, dist, threads)
+        amp_note = {}
+        if args.precision == "amp" and not backend.amp_effective:
+            amp_note = {"note": "AMP requested but the device is a CPU: the run is FP32 (AMP needs a GPU)"}
+            if is_logger:
+                print(f"train.py: warning: {amp_note['note']}", file=sys.stderr, flush=True)
+        log(
+            "run_start",
+            framework=args.framework,
+            framework_version=backend.version,
+            model=args.model,
+            params=backend.count_params(),
+            num_classes=args.num_classes,
+            precision=args.precision,
+            amp_effective=backend.amp_effective,
+            **amp_note,
+            device=backend.device,
+            device_name=backend.device_name,
+            ranks=dist.world_size,
+            local_batch=args.batch_size,
+            global_batch=args.batch_size * dist.world_size,
+            image_size=args.image_size,
+            data=args.data,
+            channels_last=args.channels_last,
+            threads=threads,
+            warmup_steps=args.warmup_steps,
+            measure_steps=args.measure_steps,
+            optimizer="momentum_sgd",
+            lr=args.lr,
+            momentum=args.momentum,
+            weight_decay=args.weight_decay,
+            seed=args.seed,
+            host=socket.gethostname(),
+            python=platform.python_version(),
+        )
+        timed_loop(args, backend, dist, log)
+        backend.barrier()
+        return 0
+    except HarnessFailure as exc:
+        return fail(exc.reason, str(exc), dist, log)
+    except KeyboardInterrupt:
+        fail("interrupted", "interrupted (Ctrl-C / SIGINT)", dist, log)
+        return 130
+    except Exception as exc:  # the framework's own errors: report them as a failed run, never as a figure
+        reason = "out_of_memory" if backend is not None and backend.is_oom(exc) else "error"
+        if reason == "error" and isinstance(exc, MemoryError):
+            reason = "out_of_memory"
+        return fail(reason, f"{type(exc).__name__}: {exc}", dist, log)
+    finally:
+        if backend is not None:
+            backend.close()
+
+
+def fail(reason: str, message: str, dist: Dist, log) -> int:
+    first_line = message.strip().splitlines()[0] if message.strip() else reason
+    print(f"train.py: rank {dist.rank}: {reason}: {message}", file=sys.stderr, flush=True)
+    log("run_stop", status="failed", reason=reason, message=first_line[:500])
+    return REASON_EXIT.get(reason, EXIT_ERROR)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.image_size = args.image_size or DEFAULT_IMAGE_SIZE[args.model]
+    args.num_classes = args.num_classes or DEFAULT_CLASSES[args.model]
+    if args.count_params:
+        return count_params_only(args)
+    if args.batch_size is None:
+        parser.error("--batch-size is required (per process)")
+    if args.data != "synthetic" and not Path(args.data).is_file():
+        parser.error(f"--data: no such train list: {args.data} (give 'synthetic' or a train_list.txt)")
+    if args.model == "arcface" and args.batch_size < 2:
+        parser.error("--batch-size must be >= 2 for arcface (its BatchNorm1d needs two samples)")
+    dist = Dist.from_env(args.framework)
+    if args.lr is None:
+        args.lr = 0.1 * args.batch_size * dist.world_size / 256  # the linear scaling rule the seeds use
+    return run(args, dist)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

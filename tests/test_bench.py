@@ -1,0 +1,174 @@
+"""`kit bench` end to end on this host: real harness runs, the DLPerf layout, the report, resume, timeouts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kit import bench
+from kit.cli import main
+from kit.suites import load_suite
+
+TINY_SUITE_BASE = """\
+schema_version: 1
+name: tiny
+description: two frameworks, tiny ResNet50
+hardware: cpu
+defaults: {warmup_steps: 1, measure_steps: 2, repeats: 2, batch_size: 2, image_size: 32, num_classes: 10}
+cases:
+  - framework: [paddle, torch]
+    model: resnet50
+"""
+TINY_SUITE = TINY_SUITE_BASE + """\
+    references:
+      - {framework: torch, value: 1.0, lower: -0.5, upper: null, unit: samples/s, source: a floor}
+      - {framework: paddle, value: 1000000, lower: -0.05, upper: 0.05, unit: samples/s, source: out of reach}
+"""
+
+
+def write_suite(tmp_path: Path, text: str = TINY_SUITE) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(text)
+    return path
+
+
+def only_run_dir(runs: Path) -> Path:
+    dirs = [p for p in runs.iterdir() if p.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def harness_processes(run_dir: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        try:
+            if proc.info["cwd"] == str(run_dir) and any("train.py" in a for a in proc.info["cmdline"] or []):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def test_bench_writes_layout_report_and_every_log_extracts(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert main(["bench", "--suite", str(write_suite(tmp_path)), "--runs-dir", str(runs)]) == 0
+    run_dir = only_run_dir(runs)
+    logs = sorted((run_dir / "logs").rglob("*.log"))
+    assert [p.relative_to(run_dir / "logs").as_posix() for p in logs] == [
+        "paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log",
+        "paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log",
+        "torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log",
+        "torch/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log",
+    ]
+    for log in logs:
+        assert main(["extract", str(log), "--format", "auto"]) == 0
+        assert float(capsys.readouterr().out.strip().splitlines()[-1]) > 0
+    report = (run_dir / "report.md").read_text()
+    assert report.startswith("# tiny benchmark: ")
+    assert "## Frameworks side by side" in report and "| resnet50 | 2 | fp32 | 1n1g |" in report
+    assert "Frameworks: paddle 3." in report and "torch 2." in report
+    assert "| resnet50 | 32 | 10 | 1 | 2 | synthetic | cpu |" in report
+    assert "### Against published references" in report
+    assert "| torch/resnet50/bz2/1n1g/fp32 |" in report and "| within | a floor |" in report
+    assert "| OUTSIDE | out of reach |" in report
+    assert (run_dir / "scaling.png").stat().st_size > 0 and (run_dir / "results.csv").is_file()
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["schema_version"] == 1 and len(results["groups"]) == 2
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["suite"] == "tiny" and len(meta["runs"]) == 4
+    assert all(r["status"] == "ok" and r["samples_per_sec"] > 0 for r in meta["runs"].values())
+    assert (run_dir / "suite.yaml").read_text() == TINY_SUITE
+
+
+def test_interrupted_bench_resumes_only_what_is_missing(tmp_path):
+    runs = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "kit", "bench", "--suite", str(write_suite(tmp_path)), "--runs-dir", str(runs)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    run_dir = None
+    while time.monotonic() < deadline:  # wait until the first run is recorded and the second has begun
+        dirs = list(runs.glob("*/run.json")) if runs.exists() else []
+        if dirs and len(json.loads(dirs[0].read_text()).get("runs", {})) >= 1:
+            run_dir = dirs[0].parent
+            if len(list((run_dir / "logs").rglob("*.log"))) >= 2 and harness_processes(run_dir):
+                break
+        time.sleep(0.2)
+    assert run_dir is not None, "the first run never finished"
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"kit bench --resume {run_dir}" in err
+    time.sleep(0.5)
+    assert harness_processes(run_dir) == [], "Ctrl-C left harness processes behind"
+    first = run_dir / "logs/paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+    first_bytes = first.read_bytes()
+    interrupted = run_dir / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+    assert interrupted.is_file()
+    assert main(["bench", "--resume", str(run_dir)]) == 0
+    assert first.read_bytes() == first_bytes, "a finished run was re-run"
+    assert len(list((run_dir / "logs").rglob("*.log"))) == 4
+    assert list((run_dir / "attempts").rglob("resnet50_b2_fp32_1.log.1")), "the interrupted log was not kept"
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert len(meta["runs"]) == 4 and all(r["status"] == "ok" for r in meta["runs"].values())
+    report = (run_dir / "report.md").read_text()
+    assert "Logs that gave no figure" not in report and "attempts" not in report
+
+
+def test_hung_case_is_killed_after_its_timeout_and_reported(tmp_path):
+    text = TINY_SUITE_BASE.replace("repeats: 2", "repeats: 1, timeout_s: 2").replace("[paddle, torch]", "torch")
+    text = text.replace("measure_steps: 2", "measure_steps: 100000")
+    runs = tmp_path / "runs"
+    assert main(["bench", "--suite", str(write_suite(tmp_path, text)), "--runs-dir", str(runs)]) == 1
+    run_dir = only_run_dir(runs)
+    meta = json.loads((run_dir / "run.json").read_text())
+    (entry,) = meta["runs"].values()
+    assert entry["status"] == "timeout" and "killed" in entry["reason"] and entry["wall_seconds"] < 30
+    assert harness_processes(run_dir) == []
+    assert "Logs that gave no figure" in (run_dir / "report.md").read_text()
+
+
+def test_dry_run_prints_commands_and_starts_nothing(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert main(["bench", "--suite", "local", "--dry-run", "--runs-dir", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "torch.distributed.run --nnodes 1" in out and "paddle.distributed.launch" in out
+    assert "--threads" in out and not runs.exists()
+
+
+def test_gpu_suite_refused_on_a_host_without_gpus(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi anywhere
+    assert main(["bench", "--suite", "v100", "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "needs NVIDIA GPUs" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_resume_of_a_directory_that_is_not_a_run(tmp_path, capsys):
+    assert main(["bench", "--resume", str(tmp_path)]) == 2
+    assert "not a kit bench run directory" in capsys.readouterr().err
+
+
+def test_plan_interleaves_repeats_and_skips_what_needs_other_hosts():
+    runs, skipped = bench.plan(load_suite("v100"))
+    assert all(s[0].runner == "ngc-dle" or s[0].nodes > 1 for s in skipped)
+    assert runs[0].repeat == 1 and runs[-1].repeat == 5
+    first_two = {r.repeat for r in runs[: len(runs) // 5]}
+    assert first_two == {1}
+    assert not any(r.case.runner != "harness" for r in runs)
+
+
+@pytest.mark.parametrize("suite", ["local", "v100"])
+def test_every_planned_command_is_buildable(tmp_path, suite):
+    loaded = load_suite(suite)
+    runner = bench.LocalRunner(tmp_path)
+    runs, _ = bench.plan(loaded)
+    for run in runs[:20]:
+        command = runner.command(run, loaded.hardware)
+        assert command.argv[0] == sys.executable and "train.py" in command.shell()

@@ -1,0 +1,193 @@
+"""The training harness for real: short CPU training runs of every model in both frameworks.
+
+Tiny images (32 px) and a handful of steps keep each run to seconds; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.bench import free_port
+from kit.extract import Method, compute_figure
+from kit.parsers import ParseError, parse_log
+
+REPO = Path(__file__).resolve().parent.parent
+HARNESS = REPO / "scripts" / "harness" / "train.py"
+SYNTHETIC = REPO / "data_prep" / "make_synthetic_imagenet.py"
+EXPECTED_PARAMS = {"resnet50": 25_557_032, "vgg16": 138_357_544}
+TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measure-steps", "2", "--threads", "1"]
+
+
+def harness(*args: str, env: dict | None = None, launcher: list[str] | None = None, timeout: int = 300):
+    cmd = [sys.executable, *(launcher or []), str(HARNESS), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ | (env or {}),
+                          cwd=REPO)
+
+
+def kitlines(text: str) -> list[dict]:
+    return [json.loads(line.split(":::KITLOG ", 1)[1]) for line in text.splitlines() if ":::KITLOG " in line]
+
+
+def write_log(tmp_path: Path, text: str, name: str = "run.log") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("model", ["resnet50", "vgg16", "arcface"])
+def test_count_params_equal_across_frameworks(model):
+    counts = {}
+    for fw in ("paddle", "torch"):
+        out = harness("--framework", fw, "--model", model, "--num-classes", "1000", "--count-params")
+        assert out.returncode == 0, out.stderr
+        line = out.stdout.strip().splitlines()[-1]
+        assert line.startswith(f"model={model} framework={fw} num_classes=1000 params=")
+        counts[fw] = int(line.rsplit("=", 1)[1])
+    assert counts["paddle"] == counts["torch"]
+    if model in EXPECTED_PARAMS:
+        assert counts["torch"] == EXPECTED_PARAMS[model]
+    else:  # ResNet50 trunk - fc + BN(2048) + FC 2048->512 + BN(512) + margin head 512 x classes
+        assert counts["torch"] == 25_557_032 - 2_049_000 + 2 * 2048 + 2048 * 512 + 512 + 2 * 512 + 512 * 1000
+
+
+@pytest.mark.parametrize("framework", ["paddle", "torch"])
+@pytest.mark.parametrize("model", ["resnet50", "vgg16", "arcface"])
+def test_short_real_training_run_logs_every_measured_step(tmp_path, framework, model):
+    out = harness("--framework", framework, "--model", model, "--num-classes", "10", *TINY)
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = kitlines(out.stdout)
+    assert [e["event"] for e in events] == ["run_start", "warmup_end", "step", "step", "run_stop"]
+    start, steps, stop = events[0], events[2:4], events[4]
+    assert start["framework"] == framework and start["model"] == model and start["device"] == "cpu"
+    assert start["threads"] == 1 and start["global_batch"] == 2 and start["amp_effective"] is False
+    assert [s["step"] for s in steps] == [2, 3]
+    for s in steps:
+        assert s["global_batch"] == 2 and s["seconds"] > 0 and s["ranks"] == 1 and s["precision"] == "fp32"
+        assert s["samples_per_sec"] == pytest.approx(2 / s["seconds"], rel=1e-3)
+    assert stop["status"] == "success"
+    assert stop["samples_per_sec"] == pytest.approx(2 * 2 / sum(s["seconds"] for s in steps), rel=1e-3)
+    parsed = parse_log(write_log(tmp_path, out.stdout), "auto")
+    assert parsed.format.name == "kitlog"
+    figure = compute_figure(parsed, Method(reduce="harmonic_mean"))
+    assert figure.value == pytest.approx(stop["samples_per_sec"], rel=1e-3) and figure.used == 2
+
+
+@pytest.mark.parametrize(
+    ("framework", "launcher"),
+    [
+        ("torch", ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2", "--master_addr",
+                   "127.0.0.1", "--master_port", "PORT"]),
+        ("paddle", ["-m", "paddle.distributed.launch", "--nnodes", "1", "--nproc_per_node", "2"]),
+    ],
+)
+def test_two_process_data_parallel_gloo(tmp_path, framework, launcher):
+    launcher = [str(free_port()) if arg == "PORT" else arg for arg in launcher]
+    if framework == "paddle":
+        launcher = [*launcher, "--log_dir", str(tmp_path / "launch")]
+    out = harness("--framework", framework, "--model", "resnet50", "--num-classes", "10", *TINY,
+                  launcher=launcher, env={"GLOO_SOCKET_IFNAME": "lo"})
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    events = kitlines(out.stdout)
+    steps = [e for e in events if e["event"] == "step"]
+    assert len(steps) == 2, "rank 0 alone logs the measured steps"
+    assert all(s["ranks"] == 2 and s["global_batch"] == 4 for s in steps)
+    assert events[0]["ranks"] == 2 and events[0]["local_batch"] == 2
+    assert events[-1]["event"] == "run_stop" and events[-1]["status"] == "success"
+
+
+def test_amp_on_cpu_says_it_ran_fp32():
+    out = harness("--framework", "torch", "--model", "resnet50", "--num-classes", "10", "--precision", "amp", *TINY)
+    assert out.returncode == 0, out.stderr
+    start = kitlines(out.stdout)[0]
+    assert start["precision"] == "amp" and start["amp_effective"] is False and "FP32" in start["note"]
+    assert "AMP requested but the device is a CPU" in out.stderr
+
+
+def test_real_jpeg_data_path(tmp_path):
+    made = subprocess.run([sys.executable, str(SYNTHETIC), str(tmp_path / "imnet"), "--classes", "3",
+                           "--images-per-class", "4", "--size", "40"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    out = harness("--framework", "paddle", "--model", "resnet50", "--num-classes", "3",
+                  "--data", str(tmp_path / "imnet" / "train_list.txt"), "--workers", "2", *TINY)
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = kitlines(out.stdout)
+    assert events[0]["data"].endswith("train_list.txt") and events[-1]["status"] == "success"
+
+
+def test_unreadable_jpeg_fails_clearly_naming_the_file(tmp_path):
+    made = subprocess.run([sys.executable, str(SYNTHETIC), str(tmp_path / "imnet"), "--classes", "2",
+                           "--images-per-class", "2", "--size", "40"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    victim = sorted((tmp_path / "imnet" / "train").rglob("*.JPEG"))[0]
+    victim.write_bytes(b"\xff\xd8\xff not a jpeg")
+    out = harness("--framework", "torch", "--model", "resnet50", "--num-classes", "2",
+                  "--data", str(tmp_path / "imnet" / "train_list.txt"), *TINY)
+    assert out.returncode == 2
+    assert victim.name in out.stderr and "bad_input" in out.stderr
+    stop = kitlines(out.stdout)[-1]
+    assert stop["event"] == "run_stop" and stop["status"] == "failed" and stop["reason"] == "bad_input"
+    with pytest.raises(ParseError, match="failed run \\(bad_input\\)"):
+        parse_log(write_log(tmp_path, out.stdout))
+
+
+def test_nan_loss_stops_with_exit_3(tmp_path):
+    out = harness("--framework", "torch", "--model", "resnet50", "--num-classes", "10", "--lr", "1e30", *TINY)
+    assert out.returncode == 3, out.stderr[-2000:]
+    assert "nan_loss" in out.stderr
+    assert kitlines(out.stdout)[-1]["reason"] == "nan_loss"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--framework", "torch", "--model", "resnet51", "--batch-size", "2"], "invalid choice: 'resnet51'"),
+        (["--framework", "paddle", "--model", "resnet50", "--batch-size", "0"], "must be >= 1, got 0"),
+        (["--framework", "torch", "--model", "resnet50", "--batch-size", "2", "--data", "/nonexistent/train_list.txt"],
+         "no such train list: /nonexistent/train_list.txt"),
+        (["--framework", "torch", "--model", "resnet50"], "--batch-size is required"),
+        (["--framework", "mxnet", "--model", "resnet50", "--batch-size", "2"], "invalid choice: 'mxnet'"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_clear_message(args, words):
+    out = harness(*args)
+    assert out.returncode == 2
+    assert words in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_kitlog_parser_refuses_unfinished_and_malformed_logs(tmp_path):
+    out = harness("--framework", "torch", "--model", "resnet50", "--num-classes", "10", *TINY)
+    lines = out.stdout.splitlines(keepends=True)
+    cut = "".join(line for line in lines if "run_stop" not in line)
+    with pytest.raises(ParseError, match="started but never stopped"):
+        parse_log(write_log(tmp_path, cut, "cut.log"))
+    step_line = next(line for line in lines if '"event": "step"' in line)
+    bad = out.stdout.replace(step_line, step_line.replace('"global_batch": 2', '"global_batch": "2"'))
+    with pytest.raises(ParseError, match="'global_batch' must be a finite number") as err:
+        parse_log(write_log(tmp_path, bad, "bad.log"))
+    assert err.value.line is not None
+    broken = out.stdout.replace(step_line, step_line.replace("}\n", "\n"))
+    with pytest.raises(ParseError, match="not valid JSON"):
+        parse_log(write_log(tmp_path, broken, "broken.log"))
+
+
+def test_mlperf_logging_tracked_stats_lines_parse(tmp_path):
+    from mlperf_logging import mllog
+
+    log = tmp_path / "mllog.log"
+    mllog.config(filename=str(log))
+    logger = mllog.get_mllogger()
+    for step, throughput in ((1, 100.0), (2, 110.0), (3, 120.0)):
+        logger.event(key="tracked_stats", value={"throughput": throughput}, metadata={"step": step})
+    for handler in list(logger.logger.handlers):
+        handler.flush()
+    parsed = parse_log(log)
+    assert parsed.format.name == "kitlog"
+    assert [r.value for r in parsed.records] == [100.0, 110.0, 120.0]
+    assert [r.step for r in parsed.records] == [1, 2, 3]

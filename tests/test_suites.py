@@ -1,0 +1,141 @@
+"""Suite YAML: the built-in matrices load and expand; bad input names file, line and key."""
+
+from __future__ import annotations
+
+import pytest
+
+from kit import suites
+from kit.launch import Placement, build_command
+from kit.yamlio import ConfigError
+
+MINIMAL = """\
+schema_version: 1
+name: tiny
+hardware: cpu
+defaults: {warmup_steps: 1, measure_steps: 2, repeats: 2}
+cases:
+  - framework: [paddle, torch]
+    model: resnet50
+    batch_size: [2, 4]
+    image_size: 32
+    gpus_per_node: [1, 2]
+"""
+
+
+def write(tmp_path, text, name="suite.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_builtin_suites_load_and_mirror_the_seeds():
+    assert {"local", "v100", "a100", "h100"} <= set(suites.available())
+    v100 = suites.load_suite("v100")
+    keys = {c.key for c in v100.cases}
+    for fw in ("paddle", "torch", "tensorflow"):
+        for prec in ("fp32", "amp"):
+            for case in ("1n1g", "1n8g", "4n8g"):
+                assert f"{fw}/resnet50/bz256/{case}/{prec}" in keys
+            assert f"{fw}/resnet50/bz128/1n8g/{prec}" in keys
+    assert "mxnet/resnet50/bz128/1n1g/fp32" in keys and "mxnet/resnet50/bz256/1n8g/amp" in keys
+    for bs in (32, 64, 128):
+        assert f"paddle/vgg16/bz{bs}/1n8g/fp32" in keys
+    assert "torch/vgg16/bz256/1n1g/amp" in keys and "torch/vgg16/bz256/1n1g/fp32" not in keys
+    assert {f"paddle/arcface/bz128/1n{g}g/fp32" for g in (1, 4, 8)} <= keys
+    by_key = {c.key: c for c in v100.cases}
+    ref = by_key["paddle/resnet50/bz256/1n1g/fp32"].reference
+    assert ref.value == 393.561 and ref.unit == "samples/s" and ref.holds(393.0) and not ref.holds(350.0)
+    assert by_key["tensorflow/resnet50/bz256/1n1g/fp32"].runner == "ngc-dle"
+    assert by_key["paddle/arcface/bz128/1n1g/fp32"].image_size == 112
+    assert all(c.repeats == 5 and c.warmup_steps == 20 and c.measure_steps == 100 for c in v100.cases)
+    for name in ("a100", "h100"):
+        assert {c.key for c in suites.load_suite(name).cases} == keys
+
+
+def test_local_suite_is_cpu_paddle_and_torch_harness_only():
+    local = suites.load_suite("local")
+    assert local.hardware == "cpu"
+    assert {c.framework for c in local.cases} == {"paddle", "torch"}
+    assert {c.model for c in local.cases} == {"resnet50", "vgg16", "arcface"}
+    assert all(c.runner == "harness" and c.repeats >= 3 and c.nodes == 1 for c in local.cases)
+
+
+def test_lists_expand_to_the_cartesian_product(tmp_path):
+    suite = suites.load_suite(write(tmp_path, MINIMAL))
+    assert len(suite.cases) == 2 * 2 * 2
+    case = suite.cases[0]
+    assert (case.warmup_steps, case.measure_steps, case.repeats, case.num_classes) == (1, 2, 2, 1000)
+    assert case.log_path(2).as_posix() == "paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log"
+    assert {c.global_batch for c in suite.cases} == {2, 4, 8}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "key", "words"),
+    [
+        ("    model: resnet50\n", "    model: resnet51\n", 7, "model", "not one of"),
+        ("    batch_size: [2, 4]\n", "    batch_size: 0\n", 8, "batch_size", ">= 1"),
+        ("    image_size: 32\n", "    colour: blue\n", 9, "colour", "unknown key"),
+        ("  - framework: [paddle, torch]\n", "  - framework: tensorflow\n    runner: harness\n", 7, "runner",
+         "harness runs paddle, torch"),
+        ("    image_size: 32\n", "    precision: [fp32, fp32]\n", 9, "precision", "listed twice"),
+        ("    image_size: 32\n", "    repeats: yes\n", 9, "repeats", "expected an integer"),
+        ("    batch_size: [2, 4]\n", "", 6, "batch_size", "missing required key"),
+    ],
+)
+def test_bad_case_values_name_file_line_and_key(tmp_path, old, new, line, key, words):
+    path = write(tmp_path, MINIMAL.replace(old, new))
+    with pytest.raises(ConfigError) as err:
+        suites.load_suite(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:{line}: {key}: ") and words in message, message
+
+
+def test_reference_must_select_a_case_and_bounds_are_relative(tmp_path):
+    ref = "    references:\n      - {gpus_per_node: 8, value: 10, lower: -0.1, upper: 0.1, unit: samples/s}\n"
+    with pytest.raises(ConfigError, match="selects no case"):
+        suites.load_suite(write(tmp_path, MINIMAL + ref))
+    bad = ref.replace("gpus_per_node: 8", "gpus_per_node: 2").replace("lower: -0.1", "lower: 0.1")
+    with pytest.raises(ConfigError, match="lower bound must be <= 0"):
+        suites.load_suite(write(tmp_path, MINIMAL + bad))
+    good = ref.replace("gpus_per_node: 8", "gpus_per_node: 2, framework: torch, batch_size: 4")
+    suite = suites.load_suite(write(tmp_path, MINIMAL + good))
+    with_ref = [c for c in suite.cases if c.reference]
+    assert [c.key for c in with_ref] == ["torch/resnet50/bz4/1n2g/fp32"]
+    assert with_ref[0].reference.bounds() == pytest.approx((9.0, 11.0))
+
+
+def test_duplicate_cases_and_top_level_errors(tmp_path):
+    twice = MINIMAL + "  - {framework: torch, model: resnet50, batch_size: 2, image_size: 32}\n"
+    with pytest.raises(ConfigError, match="also comes from the entry at line 6"):
+        suites.load_suite(write(tmp_path, twice))
+    with pytest.raises(ConfigError, match="unsupported schema_version 2"):
+        suites.load_suite(write(tmp_path, MINIMAL.replace("schema_version: 1", "schema_version: 2")))
+    with pytest.raises(ConfigError, match="malformed YAML"):
+        suites.load_suite(write(tmp_path, MINIMAL + "  - [unclosed\n"))
+    with pytest.raises(ConfigError, match="no built-in suite of that name; known: .*local"):
+        suites.load_suite("nosuch")
+
+
+def test_command_builder_single_and_data_parallel(tmp_path):
+    suite = suites.load_suite(write(tmp_path, MINIMAL))
+    by_key = {c.key: c for c in suite.cases}
+    one = build_command(by_key["torch/resnet50/bz2/1n1g/fp32"], python="py", harness="h.py", threads=2)
+    assert one.argv[:2] == ["py", "h.py"] and "--batch-size" in one.argv and one.env["OMP_NUM_THREADS"] == "2"
+    two = build_command(by_key["torch/resnet50/bz2/1n2g/fp32"], Placement(master_port=1234), python="py",
+                        harness="h.py", threads=1)
+    assert two.argv[:3] == ["py", "-m", "torch.distributed.run"]
+    assert two.argv[two.argv.index("--nproc_per_node") + 1] == "2"
+    assert two.argv[two.argv.index("--master_port") + 1] == "1234"
+    paddle = build_command(by_key["paddle/resnet50/bz4/1n2g/fp32"], python="py", harness="h.py", threads=1,
+                           launcher_log_dir="/tmp/x y")
+    assert paddle.argv[:3] == ["py", "-m", "paddle.distributed.launch"] and "--master" not in paddle.argv
+    assert paddle.env["FLAGS_paddle_num_threads"] == "1"
+    assert "'/tmp/x y'" in paddle.shell()
+    case = suites.Case(**{**by_key["paddle/resnet50/bz4/1n2g/fp32"].__dict__, "nodes": 2})
+    remote = build_command(case, Placement(nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=7000,
+                                           socket_ifname="eth0"), harness="h.py")
+    assert remote.argv[remote.argv.index("--master") + 1] == "10.0.0.1:7000"
+    assert remote.argv[remote.argv.index("--rank") + 1] == "1"
+    assert remote.env["GLOO_SOCKET_IFNAME"] == "eth0" == remote.env["NCCL_SOCKET_IFNAME"]
+    with pytest.raises(ValueError, match="needs 2 node"):
+        build_command(case, Placement(), harness="h.py")
