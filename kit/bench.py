@@ -31,7 +31,7 @@ from pathlib import Path
 
 from kit import __version__
 from kit.extract import Method, MethodError, compute_figure
-from kit.launch import HARNESS, Command, Placement, build_command
+from kit.launch import HARNESS, REPO_ROOT, Command, Placement, build_command
 from kit.parsers import ParseError, parse_log
 from kit.report import build_report, write_outputs
 from kit.suites import Case, Suite, load_suite
@@ -166,10 +166,12 @@ def _archive(run_dir: Path, log: Path) -> Path:
 class LocalRunner:
     """Starts one harness run on this host as its own process group; kills the whole group on timeout/Ctrl-C."""
 
-    def __init__(self, run_dir: Path, python: str = sys.executable, threads_per_host: int | None = None):
+    def __init__(self, run_dir: Path, python: str = sys.executable, threads_per_host: int | None = None,
+                 train_list: str | None = None):
         self.run_dir = Path(run_dir).resolve()
         self.python = python
         self.threads_per_host = threads_per_host or cpu_count()
+        self.train_list = train_list
 
     def command(self, run: PlannedRun, hardware: str) -> Command:
         case = run.case
@@ -182,6 +184,7 @@ class LocalRunner:
             python=self.python,
             harness=HARNESS,
             threads=threads,
+            data_list=self.train_list,
             device="cpu" if hardware == "cpu" else "gpu",
             launcher_log_dir=str(launcher_dir) if case.processes > 1 else None,
         )
@@ -270,12 +273,41 @@ def check_host(suite: Suite) -> None:
         raise BenchError(f"the harness is missing: {HARNESS}")
 
 
+SYNTHETIC_TREE = {"classes": 8, "images_per_class": 16, "size": 80}
+
+
+def resolve_train_list(run_dir: Path, suite: Suite, train_list: str | Path | None) -> str | None:
+    """The train_list.txt for `data: imagenet` cases: the one given, else (CPU suites) a synthetic JPEG tree."""
+    if not any(c.data == "imagenet" for c in suite.cases):
+        return None
+    if train_list is not None:
+        path = Path(train_list).resolve()
+        if not path.is_file():
+            raise BenchError(f"{train_list}: no such train list (make one with data_prep/make_train_list.py)")
+        return str(path)
+    if suite.hardware != "cpu":
+        raise BenchError(f"suite {suite.name} reads ImageNet: give --train-list /path/to/train_list.txt")
+    tree = run_dir.resolve() / "data" / "synthetic-imagenet"
+    if not (tree / "train_list.txt").is_file():
+        tool = REPO_ROOT / "data_prep" / "make_synthetic_imagenet.py"
+        args = ["--classes", str(SYNTHETIC_TREE["classes"]), "--images-per-class",
+                str(SYNTHETIC_TREE["images_per_class"]), "--size", str(SYNTHETIC_TREE["size"])]
+        made = subprocess.run([sys.executable, str(tool), str(tree), *args], capture_output=True, text=True)
+        if made.returncode != 0:
+            raise BenchError(f"could not make the synthetic JPEG tree: {made.stderr.strip()}")
+    return str(tree / "train_list.txt")
+
+
 def run_bench(
-    run_dir: Path, suite: Suite, progress: Progress | None = None, runner: LocalRunner | None = None
+    run_dir: Path,
+    suite: Suite,
+    progress: Progress | None = None,
+    runner: LocalRunner | None = None,
+    train_list: str | Path | None = None,
 ) -> BenchResult:
     run_dir = Path(run_dir)
     check_host(suite)
-    runner = runner or LocalRunner(run_dir)
+    runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, suite, train_list))
     runs, skipped = plan(suite)
     if not runs:
         raise BenchError(f"suite {suite.name}: no case can run on this host ({len(skipped)} need other runners/nodes)")
@@ -335,6 +367,7 @@ def write_report(run_dir: Path, suite: Suite) -> list[Path]:
     report = build_report(run_dir / "logs", HARNESS_METHOD)
     report.title = f"{suite.name} benchmark: {run_dir.name}"
     report.settings = settings_section(run_dir, suite) + references_section(report, suite)
+    report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
     return write_outputs(report, run_dir)
 
 
@@ -397,6 +430,10 @@ def settings_section(run_dir: Path, suite: Suite) -> str:
     repeats = sorted({c.repeats for c in suite.cases})
     lines.append(f"Repeats per case: {'/'.join(map(str, repeats))} (interleaved); figure per run: global batch x "
                  "measured steps / sum of step seconds (the harness's timing rule); per case: median.")
+    if suite.hardware == "cpu":
+        lines.append("On a CPU, `<N>n<G>g` counts processes and they share this host's cores (threads/process "
+                     "above): speedup compares one process on every core with G data-parallel processes on "
+                     "cores/G each, so linear scaling is not expected; the gap is the data-parallel overhead.")
     if any(s.get("precision") == "amp" and not s.get("amp_effective") for s in starts):
         lines.append("**AMP was requested on a CPU: those runs are FP32** (AMP needs a GPU); their tables say amp "
                      "only because the suite asked for it.")

@@ -111,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where new run directories go (default runs/)")
     p.add_argument("--dry-run", action="store_true", help="print the runs and their commands; start nothing")
+    p.add_argument("--train-list", type=Path, help="ImageNet train_list.txt for `data: imagenet` cases "
+                   "(CPU suites default to a small synthetic JPEG tree in the run directory)")
 
     p = sub.add_parser("suites", help="list the built-in suites, or expand one (--show NAME)")
     p.add_argument("--show", metavar="SUITE", help="print every case of a suite (name or path)")
@@ -251,7 +253,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         run_dir, suite = bench.start(args.suite, args.runs_dir)
     runs, skipped = bench.plan(suite)
     if args.dry_run:
-        runner = bench.LocalRunner(run_dir or args.runs_dir / "DRY-RUN")
+        train_list = str(args.train_list or "TRAIN_LIST") if any(c.data == "imagenet" for c in suite.cases) else None
+        runner = bench.LocalRunner(run_dir or args.runs_dir / "DRY-RUN", train_list=train_list)
         for run in runs:
             done = run_dir is not None and bench.is_done(run_dir, run)
             print(f"{'done ' if done else ''}{run.log_rel}: {runner.command(run, suite.hardware).shell()}")
@@ -263,7 +266,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for case, reason in skipped:
         console.print(f"  [yellow]not run here[/] {case.key}: {reason}", soft_wrap=True)
     try:
-        result = _bench_with_progress(bench, run_dir, suite, console)
+        result = _bench_with_progress(bench, run_dir, suite, console, args.train_list)
     except KeyboardInterrupt:
         console.print(f"kit bench: interrupted; finished runs are kept. Continue with: kit bench --resume {run_dir}",
                       soft_wrap=True, markup=False)
@@ -277,7 +280,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _bench_with_progress(bench, run_dir: Path, suite, console):
+def _bench_with_progress(bench, run_dir: Path, suite, console, train_list):
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -295,7 +298,7 @@ def _bench_with_progress(bench, run_dir: Path, suite, console):
                     bar.console.print(f"  [red]{outcome.status:<6}[/] {run.label}: ", escape(outcome.reason),
                                       soft_wrap=True, sep="")
 
-        return bench.run_bench(run_dir, suite, progress=progress)
+        return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list)
 
 
 COMMANDS = {

@@ -121,6 +121,7 @@ class Report:
     strays: list[Stray]
     title: str = ""
     settings: str = ""  # Markdown shown under the title (what was run, on what)
+    devices: str = "GPUs"  # what <N>n<G>g counts: GPUs, or processes on a CPU run
 
     def to_dict(self) -> dict:
         return {
@@ -273,16 +274,22 @@ def to_markdown(report: Report) -> str:
     return out.getvalue()
 
 
-def comparison_markdown(report: Report) -> str:
-    """Frameworks side by side for every (model, batch, precision, case) that two or more of them ran."""
+def framework_rows(report: Report) -> tuple[list[str], list[tuple[tuple[str, int, str, str], dict[str, CaseResult]]]]:
+    """Frameworks, and every (model, batch, precision, case) that two or more of them ran."""
     cells: dict[tuple[str, int, str, str], dict[str, CaseResult]] = {}
     for group in report.groups:
         for case in group.cases:
             key = (group.key.model, group.key.batch, group.key.precision, case.name)
             cells.setdefault(key, {})[group.key.framework] = case
-    frameworks = sorted({fw for row in cells.values() for fw in row if len(row) > 1})
     rows = [(k, v) for k, v in sorted(cells.items()) if len(v) > 1]
-    if len(frameworks) < 2 or not rows:
+    frameworks = sorted({fw for _, row in rows for fw in row})
+    return frameworks, rows
+
+
+def comparison_markdown(report: Report) -> str:
+    """Frameworks side by side, with the ratio of the first two."""
+    frameworks, rows = framework_rows(report)
+    if len(frameworks) < 2:
         return ""
     first, second = frameworks[0], frameworks[1]
     out = io.StringIO()
@@ -354,8 +361,8 @@ def to_json(report: Report) -> str:
 
 
 def write_plot(report: Report, path: Path) -> bool:
-    """Measured vs ideal linear scaling per group; False when there is nothing to plot."""
-    plottable = [g for g in report.groups if any(c.speedup is not None for c in g.cases)]
+    """Measured vs ideal linear scaling per group of 2+ cases; False when there is nothing to plot."""
+    plottable = [g for g in report.groups if len(g.cases) > 1 and any(c.speedup is not None for c in g.cases)]
     if not plottable:
         return False
     import matplotlib
@@ -381,7 +388,7 @@ def write_plot(report: Report, path: Path) -> bool:
     ax.set_yscale("log")
     ticks = sorted({c.gpus for g in plottable for c in g.cases})
     ax.set_xticks(ticks, [str(t) for t in ticks])
-    ax.set_xlabel("GPUs (total)")
+    ax.set_xlabel(f"{report.devices} (total)")
     ax.set_ylabel(f"throughput ({plottable[0].unit})")
     ax.set_title("Scaling: measured vs ideal linear (log-log)")
     ax.grid(True, which="both", alpha=0.3)
@@ -392,7 +399,44 @@ def write_plot(report: Report, path: Path) -> bool:
     return True
 
 
-OUTPUT_NAMES = {"markdown": "report.md", "json": "results.json", "csv": "results.csv", "png": "scaling.png"}
+def write_framework_plot(report: Report, path: Path) -> bool:
+    """Grouped bars: median per framework for each shared case, whiskers from the slowest to the fastest run."""
+    frameworks, rows = framework_rows(report)
+    if len(frameworks) < 2:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    width = 0.8 / len(frameworks)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(rows) + 2), 4.5), dpi=120)
+    for i, fw in enumerate(frameworks):
+        xs = [n + (i - (len(frameworks) - 1) / 2) * width for n, (_, row) in enumerate(rows) if fw in row]
+        cases = [row[fw] for _, row in rows if fw in row]
+        medians = [c.median for c in cases]
+        spread = [[m - min(c.values) for m, c in zip(medians, cases, strict=True)],
+                  [max(c.values) - m for m, c in zip(medians, cases, strict=True)]]
+        ax.bar(xs, medians, width, yerr=spread, capsize=3, label=fw)
+    labels = [f"{model}\nbz{batch} {precision}\n{case}" for (model, batch, precision, case), _ in rows]
+    ax.set_xticks(range(len(rows)), labels, fontsize=8)
+    ax.set_ylabel("throughput (samples/s, median of runs)")
+    ax.set_title("Frameworks side by side (whiskers: slowest to fastest run)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+OUTPUT_NAMES = {
+    "markdown": "report.md",
+    "json": "results.json",
+    "csv": "results.csv",
+    "png": "scaling.png",
+    "frameworks_png": "frameworks.png",
+}
 
 
 def write_outputs(report: Report, out_dir: Path) -> list[Path]:
@@ -404,7 +448,8 @@ def write_outputs(report: Report, out_dir: Path) -> list[Path]:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(target)
         written.append(target)
-    png = out_dir / OUTPUT_NAMES["png"]
-    if write_plot(report, png):
-        written.append(png)
+    for name, plot in (("png", write_plot), ("frameworks_png", write_framework_plot)):
+        png = out_dir / OUTPUT_NAMES[name]
+        if plot(report, png):
+            written.append(png)
     return written

@@ -79,7 +79,9 @@ def test_bench_writes_layout_report_and_every_log_extracts(tmp_path, capsys):
     assert "### Against published references" in report
     assert "| torch/resnet50/bz2/1n1g/fp32 |" in report and "| within | a floor |" in report
     assert "| OUTSIDE | out of reach |" in report
-    assert (run_dir / "scaling.png").stat().st_size > 0 and (run_dir / "results.csv").is_file()
+    assert (run_dir / "frameworks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (run_dir / "scaling.png").exists(), "one case per framework: nothing scales"
+    assert (run_dir / "results.csv").is_file() and "counts processes" in report
     results = json.loads((run_dir / "results.json").read_text())
     assert results["schema_version"] == 1 and len(results["groups"]) == 2
     meta = json.loads((run_dir / "run.json").read_text())
@@ -172,3 +174,26 @@ def test_every_planned_command_is_buildable(tmp_path, suite):
     for run in runs[:20]:
         command = runner.command(run, loaded.hardware)
         assert command.argv[0] == sys.executable and "train.py" in command.shell()
+
+
+def test_imagenet_cases_read_real_jpegs_from_a_synthetic_tree_on_cpu(tmp_path):
+    text = TINY_SUITE_BASE.replace("repeats: 2", "repeats: 1, data: imagenet").replace("[paddle, torch]", "torch")
+    runs = tmp_path / "runs"
+    assert main(["bench", "--suite", str(write_suite(tmp_path, text)), "--runs-dir", str(runs)]) == 0
+    run_dir = only_run_dir(runs)
+    listing = run_dir / "data" / "synthetic-imagenet" / "train_list.txt"
+    assert len(listing.read_text().splitlines()) == 8 * 16
+    (log,) = (run_dir / "logs").rglob("*.log")
+    start = json.loads(next(line for line in log.read_text().splitlines() if '"run_start"' in line).split(" ", 1)[1])
+    assert start["data"] == str(listing)
+    assert "| resnet50 | 32 | 10 | 1 | 2 | " + str(listing) in (run_dir / "report.md").read_text()
+
+
+def test_gpu_suite_with_imagenet_needs_a_train_list(tmp_path):
+    suite = load_suite("v100")
+    imagenet = suite.__class__(suite.name, suite.path, suite.description, "gpu",
+                               [c.__class__(**{**c.__dict__, "data": "imagenet"}) for c in suite.cases[:1]])
+    with pytest.raises(bench.BenchError, match="give --train-list"):
+        bench.resolve_train_list(tmp_path, imagenet, None)
+    with pytest.raises(bench.BenchError, match="no such train list"):
+        bench.resolve_train_list(tmp_path, imagenet, tmp_path / "missing.txt")
