@@ -191,3 +191,14 @@ def test_mlperf_logging_tracked_stats_lines_parse(tmp_path):
     assert parsed.format.name == "kitlog"
     assert [r.value for r in parsed.records] == [100.0, 110.0, 120.0]
     assert [r.step for r in parsed.records] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("framework", ["paddle", "torch"])
+def test_out_of_memory_stops_with_exit_4(framework):
+    # a batch larger than any address space: the allocation is refused at once, whatever the overcommit policy
+    out = harness("--framework", framework, "--model", "resnet50", "--batch-size", "1000000000",
+                  "--warmup-steps", "1", "--measure-steps", "1", "--threads", "1")
+    assert out.returncode == 4, out.stderr[-2000:]
+    assert "out_of_memory" in out.stderr
+    stop = kitlines(out.stdout)[-1]
+    assert stop["event"] == "run_stop" and stop["reason"] == "out_of_memory"

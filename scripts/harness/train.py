@@ -218,7 +218,9 @@ class TorchBackend(Backend):
             self.torch.cuda.synchronize(self.dev)
 
     def is_oom(self, exc: BaseException) -> bool:
-        return isinstance(exc, MemoryError | self.torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+        text = str(exc).lower()
+        oom_words = ("out of memory", "can't allocate memory", "cannot allocate memory")
+        return isinstance(exc, MemoryError | self.torch.cuda.OutOfMemoryError) or any(w in text for w in oom_words)
 
     def barrier(self) -> None:
         if self.distributed:
@@ -300,7 +302,8 @@ class PaddleBackend(Backend):
 
     def is_oom(self, exc: BaseException) -> bool:
         text = str(exc).lower()
-        return isinstance(exc, MemoryError) or "out of memory" in text or "resourceexhausted" in text
+        oom_words = ("out of memory", "resourceexhausted", "cannot allocate memory")
+        return isinstance(exc, MemoryError) or any(w in text for w in oom_words)
 
     def barrier(self) -> None:
         if self.distributed:
