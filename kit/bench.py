@@ -31,6 +31,7 @@ from pathlib import Path
 
 from kit import __version__
 from kit.extract import Method, MethodError, compute_figure
+from kit.inputs import KitError
 from kit.launch import HARNESS, REPO_ROOT, Command, Placement, build_command
 from kit.parsers import ParseError, parse_log
 from kit.report import build_report, write_outputs
@@ -44,7 +45,7 @@ HARNESS_METHOD = Method(skip=0, reduce="harmonic_mean")
 KILL_GRACE_S = 10.0
 
 
-class BenchError(Exception):
+class BenchError(KitError):
     """Why a bench cannot start or go on (one line for the user)."""
 
 
@@ -103,6 +104,13 @@ def plan(suite: Suite) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
     return runs, skipped
 
 
+def plan_for_nodes(suite: Suite, nodes: int) -> list[PlannedRun]:
+    """The harness runs of cases on exactly `nodes` hosts, repeats interleaved."""
+    cases = [c for c in suite.cases if c.runner == "harness" and c.nodes == nodes]
+    most = max((c.repeats for c in cases), default=0)
+    return [PlannedRun(c, r) for r in range(1, most + 1) for c in cases if r <= c.repeats]
+
+
 def figure_of(log: Path) -> float:
     """The run's figure from its log; ParseError/MethodError when it gives none."""
     return compute_figure(parse_log(log, "kitlog"), HARNESS_METHOD).value
@@ -146,13 +154,13 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 
-def _archive(run_dir: Path, log: Path) -> Path:
+def archive_log(run_dir: Path, log: Path) -> Path:
     """Move an earlier failed/interrupted log under attempts/, keeping every earlier one."""
     rel = log.relative_to(run_dir / "logs")
     n = 1
@@ -323,7 +331,7 @@ def run_bench(
         "runs": {},
     }
     meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]
-    _write_json(meta_path, meta)
+    write_json(meta_path, meta)
     outcomes: list[RunOutcome] = []
     todo = [r for r in runs if not is_done(run_dir, r)]
     for r in runs:
@@ -334,7 +342,7 @@ def run_bench(
     for run in todo:
         log = run_dir / run.log_rel
         if log.exists():
-            _archive(run_dir, log)
+            archive_log(run_dir, log)
         command = runner.command(run, suite.hardware)
         if progress:
             progress("start", run, None, finished, total)
@@ -350,11 +358,11 @@ def run_bench(
             "reason": outcome.reason,
             "command": command.shell(),
         }
-        _write_json(meta_path, meta)
+        write_json(meta_path, meta)
         if progress:
             progress("end", run, outcome, finished, total)
     meta["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    _write_json(meta_path, meta)
+    write_json(meta_path, meta)
     files = write_report(run_dir, suite)
     return BenchResult(run_dir, outcomes, skipped, files)
 

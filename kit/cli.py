@@ -114,6 +114,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-list", type=Path, help="ImageNet train_list.txt for `data: imagenet` cases "
                    "(CPU suites default to a small synthetic JPEG tree in the run directory)")
 
+    p = sub.add_parser("multinode", help="one job over several hosts at once (what `fab -H a,b run_multinode` calls)")
+    p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory; the first is rank 0")
+    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--suite", help="suite name or YAML; its harness cases with as many nodes as --hosts")
+    which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    p.add_argument("--on-failure", choices=("continue", "stop"), default="continue")
+
+    p = sub.add_parser("check-env", help="capture every host's GPUs/topology/CPU/OS at once and compare them")
+    p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory")
+    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    p.add_argument("--require-gpu", action="store_true", help="a host without GPUs is a problem")
+    p.add_argument("--allow-busy", action="store_true", help="do not refuse GPUs that run other processes")
+
     p = sub.add_parser("suites", help="list the built-in suites, or expand one (--show NAME)")
     p.add_argument("--show", metavar="SUITE", help="print every case of a suite (name or path)")
     return parser
@@ -280,6 +296,73 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _inventory(args: argparse.Namespace):
+    from kit.config import load_hosts
+
+    inv = load_hosts(args.hosts_file or Path(os.environ.get("KIT_HOSTS_FILE", "hosts.yaml")))
+    names = [n.strip() for n in args.hosts.split(",") if n.strip()]
+    return inv, [inv.get(name) for name in names]
+
+
+def cmd_check_env(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from kit import envprobe, multinode
+
+    inv, hosts = _inventory(args)
+    multinode.preflight(inv, hosts)
+    run_dir = args.runs_dir / f"check-env-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    verdict = envprobe.check_env(inv, hosts, run_dir / "env", require_gpu=args.require_gpu)
+    for line in verdict.lines():
+        print(f"  {line}")
+    busy_only = not verdict.problems and verdict.busy and args.allow_busy
+    print(f"check-env: {'consistent' if verdict.ok or busy_only else 'REFUSED'} "
+          f"({len(hosts)} host(s)); captures in {run_dir / 'env'}")
+    return EXIT_OK if verdict.ok or busy_only else EXIT_MISMATCH
+
+
+def cmd_multinode(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from kit import bench, multinode
+    from kit.config import load_hosts
+
+    hosts_file = args.hosts_file or Path(os.environ.get("KIT_HOSTS_FILE", "hosts.yaml"))
+    inv = load_hosts(hosts_file)
+    names = [n.strip() for n in args.hosts.split(",") if n.strip()]
+    multinode.preflight(inv, [inv.get(name) for name in names])  # unknown or unreachable: nothing starts
+    if args.resume:
+        run_dir, suite = args.resume, bench.resume(args.resume)
+    else:
+        suite = bench.load_suite(args.suite)
+        if not bench.plan_for_nodes(suite, len(names)):
+            raise UsageError(f"suite {suite.name} has no harness case for {len(names)} node(s)")
+        run_dir, suite = bench.start(args.suite, args.runs_dir)
+    console = _progress_console()
+    console.print(f"kit multinode: suite {suite.name} on {', '.join(names)} -> {run_dir}", soft_wrap=True, markup=False)
+
+    def progress(host: str, what: str, detail: str) -> None:
+        console.print(f"  {host:<10} {what:<13} {detail}", soft_wrap=True, markup=False)
+
+    try:
+        outcomes, files = multinode.run_job(inv, names, suite, run_dir, args.on_failure, progress)
+    except KeyboardInterrupt:
+        console.print(f"kit multinode: interrupted; every host's processes were stopped. Continue with: "
+                      f"kit multinode --hosts {args.hosts} --resume {run_dir}", soft_wrap=True, markup=False)
+        return 130
+    table = Table(title="per host")
+    for column in ("run", "status", *names):
+        table.add_column(column)
+    for o in outcomes:
+        cells = {h.host: (h.error or "ok") + f" ({h.seconds:.0f} s)" for h in o.hosts}
+        status = f"{o.value:.2f} samples/s" if o.status == "ok" else f"{o.status}: {o.reason}"
+        table.add_row(o.run.label, status, *(cells.get(n, "") for n in names))
+    console.print(table)
+    for path in files:
+        print(path)
+    return EXIT_MISMATCH if any(o.status != "ok" for o in outcomes) else EXIT_OK
+
+
 def _bench_with_progress(bench, run_dir: Path, suite, console, train_list):
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -308,13 +391,14 @@ COMMANDS = {
     "formats": cmd_formats,
     "bench": cmd_bench,
     "suites": cmd_suites,
+    "multinode": cmd_multinode,
+    "check-env": cmd_check_env,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kit.bench import BenchError
     from kit.extract import MethodError
-    from kit.inputs import InputError
+    from kit.inputs import InputError, KitError
     from kit.parsers import UnknownFormat
     from kit.stats import StatsError
 
@@ -323,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except InputError as exc:
         print(f"kit: {exc}", file=sys.stderr)
-    except BenchError as exc:
+    except KitError as exc:
         print(f"kit: {exc}", file=sys.stderr)
     except (MethodError, StatsError) as exc:
         where = getattr(args, "log", None) or getattr(args, "dir", None) or getattr(args, "claims", "")

@@ -9,6 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 
+class KitError(Exception):
+    """A failure the user can act on: the CLI prints str() as one line and exits 2 (no traceback)."""
+
+
 class InputError(Exception):
     def __init__(self, path: str | Path, reason: str, line: int | None = None, key: str | None = None):
         self.path, self.reason, self.line, self.key = str(path), reason, line, key

@@ -28,6 +28,7 @@ class Placement:
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
     socket_ifname: str | None = None  # NIC for gloo/NCCL bootstrap traffic
+    host_addr: str | None = None  # this host's address on that NIC (Paddle's launcher cannot always guess it)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ def build_command(
         if placement.nnodes > 1:
             master = f"{placement.master_addr}:{placement.master_port}"
             launcher += ["--rank", str(placement.node_rank), "--master", master]
+            if placement.host_addr:
+                launcher += ["--host", placement.host_addr]
         if launcher_log_dir:
             launcher += ["--log_dir", launcher_log_dir]
     return Command([*launcher, *script], env)

@@ -8,10 +8,17 @@ stage's optional dependencies are broken.
 
 from __future__ import annotations
 
+import os
+
 from fabric import task
 from invoke.exceptions import Exit
 
-__all__ = ["bench", "report", "crosscheck", "extract"]
+# `fab -H a,b task` calls a task once per host, one after the other. A multi-host task only
+# records its host here; its post-task (which Fabric runs once, after every host's call)
+# starts the one job on all recorded hosts at once.
+_REGISTERED: dict[str, list[tuple[str, dict]]] = {}
+
+__all__ = ["bench", "check_env", "run_multinode", "report", "crosscheck", "extract"]
 
 
 def _run_kit(argv: list[str]) -> None:
@@ -47,3 +54,65 @@ def crosscheck(c, claims):
 def extract(c, log, fmt="auto"):
     """Extract a log's throughput (kit extract)."""
     _run_kit(["extract", log, "--format", fmt])
+
+
+def _register(name: str, c, options: dict) -> None:
+    host = getattr(c, "host", None)
+    if not host:
+        raise Exit(f"{name}: give the hosts with -H, e.g. fab -H node1,node2 {name}", code=2)
+    _REGISTERED.setdefault(name, []).append((host, options))
+
+
+def _run_registered(name: str, command: str) -> None:
+    """Run `kit COMMAND --hosts <every registered host>` once, with the options as flags (True: bare flag)."""
+    calls = _REGISTERED.pop(name, [])
+    if not calls:
+        return
+    argv = [command, "--hosts", ",".join(h for h, _ in calls)]
+    for key, value in calls[0][1].items():
+        if value is True:
+            argv.append(f"--{key.replace('_', '-')}")
+        elif value:
+            argv += [f"--{key.replace('_', '-')}", str(value)]
+    _run_kit(argv)
+
+
+@task
+def _multinode_job(c):
+    _run_registered("run_multinode", "multinode")
+
+
+@task(
+    post=[_multinode_job],
+    help={
+        "suite": "suite name or YAML (its cases with as many nodes as -H hosts)",
+        "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)",
+        "runs-dir": "where the run directory goes (default runs/)",
+        "resume": "run directory to finish",
+        "on-failure": "continue (default) or stop after a failed case",
+    },
+)
+def run_multinode(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, on_failure="continue"):
+    """Start one job on ALL -H hosts at once (ranks, master, launcher flags), gather logs, report."""
+    _register("run_multinode", c, {"suite": suite, "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"),
+                                   "runs_dir": runs_dir, "resume": resume, "on_failure": on_failure})
+
+
+@task
+def _check_env_job(c):
+    _run_registered("check_env", "check-env")
+
+
+@task(
+    post=[_check_env_job],
+    help={
+        "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)",
+        "runs-dir": "captures go to <runs-dir>/check-env-<time>/env/<host>/",
+        "require-gpu": "a host without GPUs is a problem",
+        "allow-busy": "do not refuse GPUs that already run processes",
+    },
+)
+def check_env(c, hosts_file=None, runs_dir="runs", require_gpu=False, allow_busy=False):
+    """Capture GPUs, topology, CPU, OS, Docker, IB on ALL -H hosts at once; compare; refuse busy GPUs."""
+    _register("check_env", c, {"hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"), "runs_dir": runs_dir,
+                               "require_gpu": require_gpu, "allow_busy": allow_busy})

@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 
-PURE = ["kit.parsers", "kit.stats", "kit.extract", "kit.layout", "kit.report", "kit.crosscheck", "kit.suites", "kit.launch"]
+PURE = [
+    "kit.parsers", "kit.stats", "kit.extract", "kit.layout", "kit.report", "kit.crosscheck", "kit.suites", "kit.launch",
+    "kit.config", "kit.envcapture",
+]
 FORBIDDEN = ("fabric", "invoke", "paramiko", "docker")
 
 

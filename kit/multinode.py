@@ -1,0 +1,286 @@
+"""One benchmark job over several hosts: stage the harness, start every host at once, watch, kill, gather.
+
+For each run (case x repeat) every host starts its launcher at the same moment (one thread per
+host), rank 0 on the first host (the master address). Each host's process tree runs in its own
+session (`setsid`), its process-group id written beside its log, so a timeout, a failed host or
+Ctrl-C stops the run on EVERY host: SIGTERM to the group, SIGKILL after a grace period.
+Logs come back after every run:
+    runs/<id>/logs/<DLPerf path>.log                    rank 0's log (the figure)
+    runs/<id>/hosts/<host>/<case>/<repeat>/...          every host's stdout and launcher logs
+A run counts as done when its rank-0 log yields a figure; `--resume` redoes the others.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import json
+import posixpath
+import random
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit import bench
+from kit.config import HostConfig, Inventory
+from kit.inputs import KitError
+from kit.inventory import check_reachable, connect, quote_cmd, remote_env
+from kit.launch import HARNESS, Placement, build_command
+from kit.suites import Suite
+
+KILL_GRACE_S = 5
+HARNESS_FILES = ("train.py", "models_torch.py", "models_paddle.py", "data.py")
+
+
+class MultinodeError(KitError):
+    """The job cannot start or go on (one line for the user)."""
+
+
+@dataclass
+class HostResult:
+    host: str
+    exit_code: int | None = None
+    error: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class JobOutcome:
+    run: bench.PlannedRun
+    status: str  # ok | failed | timeout
+    value: float | None
+    reason: str
+    hosts: list[HostResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def preflight(inv: Inventory, hosts: list[HostConfig]) -> None:
+    """Every host answers over SSH with a known host key, or nothing starts."""
+    problems = check_reachable(hosts, inv)
+    if problems:
+        lines = "; ".join(f"{getattr(h, 'name', h)}: {e}" for h, e in problems)
+        raise MultinodeError(f"not every host is reachable, nothing started: {lines}")
+
+
+def remote_run_dir(host: HostConfig, run_id: str, run: bench.PlannedRun) -> str:
+    case_path = run.log_rel.parent.relative_to("logs").as_posix()
+    return posixpath.join(host.work_dir, "runs", run_id, host.name, case_path, str(run.repeat))
+
+
+def wrapper_command(workdir: str, env: dict[str, str], argv: list[str]) -> str:
+    """mkdir, cd, then the command as its own session leader (pgid file), stdout+stderr to stdout.log."""
+    inner = f"echo $$ > pgid; exec {remote_env(env)} {quote_cmd(argv)} > stdout.log 2>&1"
+    where = quote_cmd([workdir])
+    return f"mkdir -p {where} && cd {where} && exec setsid -w bash -c {quote_cmd([inner])}"
+
+
+def kill_command(workdir: str, grace: int = KILL_GRACE_S) -> str:
+    """Stop the run's process group on a host (TERM, then KILL); silent when it is already gone."""
+    pgid_file = quote_cmd([posixpath.join(workdir, "pgid")])
+    return (
+        f"p=$(cat {pgid_file} 2>/dev/null) || exit 0; [ -n \"$p\" ] || exit 0; "
+        f"kill -TERM -- -$p 2>/dev/null || exit 0; "
+        f"for i in $(seq {grace * 10}); do kill -0 -- -$p 2>/dev/null || exit 0; sleep 0.1; done; "
+        f"kill -KILL -- -$p 2>/dev/null; exit 0"
+    )
+
+
+class Job:
+    def __init__(self, inv: Inventory, hosts: list[HostConfig], suite: Suite, run_dir: Path,
+                 progress: Callable[[str, str, str], None] | None = None):
+        if not hosts:
+            raise MultinodeError("no hosts given")
+        self.inv, self.hosts, self.suite = inv, hosts, suite
+        self.run_dir = Path(run_dir).resolve()
+        self.run_id = self.run_dir.name
+        self.progress = progress or (lambda host, what, detail: None)
+        self._local = threading.local()
+
+    # --- connections (one per host per thread: paramiko transports are not shared across threads)
+    def _conn(self, host: HostConfig):
+        cache = getattr(self._local, "conns", None)
+        if cache is None:
+            cache = self._local.conns = {}
+        if host.name not in cache:
+            cache[host.name] = connect(host, self.inv)
+        return cache[host.name]
+
+    def preflight(self) -> None:
+        preflight(self.inv, self.hosts)
+
+    def harness_dir(self, host: HostConfig) -> str:
+        digest = hashlib.sha256(b"".join((HARNESS.parent / f).read_bytes() for f in HARNESS_FILES)).hexdigest()[:12]
+        return posixpath.join(host.work_dir, "harness", digest)
+
+    def stage_harness(self) -> None:
+        def put(host: HostConfig) -> None:
+            conn = self._conn(host)
+            target = self.harness_dir(host)
+            conn.run(f"mkdir -p {quote_cmd([target])}", hide=True)
+            for name in HARNESS_FILES:
+                conn.put(str(HARNESS.parent / name), posixpath.join(target, name))
+            self.progress(host.name, "staged", target)
+
+        self._on_all(put)
+
+    def _on_all(self, fn: Callable[[HostConfig], object]) -> list[object]:
+        with cf.ThreadPoolExecutor(max_workers=len(self.hosts)) as pool:
+            futures = [pool.submit(fn, h) for h in self.hosts]
+            return [f.result() for f in futures]
+
+    def commands(self, run: bench.PlannedRun, port: int) -> list[tuple[HostConfig, str, str]]:
+        master = self.hosts[0].address
+        out = []
+        for rank, host in enumerate(self.hosts):
+            workdir = remote_run_dir(host, self.run_id, run)
+            cmd = build_command(  # threads: the harness divides each host's cores by its local processes
+                run.case,
+                Placement(len(self.hosts), rank, master, port, host.nic, host.address),
+                python=host.python,
+                harness=posixpath.join(self.harness_dir(host), "train.py"),
+                device="cpu" if self.suite.hardware == "cpu" else "gpu",
+                launcher_log_dir=posixpath.join(workdir, "launcher"),
+            )
+            out.append((host, workdir, wrapper_command(workdir, cmd.env, cmd.argv)))
+        return out
+
+    def execute(self, run: bench.PlannedRun) -> JobOutcome:
+        port = random.randint(20000, 39999)
+        plan = self.commands(run, port)
+        results = {h.name: HostResult(h.name) for h in self.hosts}
+        stop = threading.Event()
+        start = time.monotonic()
+
+        def on_host(item) -> None:
+            host, _workdir, command = item
+            t0 = time.monotonic()
+            self.progress(host.name, "start", run.label)
+            try:
+                res = self._conn(host).run(command, hide=True, warn=True, timeout=run.case.timeout_s)
+                results[host.name].exit_code = res.exited
+                if res.exited != 0:
+                    results[host.name].error = f"exit {res.exited}"
+                    stop.set()
+            except Exception as exc:  # connection lost, timeout, ...
+                name = type(exc).__name__
+                results[host.name].error = "timeout" if name == "CommandTimedOut" else f"{name}: {exc}".strip()
+                stop.set()
+            finally:
+                results[host.name].seconds = time.monotonic() - t0
+                self.progress(host.name, "end", results[host.name].error or "ok")
+
+        pool = cf.ThreadPoolExecutor(max_workers=len(plan))
+        futures = [pool.submit(on_host, item) for item in plan]
+        try:
+            while not all(f.done() for f in futures):
+                if stop.wait(0.2):
+                    self.stop_everywhere(run)
+                    break
+            cf.wait(futures)
+        except BaseException:
+            self.stop_everywhere(run)
+            cf.wait(futures, timeout=60)
+            raise
+        finally:
+            pool.shutdown(wait=False)
+        self.gather(run)
+        outcome = self._judge(run, list(results.values()))
+        outcome.seconds = time.monotonic() - start
+        return outcome
+
+    def stop_everywhere(self, run: bench.PlannedRun) -> None:
+        def kill(host: HostConfig) -> None:
+            try:
+                connect(host, self.inv).run(kill_command(remote_run_dir(host, self.run_id, run)), hide=True, warn=True,
+                                            timeout=KILL_GRACE_S + 15)
+            except Exception as exc:  # a dead host has nothing left to kill
+                self.progress(host.name, "kill-failed", str(exc))
+
+        self._on_all(kill)
+
+    def gather(self, run: bench.PlannedRun) -> None:
+        def fetch(host: HostConfig) -> None:
+            remote = remote_run_dir(host, self.run_id, run)
+            local = self.run_dir / "hosts" / host.name / run.log_rel.parent.relative_to("logs") / str(run.repeat)
+            try:
+                sftp = connect(host, self.inv).sftp()
+                _get_tree(sftp, remote, local)
+            except Exception as exc:
+                self.progress(host.name, "gather-failed", str(exc))
+
+        self._on_all(fetch)
+        rank0 = self.run_dir / "hosts" / self.hosts[0].name / run.log_rel.parent.relative_to("logs") / str(run.repeat)
+        target = self.run_dir / run.log_rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = rank0 / "stdout.log"
+        if source.is_file():
+            target.write_bytes(source.read_bytes())
+
+    def _judge(self, run: bench.PlannedRun, hosts: list[HostResult]) -> JobOutcome:
+        failed = [h for h in hosts if h.error]
+        log = self.run_dir / run.log_rel
+        if any(h.error == "timeout" for h in hosts):
+            return JobOutcome(run, "timeout", None, f"no end after {run.case.timeout_s:g} s: stopped on every host",
+                              hosts)
+        try:
+            value = bench.figure_of(log) if log.is_file() else None
+        except Exception as exc:  # ParseError / MethodError
+            value, why = None, getattr(exc, "reason", str(exc))
+        else:
+            why = "no log from rank 0" if value is None else ""
+        if failed or value is None:
+            detail = "; ".join(f"{h.host}: {h.error}" for h in failed)
+            return JobOutcome(run, "failed", None, "; ".join(p for p in (detail, why) if p), hosts)
+        return JobOutcome(run, "ok", value, "", hosts)
+
+
+def _get_tree(sftp, remote: str, local: Path) -> None:
+    local.mkdir(parents=True, exist_ok=True)
+    for entry in sftp.listdir_attr(remote):
+        src = posixpath.join(remote, entry.filename)
+        if stat.S_ISDIR(entry.st_mode):
+            _get_tree(sftp, src, local / entry.filename)
+        elif stat.S_ISREG(entry.st_mode):
+            sftp.get(src, str(local / entry.filename))
+
+
+def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, policy: str = "continue",
+            progress: Callable[[str, str, str], None] | None = None) -> tuple[list[JobOutcome], list[Path]]:
+    """Every case of the suite whose node count equals the hosts given, then the report."""
+    hosts = [inv.get(name) for name in host_names]
+    if len({h.name for h in hosts}) != len(hosts):
+        raise MultinodeError(f"a host is named twice: {', '.join(host_names)}")
+    job = Job(inv, hosts, suite, run_dir, progress)
+    runs = bench.plan_for_nodes(suite, len(hosts))
+    if not runs:
+        raise MultinodeError(f"suite {suite.name} has no harness case for {len(hosts)} node(s)")
+    job.preflight()
+    job.stage_harness()
+    meta_path = Path(run_dir) / "run.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {
+        "schema_version": bench.RUN_SCHEMA_VERSION, "suite": suite.name, "hosts": [h.name for h in hosts],
+        "runs": {},
+    }
+    outcomes = []
+    for run in runs:
+        if bench.is_done(Path(run_dir), run):
+            continue
+        log = Path(run_dir) / run.log_rel
+        if log.exists():
+            bench.archive_log(Path(run_dir), log)
+        outcome = job.execute(run)
+        outcomes.append(outcome)
+        meta["runs"][str(run.log_rel)] = {
+            "case": run.case.key, "repeat": run.repeat, "status": outcome.status,
+            "samples_per_sec": outcome.value, "wall_seconds": round(outcome.seconds, 3), "reason": outcome.reason,
+            "hosts": {h.host: {"exit_code": h.exit_code, "error": h.error, "seconds": round(h.seconds, 3)}
+                      for h in outcome.hosts},
+        }
+        bench.write_json(meta_path, meta)
+        if outcome.status != "ok" and policy == "stop":
+            break
+    files = bench.write_report(Path(run_dir), suite)
+    return outcomes, files

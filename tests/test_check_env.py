@@ -1,0 +1,107 @@
+"""check_env on real SSH hosts; nvidia-smi is the one boundary replayed from recorded real outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+from kit.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+FAB = Path(sys.executable).parent / "fab"
+SMI = REPO / "tests" / "fixtures" / "nvidia-smi"
+STUB = """#!/bin/sh
+# nvidia-smi replaying recorded real outputs (tests/fixtures/nvidia-smi)
+case "$*" in
+  "topo -m") exec cat {topo} ;;
+  "-q -x") exec cat {xml} ;;
+  *) echo "nvidia-smi stub: unsupported arguments: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+@contextmanager
+def gpus(ssh_hosts, per_host: dict[str, tuple[str, str]]):
+    """Put an nvidia-smi stub (xml fixture, topo fixture) on the PATH of the named hosts."""
+    stubs = []
+    try:
+        for host in ssh_hosts.hosts:
+            if host.name in per_host:
+                xml, topo = per_host[host.name]
+                stub = host.bin_dir / "nvidia-smi"
+                stub.write_text(STUB.format(xml=SMI / xml, topo=SMI / topo))
+                stub.chmod(0o755)
+                stubs.append(stub)
+        yield
+    finally:
+        for stub in stubs:
+            stub.unlink(missing_ok=True)
+
+
+def inventory(ssh_hosts, tmp_path: Path) -> Path:
+    hosts = [{"name": h.name, "address": h.address, "port": h.port, "user": h.user, "key_file": str(h.key_file),
+              "gpus": 8, "nic": h.nic, "data_dir": str(tmp_path / "data"), "work_dir": str(tmp_path / "work" / h.name),
+              "runtime": "native"} for h in ssh_hosts.hosts]
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, "ssh": {"known_hosts": str(ssh_hosts.known_hosts)},
+                                    "hosts": hosts}))
+    return path
+
+
+def only_env_dir(runs: Path) -> Path:
+    (run_dir,) = list(runs.iterdir())
+    return run_dir / "env"
+
+
+A100 = ("a100-sxm4-v12.xml", "topo-m_2xA100_2xmlx5_della.txt")
+T4_BUSY = ("tesla-t4.xml", "topo-m_2xA100_2xmlx5_della.txt")
+
+
+def test_fab_check_env_captures_both_hosts_and_agrees(ssh_hosts, tmp_path):
+    runs = tmp_path / "runs"
+    with gpus(ssh_hosts, {"h1": A100, "h2": A100}):
+        out = subprocess.run([str(FAB), "-H", "h1,h2", "check_env", "--hosts-file", str(inventory(ssh_hosts, tmp_path)),
+                              "--runs-dir", str(runs)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert "check-env: consistent (2 host(s))" in out.stdout
+    env = only_env_dir(runs)
+    for host in ("h1", "h2"):
+        assert (env / host / "nvidia-smi-q.txt").read_bytes() == (SMI / A100[0]).read_bytes()
+        assert (env / host / "nvidia-smi-topo.txt").read_bytes() == (SMI / A100[1]).read_bytes()
+        capture = json.loads((env / host / "capture.json").read_text())
+        assert capture["host"] == host and capture["smi"]["driver_version"] == "535.54.03"
+        assert capture["cpu"]["logical_cpus"] >= 1 and capture["nic"] == "eth0"
+    verdict = json.loads((env / "verdict.json").read_text())
+    assert verdict["ok"] is True and verdict["problems"] == []
+
+
+def test_a_different_gpu_model_and_a_busy_gpu_are_refused_naming_the_host(ssh_hosts, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    with gpus(ssh_hosts, {"h1": A100, "h2": A100, "h3": T4_BUSY}):
+        rc = main(["check-env", "--hosts", "h1,h2,h3", "--hosts-file", str(inventory(ssh_hosts, tmp_path)),
+                   "--runs-dir", str(runs)])
+    out = capsys.readouterr().out
+    assert rc == 1 and "REFUSED" in out
+    assert "h3" in out and "Tesla T4" in out and "A100" in out
+    assert "pid 5762" in out  # the recorded T4 output has a python process on its GPU
+    verdict = json.loads((only_env_dir(runs) / "verdict.json").read_text())
+    assert verdict["ok"] is False and "h3" in verdict["busy"]
+
+
+def test_hosts_without_gpus_are_reported_as_such(ssh_hosts, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    rc = main(["check-env", "--hosts", "h1,h2", "--hosts-file", str(inventory(ssh_hosts, tmp_path)),
+               "--runs-dir", str(runs)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    verdict = json.loads((only_env_dir(runs) / "verdict.json").read_text())
+    assert sorted(verdict["no_gpu"]) == ["h1", "h2"]
+    assert not (only_env_dir(runs) / "h1" / "nvidia-smi-q.txt").exists()
+    rc = main(["check-env", "--hosts", "h1,h2", "--hosts-file", str(inventory(ssh_hosts, tmp_path)),
+               "--runs-dir", str(tmp_path / "runs2"), "--require-gpu"])
+    assert rc == 1

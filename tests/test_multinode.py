@@ -1,0 +1,158 @@
+"""`fab -H h1,h2 run_multinode` on real SSH hosts (network namespaces): one job, all hosts at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from kit.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+FAB = Path(sys.executable).parent / "fab"
+
+TWO_NODE_SUITE = """\
+schema_version: 1
+name: two
+description: Paddle ResNet50 over two hosts (gloo)
+hardware: cpu
+defaults: {warmup_steps: 1, measure_steps: 2, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10, timeout_s: 240}
+cases:
+  - {framework: paddle, model: resnet50, nodes: 2, gpus_per_node: 1}
+"""
+
+
+def write_inventory(ssh_hosts, tmp_path: Path, extra: list[dict] | None = None) -> Path:
+    hosts = [
+        {
+            "name": h.name,
+            "address": h.address,
+            "port": h.port,
+            "user": h.user,
+            "key_file": str(h.key_file),
+            "gpus": 0,
+            "nic": h.nic,
+            "data_dir": str(tmp_path / "data"),
+            "work_dir": str(tmp_path / "work" / h.name),
+            "runtime": "native",
+            "python": sys.executable,
+        }
+        for h in ssh_hosts.hosts
+    ] + (extra or [])
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, "ssh": {"known_hosts": str(ssh_hosts.known_hosts),
+                                                                  "connect_timeout": 3}, "hosts": hosts}))
+    return path
+
+
+def write_suite(tmp_path: Path, text: str = TWO_NODE_SUITE) -> Path:
+    path = tmp_path / "two.yaml"
+    path.write_text(text)
+    return path
+
+
+def harness_on(ssh_hosts, name: str) -> list[str]:
+    """A process listing on the host (over its namespace): the harness processes still alive."""
+    out = ssh_hosts.run(name, ["ps", "-eo", "pid,args"]).stdout
+    return [line for line in out.splitlines() if "harness/" in line and "train.py" in line]
+
+
+def test_fab_run_multinode_runs_one_job_on_both_hosts_at_once(ssh_hosts, tmp_path):
+    inventory = write_inventory(ssh_hosts, tmp_path)
+    runs = tmp_path / "runs"
+    start = time.monotonic()
+    out = subprocess.run(
+        [str(FAB), "-H", "h1,h2", "run_multinode", "--suite", str(write_suite(tmp_path)),
+         "--hosts-file", str(inventory), "--runs-dir", str(runs)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    wall = time.monotonic() - start
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    (run_dir,) = list(runs.iterdir())  # exactly one job although fab called the task once per host
+    meta = json.loads((run_dir / "run.json").read_text())
+    (entry,) = meta["runs"].values()
+    assert entry["status"] == "ok" and set(entry["hosts"]) == {"h1", "h2"}
+    log = run_dir / "logs/paddle/resnet50/bz2/2n1g/resnet50_b2_fp32_1.log"
+    start_line = next(json.loads(line.split(" ", 1)[1]) for line in log.read_text().splitlines()
+                      if line.startswith(":::KITLOG") and '"run_start"' in line)
+    assert start_line["ranks"] == 2 and start_line["global_batch"] == 4 and start_line["host"] == "h1"
+    for host in ("h1", "h2"):
+        assert (run_dir / "hosts" / host / "paddle/resnet50/bz2/2n1g/1/stdout.log").is_file()
+    assert (run_dir / "report.md").is_file()
+    # gloo needs both ranks up together: a serial start would have hung until the case timeout
+    assert wall < 240
+    print(f"2-host run wall time: {wall:.1f} s")
+
+
+def test_unreachable_host_stops_everything_before_it_starts(ssh_hosts, tmp_path, capsys):
+    ghost = {"name": "ghost", "address": ssh_hosts.hosts[0].address.rsplit(".", 1)[0] + ".99", "port": 22,
+             "user": "root", "key_file": str(ssh_hosts.hosts[0].key_file), "gpus": 0,
+             "work_dir": str(tmp_path / "work" / "ghost"), "data_dir": str(tmp_path / "data"), "runtime": "native"}
+    inventory = write_inventory(ssh_hosts, tmp_path, [ghost])
+    runs = tmp_path / "runs"
+    rc = main(["multinode", "--hosts", "h1,ghost", "--suite", str(write_suite(tmp_path)),
+               "--hosts-file", str(inventory), "--runs-dir", str(runs)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "ghost" in err and "nothing started" in err
+    assert not runs.exists() or not list(runs.rglob("*.log"))
+
+
+def test_hung_case_is_killed_on_every_host(ssh_hosts, tmp_path):
+    text = TWO_NODE_SUITE.replace("measure_steps: 2", "measure_steps: 1000000").replace("timeout_s: 240",
+                                                                                       "timeout_s: 25")
+    inventory = write_inventory(ssh_hosts, tmp_path)
+    runs = tmp_path / "runs"
+    rc = main(["multinode", "--hosts", "h1,h2", "--suite", str(write_suite(tmp_path, text)),
+               "--hosts-file", str(inventory), "--runs-dir", str(runs)])
+    assert rc == 1
+    (run_dir,) = list(runs.iterdir())
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert entry["status"] == "timeout" and "every host" in entry["reason"]
+    time.sleep(1)
+    for host in ("h1", "h2"):
+        assert harness_on(ssh_hosts, host) == [], f"orphan harness processes on {host}"
+        assert (run_dir / "hosts" / host / "paddle/resnet50/bz2/2n1g/1/stdout.log").is_file()
+
+
+def test_host_dying_mid_case_stops_the_others_and_resume_reruns_it(ssh_hosts, tmp_path):
+    text = TWO_NODE_SUITE.replace("measure_steps: 2", "measure_steps: 1000000")
+    inventory = write_inventory(ssh_hosts, tmp_path)
+    runs = tmp_path / "runs"
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault("rc", main(
+        ["multinode", "--hosts", "h1,h2", "--suite", str(write_suite(tmp_path, text)),
+         "--hosts-file", str(inventory), "--runs-dir", str(runs)])))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:  # wait until training runs on both hosts
+            logs = list((tmp_path / "work" / "h1").rglob("stdout.log"))
+            if logs and '"event": "step"' in logs[0].read_text(errors="replace"):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the job never started training")
+        ssh_hosts.stop_host("h2")
+        worker.join(timeout=120)
+        assert not worker.is_alive()
+    finally:
+        ssh_hosts.start_host("h2")
+    assert result["rc"] == 1
+    (run_dir,) = list(runs.iterdir())
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert entry["status"] == "failed" and "h2" in entry["reason"]
+    time.sleep(1)
+    assert harness_on(ssh_hosts, "h1") == [], "h1's processes were not stopped"
+    # resume redoes only the failed run (with a short step count so the test stays quick)
+    suite_copy = run_dir / "suite.yaml"
+    suite_copy.write_text(TWO_NODE_SUITE)
+    assert main(["multinode", "--hosts", "h1,h2", "--resume", str(run_dir), "--hosts-file", str(inventory)]) == 0
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert entry["status"] == "ok"
+    assert list((run_dir / "attempts").rglob("*.log.1"))
