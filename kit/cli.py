@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"))
     p.add_argument("--on-failure", choices=("continue", "stop"), default="continue")
+    p.add_argument("--force", action="store_true", help="run even if check_env finds busy GPUs or mismatched hosts")
 
     p = sub.add_parser("check-env", help="capture every host's GPUs/topology/CPU/OS at once and compare them")
     p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory")
@@ -325,12 +326,10 @@ def cmd_multinode(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from kit import bench, multinode
-    from kit.config import load_hosts
 
-    hosts_file = args.hosts_file or Path(os.environ.get("KIT_HOSTS_FILE", "hosts.yaml"))
-    inv = load_hosts(hosts_file)
-    names = [n.strip() for n in args.hosts.split(",") if n.strip()]
-    multinode.preflight(inv, [inv.get(name) for name in names])  # unknown or unreachable: nothing starts
+    inv, hosts = _inventory(args)
+    names = [h.name for h in hosts]
+    multinode.preflight(inv, hosts)  # unknown or unreachable: nothing starts
     if args.resume:
         run_dir, suite = args.resume, bench.resume(args.resume)
     else:
@@ -345,7 +344,7 @@ def cmd_multinode(args: argparse.Namespace) -> int:
         console.print(f"  {host:<10} {what:<13} {detail}", soft_wrap=True, markup=False)
 
     try:
-        outcomes, files = multinode.run_job(inv, names, suite, run_dir, args.on_failure, progress)
+        outcomes, files = multinode.run_job(inv, names, suite, run_dir, args.on_failure, progress, args.force)
     except KeyboardInterrupt:
         console.print(f"kit multinode: interrupted; every host's processes were stopped. Continue with: "
                       f"kit multinode --hosts {args.hosts} --resume {run_dir}", soft_wrap=True, markup=False)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit import bench
+from kit import bench, envprobe
 from kit.config import HostConfig, Inventory
 from kit.inputs import KitError
 from kit.inventory import check_reachable, connect, quote_cmd, remote_env
@@ -248,7 +248,8 @@ def _get_tree(sftp, remote: str, local: Path) -> None:
 
 
 def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, policy: str = "continue",
-            progress: Callable[[str, str, str], None] | None = None) -> tuple[list[JobOutcome], list[Path]]:
+            progress: Callable[[str, str, str], None] | None = None,
+            force: bool = False) -> tuple[list[JobOutcome], list[Path]]:
     """Every case of the suite whose node count equals the hosts given, then the report."""
     hosts = [inv.get(name) for name in host_names]
     if len({h.name for h in hosts}) != len(hosts):
@@ -258,6 +259,14 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     if not runs:
         raise MultinodeError(f"suite {suite.name} has no harness case for {len(hosts)} node(s)")
     job.preflight()
+    verdict = envprobe.check_env(inv, hosts, Path(run_dir) / "env", require_gpu=suite.hardware == "gpu")
+    if not verdict.ok:
+        detail = "; ".join(verdict.lines()[:8])
+        if not force:
+            raise MultinodeError(f"check_env refuses these hosts ({detail}); captures in {Path(run_dir) / 'env'}; "
+                                 "fix them or pass --force")
+        for line in verdict.lines():
+            job.progress("check_env", "forced", line)
     job.stage_harness()
     meta_path = Path(run_dir) / "run.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {

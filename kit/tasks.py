@@ -90,12 +90,15 @@ def _multinode_job(c):
         "runs-dir": "where the run directory goes (default runs/)",
         "resume": "run directory to finish",
         "on-failure": "continue (default) or stop after a failed case",
+        "force": "run even if check_env finds busy GPUs or mismatched hosts",
     },
 )
-def run_multinode(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, on_failure="continue"):
+def run_multinode(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, on_failure="continue",
+                  force=False):
     """Start one job on ALL -H hosts at once (ranks, master, launcher flags), gather logs, report."""
     _register("run_multinode", c, {"suite": suite, "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"),
-                                   "runs_dir": runs_dir, "resume": resume, "on_failure": on_failure})
+                                   "runs_dir": runs_dir, "resume": resume, "on_failure": on_failure,
+                                   "force": force})
 
 
 @task

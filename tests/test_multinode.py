@@ -156,3 +156,18 @@ def test_host_dying_mid_case_stops_the_others_and_resume_reruns_it(ssh_hosts, tm
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
     assert entry["status"] == "ok"
     assert list((run_dir / "attempts").rglob("*.log.1"))
+
+
+def test_busy_gpu_found_by_check_env_refuses_the_job(ssh_hosts, tmp_path, capsys):
+    from test_check_env import A100, T4_BUSY, gpus
+
+    inventory = write_inventory(ssh_hosts, tmp_path)
+    runs = tmp_path / "runs"
+    with gpus(ssh_hosts, {"h1": A100, "h2": T4_BUSY}):
+        rc = main(["multinode", "--hosts", "h1,h2", "--suite", str(write_suite(tmp_path)),
+                   "--hosts-file", str(inventory), "--runs-dir", str(runs)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "check_env refuses" in err and "h2" in err and "pid 5762" in err
+    (run_dir,) = list(runs.iterdir())
+    assert not list(run_dir.rglob("*.log")), "nothing may run on refused hosts"
+    assert json.loads((run_dir / "env" / "verdict.json").read_text())["busy"]["h2"]
