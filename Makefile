@@ -17,11 +17,11 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps test lint report bench-local bench-parse bench-overhead crosscheck clean distclean check-venv
+.PHONY: help setup system-deps test lint report bench-local bench-v100 bench-a100 bench-h100 bench-parse bench-overhead bench-fanout crosscheck clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
-	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z0-9_-]+:[^#]*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z0-9_][a-zA-Z0-9_ -]*:[^#]*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "variables: RUN=<run dir> (report), REPORT_ARGS='--skip 1 ...', CLAIMS=<claims.yaml>"
 
 setup: system-deps $(VENV_STAMP) ## create .venv (Python >= 3.11) from requirements.lock + kit; as root also apt packages
@@ -75,6 +75,9 @@ report: check-venv ## tables/JSON/CSV/PNG for a run: RUN=runs/<id> (default: new
 	  echo "report: no run directory under $(RUNS_DIR)/; pass one: make report RUN=<dir>" >&2; exit 1; fi
 	$(VENV)/bin/kit report $(RUN) $(REPORT_ARGS)
 
+bench-v100 bench-a100 bench-h100: check-venv ## a GPU suite on hosts.yaml: 1-node cases on the first host, n-node on n hosts
+	$(VENV)/bin/kit cluster --suite $(@:bench-%=%) --runs-dir $(RUNS_DIR) $(if $(HOSTS),--hosts-file $(HOSTS))
+
 bench-local: check-venv ## real CPU benchmark on this host (Paddle vs PyTorch, ~10 min on 2 cores) -> runs/<id>/report.md
 	$(VENV)/bin/kit bench --suite local --runs-dir $(RUNS_DIR)
 
@@ -83,6 +86,9 @@ bench-parse: check-venv ## benchmark the kit's own log parsing speed (bench/benc
 
 bench-overhead: check-venv ## harness samples/s / bare training loop samples/s (target >= 0.99), interleaved runs
 	$(VENV_PY) bench/harness_overhead.py $(OVERHEAD_ARGS)
+
+bench-fanout: check-venv ## check_env wall time on 4 SSH test hosts / on 1 (target <= 1.3); needs root (network namespaces)
+	$(VENV_PY) bench/fanout.py
 
 crosscheck: check-venv ## re-derive published figures from logs: CLAIMS=<claims.yaml>
 	$(VENV)/bin/kit crosscheck $(CLAIMS)

@@ -124,6 +124,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-failure", choices=("continue", "stop"), default="continue")
     p.add_argument("--force", action="store_true", help="run even if check_env finds busy GPUs or mismatched hosts")
 
+    p = sub.add_parser("cluster", help="a whole suite on hosts.yaml: 1-node cases on the first host, n-node on n hosts")
+    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--suite", help="suite name or YAML")
+    which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    p.add_argument("--on-failure", choices=("continue", "stop"), default="continue")
+    p.add_argument("--force", action="store_true", help="run even if check_env finds busy GPUs or mismatched hosts")
+
+    p = sub.add_parser("gather-logs", help="fetch every host's raw logs of a run again; rank 0's into logs/")
+    p.add_argument("--hosts", required=True, help="comma-separated host names (rank 0 first)")
+    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
+    p.add_argument("--run-dir", type=Path, required=True)
+
     p = sub.add_parser("check-env", help="capture every host's GPUs/topology/CPU/OS at once and compare them")
     p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory")
     p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
@@ -322,32 +336,35 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     return EXIT_OK if verdict.ok or busy_only else EXIT_MISMATCH
 
 
-def cmd_multinode(args: argparse.Namespace) -> int:
+def _run_dir_for(args: argparse.Namespace, check) -> tuple[Path, object]:
+    """A new run directory for --suite (after `check(suite)` passes), or the one given to --resume."""
+    from kit import bench
+
+    if args.resume:
+        return args.resume, bench.resume(args.resume)
+    check(bench.load_suite(args.suite))
+    return bench.start(args.suite, args.runs_dir)
+
+
+def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console, resume_hint: str) -> int:
+    """run_job for each host group into one run directory; a per-host status table at the end."""
     from rich.table import Table
 
-    from kit import bench, multinode
-
-    inv, hosts = _inventory(args)
-    names = [h.name for h in hosts]
-    multinode.preflight(inv, hosts)  # unknown or unreachable: nothing starts
-    if args.resume:
-        run_dir, suite = args.resume, bench.resume(args.resume)
-    else:
-        suite = bench.load_suite(args.suite)
-        if not bench.plan_for_nodes(suite, len(names)):
-            raise UsageError(f"suite {suite.name} has no harness case for {len(names)} node(s)")
-        run_dir, suite = bench.start(args.suite, args.runs_dir)
-    console = _progress_console()
-    console.print(f"kit multinode: suite {suite.name} on {', '.join(names)} -> {run_dir}", soft_wrap=True, markup=False)
+    from kit import multinode
 
     def progress(host: str, what: str, detail: str) -> None:
         console.print(f"  {host:<10} {what:<13} {detail}", soft_wrap=True, markup=False)
 
+    outcomes, files, names = [], [], sorted({n for g in groups for n in g})
     try:
-        outcomes, files = multinode.run_job(inv, names, suite, run_dir, args.on_failure, progress, args.force)
+        for group in groups:
+            console.print(f"kit: suite {suite.name}, {len(group)}-node cases on {', '.join(group)} -> {run_dir}",
+                          soft_wrap=True, markup=False)
+            done, files = multinode.run_job(inv, group, suite, run_dir, args.on_failure, progress, args.force)
+            outcomes += done
     except KeyboardInterrupt:
-        console.print(f"kit multinode: interrupted; every host's processes were stopped. Continue with: "
-                      f"kit multinode --hosts {args.hosts} --resume {run_dir}", soft_wrap=True, markup=False)
+        console.print(f"kit: interrupted; every host's processes were stopped. Continue with: {resume_hint} "
+                      f"--resume {run_dir}", soft_wrap=True, markup=False)
         return 130
     table = Table(title="per host")
     for column in ("run", "status", *names):
@@ -360,6 +377,58 @@ def cmd_multinode(args: argparse.Namespace) -> int:
     for path in files:
         print(path)
     return EXIT_MISMATCH if any(o.status != "ok" for o in outcomes) else EXIT_OK
+
+
+def cmd_multinode(args: argparse.Namespace) -> int:
+    from kit import bench, multinode
+
+    inv, hosts = _inventory(args)
+    names = [h.name for h in hosts]
+    multinode.preflight(inv, hosts)  # unknown or unreachable: nothing starts
+
+    def check(suite) -> None:
+        if not bench.plan_for_nodes(suite, len(names)):
+            raise UsageError(f"suite {suite.name} has no harness case for {len(names)} node(s)")
+
+    run_dir, suite = _run_dir_for(args, check)
+    return _host_jobs(args, inv, [names], run_dir, suite, _progress_console(), f"kit multinode --hosts {args.hosts}")
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from kit import multinode
+    from kit.config import load_hosts
+
+    inv = load_hosts(args.hosts_file or Path(os.environ.get("KIT_HOSTS_FILE", "hosts.yaml")))
+    multinode.preflight(inv, inv.hosts)
+    plan: dict = {}
+
+    def check(suite) -> None:
+        plan["groups"], plan["skipped"] = multinode.cluster_plan(suite, inv.names)
+        if not plan["groups"]:
+            raise UsageError(f"suite {suite.name}: no harness case fits {len(inv.names)} host(s)")
+
+    run_dir, suite = _run_dir_for(args, check)
+    if "groups" not in plan:
+        check(suite)
+    console = _progress_console()
+    for line in plan["skipped"]:
+        console.print(f"kit cluster: not run: {line}", soft_wrap=True, markup=False)
+    groups = [hosts for hosts, _nodes in plan["groups"]]
+    return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster")
+
+
+def cmd_gather_logs(args: argparse.Namespace) -> int:
+    from kit import bench, multinode
+
+    inv, hosts = _inventory(args)
+    restored = multinode.gather_all(inv, [h.name for h in hosts], args.run_dir)
+    for path in restored:
+        print(f"restored {path}")
+    print(f"gathered {len(hosts)} host(s) into {args.run_dir / 'hosts'}")
+    if (args.run_dir / "suite.yaml").is_file():
+        for path in bench.write_report(args.run_dir, bench.resume(args.run_dir)):
+            print(path)
+    return EXIT_OK
 
 
 def _bench_with_progress(bench, run_dir: Path, suite, console, train_list):
@@ -392,6 +461,8 @@ COMMANDS = {
     "suites": cmd_suites,
     "multinode": cmd_multinode,
     "check-env": cmd_check_env,
+    "cluster": cmd_cluster,
+    "gather-logs": cmd_gather_logs,
 }
 
 

@@ -293,3 +293,49 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
             break
     files = bench.write_report(Path(run_dir), suite)
     return outcomes, files
+
+
+def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Path]:
+    """Fetch every host's raw logs of a run again (all of runs/<id>/<host>/ on each host); rank 0's into logs/."""
+    run_dir = Path(run_dir).resolve()
+    hosts = [inv.get(name) for name in host_names]
+
+    def fetch(host: HostConfig) -> None:
+        remote = posixpath.join(host.work_dir, "runs", run_dir.name, host.name)
+        _get_tree(connect(host, inv).sftp(), remote, run_dir / "hosts" / host.name)
+
+    with cf.ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+        list(pool.map(fetch, hosts))
+    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    rank0 = (meta.get("hosts") or host_names)[0]
+    restored = []
+    for stdout in sorted((run_dir / "hosts" / rank0).rglob("stdout.log")):
+        case_dir = stdout.parent.parent.relative_to(run_dir / "hosts" / rank0)
+        repeat = stdout.parent.name
+        _framework, model, bz, _case = case_dir.parts[:4]
+        precision = _precision_of(stdout)  # the DLPerf name needs it; a log without run_start stays in hosts/
+        target = run_dir / "logs" / case_dir / f"{model}_b{bz.removeprefix('bz')}_{precision}_{repeat}.log"
+        if precision and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(stdout.read_bytes())
+            restored.append(target)
+    return restored
+
+
+def _precision_of(log: Path) -> str | None:
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith(":::KITLOG ") and '"run_start"' in line:
+            return json.loads(line[len(":::KITLOG "):]).get("precision")
+    return None
+
+
+def cluster_plan(suite: Suite, host_names: list[str]) -> tuple[list[tuple[list[str], int]], list[str]]:
+    """(hosts, nodes) groups to run: single-node cases on the first host, n-node cases on the first n hosts."""
+    wanted = sorted({c.nodes for c in suite.cases if c.runner == "harness"})
+    groups, skipped = [], []
+    for nodes in wanted:
+        if nodes <= len(host_names):
+            groups.append((host_names[:nodes], nodes))
+        else:
+            skipped.append(f"{nodes}-node cases: the inventory has {len(host_names)} host(s)")
+    return groups, skipped

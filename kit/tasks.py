@@ -18,7 +18,7 @@ from invoke.exceptions import Exit
 # starts the one job on all recorded hosts at once.
 _REGISTERED: dict[str, list[tuple[str, dict]]] = {}
 
-__all__ = ["bench", "check_env", "run_multinode", "report", "crosscheck", "extract"]
+__all__ = ["bench", "check_env", "run_single", "run_multinode", "gather_logs", "report", "crosscheck", "extract"]
 
 
 def _run_kit(argv: list[str]) -> None:
@@ -119,3 +119,30 @@ def check_env(c, hosts_file=None, runs_dir="runs", require_gpu=False, allow_busy
     """Capture GPUs, topology, CPU, OS, Docker, IB on ALL -H hosts at once; compare; refuse busy GPUs."""
     _register("check_env", c, {"hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"), "runs_dir": runs_dir,
                                "require_gpu": require_gpu, "allow_busy": allow_busy})
+
+
+@task(help={"suite": "suite name or YAML (its 1-node cases)", "hosts-file": "inventory (default: hosts.yaml)",
+            "runs-dir": "where the run directory goes", "resume": "run directory to finish",
+            "force": "run even if check_env finds a busy GPU"})
+def run_single(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, force=False):
+    """Run a suite's single-node cases on the one -H host."""
+    _register("run_single", c, {})
+    hosts = [h for h, _ in _REGISTERED.pop("run_single")]
+    argv = ["multinode", "--hosts", hosts[0], "--runs-dir", runs_dir]
+    argv += ["--resume", resume] if resume else ["--suite", suite]
+    if hosts_file or os.environ.get("KIT_HOSTS_FILE"):
+        argv += ["--hosts-file", hosts_file or os.environ["KIT_HOSTS_FILE"]]
+    if force:
+        argv.append("--force")
+    _run_kit(argv)
+
+
+@task
+def _gather_job(c):
+    _run_registered("gather_logs", "gather-logs")
+
+
+@task(post=[_gather_job], help={"run-dir": "the run directory (runs/<id>)", "hosts-file": "inventory"})
+def gather_logs(c, run_dir, hosts_file=None):
+    """Fetch ALL -H hosts' raw logs of a run again (rank 0 = first host) and re-report."""
+    _register("gather_logs", c, {"run_dir": run_dir, "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE")})

@@ -171,3 +171,55 @@ def test_busy_gpu_found_by_check_env_refuses_the_job(ssh_hosts, tmp_path, capsys
     (run_dir,) = list(runs.iterdir())
     assert not list(run_dir.rglob("*.log")), "nothing may run on refused hosts"
     assert json.loads((run_dir / "env" / "verdict.json").read_text())["busy"]["h2"]
+
+
+def test_ctrl_c_stops_the_job_on_every_host(ssh_hosts, tmp_path):
+    import os
+    import signal
+
+    text = TWO_NODE_SUITE.replace("measure_steps: 2", "measure_steps: 1000000")
+    inventory = write_inventory(ssh_hosts, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "multinode", "--hosts", "h1,h2", "--suite",
+                             str(write_suite(tmp_path, text)), "--hosts-file", str(inventory), "--runs-dir",
+                             str(tmp_path / "runs")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        logs = list((tmp_path / "work" / "h1").rglob("stdout.log"))
+        if logs and '"event": "step"' in logs[0].read_text(errors="replace"):
+            break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        raise AssertionError("the job never started training")
+    assert harness_on(ssh_hosts, "h1") and harness_on(ssh_hosts, "h2")
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "every host's processes were stopped" in err and "--resume" in err
+    time.sleep(1)
+    for host in ("h1", "h2"):
+        assert harness_on(ssh_hosts, host) == [], f"Ctrl-C left harness processes on {host}"
+
+
+def test_cluster_runs_single_node_cases_on_the_first_host_and_two_node_cases_on_two(ssh_hosts, tmp_path, capsys):
+    text = TWO_NODE_SUITE.replace("nodes: 2, gpus_per_node: 1}", "nodes: [1, 2, 4], gpus_per_node: 1}")
+    inventory = write_inventory(ssh_hosts, tmp_path)
+    runs = tmp_path / "runs"
+    assert main(["cluster", "--suite", str(write_suite(tmp_path, text)), "--hosts-file", str(inventory),
+                 "--runs-dir", str(runs)]) == 0
+    err = capsys.readouterr().err
+    assert "not run: 4-node cases: the inventory has 3 host(s)" in err
+    (run_dir,) = list(runs.iterdir())
+    meta = json.loads((run_dir / "run.json").read_text())
+    hosts_of = {entry["case"]: sorted(entry["hosts"]) for entry in meta["runs"].values()}
+    assert hosts_of == {"paddle/resnet50/bz2/1n1g/fp32": ["h1"], "paddle/resnet50/bz2/2n1g/fp32": ["h1", "h2"]}
+    report = (run_dir / "report.md").read_text()
+    assert "| 1 | 1 |" in report and "| 2 | 2 |" in report
+    # gather_logs brings every host's raw logs back, and rank 0's DLPerf log if it went missing
+    lost = run_dir / "logs/paddle/resnet50/bz2/2n1g/resnet50_b2_fp32_1.log"
+    lost.unlink()
+    out = subprocess.run([str(FAB), "-H", "h1,h2", "gather_logs", "--run-dir", str(run_dir), "--hosts-file",
+                          str(inventory)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"restored {lost}" in out.stdout and lost.is_file()

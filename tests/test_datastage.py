@@ -1,0 +1,179 @@
+"""stage_data on real SSH hosts (network namespaces, tests/nethosts.py): list + JPEG tree on every host, verified.
+
+The test hosts share this machine's file system, so every host gets its own data_dir/work_dir, and a
+host's copy can be changed (or checked) through the local path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kit.config import load_hosts
+from kit.datastage import DataStageError, compare, rsync_argv, stage_data
+
+REPO = Path(__file__).resolve().parent.parent
+SYNTH = REPO / "data_prep" / "make_synthetic_imagenet.py"
+HOSTS = ["h1", "h2"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic ImageNet tree (2 classes x 4 real JPEGs) and its train_list.txt; returns the list."""
+    root = tmp_path_factory.mktemp("synthetic")
+    subprocess.run([sys.executable, str(SYNTH), str(root), "--classes", "2", "--images-per-class", "4",
+                    "--size", "32"], check=True, capture_output=True, text=True)
+    assert len(list((root / "train").rglob("*.JPEG"))) == 8
+    return root / "train_list.txt"
+
+
+def inventory(ssh_hosts, tmp_path: Path, base: Path | None = None, known_hosts: Path | None = None):
+    """hosts.yaml for the fixture hosts, each with its own data_dir and work_dir under base (default tmp_path)."""
+    base = base or tmp_path
+    hosts = [{"name": h.name, "address": h.address, "port": h.port, "user": h.user, "key_file": str(h.key_file),
+              "data_dir": str(base / "data" / h.name), "work_dir": str(base / "work" / h.name),
+              "runtime": "native", "python": sys.executable} for h in ssh_hosts.hosts]
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, "hosts": hosts, "ssh": {
+        "known_hosts": str(known_hosts or ssh_hosts.known_hosts), "connect_timeout": 5}}))
+    inv = load_hosts(path, env={})
+    return inv, inv.select(HOSTS)
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_images_stages_list_and_jpegs_on_both_hosts(ssh_hosts, tmp_path, dataset):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    events = []
+    statuses = stage_data(inv, hosts, dataset, images=True, progress=lambda *e: events.append(e))
+    assert [s.name for s in statuses] == HOSTS
+    for s, host in zip(statuses, hosts, strict=True):
+        assert s.error == "" and s.ok and s.verified and s.copied, s
+        assert (s.images, s.classes, s.missing) == (8, 2, 0)
+        assert s.list_sha256 == s.local_sha256 == sha(dataset)
+        assert s.files_sent == 8
+        data = Path(host.data_dir)
+        assert (data / "train_list.txt").read_bytes() == dataset.read_bytes()
+        for jpeg in (dataset.parent / "train").rglob("*.JPEG"):
+            assert (data / jpeg.relative_to(dataset.parent)).read_bytes() == jpeg.read_bytes()
+        assert (Path(host.work_dir) / "tools" / "verify_list.py").is_file()
+        assert not list(data.glob(".*.tmp")), "temporary copies left behind"
+    assert compare(statuses) == []
+    assert {(h, what) for h, what, _ in events} >= {(h, w) for h in HOSTS for w in ("list-copied", "verified")}
+
+
+def test_second_run_copies_nothing(ssh_hosts, tmp_path, dataset):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    assert all(s.ok and s.copied for s in stage_data(inv, hosts, dataset, images=True))
+    mtimes = [(Path(h.data_dir) / "train_list.txt").stat().st_mtime_ns for h in hosts]
+    again = stage_data(inv, hosts, dataset, images=True)
+    assert [(s.ok, s.copied, s.files_sent) for s in again] == [(True, False, 0)] * 2
+    assert [(Path(h.data_dir) / "train_list.txt").stat().st_mtime_ns for h in hosts] == mtimes
+    assert compare(again) == []
+
+
+def test_missing_jpeg_on_one_host_is_reported(ssh_hosts, tmp_path, dataset):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    stage_data(inv, hosts, dataset, images=True)
+    gone = sorted((Path(hosts[1].data_dir) / "train").rglob("*.JPEG"))[0]
+    gone.unlink()
+    statuses = stage_data(inv, hosts, dataset)  # list only: nothing puts the file back
+    h1, h2 = statuses
+    assert h1.ok and h1.missing == 0
+    assert not h2.ok and h2.error == "" and h2.missing == 1
+    assert h2.missing_first == [str(gone.relative_to(hosts[1].data_dir))]
+    problems = compare(statuses)
+    assert len(problems) == 1 and problems[0].startswith("h2: 1 listed file(s) missing"), problems
+    assert gone.name in problems[0]
+    # images=True sends just that file back
+    statuses = stage_data(inv, hosts, dataset, images=True)
+    assert [s.files_sent for s in statuses] == [0, 1] and compare(statuses) == []
+
+
+def test_changed_list_on_one_host_is_restaged(ssh_hosts, tmp_path, dataset):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    stage_data(inv, hosts, dataset, images=True)
+    remote = Path(hosts[0].data_dir) / "train_list.txt"
+    lines = dataset.read_text().splitlines(keepends=True)
+    remote.write_text("".join(lines[:-1]))  # one image fewer on h1
+    # what the hosts hold now, as compare sees it before re-staging
+    edited = stage_data(inv, hosts, dataset, images=True)
+    assert [s.copied for s in edited] == [True, False]  # stage_data already put it right
+    assert remote.read_bytes() == dataset.read_bytes()
+    assert all(s.ok and s.images == 8 for s in edited) and compare(edited) == []
+
+
+def test_compare_names_the_host_whose_list_differs(ssh_hosts, tmp_path, dataset):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    statuses = stage_data(inv, hosts, dataset, images=True)
+    h1 = statuses[0]
+    h1.list_sha256, h1.images, h1.ok = "0" * 64, 7, False
+    problems = compare(statuses)
+    assert any(p.startswith("h1: ") and "sha256" in p for p in problems), problems
+    assert any(p.startswith("h1: 7 images") for p in problems) or any(p.startswith("h2: 8 images") for p in problems)
+    assert all(p.startswith(("h1: ", "h2: ")) for p in problems)
+
+
+def test_hostile_data_dir_works_and_runs_nothing(ssh_hosts, tmp_path, dataset):
+    marker = tmp_path / "MARK"
+    base = tmp_path / f"it's a $(touch {marker}) `touch {marker}`; dir"
+    kh = tmp_path / "known hosts %d" / "kh"  # spaces and a %-token in the ssh option values too
+    kh.parent.mkdir()
+    shutil.copy(ssh_hosts.known_hosts, kh)
+    inv, hosts = inventory(ssh_hosts, tmp_path, base=base, known_hosts=kh)
+    statuses = stage_data(inv, hosts, dataset, images=True)
+    assert all(s.ok and s.copied and s.files_sent == 8 and s.error == "" for s in statuses), statuses
+    assert compare(statuses) == []
+    for host in hosts:
+        assert "$(touch" in host.data_dir
+        assert (Path(host.data_dir) / "train_list.txt").read_bytes() == dataset.read_bytes()
+        assert len(list((Path(host.data_dir) / "train").rglob("*.JPEG"))) == 8
+    assert not marker.exists(), "a remote path was run by a shell"
+    assert not list(tmp_path.rglob("MARK*"))
+
+
+def test_missing_local_list_is_a_clear_error(ssh_hosts, tmp_path):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    missing = tmp_path / "nowhere" / "train_list.txt"
+    with pytest.raises(DataStageError, match=r"nowhere/train_list\.txt: no such file"):
+        stage_data(inv, hosts, missing)
+    for host in hosts:
+        assert not Path(host.data_dir).exists(), "nothing is touched when the local list is unusable"
+
+
+def test_images_without_a_local_tree_is_a_clear_error(ssh_hosts, tmp_path):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    lone = tmp_path / "lone" / "train_list.txt"
+    lone.parent.mkdir()
+    lone.write_text("train/n01440764/a.JPEG 0\n")
+    with pytest.raises(DataStageError, match="not a directory"):
+        stage_data(inv, hosts, lone, images=True)
+
+
+def test_unreachable_host_is_reported_and_the_others_go_on(ssh_hosts, tmp_path, dataset):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    ghost = hosts[1].__class__(**{**hosts[1].__dict__, "name": "ghost",
+                                  "address": hosts[1].address.rsplit(".", 1)[0] + ".99"})
+    statuses = stage_data(inv, [hosts[0], ghost], dataset)
+    assert statuses[0].ok and not statuses[1].ok and statuses[1].error
+    problems = compare(statuses)
+    assert len(problems) == 1 and problems[0].startswith("ghost: "), problems
+
+
+def test_rsync_argv_keeps_remote_path_one_word(tmp_path):
+    from kit.config import HostConfig, Inventory
+
+    host = HostConfig(name="n", address="fe80::1", port=2222, user="u", key_file="/k ey/id %h",
+                      data_dir="/d a/$(x)/")
+    argv = rsync_argv(host, Inventory(tmp_path / "h.yaml", [host], known_hosts="/kh"), tmp_path / "train")
+    assert argv[0] == "rsync" and "-s" in argv and argv[-1] == "[fe80::1]:/d a/$(x)/"
+    ssh = argv[argv.index("-e") + 1]
+    assert "-p 2222" in ssh and "-l u" in ssh and "'IdentityFile=\"/k ey/id %%h\"'" in ssh
