@@ -138,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
     p.add_argument("--run-dir", type=Path, required=True)
 
+    p = sub.add_parser("stage-data", help="put train_list.txt (and --images) on every host; verify counts + sha256")
+    p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory")
+    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
+    p.add_argument("--train-list", type=Path, required=True, help="the local train_list.txt (beside its train/ tree)")
+    p.add_argument("--images", action="store_true", help="also rsync the JPEG tree to each host's data_dir")
+
     p = sub.add_parser("check-env", help="capture every host's GPUs/topology/CPU/OS at once and compare them")
     p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory")
     p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
@@ -319,6 +325,24 @@ def _inventory(args: argparse.Namespace):
     return inv, [inv.get(name) for name in names]
 
 
+def cmd_stage_data(args: argparse.Namespace) -> int:
+    from kit import datastage
+
+    inv, hosts = _inventory(args)
+
+    def progress(host: str, what: str, detail: str) -> None:
+        print(f"  {host:<10} {what:<13} {detail}", file=sys.stderr)
+
+    statuses = datastage.stage_data(inv, hosts, args.train_list, images=args.images, progress=progress)
+    for st in statuses:
+        print(f"{st.name}: {st.images} images, {st.classes} classes, list sha256 {st.list_sha256}, "
+              f"{'ok' if st.ok else 'NOT OK'}{' (list copied)' if st.copied else ''}")
+    problems = datastage.compare(statuses)
+    for line in problems:
+        print(f"  problem: {line}")
+    return EXIT_MISMATCH if problems else EXIT_OK
+
+
 def cmd_check_env(args: argparse.Namespace) -> int:
     import datetime as dt
 
@@ -463,6 +487,7 @@ COMMANDS = {
     "check-env": cmd_check_env,
     "cluster": cmd_cluster,
     "gather-logs": cmd_gather_logs,
+    "stage-data": cmd_stage_data,
 }
 
 

@@ -274,7 +274,10 @@ def compare(statuses: Sequence[HostDataStatus]) -> list[str]:
             problems.append(f"{s.name}: verification failed")
     counted = [s for s in statuses if not s.error and s.images is not None]
     if len(counted) > 1:
-        (ref, _), = Counter((s.images, s.classes) for s in counted).most_common(1)  # a tie: the first host's
+        # the most common counts; among equally common ones, those of a host holding the local list, then rank order
+        votes = Counter((s.images, s.classes) for s in counted)
+        local = {(s.images, s.classes) for s in counted if s.list_sha256 and s.list_sha256 == s.local_sha256}
+        ref = max(votes, key=lambda counts: (votes[counts], counts in local))
         for s in counted:
             if (s.images, s.classes) != ref:
                 problems.append(f"{s.name}: {s.images} images / {s.classes} classes, other hosts "

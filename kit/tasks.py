@@ -18,7 +18,17 @@ from invoke.exceptions import Exit
 # starts the one job on all recorded hosts at once.
 _REGISTERED: dict[str, list[tuple[str, dict]]] = {}
 
-__all__ = ["bench", "check_env", "run_single", "run_multinode", "gather_logs", "report", "crosscheck", "extract"]
+__all__ = [
+    "bench",
+    "check_env",
+    "stage_data",
+    "run_single",
+    "run_multinode",
+    "gather_logs",
+    "report",
+    "crosscheck",
+    "extract",
+]
 
 
 def _run_kit(argv: list[str]) -> None:
@@ -146,3 +156,16 @@ def _gather_job(c):
 def gather_logs(c, run_dir, hosts_file=None):
     """Fetch ALL -H hosts' raw logs of a run again (rank 0 = first host) and re-report."""
     _register("gather_logs", c, {"run_dir": run_dir, "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE")})
+
+
+@task
+def _stage_job(c):
+    _run_registered("stage_data", "stage-data")
+
+
+@task(post=[_stage_job], help={"train-list": "local train_list.txt", "images": "also rsync the JPEG tree",
+                               "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)"})
+def stage_data(c, train_list, images=False, hosts_file=None):
+    """Put train_list.txt (and the images) on ALL -H hosts; verify counts and sha256 on each, in parallel."""
+    _register("stage_data", c, {"train_list": train_list, "images": images,
+                                "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE")})

@@ -6,10 +6,12 @@ host's copy can be changed (or checked) through the local path.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -104,7 +106,6 @@ def test_changed_list_on_one_host_is_restaged(ssh_hosts, tmp_path, dataset):
     remote = Path(hosts[0].data_dir) / "train_list.txt"
     lines = dataset.read_text().splitlines(keepends=True)
     remote.write_text("".join(lines[:-1]))  # one image fewer on h1
-    # what the hosts hold now, as compare sees it before re-staging
     edited = stage_data(inv, hosts, dataset, images=True)
     assert [s.copied for s in edited] == [True, False]  # stage_data already put it right
     assert remote.read_bytes() == dataset.read_bytes()
@@ -118,13 +119,15 @@ def test_compare_names_the_host_whose_list_differs(ssh_hosts, tmp_path, dataset)
     h1.list_sha256, h1.images, h1.ok = "0" * 64, 7, False
     problems = compare(statuses)
     assert any(p.startswith("h1: ") and "sha256" in p for p in problems), problems
-    assert any(p.startswith("h1: 7 images") for p in problems) or any(p.startswith("h2: 8 images") for p in problems)
+    assert "h1: 7 images / 2 classes, other hosts 8 images / 2 classes" in problems  # h2 holds the local list
+    assert not any(p.startswith("h2: ") for p in problems), problems
     assert all(p.startswith(("h1: ", "h2: ")) for p in problems)
 
 
 def test_hostile_data_dir_works_and_runs_nothing(ssh_hosts, tmp_path, dataset):
     marker = tmp_path / "MARK"
-    base = tmp_path / f"it's a $(touch {marker}) `touch {marker}`; dir"
+    relative = f"kit-datastage-mark-{uuid.uuid4().hex[:12]}"  # a shell would make it in its cwd (home dir, repo, ...)
+    base = tmp_path / f"it's a $(touch {marker}) `touch {marker}`; $(touch {relative}) dir"
     kh = tmp_path / "known hosts %d" / "kh"  # spaces and a %-token in the ssh option values too
     kh.parent.mkdir()
     shutil.copy(ssh_hosts.known_hosts, kh)
@@ -137,7 +140,9 @@ def test_hostile_data_dir_works_and_runs_nothing(ssh_hosts, tmp_path, dataset):
         assert (Path(host.data_dir) / "train_list.txt").read_bytes() == dataset.read_bytes()
         assert len(list((Path(host.data_dir) / "train").rglob("*.JPEG"))) == 8
     assert not marker.exists(), "a remote path was run by a shell"
-    assert not list(tmp_path.rglob("MARK*"))
+    assert not [p for p in tmp_path.rglob("MARK") if p.is_file()]
+    for where in (Path.home(), Path.cwd(), REPO, Path("/")):
+        assert not (where / relative).exists(), f"a remote path was run by a shell (in {where})"
 
 
 def test_missing_local_list_is_a_clear_error(ssh_hosts, tmp_path):
@@ -160,9 +165,8 @@ def test_images_without_a_local_tree_is_a_clear_error(ssh_hosts, tmp_path):
 
 def test_unreachable_host_is_reported_and_the_others_go_on(ssh_hosts, tmp_path, dataset):
     inv, hosts = inventory(ssh_hosts, tmp_path)
-    ghost = hosts[1].__class__(**{**hosts[1].__dict__, "name": "ghost",
-                                  "address": hosts[1].address.rsplit(".", 1)[0] + ".99"})
-    statuses = stage_data(inv, [hosts[0], ghost], dataset)
+    ghost = dataclasses.replace(hosts[1], name="ghost", address=hosts[1].address.rsplit(".", 1)[0] + ".99")
+    statuses = stage_data(inv, [hosts[0], ghost], dataset, images=True)
     assert statuses[0].ok and not statuses[1].ok and statuses[1].error
     problems = compare(statuses)
     assert len(problems) == 1 and problems[0].startswith("ghost: "), problems
@@ -177,3 +181,23 @@ def test_rsync_argv_keeps_remote_path_one_word(tmp_path):
     assert argv[0] == "rsync" and "-s" in argv and argv[-1] == "[fe80::1]:/d a/$(x)/"
     ssh = argv[argv.index("-e") + 1]
     assert "-p 2222" in ssh and "-l u" in ssh and "'IdentityFile=\"/k ey/id %%h\"'" in ssh
+
+
+def test_fab_stage_data_puts_the_list_on_both_hosts(ssh_hosts, tmp_path):
+    repo = Path(__file__).resolve().parent.parent
+    made = subprocess.run([sys.executable, str(repo / "data_prep" / "make_synthetic_imagenet.py"), str(tmp_path / "src"),
+                           "--classes", "2", "--images-per-class", "3", "--size", "32"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    hosts = [{"name": h.name, "address": h.address, "port": h.port, "user": h.user, "key_file": str(h.key_file),
+              "data_dir": str(tmp_path / "data" / h.name), "work_dir": str(tmp_path / "work" / h.name),
+              "runtime": "native", "python": sys.executable} for h in ssh_hosts.hosts]
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text(yaml.safe_dump({"schema_version": 1, "ssh": {"known_hosts": str(ssh_hosts.known_hosts)},
+                                         "hosts": hosts}))
+    out = subprocess.run([str(Path(sys.executable).parent / "fab"), "-H", "h1,h2", "stage_data", "--train-list",
+                          str(tmp_path / "src" / "train_list.txt"), "--images", "--hosts-file", str(inventory)],
+                         cwd=repo, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert out.stdout.count("6 images, 2 classes") == 2 and "NOT OK" not in out.stdout
+    for name in ("h1", "h2"):
+        assert len(list((tmp_path / "data" / name / "train").rglob("*.JPEG"))) == 6
