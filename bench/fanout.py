@@ -19,12 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from nethosts import NetHosts, missing_prerequisites, start_free  # noqa: E402
+from nethosts import NetHosts, install_nvidia_smi, missing_prerequisites, start_free, write_inventory  # noqa: E402
 
 from kit.config import load_hosts  # noqa: E402
 from kit.envprobe import check_env  # noqa: E402
@@ -32,29 +30,13 @@ from kit.envprobe import check_env  # noqa: E402
 TARGET = 1.3
 SMI = REPO / "tests" / "fixtures" / "nvidia-smi"
 XML, TOPO = SMI / "a100-sxm4-v12.xml", SMI / "topo-m_2xA100_2xmlx5_della.txt"
-# the same stub as tests/test_check_env.py: nvidia-smi replaying recorded real outputs
-STUB = """#!/bin/sh
-case "$*" in
-  "topo -m") exec cat {topo} ;;
-  "-q -x") exec cat {xml} ;;
-  *) echo "nvidia-smi stub: unsupported arguments: $*" >&2; exit 2 ;;
-esac
-"""
 
 
-def write_inventory(net: NetHosts, tmp: Path) -> Path:
+def write_hosts(net: NetHosts, tmp: Path) -> Path:
     """hosts.yaml for the namespace hosts, each with the nvidia-smi stub first on its PATH."""
     for h in net.hosts:
-        stub = h.bin_dir / "nvidia-smi"
-        stub.write_text(STUB.format(xml=XML, topo=TOPO))
-        stub.chmod(0o755)
-    hosts = [{"name": h.name, "address": h.address, "port": h.port, "user": h.user, "key_file": str(h.key_file),
-              "gpus": 8, "nic": h.nic, "data_dir": str(tmp / "data"), "work_dir": str(tmp / "work" / h.name),
-              "runtime": "native"} for h in net.hosts]
-    path = tmp / "hosts.yaml"
-    path.write_text(yaml.safe_dump({"schema_version": 1, "ssh": {"known_hosts": str(net.known_hosts)},
-                                    "hosts": hosts}))
-    return path
+        install_nvidia_smi(h, XML, TOPO)
+    return write_inventory(net, tmp, gpus=8)
 
 
 def timed_check_env(inv, hosts, env_dir: Path) -> float:
@@ -93,7 +75,7 @@ def main() -> int:
         try:
             print(f"fanout: {a.hosts} SSH hosts up in {net.startup_s:.2f} s (prefix {net.prefix}); "
                   f"{a.repeats} repeats, order ABAB...", flush=True)
-            inv = load_hosts(write_inventory(net, tmp))
+            inv = load_hosts(write_hosts(net, tmp))
             one, many = inv.hosts[:1], inv.hosts
             timed_check_env(inv, many, tmp / "warmup")  # first imports / page cache, not measured
             times: dict[int, list[float]] = {1: [], len(many): []}

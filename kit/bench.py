@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import __version__
+from kit.envcapture import parse_cpuinfo
 from kit.extract import Method, MethodError, compute_figure
 from kit.inputs import KitError
 from kit.launch import HARNESS, REPO_ROOT, Command, Placement, build_command
 from kit.parsers import ParseError, parse_log
+from kit.parsers.kitlog import read_run_start
 from kit.report import build_report, write_outputs
 from kit.suites import Case, Suite, load_suite
 from kit.yamlio import ConfigError
@@ -90,18 +92,13 @@ def new_run_dir(runs_dir: Path, suite: str) -> Path:
 
 def plan(suite: Suite) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
     """Runs this host can do (interleaved repeats) and the cases it cannot, with the reason."""
-    runnable: list[Case] = []
     skipped: list[tuple[Case, str]] = []
     for case in suite.cases:
         if case.runner != "harness":
             skipped.append((case, f"runner {case.runner} (NGC DeepLearningExamples) is not available to kit bench"))
         elif case.nodes > 1:
             skipped.append((case, f"{case.nodes} nodes: run it with `fab -H ... run_multinode`"))
-        else:
-            runnable.append(case)
-    most = max((c.repeats for c in runnable), default=0)
-    runs = [PlannedRun(c, r) for r in range(1, most + 1) for c in runnable if r <= c.repeats]
-    return runs, skipped
+    return plan_for_nodes(suite, 1), skipped
 
 
 def plan_for_nodes(suite: Suite, nodes: int) -> list[PlannedRun]:
@@ -133,6 +130,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        model = parse_cpuinfo(Path("/proc/cpuinfo").read_text()).model_name
+        if model:
+            return model
+    return platform.processor() or platform.machine()
+
+
 def host_description() -> dict:
     import psutil
 
@@ -144,14 +149,6 @@ def host_description() -> dict:
         "os": platform.platform(),
         "python": platform.python_version(),
     }
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -319,19 +316,9 @@ def run_bench(
     runs, skipped = plan(suite)
     if not runs:
         raise BenchError(f"suite {suite.name}: no case can run on this host ({len(skipped)} need other runners/nodes)")
-    meta_path = run_dir / "run.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {
-        "schema_version": RUN_SCHEMA_VERSION,
-        "kit_version": __version__,
-        "suite": suite.name,
-        "suite_sha256": hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest(),
-        "harness_sha256": _harness_digest(),
-        "host": host_description(),
-        "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "runs": {},
-    }
+    meta = open_run_meta(run_dir, suite, host=host_description())
     meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]
-    write_json(meta_path, meta)
+    write_json(run_dir / "run.json", meta)
     outcomes: list[RunOutcome] = []
     todo = [r for r in runs if not is_done(run_dir, r)]
     for r in runs:
@@ -340,31 +327,54 @@ def run_bench(
     total = len(runs)
     finished = total - len(todo)
     for run in todo:
-        log = run_dir / run.log_rel
-        if log.exists():
-            archive_log(run_dir, log)
+        clear_for_rerun(run_dir, run)
         command = runner.command(run, suite.hardware)
         if progress:
             progress("start", run, None, finished, total)
         outcome = runner.execute(run, command)
         outcomes.append(outcome)
         finished += 1
-        meta["runs"][str(run.log_rel)] = {
-            "case": run.case.key,
-            "repeat": run.repeat,
-            "status": outcome.status,
-            "samples_per_sec": outcome.value,
-            "wall_seconds": round(outcome.seconds, 3),
-            "reason": outcome.reason,
-            "command": command.shell(),
-        }
-        write_json(meta_path, meta)
+        record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
+                   command=command.shell())
         if progress:
             progress("end", run, outcome, finished, total)
     meta["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    write_json(meta_path, meta)
+    write_json(run_dir / "run.json", meta)
     files = write_report(run_dir, suite)
     return BenchResult(run_dir, outcomes, skipped, files)
+
+
+def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
+    """run.json as it is (resume), or a new one with the provenance every run directory carries."""
+    path = Path(run_dir) / "run.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    return {
+        "schema_version": RUN_SCHEMA_VERSION,
+        "kit_version": __version__,
+        "suite": suite.name,
+        "suite_sha256": hashlib.sha256((Path(run_dir) / "suite.yaml").read_bytes()).hexdigest(),
+        "harness_sha256": _harness_digest(),
+        "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        **fields,
+        "runs": {},
+    }
+
+
+def clear_for_rerun(run_dir: Path, run: PlannedRun) -> None:
+    """An earlier (failed or interrupted) log of this run moves to attempts/ before the run starts again."""
+    log = Path(run_dir) / run.log_rel
+    if log.exists():
+        archive_log(Path(run_dir), log)
+
+
+def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: float | None, seconds: float,
+               reason: str, **extra) -> None:
+    """One run's outcome into run.json, written at once so an interruption loses nothing."""
+    meta["runs"][str(run.log_rel)] = {"case": run.case.key, "repeat": run.repeat, "status": status,
+                                      "samples_per_sec": value, "wall_seconds": round(seconds, 3),
+                                      "reason": reason, **extra}
+    write_json(Path(run_dir) / "run.json", meta)
 
 
 def _harness_digest() -> dict[str, str]:
@@ -403,15 +413,8 @@ def references_section(report, suite: Suite) -> str:
 
 
 def _run_starts(run_dir: Path) -> list[dict]:
-    starts = []
-    for log in sorted((run_dir / "logs").rglob("*.log")):
-        with contextlib.suppress(OSError), open(log, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(":::KITLOG ") and '"run_start"' in line:
-                    with contextlib.suppress(json.JSONDecodeError):
-                        starts.append(json.loads(line[len(":::KITLOG "):]))
-                    break
-    return starts
+    found = (read_run_start(log) for log in sorted((run_dir / "logs").rglob("*.log")))
+    return [start for start in found if start]
 
 
 def settings_section(run_dir: Path, suite: Suite) -> str:

@@ -116,37 +116,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("multinode", help="one job over several hosts at once (what `fab -H a,b run_multinode` calls)")
     p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory; the first is rank 0")
-    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--suite", help="suite name or YAML; its harness cases with as many nodes as --hosts")
-    which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
-    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    p.add_argument("--on-failure", choices=("continue", "stop"), default="continue")
-    p.add_argument("--force", action="store_true", help="run even if check_env finds busy GPUs or mismatched hosts")
+    _add_hosts_file(p)
+    _add_job_flags(p, "suite name or YAML; its harness cases with as many nodes as --hosts")
 
     p = sub.add_parser("cluster", help="a whole suite on hosts.yaml: 1-node cases on the first host, n-node on n hosts")
-    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--suite", help="suite name or YAML")
-    which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
-    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    p.add_argument("--on-failure", choices=("continue", "stop"), default="continue")
-    p.add_argument("--force", action="store_true", help="run even if check_env finds busy GPUs or mismatched hosts")
+    _add_hosts_file(p)
+    _add_job_flags(p, "suite name or YAML")
 
     p = sub.add_parser("gather-logs", help="fetch every host's raw logs of a run again; rank 0's into logs/")
     p.add_argument("--hosts", required=True, help="comma-separated host names (rank 0 first)")
-    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
+    _add_hosts_file(p)
     p.add_argument("--run-dir", type=Path, required=True)
 
     p = sub.add_parser("stage-data", help="put train_list.txt (and --images) on every host; verify counts + sha256")
     p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory")
-    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
+    _add_hosts_file(p)
     p.add_argument("--train-list", type=Path, required=True, help="the local train_list.txt (beside its train/ tree)")
     p.add_argument("--images", action="store_true", help="also rsync the JPEG tree to each host's data_dir")
 
     p = sub.add_parser("check-env", help="capture every host's GPUs/topology/CPU/OS at once and compare them")
     p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory")
-    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
+    _add_hosts_file(p)
     p.add_argument("--runs-dir", type=Path, default=Path("runs"))
     p.add_argument("--require-gpu", action="store_true", help="a host without GPUs is a problem")
     p.add_argument("--allow-busy", action="store_true", help="do not refuse GPUs that run other processes")
@@ -154,6 +144,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("suites", help="list the built-in suites, or expand one (--show NAME)")
     p.add_argument("--show", metavar="SUITE", help="print every case of a suite (name or path)")
     return parser
+
+
+def _add_hosts_file(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hosts-file", type=Path, default=None, help="inventory (default: $KIT_HOSTS_FILE or hosts.yaml)")
+
+
+def _hosts_file(args: argparse.Namespace) -> Path:
+    return args.hosts_file or Path(os.environ.get("KIT_HOSTS_FILE", "hosts.yaml"))
+
+
+def _add_job_flags(p: argparse.ArgumentParser, suite_help: str) -> None:
+    """The flags of a job on hosts: which suite (or resume), where, failure policy, force."""
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--suite", help=suite_help)
+    which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    p.add_argument("--on-failure", choices=("continue", "stop"), default="continue")
+    p.add_argument("--force", action="store_true", help="run even if check_env finds busy GPUs or mismatched hosts")
 
 
 def _progress_console():
@@ -320,7 +328,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _inventory(args: argparse.Namespace):
     from kit.config import load_hosts
 
-    inv = load_hosts(args.hosts_file or Path(os.environ.get("KIT_HOSTS_FILE", "hosts.yaml")))
+    inv = load_hosts(_hosts_file(args))
     names = [n.strip() for n in args.hosts.split(",") if n.strip()]
     return inv, [inv.get(name) for name in names]
 
@@ -422,7 +430,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from kit import multinode
     from kit.config import load_hosts
 
-    inv = load_hosts(args.hosts_file or Path(os.environ.get("KIT_HOSTS_FILE", "hosts.yaml")))
+    inv = load_hosts(_hosts_file(args))
     multinode.preflight(inv, inv.hosts)
     plan: dict = {}
 

@@ -31,8 +31,8 @@ PROBES = {
 }
 
 
-def probe_host(host: HostConfig, inv: Inventory, out_dir: Path) -> ec.HostCapture:
-    conn = connect(host, inv)
+def _run_probes(conn, host: HostConfig, out_dir: Path) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
+    """Run every probe; keep each raw output byte-exact in <probe>.txt. Returns (exit, stdout) and commands."""
     raw: dict[str, tuple[int, str]] = {}
     for name, command in PROBES.items():
         if name.startswith("nvidia-smi") and raw.get("has-nvidia-smi", (1, ""))[0] != 0:
@@ -46,8 +46,16 @@ def probe_host(host: HostConfig, inv: Inventory, out_dir: Path) -> ec.HostCaptur
         commands["nic"] = f"cat /sys/class/net/{quote_cmd([host.nic])}/operstate"
         nic = conn.run(commands["nic"], hide=True, warn=True, timeout=30)
         raw["nic"] = (nic.exited, nic.stdout)
-    status = {name: {"command": commands[name], "exit": code} for name, (code, _) in raw.items()}
-    (out_dir / "probes.json").write_text(json.dumps(status, indent=2) + "\n")
+    return raw, commands
+
+
+def probe_host(host: HostConfig, inv: Inventory, out_dir: Path) -> ec.HostCapture:
+    with connect(host, inv) as conn:
+        raw, commands = _run_probes(conn, host, out_dir)
+    (out_dir / "probes.json").write_text(
+        json.dumps({name: {"command": commands[name], "exit": code} for name, (code, _) in raw.items()}, indent=2)
+        + "\n"
+    )
 
     def ok(name: str) -> str | None:
         code, text = raw.get(name, (1, ""))

@@ -29,6 +29,7 @@ from kit.config import HostConfig, Inventory
 from kit.inputs import KitError
 from kit.inventory import check_reachable, connect, quote_cmd, remote_env
 from kit.launch import HARNESS, Placement, build_command
+from kit.parsers.kitlog import read_run_start
 from kit.suites import Suite
 
 KILL_GRACE_S = 5
@@ -97,16 +98,6 @@ class Job:
         self.run_dir = Path(run_dir).resolve()
         self.run_id = self.run_dir.name
         self.progress = progress or (lambda host, what, detail: None)
-        self._local = threading.local()
-
-    # --- connections (one per host per thread: paramiko transports are not shared across threads)
-    def _conn(self, host: HostConfig):
-        cache = getattr(self._local, "conns", None)
-        if cache is None:
-            cache = self._local.conns = {}
-        if host.name not in cache:
-            cache[host.name] = connect(host, self.inv)
-        return cache[host.name]
 
     def preflight(self) -> None:
         preflight(self.inv, self.hosts)
@@ -117,11 +108,11 @@ class Job:
 
     def stage_harness(self) -> None:
         def put(host: HostConfig) -> None:
-            conn = self._conn(host)
             target = self.harness_dir(host)
-            conn.run(f"mkdir -p {quote_cmd([target])}", hide=True)
-            for name in HARNESS_FILES:
-                conn.put(str(HARNESS.parent / name), posixpath.join(target, name))
+            with connect(host, self.inv) as conn:
+                conn.run(f"mkdir -p {quote_cmd([target])}", hide=True)
+                for name in HARNESS_FILES:
+                    conn.put(str(HARNESS.parent / name), posixpath.join(target, name))
             self.progress(host.name, "staged", target)
 
         self._on_all(put)
@@ -159,7 +150,8 @@ class Job:
             t0 = time.monotonic()
             self.progress(host.name, "start", run.label)
             try:
-                res = self._conn(host).run(command, hide=True, warn=True, timeout=run.case.timeout_s)
+                with connect(host, self.inv) as conn:
+                    res = conn.run(command, hide=True, warn=True, timeout=run.case.timeout_s)
                 results[host.name].exit_code = res.exited
                 if res.exited != 0:
                     results[host.name].error = f"exit {res.exited}"
@@ -194,8 +186,9 @@ class Job:
     def stop_everywhere(self, run: bench.PlannedRun) -> None:
         def kill(host: HostConfig) -> None:
             try:
-                connect(host, self.inv).run(kill_command(remote_run_dir(host, self.run_id, run)), hide=True, warn=True,
-                                            timeout=KILL_GRACE_S + 15)
+                with connect(host, self.inv) as conn:
+                    conn.run(kill_command(remote_run_dir(host, self.run_id, run)), hide=True, warn=True,
+                             timeout=KILL_GRACE_S + 15)
             except Exception as exc:  # a dead host has nothing left to kill
                 self.progress(host.name, "kill-failed", str(exc))
 
@@ -206,8 +199,8 @@ class Job:
             remote = remote_run_dir(host, self.run_id, run)
             local = self.run_dir / "hosts" / host.name / run.log_rel.parent.relative_to("logs") / str(run.repeat)
             try:
-                sftp = connect(host, self.inv).sftp()
-                _get_tree(sftp, remote, local)
+                with connect(host, self.inv) as conn:
+                    _get_tree(conn.sftp(), remote, local)
             except Exception as exc:
                 self.progress(host.name, "gather-failed", str(exc))
 
@@ -268,27 +261,17 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
         for line in verdict.lines():
             job.progress("check_env", "forced", line)
     job.stage_harness()
-    meta_path = Path(run_dir) / "run.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {
-        "schema_version": bench.RUN_SCHEMA_VERSION, "suite": suite.name, "hosts": [h.name for h in hosts],
-        "runs": {},
-    }
+    meta = bench.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts])
     outcomes = []
     for run in runs:
         if bench.is_done(Path(run_dir), run):
             continue
-        log = Path(run_dir) / run.log_rel
-        if log.exists():
-            bench.archive_log(Path(run_dir), log)
+        bench.clear_for_rerun(run_dir, run)
         outcome = job.execute(run)
         outcomes.append(outcome)
-        meta["runs"][str(run.log_rel)] = {
-            "case": run.case.key, "repeat": run.repeat, "status": outcome.status,
-            "samples_per_sec": outcome.value, "wall_seconds": round(outcome.seconds, 3), "reason": outcome.reason,
-            "hosts": {h.host: {"exit_code": h.exit_code, "error": h.error, "seconds": round(h.seconds, 3)}
-                      for h in outcome.hosts},
-        }
-        bench.write_json(meta_path, meta)
+        bench.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
+                         hosts={h.host: {"exit_code": h.exit_code, "error": h.error, "seconds": round(h.seconds, 3)}
+                                for h in outcome.hosts})
         if outcome.status != "ok" and policy == "stop":
             break
     files = bench.write_report(Path(run_dir), suite)
@@ -302,7 +285,8 @@ def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Pat
 
     def fetch(host: HostConfig) -> None:
         remote = posixpath.join(host.work_dir, "runs", run_dir.name, host.name)
-        _get_tree(connect(host, inv).sftp(), remote, run_dir / "hosts" / host.name)
+        with connect(host, inv) as conn:
+            _get_tree(conn.sftp(), remote, run_dir / "hosts" / host.name)
 
     with cf.ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
         list(pool.map(fetch, hosts))
@@ -313,20 +297,13 @@ def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Pat
         case_dir = stdout.parent.parent.relative_to(run_dir / "hosts" / rank0)
         repeat = stdout.parent.name
         _framework, model, bz, _case = case_dir.parts[:4]
-        precision = _precision_of(stdout)  # the DLPerf name needs it; a log without run_start stays in hosts/
+        precision = (read_run_start(stdout) or {}).get("precision")  # a log without run_start stays in hosts/
         target = run_dir / "logs" / case_dir / f"{model}_b{bz.removeprefix('bz')}_{precision}_{repeat}.log"
         if precision and not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(stdout.read_bytes())
             restored.append(target)
     return restored
-
-
-def _precision_of(log: Path) -> str | None:
-    for line in log.read_text(errors="replace").splitlines():
-        if line.startswith(":::KITLOG ") and '"run_start"' in line:
-            return json.loads(line[len(":::KITLOG "):]).get("precision")
-    return None
 
 
 def cluster_plan(suite: Suite, host_names: list[str]) -> tuple[list[tuple[list[str], int]], list[str]]:

@@ -360,16 +360,22 @@ def to_json(report: Report) -> str:
     return json.dumps(report.to_dict(), indent=2) + "\n"
 
 
-def write_plot(report: Report, path: Path) -> bool:
-    """Measured vs ideal linear scaling per group of 2+ cases; False when there is nothing to plot."""
-    plottable = [g for g in report.groups if len(g.cases) > 1 and any(c.speedup is not None for c in g.cases)]
-    if not plottable:
-        return False
+def _pyplot():
+    """matplotlib's pyplot on the file-only backend (no display needed), imported only when plotting."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def write_plot(report: Report, path: Path) -> bool:
+    """Measured vs ideal linear scaling per group of 2+ cases; False when there is nothing to plot."""
+    plottable = [g for g in report.groups if len(g.cases) > 1 and any(c.speedup is not None for c in g.cases)]
+    if not plottable:
+        return False
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for group in plottable:
         cases = sorted(group.cases, key=lambda c: c.gpus)
@@ -404,11 +410,7 @@ def write_framework_plot(report: Report, path: Path) -> bool:
     frameworks, rows = framework_rows(report)
     if len(frameworks) < 2:
         return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     width = 0.8 / len(frameworks)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(rows) + 2), 4.5), dpi=120)
     for i, fw in enumerate(frameworks):

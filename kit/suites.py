@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.layout import case_name, run_log_path
-from kit.yamlio import ConfigError, LineDict, load_yaml, optional, require
+from kit.yamlio import ConfigError, LineDict, kind_name, load_yaml, optional, require
 
 SCHEMA_VERSION = 1
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -208,9 +208,8 @@ def _values(entry: LineDict, key: str, path: Path) -> list:
         raise ConfigError(path, "empty list", entry.line_of(key), key)
     for v in values:
         if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
-            names = " or ".join({int: "an integer", float: "a number", str: "a string", bool: "true/false"}[t]
-                                for t in types)
-            raise ConfigError(path, f"expected {names} (or a list of them), got {v!r}", entry.line_of(key), key)
+            raise ConfigError(path, f"expected {kind_name(types)} (or a list of them), got {v!r}", entry.line_of(key),
+                              key)
         if key in CHOICES and v not in CHOICES[key]:
             raise ConfigError(path, f"{v!r} is not one of {', '.join(CHOICES[key])}", entry.line_of(key), key)
         if key in MINIMUM and v < MINIMUM[key]:

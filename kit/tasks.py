@@ -67,10 +67,14 @@ def extract(c, log, fmt="auto"):
 
 
 def _register(name: str, c, options: dict) -> None:
+    _REGISTERED.setdefault(name, []).append((_host_of(c, name), options))
+
+
+def _host_of(c, task_name: str) -> str:
     host = getattr(c, "host", None)
     if not host:
-        raise Exit(f"{name}: give the hosts with -H, e.g. fab -H node1,node2 {name}", code=2)
-    _REGISTERED.setdefault(name, []).append((host, options))
+        raise Exit(f"{task_name}: give the hosts with -H, e.g. fab -H node1,node2 {task_name}", code=2)
+    return host
 
 
 def _run_registered(name: str, command: str) -> None:
@@ -136,9 +140,7 @@ def check_env(c, hosts_file=None, runs_dir="runs", require_gpu=False, allow_busy
             "force": "run even if check_env finds a busy GPU"})
 def run_single(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, force=False):
     """Run a suite's single-node cases on the one -H host."""
-    _register("run_single", c, {})
-    hosts = [h for h, _ in _REGISTERED.pop("run_single")]
-    argv = ["multinode", "--hosts", hosts[0], "--runs-dir", runs_dir]
+    argv = ["multinode", "--hosts", _host_of(c, "run_single"), "--runs-dir", runs_dir]
     argv += ["--resume", resume] if resume else ["--suite", suite]
     if hosts_file or os.environ.get("KIT_HOSTS_FILE"):
         argv += ["--hosts-file", hosts_file or os.environ["KIT_HOSTS_FILE"]]

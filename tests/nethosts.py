@@ -533,3 +533,38 @@ def start_free(count: int, workdir: Path, prefix: str = "kt", subnet: str = "172
         except HostsBusy as e:
             errors.append(str(e))
     raise HostsBusy("SSH test hosts: no free slot:\n" + "\n".join(errors))
+
+
+NVIDIA_SMI_STUB = """#!/bin/sh
+# nvidia-smi replaying recorded real outputs (tests/fixtures/nvidia-smi)
+case "$*" in
+  "topo -m") exec cat {topo} ;;
+  "-q -x") exec cat {xml} ;;
+  *) echo "nvidia-smi stub: unsupported arguments: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+def install_nvidia_smi(host: TestHost, xml: Path, topo: Path) -> Path:
+    """Put an nvidia-smi on the host's PATH that replays a recorded `-q -x` and `topo -m` output."""
+    stub = host.bin_dir / "nvidia-smi"
+    stub.write_text(NVIDIA_SMI_STUB.format(xml=shlex.quote(str(xml)), topo=shlex.quote(str(topo))))
+    stub.chmod(0o755)
+    return stub
+
+
+def write_inventory(net: NetHosts, root: Path, extra: Iterable[dict] = (), ssh: dict | None = None,
+                    **host_keys) -> Path:
+    """root/hosts.yaml for the hosts: their key and known_hosts, work_dir root/work/<host>, data_dir root/data.
+
+    host_keys (gpus=8, python=..., ...) apply to every host; `extra` entries are appended as they are.
+    """
+    import yaml
+
+    hosts = [{"name": h.name, "address": h.address, "port": h.port, "user": h.user, "key_file": str(h.key_file),
+              "nic": h.nic, "data_dir": str(root / "data"), "work_dir": str(root / "work" / h.name),
+              "runtime": "native", **host_keys} for h in net.hosts]
+    path = root / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, "ssh": {"known_hosts": str(net.known_hosts), **(ssh or {})},
+                                    "hosts": hosts + list(extra)}))
+    return path

@@ -8,21 +8,13 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
+from nethosts import install_nvidia_smi, write_inventory
 
 from kit.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 FAB = Path(sys.executable).parent / "fab"
 SMI = REPO / "tests" / "fixtures" / "nvidia-smi"
-STUB = """#!/bin/sh
-# nvidia-smi replaying recorded real outputs (tests/fixtures/nvidia-smi)
-case "$*" in
-  "topo -m") exec cat {topo} ;;
-  "-q -x") exec cat {xml} ;;
-  *) echo "nvidia-smi stub: unsupported arguments: $*" >&2; exit 2 ;;
-esac
-"""
 
 
 @contextmanager
@@ -33,10 +25,7 @@ def gpus(ssh_hosts, per_host: dict[str, tuple[str, str]]):
         for host in ssh_hosts.hosts:
             if host.name in per_host:
                 xml, topo = per_host[host.name]
-                stub = host.bin_dir / "nvidia-smi"
-                stub.write_text(STUB.format(xml=SMI / xml, topo=SMI / topo))
-                stub.chmod(0o755)
-                stubs.append(stub)
+                stubs.append(install_nvidia_smi(host, SMI / xml, SMI / topo))
         yield
     finally:
         for stub in stubs:
@@ -44,13 +33,7 @@ def gpus(ssh_hosts, per_host: dict[str, tuple[str, str]]):
 
 
 def inventory(ssh_hosts, tmp_path: Path) -> Path:
-    hosts = [{"name": h.name, "address": h.address, "port": h.port, "user": h.user, "key_file": str(h.key_file),
-              "gpus": 8, "nic": h.nic, "data_dir": str(tmp_path / "data"), "work_dir": str(tmp_path / "work" / h.name),
-              "runtime": "native"} for h in ssh_hosts.hosts]
-    path = tmp_path / "hosts.yaml"
-    path.write_text(yaml.safe_dump({"schema_version": 1, "ssh": {"known_hosts": str(ssh_hosts.known_hosts)},
-                                    "hosts": hosts}))
-    return path
+    return write_inventory(ssh_hosts, tmp_path, gpus=8)
 
 
 def only_env_dir(runs: Path) -> Path:

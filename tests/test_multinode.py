@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-import yaml
+from nethosts import write_inventory
 
 from kit.cli import main
 
@@ -27,27 +27,8 @@ cases:
 """
 
 
-def write_inventory(ssh_hosts, tmp_path: Path, extra: list[dict] | None = None) -> Path:
-    hosts = [
-        {
-            "name": h.name,
-            "address": h.address,
-            "port": h.port,
-            "user": h.user,
-            "key_file": str(h.key_file),
-            "gpus": 0,
-            "nic": h.nic,
-            "data_dir": str(tmp_path / "data"),
-            "work_dir": str(tmp_path / "work" / h.name),
-            "runtime": "native",
-            "python": sys.executable,
-        }
-        for h in ssh_hosts.hosts
-    ] + (extra or [])
-    path = tmp_path / "hosts.yaml"
-    path.write_text(yaml.safe_dump({"schema_version": 1, "ssh": {"known_hosts": str(ssh_hosts.known_hosts),
-                                                                  "connect_timeout": 3}, "hosts": hosts}))
-    return path
+def hosts_yaml(ssh_hosts, tmp_path: Path, extra: list[dict] | None = None) -> Path:
+    return write_inventory(ssh_hosts, tmp_path, extra or (), ssh={"connect_timeout": 3}, gpus=0, python=sys.executable)
 
 
 def write_suite(tmp_path: Path, text: str = TWO_NODE_SUITE) -> Path:
@@ -63,7 +44,7 @@ def harness_on(ssh_hosts, name: str) -> list[str]:
 
 
 def test_fab_run_multinode_runs_one_job_on_both_hosts_at_once(ssh_hosts, tmp_path):
-    inventory = write_inventory(ssh_hosts, tmp_path)
+    inventory = hosts_yaml(ssh_hosts, tmp_path)
     runs = tmp_path / "runs"
     start = time.monotonic()
     out = subprocess.run(
@@ -93,7 +74,7 @@ def test_unreachable_host_stops_everything_before_it_starts(ssh_hosts, tmp_path,
     ghost = {"name": "ghost", "address": ssh_hosts.hosts[0].address.rsplit(".", 1)[0] + ".99", "port": 22,
              "user": "root", "key_file": str(ssh_hosts.hosts[0].key_file), "gpus": 0,
              "work_dir": str(tmp_path / "work" / "ghost"), "data_dir": str(tmp_path / "data"), "runtime": "native"}
-    inventory = write_inventory(ssh_hosts, tmp_path, [ghost])
+    inventory = hosts_yaml(ssh_hosts, tmp_path, [ghost])
     runs = tmp_path / "runs"
     rc = main(["multinode", "--hosts", "h1,ghost", "--suite", str(write_suite(tmp_path)),
                "--hosts-file", str(inventory), "--runs-dir", str(runs)])
@@ -106,7 +87,7 @@ def test_unreachable_host_stops_everything_before_it_starts(ssh_hosts, tmp_path,
 def test_hung_case_is_killed_on_every_host(ssh_hosts, tmp_path):
     text = TWO_NODE_SUITE.replace("measure_steps: 2", "measure_steps: 1000000").replace("timeout_s: 240",
                                                                                        "timeout_s: 25")
-    inventory = write_inventory(ssh_hosts, tmp_path)
+    inventory = hosts_yaml(ssh_hosts, tmp_path)
     runs = tmp_path / "runs"
     rc = main(["multinode", "--hosts", "h1,h2", "--suite", str(write_suite(tmp_path, text)),
                "--hosts-file", str(inventory), "--runs-dir", str(runs)])
@@ -122,7 +103,7 @@ def test_hung_case_is_killed_on_every_host(ssh_hosts, tmp_path):
 
 def test_host_dying_mid_case_stops_the_others_and_resume_reruns_it(ssh_hosts, tmp_path):
     text = TWO_NODE_SUITE.replace("measure_steps: 2", "measure_steps: 1000000")
-    inventory = write_inventory(ssh_hosts, tmp_path)
+    inventory = hosts_yaml(ssh_hosts, tmp_path)
     runs = tmp_path / "runs"
     result = {}
     worker = threading.Thread(target=lambda: result.setdefault("rc", main(
@@ -161,7 +142,7 @@ def test_host_dying_mid_case_stops_the_others_and_resume_reruns_it(ssh_hosts, tm
 def test_busy_gpu_found_by_check_env_refuses_the_job(ssh_hosts, tmp_path, capsys):
     from test_check_env import A100, T4_BUSY, gpus
 
-    inventory = write_inventory(ssh_hosts, tmp_path)
+    inventory = hosts_yaml(ssh_hosts, tmp_path)
     runs = tmp_path / "runs"
     with gpus(ssh_hosts, {"h1": A100, "h2": T4_BUSY}):
         rc = main(["multinode", "--hosts", "h1,h2", "--suite", str(write_suite(tmp_path)),
@@ -178,7 +159,7 @@ def test_ctrl_c_stops_the_job_on_every_host(ssh_hosts, tmp_path):
     import signal
 
     text = TWO_NODE_SUITE.replace("measure_steps: 2", "measure_steps: 1000000")
-    inventory = write_inventory(ssh_hosts, tmp_path)
+    inventory = hosts_yaml(ssh_hosts, tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "kit", "multinode", "--hosts", "h1,h2", "--suite",
                              str(write_suite(tmp_path, text)), "--hosts-file", str(inventory), "--runs-dir",
                              str(tmp_path / "runs")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -204,7 +185,7 @@ def test_ctrl_c_stops_the_job_on_every_host(ssh_hosts, tmp_path):
 
 def test_cluster_runs_single_node_cases_on_the_first_host_and_two_node_cases_on_two(ssh_hosts, tmp_path, capsys):
     text = TWO_NODE_SUITE.replace("nodes: 2, gpus_per_node: 1}", "nodes: [1, 2, 4], gpus_per_node: 1}")
-    inventory = write_inventory(ssh_hosts, tmp_path)
+    inventory = hosts_yaml(ssh_hosts, tmp_path)
     runs = tmp_path / "runs"
     assert main(["cluster", "--suite", str(write_suite(tmp_path, text)), "--hosts-file", str(inventory),
                  "--runs-dir", str(runs)]) == 0

@@ -56,6 +56,19 @@ def _time(data: dict) -> float | None:
     return t / 1000.0 if isinstance(t, (int, float)) and not isinstance(t, bool) else None
 
 
+def read_run_start(path: str | Path) -> dict | None:
+    """The harness's run_start settings of a log (framework, model, image size, threads, ...), or None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(KITLOG) and _RUN_START.match(line):
+                    data = json.loads(line[len(KITLOG) :])
+                    return data if isinstance(data, dict) else None
+    except (OSError, json.JSONDecodeError):
+        return None
+    return None
+
+
 class KitLog(LogFormat):
     name = "kitlog"
     description = "the kit's harness: ':::KITLOG {\"event\": \"step\", \"global_batch\": B, \"seconds\": s, ...}' (+ MLLOG tracked_stats)"
