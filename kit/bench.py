@@ -225,18 +225,31 @@ class LocalRunner:
 
 
 def stop_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
-    """SIGTERM the run's process group, SIGKILL what is left after the grace period."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait)
-            # the leader is gone; launcher children may linger in the group a moment longer
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGTERM the run's whole process tree, SIGKILL what is left after the grace period.
+
+    The tree is collected first: launchers such as paddle.distributed.launch start their workers in
+    sessions of their own, which a process-group kill alone would miss.
+    """
+    import psutil
+
+    try:
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    for member in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.terminate()
+    _gone, alive = psutil.wait_procs(tree, timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for member in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
+    psutil.wait_procs(alive, timeout=5.0)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
 
 
 @dataclass

@@ -78,14 +78,25 @@ def wrapper_command(workdir: str, env: dict[str, str], argv: list[str]) -> str:
     return f"mkdir -p {where} && cd {where} && exec setsid -w bash -c {quote_cmd([inner])}"
 
 
+# every descendant of a pid (launchers such as paddle.distributed.launch put workers in sessions of their own,
+# out of reach of a process-group kill); collected BEFORE any signal, while the tree is still linked
+_DESCENDANTS = (
+    "ps -eo pid=,ppid= | awk -v root=\"$p\" '{parent[$1] = $2} END {ids[root] = 1; grow = 1; "
+    "while (grow) {grow = 0; for (c in parent) if (!(c in ids) && (parent[c] in ids)) {ids[c] = 1; grow = 1}} "
+    "for (i in ids) printf \"%s \", i}'"
+)
+
+
 def kill_command(workdir: str, grace: int = KILL_GRACE_S) -> str:
-    """Stop the run's process group on a host (TERM, then KILL); silent when it is already gone."""
+    """Stop the run's whole process tree on a host (TERM, then KILL); silent when it is already gone."""
     pgid_file = quote_cmd([posixpath.join(workdir, "pgid")])
     return (
         f"p=$(cat {pgid_file} 2>/dev/null) || exit 0; [ -n \"$p\" ] || exit 0; "
-        f"kill -TERM -- -$p 2>/dev/null || exit 0; "
-        f"for i in $(seq {grace * 10}); do kill -0 -- -$p 2>/dev/null || exit 0; sleep 0.1; done; "
-        f"kill -KILL -- -$p 2>/dev/null; exit 0"
+        f"tree=$({_DESCENDANTS}); "
+        f"kill -TERM -- -$p $tree 2>/dev/null; "
+        f"for i in $(seq {grace * 10}); do alive=; for q in $tree; do kill -0 $q 2>/dev/null && alive=1; done; "
+        f"[ -n \"$alive\" ] || exit 0; sleep 0.1; done; "
+        f"kill -KILL -- -$p $tree 2>/dev/null; exit 0"
     )
 
 

@@ -95,7 +95,7 @@ def test_hung_case_is_killed_on_every_host(ssh_hosts, tmp_path):
     (run_dir,) = list(runs.iterdir())
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
     assert entry["status"] == "timeout" and "every host" in entry["reason"]
-    time.sleep(1)
+    # no grace period here: the kill waits until every process of the tree is gone
     for host in ("h1", "h2"):
         assert harness_on(ssh_hosts, host) == [], f"orphan harness processes on {host}"
         assert (run_dir / "hosts" / host / "paddle/resnet50/bz2/2n1g/1/stdout.log").is_file()
@@ -128,7 +128,6 @@ def test_host_dying_mid_case_stops_the_others_and_resume_reruns_it(ssh_hosts, tm
     (run_dir,) = list(runs.iterdir())
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
     assert entry["status"] == "failed" and "h2" in entry["reason"]
-    time.sleep(1)
     assert harness_on(ssh_hosts, "h1") == [], "h1's processes were not stopped"
     # resume redoes only the failed run (with a short step count so the test stays quick)
     suite_copy = run_dir / "suite.yaml"
@@ -178,7 +177,6 @@ def test_ctrl_c_stops_the_job_on_every_host(ssh_hosts, tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "every host's processes were stopped" in err and "--resume" in err
-    time.sleep(1)
     for host in ("h1", "h2"):
         assert harness_on(ssh_hosts, host) == [], f"Ctrl-C left harness processes on {host}"
 
