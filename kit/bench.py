@@ -33,7 +33,19 @@ from kit import __version__
 from kit.envcapture import parse_cpuinfo
 from kit.extract import Method, MethodError, compute_figure
 from kit.inputs import KitError
-from kit.launch import HARNESS, REPO_ROOT, Command, Placement, build_command
+from kit.launch import (
+    HARNESS,
+    IMAGE_HARNESS,
+    REPO_ROOT,
+    Command,
+    DockerRun,
+    Mount,
+    Placement,
+    build_command,
+    cleanup_command,
+    container_name,
+    docker_command,
+)
 from kit.parsers import ParseError, parse_log
 from kit.parsers.kitlog import read_run_start
 from kit.report import build_report, write_outputs
@@ -169,30 +181,54 @@ def archive_log(run_dir: Path, log: Path) -> Path:
 
 
 class LocalRunner:
-    """Starts one harness run on this host as its own process group; kills the whole group on timeout/Ctrl-C."""
+    """Starts one harness run on this host as its own process group; kills the whole group on timeout/Ctrl-C.
+
+    With an image (runtime docker) each run is one `docker run` of that image; the run directory is mounted
+    at the same path, the data read-only, and every container of the run is removed after a timeout or Ctrl-C.
+    """
 
     def __init__(self, run_dir: Path, python: str = sys.executable, threads_per_host: int | None = None,
-                 train_list: str | None = None):
+                 train_list: str | None = None, images: dict[str, str] | None = None):
         self.run_dir = Path(run_dir).resolve()
         self.python = python
         self.threads_per_host = threads_per_host or cpu_count()
         self.train_list = train_list
+        self.images = images or {}  # framework -> image reference (runtime docker); empty: native
 
     def command(self, run: PlannedRun, hardware: str) -> Command:
         case = run.case
         threads = max(1, self.threads_per_host // case.gpus_per_node) if hardware == "cpu" else None
         placement = Placement(master_port=free_port(), socket_ifname="lo" if case.processes > 1 else None)
         launcher_dir = self.run_dir / "launcher" / run.log_rel.parent.relative_to("logs") / f"{run.repeat}"
-        return build_command(
+        image = self.images.get(case.framework)
+        if self.images and image is None:
+            raise BenchError(f"case {case.key}: no image for framework {case.framework}")
+        inner = build_command(
             case,
             placement,
-            python=self.python,
-            harness=HARNESS,
+            python="python" if image else self.python,
+            harness=IMAGE_HARNESS if image else HARNESS,
             threads=threads,
             data_list=self.train_list,
             device="cpu" if hardware == "cpu" else "gpu",
             launcher_log_dir=str(launcher_dir) if case.processes > 1 else None,
         )
+        if not image:
+            return inner
+        mounts = [Mount(str(self.run_dir), str(self.run_dir))]
+        if self.train_list:
+            data = str(Path(self.train_list).parent)
+            mounts.append(Mount(data, data, read_only=True))
+        inner = Command(inner.argv, {**inner.env, "HOME": "/tmp"})
+        return docker_command(inner, DockerRun(
+            image=image, run_id=self.run_dir.name, case_key=case.key,
+            name=container_name(self.run_dir.name, case.key, run.repeat, "local"),
+            gpus=case.gpus_per_node if hardware == "gpu" else 0, shm_size="2g", mounts=tuple(mounts),
+            user=f"{os.getuid()}:{os.getgid()}", workdir=str(self.run_dir)))
+
+    def remove_containers(self) -> None:
+        if self.images:
+            subprocess.run(cleanup_command(self.run_dir.name), capture_output=True, timeout=60)
 
     def execute(self, run: PlannedRun, command: Command) -> RunOutcome:
         log = self.run_dir / run.log_rel
@@ -208,10 +244,12 @@ class LocalRunner:
                 code = proc.wait(timeout=run.case.timeout_s)
             except subprocess.TimeoutExpired:
                 stop_group(proc)
+                self.remove_containers()
                 return RunOutcome(run, "timeout", time.monotonic() - start,
                                   reason=f"no end after {run.case.timeout_s:g} s: killed (every process of the run)")
-            except BaseException:  # Ctrl-C or any error here: leave no process behind
+            except BaseException:  # Ctrl-C or any error here: leave no process (and no container) behind
                 stop_group(proc)
+                self.remove_containers()
                 raise
         seconds = time.monotonic() - start
         try:
@@ -322,10 +360,12 @@ def run_bench(
     progress: Progress | None = None,
     runner: LocalRunner | None = None,
     train_list: str | Path | None = None,
+    images: dict[str, str] | None = None,
 ) -> BenchResult:
     run_dir = Path(run_dir)
     check_host(suite)
-    runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, suite, train_list))
+    runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, suite, train_list),
+                                  images=images)
     runs, skipped = plan(suite)
     if not runs:
         raise BenchError(f"suite {suite.name}: no case can run on this host ({len(skipped)} need other runners/nodes)")

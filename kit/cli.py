@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from kit import __version__
+from kit import __version__, cli_images
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 
@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the runs and their commands; start nothing")
     p.add_argument("--train-list", type=Path, help="ImageNet train_list.txt for `data: imagenet` cases "
                    "(CPU suites default to a small synthetic JPEG tree in the run directory)")
+    p.add_argument("--runtime", choices=("native", "docker"), default="native",
+                   help="native: this Python; docker: each run in the suite's pinned image (built if missing)")
+    p.add_argument("--image", help="with --runtime docker: this image reference instead of the pinned one")
 
     p = sub.add_parser("multinode", help="one job over several hosts at once (what `fab -H a,b run_multinode` calls)")
     p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory; the first is rank 0")
@@ -141,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--require-gpu", action="store_true", help="a host without GPUs is a problem")
     p.add_argument("--allow-busy", action="store_true", help="do not refuse GPUs that run other processes")
 
+    cli_images.add_parser(sub)
+
     p = sub.add_parser("suites", help="list the built-in suites, or expand one (--show NAME)")
     p.add_argument("--show", metavar="SUITE", help="print every case of a suite (name or path)")
     return parser
@@ -162,6 +167,8 @@ def _add_job_flags(p: argparse.ArgumentParser, suite_help: str) -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs"))
     p.add_argument("--on-failure", choices=("continue", "stop"), default="continue")
     p.add_argument("--force", action="store_true", help="run even if check_env finds busy GPUs or mismatched hosts")
+    p.add_argument("--image", help="hosts with runtime docker run this image reference (default: the pinned "
+                   "image of each framework, built here and streamed to them)")
 
 
 def _progress_console():
@@ -299,7 +306,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     runs, skipped = bench.plan(suite)
     if args.dry_run:
         train_list = str(args.train_list or "TRAIN_LIST") if any(c.data == "imagenet" for c in suite.cases) else None
-        runner = bench.LocalRunner(run_dir or args.runs_dir / "DRY-RUN", train_list=train_list)
+        images = None
+        if args.runtime == "docker":
+            images = {r.case.framework: args.image or f"<the pinned {r.case.framework} image>" for r in runs}
+        runner = bench.LocalRunner(run_dir or args.runs_dir / "DRY-RUN", train_list=train_list, images=images)
         for run in runs:
             done = run_dir is not None and bench.is_done(run_dir, run)
             print(f"{'done ' if done else ''}{run.log_rel}: {runner.command(run, suite.hardware).shell()}")
@@ -311,7 +321,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for case, reason in skipped:
         console.print(f"  [yellow]not run here[/] {case.key}: {reason}", soft_wrap=True)
     try:
-        result = _bench_with_progress(bench, run_dir, suite, console, args.train_list)
+        images = cli_images.images_for_bench(run_dir, suite, runs, args.image, console) \
+            if args.runtime == "docker" else None
+        result = _bench_with_progress(bench, run_dir, suite, console, args.train_list, images)
     except KeyboardInterrupt:
         console.print(f"kit bench: interrupted; finished runs are kept. Continue with: kit bench --resume {run_dir}",
                       soft_wrap=True, markup=False)
@@ -392,7 +404,8 @@ def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console
         for group in groups:
             console.print(f"kit: suite {suite.name}, {len(group)}-node cases on {', '.join(group)} -> {run_dir}",
                           soft_wrap=True, markup=False)
-            done, files = multinode.run_job(inv, group, suite, run_dir, args.on_failure, progress, args.force)
+            done, files = multinode.run_job(inv, group, suite, run_dir, args.on_failure, progress, args.force,
+                                             image=args.image)
             outcomes += done
     except KeyboardInterrupt:
         console.print(f"kit: interrupted; every host's processes were stopped. Continue with: {resume_hint} "
@@ -463,7 +476,7 @@ def cmd_gather_logs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _bench_with_progress(bench, run_dir: Path, suite, console, train_list):
+def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, images=None):
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -481,7 +494,7 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list):
                     bar.console.print(f"  [red]{outcome.status:<6}[/] {run.label}: ", escape(outcome.reason),
                                       soft_wrap=True, sep="")
 
-        return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list)
+        return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images)
 
 
 COMMANDS = {
@@ -496,6 +509,7 @@ COMMANDS = {
     "cluster": cmd_cluster,
     "gather-logs": cmd_gather_logs,
     "stage-data": cmd_stage_data,
+    "images": cli_images.cmd_images,
 }
 
 

@@ -118,3 +118,67 @@ def build_command(
         if launcher_log_dir:
             launcher += ["--log_dir", launcher_log_dir]
     return Command([*launcher, *script], env)
+
+
+# ---- the Docker runtime: one `docker run` per case and host -------------------------------------
+
+RUN_LABEL = "io.kit.run"  # run id: every container of a run is found (and removed) by it
+CASE_LABEL = "io.kit.case"
+IMAGE_HARNESS = "/opt/kit/harness/train.py"  # where the images carry the harness (kit.imagespec)
+_BAD_MOUNT_CHARS = (",", ":", "=", "\n")
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class DockerRun:
+    image: str  # a reference the host's engine holds (kit/cpu:<tag>)
+    run_id: str
+    case_key: str
+    name: str  # container name, unique per run, case, repeat and host
+    gpus: int = 0  # GPUs of this host given to the container (0..gpus-1); 0: none (CPU)
+    shm_size: str = "16g"
+    mounts: tuple[Mount, ...] = ()
+    user: str | None = None  # "uid:gid"; None: the image's user
+    workdir: str | None = None
+
+
+def container_name(run_id: str, case_key: str, repeat: int, host: str) -> str:
+    """A valid, unique, readable container name: kit-<run>-<case>-r<repeat>-<host>."""
+    raw = f"kit-{run_id}-{case_key}-r{repeat}-{host}"
+    return "".join(ch if ch.isalnum() or ch in "_.-" else "-" for ch in raw)[:200]
+
+
+def docker_command(inner: Command, run: DockerRun) -> Command:
+    """Wrap a harness command in `docker run`: host network and IPC, unlimited memlock, labels for cleanup."""
+    argv = [
+        "docker", "run", "--rm", "--init", "--name", run.name,
+        "--label", f"{RUN_LABEL}={run.run_id}", "--label", f"{CASE_LABEL}={run.case_key}",
+        "--network", "host", "--ipc", "host", "--shm-size", run.shm_size,
+        "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+    ]  # fmt: skip
+    if run.gpus:
+        argv += ["--gpus", '"device=' + ",".join(str(i) for i in range(run.gpus)) + '"']
+    for m in run.mounts:
+        for path in (m.source, m.target):
+            if not path.startswith("/") or any(c in path for c in _BAD_MOUNT_CHARS):
+                raise ValueError(f"mount path {path!r}: must be absolute, without , : = or newlines")
+        argv += ["--mount", f"type=bind,source={m.source},target={m.target}" + (",readonly" if m.read_only else "")]
+    if run.user:
+        argv += ["--user", run.user]
+    if run.workdir:
+        argv += ["--workdir", run.workdir]
+    for key, value in sorted(inner.env.items()):
+        argv += ["--env", f"{key}={value}"]
+    return Command([*argv, run.image, *inner.argv], {})
+
+
+def cleanup_command(run_id: str) -> list[str]:
+    """argv removing every container labelled with the run id (the ids are listed on the host itself)."""
+    label = shlex.quote(f"label={RUN_LABEL}={run_id}")
+    return ["sh", "-c", f"ids=$(docker ps -aq --filter {label}); [ -z \"$ids\" ] || docker rm -f $ids >/dev/null"]

@@ -28,7 +28,18 @@ from kit import bench, envprobe
 from kit.config import HostConfig, Inventory
 from kit.inputs import KitError
 from kit.inventory import check_reachable, connect, quote_cmd, remote_env
-from kit.launch import HARNESS, Placement, build_command
+from kit.launch import (
+    HARNESS,
+    IMAGE_HARNESS,
+    Command,
+    DockerRun,
+    Mount,
+    Placement,
+    build_command,
+    cleanup_command,
+    container_name,
+    docker_command,
+)
 from kit.parsers.kitlog import read_run_start
 from kit.suites import Suite
 
@@ -102,13 +113,18 @@ def kill_command(workdir: str, grace: int = KILL_GRACE_S) -> str:
 
 class Job:
     def __init__(self, inv: Inventory, hosts: list[HostConfig], suite: Suite, run_dir: Path,
-                 progress: Callable[[str, str, str], None] | None = None):
+                 progress: Callable[[str, str, str], None] | None = None, images: dict[str, str] | None = None):
         if not hosts:
             raise MultinodeError("no hosts given")
         self.inv, self.hosts, self.suite = inv, hosts, suite
         self.run_dir = Path(run_dir).resolve()
         self.run_id = self.run_dir.name
         self.progress = progress or (lambda host, what, detail: None)
+        self.images = images or {}  # framework -> image reference, for hosts with runtime: docker
+
+    @property
+    def docker_hosts(self) -> list[HostConfig]:
+        return [h for h in self.hosts if h.runtime == "docker"]
 
     def preflight(self) -> None:
         preflight(self.inv, self.hosts)
@@ -118,7 +134,10 @@ class Job:
         return posixpath.join(host.work_dir, "harness", digest)
 
     def stage_harness(self) -> None:
+        """The harness files to every native host (docker hosts have it in the image)."""
         def put(host: HostConfig) -> None:
+            if host.runtime == "docker":
+                return
             target = self.harness_dir(host)
             with connect(host, self.inv) as conn:
                 conn.run(f"mkdir -p {quote_cmd([target])}", hide=True)
@@ -138,16 +157,30 @@ class Job:
         out = []
         for rank, host in enumerate(self.hosts):
             workdir = remote_run_dir(host, self.run_id, run)
+            docker = host.runtime == "docker"
             cmd = build_command(  # threads: the harness divides each host's cores by its local processes
                 run.case,
                 Placement(len(self.hosts), rank, master, port, host.nic, host.address),
-                python=host.python,
-                harness=posixpath.join(self.harness_dir(host), "train.py"),
+                python="python" if docker else host.python,
+                harness=IMAGE_HARNESS if docker else posixpath.join(self.harness_dir(host), "train.py"),
                 device="cpu" if self.suite.hardware == "cpu" else "gpu",
                 launcher_log_dir=posixpath.join(workdir, "launcher"),
             )
+            if docker:
+                cmd = self._in_container(host, run, cmd, workdir)
             out.append((host, workdir, wrapper_command(workdir, cmd.env, cmd.argv)))
         return out
+
+    def _in_container(self, host: HostConfig, run: bench.PlannedRun, cmd: Command, workdir: str) -> Command:
+        image = self.images.get(run.case.framework)
+        if image is None:
+            raise MultinodeError(f"{host.name} has runtime docker but there is no image for {run.case.framework}")
+        mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True))
+        return docker_command(Command(cmd.argv, {**cmd.env, "HOME": "/tmp"}), DockerRun(
+            image=image, run_id=self.run_id, case_key=run.case.key,
+            name=container_name(self.run_id, run.case.key, run.repeat, host.name),
+            gpus=run.case.gpus_per_node if self.suite.hardware == "gpu" else 0,
+            mounts=mounts, workdir=workdir))
 
     def execute(self, run: bench.PlannedRun) -> JobOutcome:
         port = random.randint(20000, 39999)
@@ -200,6 +233,8 @@ class Job:
                 with connect(host, self.inv) as conn:
                     conn.run(kill_command(remote_run_dir(host, self.run_id, run)), hide=True, warn=True,
                              timeout=KILL_GRACE_S + 15)
+                    if host.runtime == "docker":  # a killed `docker run` client leaves its container running
+                        conn.run(quote_cmd(cleanup_command(self.run_id)), hide=True, warn=True, timeout=60)
             except Exception as exc:  # a dead host has nothing left to kill
                 self.progress(host.name, "kill-failed", str(exc))
 
@@ -253,8 +288,11 @@ def _get_tree(sftp, remote: str, local: Path) -> None:
 
 def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, policy: str = "continue",
             progress: Callable[[str, str, str], None] | None = None,
-            force: bool = False) -> tuple[list[JobOutcome], list[Path]]:
-    """Every case of the suite whose node count equals the hosts given, then the report."""
+            force: bool = False, image: str | None = None) -> tuple[list[JobOutcome], list[Path]]:
+    """Every case of the suite whose node count equals the hosts given, then the report.
+
+    Hosts with runtime docker get the image (the pinned one of each framework, or `image`) delivered and
+    verified first; its IDs go into <run_dir>/images.json."""
     hosts = [inv.get(name) for name in host_names]
     if len({h.name for h in hosts}) != len(hosts):
         raise MultinodeError(f"a host is named twice: {', '.join(host_names)}")
@@ -271,6 +309,8 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
                                  "fix them or pass --force")
         for line in verdict.lines():
             job.progress("check_env", "forced", line)
+    if job.docker_hosts:
+        job.images = deliver_images(inv, job.docker_hosts, suite, runs, Path(run_dir), image, job.progress)
     job.stage_harness()
     meta = bench.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts])
     outcomes = []
@@ -287,6 +327,29 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
             break
     files = bench.write_report(Path(run_dir), suite)
     return outcomes, files
+
+
+def deliver_images(inv: Inventory, hosts: list[HostConfig], suite: Suite, runs: list[bench.PlannedRun],
+                   run_dir: Path, explicit: str | None, progress: Callable[[str, str, str], None]) -> dict[str, str]:
+    """framework -> image reference, present with the same ID on every docker host (streamed where missing)."""
+    from kit import images
+    from kit.imagespec import load_pins
+
+    client = images.docker_client()
+    refs: dict[str, str] = {}
+    for fw in sorted({r.case.framework for r in runs}):
+        spec = None if explicit else load_pins().for_case(fw, suite.hardware, suite.name)
+        ref = explicit or images.build(client, spec, lambda who, line: progress("image", who, line)).ref
+        results = images.deliver_stream(client, inv, hosts, ref, lambda who, line: progress(who, "image", line))
+        failed = [f"{r.host}: {r.error}" for r in results.values() if r.action == "failed"]
+        if failed:
+            raise MultinodeError(f"{ref} could not be delivered: " + "; ".join(failed))
+        want = images.image_id(client, ref)
+        host_ids = images.verify_hosts(inv, hosts, ref, want)
+        images.record(run_dir, ref, want, spec_key=spec.key if spec else None,
+                      pins_hash=spec.pins_hash() if spec else None, hosts=host_ids)
+        refs[fw] = ref
+    return refs
 
 
 def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Path]:

@@ -22,6 +22,11 @@ bridge's namespace, and Docker sets that chain's policy to DROP. The switch name
 rules at all, so hosts always reach each other; the root namespace reaches every host through
 the <prefix>br0 veth.
 
+Docker: start_docker(name) gives a host an engine of its own (dockerd inside the host's namespaces,
+with its own data-root, exec-root, socket and pidfile); every SSH session on the host gets
+DOCKER_HOST=unix://<that socket> from sshd's SetEnv, so a plain `docker load` over SSH talks to
+that host's engine only. Killing the host (stop_host, close) kills its engine and containers too.
+
 Auth is key-only (one ed25519 client key for root on every host); `known_hosts` holds every
 host's key by address and by name. Every SSH session gets PATH=<bin_dir>:<standard dirs> and
 KIT_TEST_HOST=hN from sshd's SetEnv, so a stub placed in bin_dir (e.g. nvidia-smi replaying a
@@ -226,6 +231,7 @@ class NetHosts:
             for i in range(1, count + 1)
         ]
         self._sshd: dict[str, subprocess.Popen] = {}
+        self._dockerd: dict[str, subprocess.Popen] = {}
         self._locks: list[int] = []
         self._up = False
         self.startup_s: float | None = None
@@ -277,9 +283,12 @@ class NetHosts:
             try:
                 self._cleanup(self.prefix)
             finally:
-                for p in self._sshd.values():
+                for p in [*self._sshd.values(), *self._dockerd.values()]:
                     _reap(p)
                 self._sshd.clear()
+                self._dockerd.clear()
+                for h in self.hosts:
+                    shutil.rmtree(self._docker_run_dir(h.name), ignore_errors=True)
         for fd in self._locks:
             os.close(fd)  # releases the flock
         self._locks.clear()
@@ -313,9 +322,10 @@ class NetHosts:
         The address stays configured, so a TCP connect to it is refused at once (no timeout)."""
         h = self.host(name)
         _kill_netns_processes(h.netns)
-        p = self._sshd.pop(name, None)
-        if p is not None:
-            _reap(p)
+        for procs in (self._sshd, self._dockerd):
+            p = procs.pop(name, None)
+            if p is not None:
+                _reap(p)
 
     def start_host(self, name: str) -> None:
         """Bring a stopped host back (a fresh sshd with the same host key); no-op if it is up."""
@@ -332,7 +342,8 @@ class NetHosts:
         there lists that host's processes only), with the PATH and KIT_TEST_HOST of its SSH sessions.
         Text stdout/stderr are captured; a non-zero exit status does not raise."""
         h = self.host(name)
-        env = dict(os.environ, PATH=f"{h.bin_dir}:{STD_PATH}", KIT_TEST_HOST=h.name)
+        env = dict(os.environ, PATH=f"{h.bin_dir}:{STD_PATH}", KIT_TEST_HOST=h.name,
+                   DOCKER_HOST=f"unix://{self.docker_socket(name)}")
         sshd = self._sshd_pid(h)
         if sshd is not None:  # join the running host's namespaces
             argv = [_which("nsenter") or "nsenter", f"--target={sshd}", "--net", "--uts", "--pid", "--mount",
@@ -340,6 +351,63 @@ class NetHosts:
         else:  # a stopped host: fresh namespaces of the same kind
             argv = self._in_host(h, cmd)
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input, env=env)
+
+    # ---- a Docker engine per host ----------------------------------------------------------
+
+    def docker_socket(self, name: str) -> Path:
+        """The host's own engine socket; SSH sessions on the host get DOCKER_HOST pointing at it."""
+        return self._docker_run_dir(name) / "docker.sock"
+
+    def docker_data_root(self, name: str) -> Path:
+        return self.workdir / name / "docker-data"
+
+    def _docker_run_dir(self, name: str) -> Path:
+        # short: unix socket paths (this one and containerd's under exec-root) must stay under 108 bytes
+        return Path("/run/kit-docker") / f"{self.prefix}-{name}"
+
+    def start_docker(self, name: str, insecure_registries: Iterable[str] = (),
+                     timeout_s: float = 60.0) -> Path:
+        """Start a dockerd of the host's own inside its namespaces: own data-root, exec-root, socket and
+        pidfile (so images loaded into one host are not in another). Returns its socket; no-op if up."""
+        h = self.host(name)
+        p = self._dockerd.get(name)
+        if p is not None and p.poll() is None:
+            return self.docker_socket(name)
+        if _which("dockerd") is None:
+            raise RuntimeError("dockerd not found (Debian package docker.io)")
+        run_dir = self._docker_run_dir(name)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config = run_dir / "daemon.json"
+        config.write_text("{}\n")  # not the machine's /etc/docker/daemon.json
+        data_root = self.docker_data_root(name)
+        data_root.mkdir(parents=True, exist_ok=True)
+        socket_path = self.docker_socket(name)
+        argv = [_which("dockerd") or "dockerd", "--config-file", str(config), "--data-root", str(data_root),
+                "--exec-root", str(run_dir / "exec"), "--pidfile", str(run_dir / "docker.pid"),
+                "--host", f"unix://{socket_path}", "--iptables=false", "--ip6tables=false", "--bridge=none"]
+        for reg in insecure_registries:
+            argv += ["--insecure-registry", reg]
+        sshd = self._sshd_pid(h)
+        if sshd is None:
+            raise RuntimeError(f"test host {name} is not running")
+        enter = [_which("nsenter") or "nsenter", f"--target={sshd}", "--net", "--uts", "--pid", "--mount", "--"]
+        # `ip netns exec` gave the host a fresh /sys without cgroups; dockerd needs them: mount them as here
+        mounted = subprocess.run([*enter, "sh", "-c", _cgroup_script()], capture_output=True, text=True)
+        if mounted.returncode != 0:
+            raise RuntimeError(f"mounting cgroups on test host {name} failed: {mounted.stderr.strip()}")
+        log = open(self.workdir / name / "dockerd.log", "ab")
+        try:
+            self._dockerd[name] = subprocess.Popen(
+                [*enter, *argv], stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        finally:
+            log.close()
+        end = time.monotonic() + timeout_s
+        while not _docker_ping(socket_path):
+            if self._dockerd[name].poll() is not None or time.monotonic() > end:
+                tail = (self.workdir / name / "dockerd.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"dockerd on test host {name} did not come up:\n{tail}")
+            time.sleep(0.1)
+        return socket_path
 
     def pids(self, name: str) -> list[int]:
         """Process ids (as seen from here, not inside the host) in host `name`'s network namespace:
@@ -419,7 +487,7 @@ class NetHosts:
                 "MaxStartups 100:30:200\n"
                 "MaxSessions 50\n"
                 "Subsystem sftp internal-sftp\n"
-                f"SetEnv PATH={h.bin_dir}:{STD_PATH} KIT_TEST_HOST={h.name}\n"
+                f"SetEnv PATH={h.bin_dir}:{STD_PATH} KIT_TEST_HOST={h.name} DOCKER_HOST=unix://{self.docker_socket(h.name)}\n"
             )
         self.known_hosts.write_text("\n".join(known) + "\n")
 
@@ -503,6 +571,30 @@ class NetHosts:
             return (self.workdir / h.name / "sshd.log").read_text(errors="replace")[-4000:]
         except OSError:
             return "(no sshd log)"
+
+
+def _cgroup_script() -> str:
+    """Shell lines mounting this machine's cgroup hierarchies (as /proc/self/mounts lists them) again
+    under /sys/fs/cgroup; nothing if already there."""
+    lines = ["set -e", "if [ -n \"$(ls -A /sys/fs/cgroup 2>/dev/null)\" ]; then exit 0; fi"]
+    for entry in Path("/proc/self/mounts").read_text().splitlines():
+        _dev, mnt, fstype, opts = entry.split()[:4]
+        if mnt == "/sys/fs/cgroup" or mnt.startswith("/sys/fs/cgroup/"):
+            lines.append(f"mkdir -p {shlex.quote(mnt)}")
+            lines.append(f"mount -t {shlex.quote(fstype)} -o {shlex.quote(opts)} {shlex.quote(fstype)} "
+                         f"{shlex.quote(mnt)}")
+    return "\n".join(lines) + "\n"
+
+
+def _docker_ping(socket_path: Path) -> bool:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(2)
+            s.connect(str(socket_path))
+            s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b" 200 " in s.recv(200)
+    except OSError:
+        return False
 
 
 def _reap(p: subprocess.Popen) -> None:
