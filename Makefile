@@ -11,18 +11,20 @@ RUNS_DIR    ?= runs
 # newest run directory (by modification time); override with `make report RUN=runs/<id>`
 RUN         ?= $(shell ls -1dt $(RUNS_DIR)/*/ 2>/dev/null | head -n 1)
 REPORT_ARGS ?=
+RUNTIME     ?= native
+IMAGES      ?= cpu
 CLAIMS      ?= ../shared/fixtures/published-logs/expected.yaml
 LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 # a local wheel folder (the CPU build of torch) when the machine has one
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps test lint report bench-local bench-v100 bench-a100 bench-h100 bench-parse bench-overhead bench-fanout crosscheck clean distclean check-venv
+.PHONY: help setup system-deps test lint report images bench-images bench-local bench-v100 bench-a100 bench-h100 bench-parse bench-overhead bench-fanout crosscheck clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z0-9_][a-zA-Z0-9_ -]*:[^#]*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "variables: RUN=<run dir> (report), REPORT_ARGS='--skip 1 ...', CLAIMS=<claims.yaml>"
+	@echo "variables: RUN=<run dir> (report), REPORT_ARGS='--skip 1 ...', CLAIMS=<claims.yaml>, RUNTIME=native|docker, IMAGES='cpu paddle/v100 ...'"
 
 setup: system-deps $(VENV_STAMP) ## create .venv (Python >= 3.11) from requirements.lock + kit; as root also apt packages
 	@echo "setup: done. Try: $(VENV)/bin/kit formats   (or: make test)"
@@ -78,8 +80,16 @@ report: check-venv ## tables/JSON/CSV/PNG for a run: RUN=runs/<id> (default: new
 bench-v100 bench-a100 bench-h100: check-venv ## a GPU suite on hosts.yaml: 1-node cases on the first host, n-node on n hosts
 	$(VENV)/bin/kit cluster --suite $(@:bench-%=%) --runs-dir $(RUNS_DIR) $(if $(HOSTS),--hosts-file $(HOSTS))
 
-bench-local: check-venv ## real CPU benchmark on this host (Paddle vs PyTorch, ~10 min on 2 cores) -> runs/<id>/report.md
-	$(VENV)/bin/kit bench --suite local --runs-dir $(RUNS_DIR)
+bench-local: check-venv ## real CPU benchmark on this host (Paddle vs PyTorch, ~10 min on 2 cores); RUNTIME=docker: in the cpu image
+	$(VENV)/bin/kit bench --suite local --runs-dir $(RUNS_DIR) --runtime $(RUNTIME)
+
+images: check-venv ## render --check the Dockerfiles, make the debootstrap base, build IMAGES (default: cpu)
+	$(VENV)/bin/kit images render --check
+	$(VENV)/bin/kit images base
+	$(VENV)/bin/kit images build $(IMAGES)
+
+bench-images: check-venv ## delivering a ~1 GB image to 3 SSH test hosts / to 1 (target <= 1.3); needs root
+	$(VENV_PY) bench/image_delivery.py
 
 bench-parse: check-venv ## benchmark the kit's own log parsing speed (bench/bench_parse.py)
 	$(VENV_PY) bench/bench_parse.py

@@ -224,7 +224,7 @@ class LocalRunner:
             image=image, run_id=self.run_dir.name, case_key=case.key,
             name=container_name(self.run_dir.name, case.key, run.repeat, "local"),
             gpus=case.gpus_per_node if hardware == "gpu" else 0, shm_size="2g", mounts=tuple(mounts),
-            user=f"{os.getuid()}:{os.getgid()}", workdir=str(self.run_dir)))
+            user=f"{os.getuid()}:{os.getgid()}", workdir=str(self.run_dir), memlock_unlimited=hardware == "gpu"))
 
     def remove_containers(self) -> None:
         if self.images:

@@ -171,7 +171,7 @@ def _context_members(spec: ImageSpec, root: Path, wheels: Path | None) -> list[t
         members.append((rel, root / rel))
     for rel in CONTEXT_DIRS:
         for path in sorted((root / rel).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".md"):
                 members.append((path.relative_to(root).as_posix(), path))
     if wheels is not None:
         for path in sorted(wheels.glob("*.whl")):
@@ -198,7 +198,7 @@ def build_context(spec: ImageSpec, out: Path, root: Path = REPO_ROOT, wheels: Pa
                         file_hash.update(block)
                 with open(src, "rb") as f:
                     tar.addfile(info, f)
-            digest.update(f"{name}\0{file_hash.hexdigest()}\n".encode())
+            digest.update(f"{name}\0{info.mode:o}\0{file_hash.hexdigest()}\n".encode())
     return digest.hexdigest()
 
 
@@ -369,7 +369,7 @@ def deliver_stream(client, inv: Inventory, hosts: list[HostConfig], ref: str,
     size = client.images.get(ref).attrs.get("Size", 0)
     last = 0.0
     try:
-        for chunk in client.images.get(ref).save(chunk_size=CHUNK, named=True):
+        for chunk in client.images.get(ref).save(chunk_size=CHUNK, named=ref):
             for s in sinks:
                 s.feed(chunk)
             sent += len(chunk)

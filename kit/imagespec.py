@@ -182,13 +182,26 @@ def _str(entry: LineDict, key: str, path: Path, pattern: re.Pattern | None = Non
         return None
     value = entry[key]
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise ConfigError(path, f"write versions as quoted strings ('{value}'): YAML reads {value} as a number",
-                          entry.line_of(key), full)
+        raw = _written(path, entry.line_of(key), key) or str(value)
+        raise ConfigError(path, f"write versions as quoted strings: '{raw}' (YAML reads the unquoted {raw} as the "
+                          f"number {value})", entry.line_of(key), full)
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(path, "expected a non-empty string", entry.line_of(key), full)
     if pattern is not None and not pattern.match(value):
         raise ConfigError(path, f"{value!r} is not valid here", entry.line_of(key), full)
     return value
+
+
+def _written(path: Path, line: int, key: str) -> str | None:
+    """The value of `key: value` exactly as the file spells it on that line (for messages)."""
+    try:
+        text = path.read_text().splitlines()[line - 1]
+    except (OSError, IndexError):
+        return None
+    head, sep, rest = text.partition(":")
+    if not sep or head.strip().strip("'\"") != key:
+        return None
+    return rest.split("#", 1)[0].strip().rstrip(",}").strip() or None
 
 
 def _model_code(name: str, entry, path: Path) -> ModelCode:

@@ -145,13 +145,15 @@ class DockerRun:
     shm_size: str = "16g"
     mounts: tuple[Mount, ...] = ()
     user: str | None = None  # "uid:gid"; None: the image's user
+    # pinned memory for NCCL/InfiniBand; CPU runs keep the host's limit (a sandbox may forbid raising it)
+    memlock_unlimited: bool = True
     workdir: str | None = None
 
 
 def container_name(run_id: str, case_key: str, repeat: int, host: str) -> str:
     """A valid, unique, readable container name: kit-<run>-<case>-r<repeat>-<host>."""
     raw = f"kit-{run_id}-{case_key}-r{repeat}-{host}"
-    return "".join(ch if ch.isalnum() or ch in "_.-" else "-" for ch in raw)[:200]
+    return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.-") else "-" for ch in raw)[:200]
 
 
 def docker_command(inner: Command, run: DockerRun) -> Command:
@@ -160,8 +162,10 @@ def docker_command(inner: Command, run: DockerRun) -> Command:
         "docker", "run", "--rm", "--init", "--name", run.name,
         "--label", f"{RUN_LABEL}={run.run_id}", "--label", f"{CASE_LABEL}={run.case_key}",
         "--network", "host", "--ipc", "host", "--shm-size", run.shm_size,
-        "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
     ]  # fmt: skip
+    if run.memlock_unlimited:
+        argv += ["--ulimit", "memlock=-1"]
+    argv += ["--ulimit", "stack=67108864"]
     if run.gpus:
         argv += ["--gpus", '"device=' + ",".join(str(i) for i in range(run.gpus)) + '"']
     for m in run.mounts:

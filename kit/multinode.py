@@ -180,7 +180,7 @@ class Job:
             image=image, run_id=self.run_id, case_key=run.case.key,
             name=container_name(self.run_id, run.case.key, run.repeat, host.name),
             gpus=run.case.gpus_per_node if self.suite.hardware == "gpu" else 0,
-            mounts=mounts, workdir=workdir))
+            mounts=mounts, workdir=workdir, memlock_unlimited=self.suite.hardware == "gpu"))
 
     def execute(self, run: bench.PlannedRun) -> JobOutcome:
         port = random.randint(20000, 39999)

@@ -28,6 +28,8 @@ __all__ = [
     "report",
     "crosscheck",
     "extract",
+    "push_images",
+    "verify_images",
 ]
 
 
@@ -77,18 +79,21 @@ def _host_of(c, task_name: str) -> str:
     return host
 
 
-def _run_registered(name: str, command: str) -> None:
-    """Run `kit COMMAND --hosts <every registered host>` once, with the options as flags (True: bare flag)."""
+def _run_registered(name: str, command: str, positional: tuple[str, ...] = ()) -> None:
+    """Run `kit COMMAND --hosts <every registered host>` once, with the options as flags (True: bare flag)
+    and the `positional` options as arguments."""
     calls = _REGISTERED.pop(name, [])
     if not calls:
         return
-    argv = [command, "--hosts", ",".join(h for h, _ in calls)]
-    for key, value in calls[0][1].items():
+    argv = [*command.split(), "--hosts", ",".join(h for h, _ in calls)]
+    options = dict(calls[0][1])
+    tail = [str(options.pop(key)) for key in positional]
+    for key, value in options.items():
         if value is True:
             argv.append(f"--{key.replace('_', '-')}")
         elif value:
             argv += [f"--{key.replace('_', '-')}", str(value)]
-    _run_kit(argv)
+    _run_kit(argv + tail)
 
 
 @task
@@ -171,3 +176,37 @@ def stage_data(c, train_list, images=False, hosts_file=None):
     """Put train_list.txt (and the images) on ALL -H hosts; verify counts and sha256 on each, in parallel."""
     _register("stage_data", c, {"train_list": train_list, "images": images,
                                 "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE")})
+
+
+@task
+def _push_images_job(c):
+    _run_registered("push_images", "images deliver", ("image",))
+
+
+@task(
+    post=[_push_images_job],
+    help={
+        "image": "cpu, paddle/v100, ... (built here if missing) or a reference",
+        "registry": "push to this registry (host:port) and let every host pull; none: docker save | ssh docker load",
+        "pull-registry": "the registry's address as the hosts reach it (default: --registry)",
+        "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)",
+        "run-dir": "record the image IDs of every host in <run-dir>/images.json",
+    },
+)
+def push_images(c, image="cpu", registry=None, pull_registry=None, hosts_file=None, run_dir=None):
+    """Put the image on ALL -H hosts at once (hosts holding the same image ID are skipped), then verify."""
+    _register("push_images", c, {"image": image, "registry": registry, "pull_registry": pull_registry,
+                                 "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"), "run_dir": run_dir})
+
+
+@task
+def _verify_images_job(c):
+    _run_registered("verify_images", "images verify", ("image",))
+
+
+@task(post=[_verify_images_job], help={"image": "cpu, paddle/v100, ... or a reference",
+                                       "hosts-file": "inventory", "run-dir": "record into <run-dir>/images.json"})
+def verify_images(c, image="cpu", hosts_file=None, run_dir=None):
+    """Check that ALL -H hosts hold the very same image ID as this machine; exit non-zero naming those that don't."""
+    _register("verify_images", c, {"image": image, "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"),
+                                   "run_dir": run_dir})

@@ -32,3 +32,54 @@ def ssh_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetHosts]:
         yield net
     finally:
         net.close()
+
+
+def _infra_failure(what: str, exc: Exception):
+    """Missing Docker infrastructure fails the tests that need it (never a silent skip in CI)."""
+    pytest.fail(f"{what} unavailable: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """A docker SDK client of this machine's engine (started as root if it is not running)."""
+    from dockerparts import ensure_engine
+
+    try:
+        return ensure_engine()
+    except RuntimeError as exc:
+        _infra_failure("Docker engine", exc)
+
+
+@pytest.fixture(scope="session")
+def cpu_image(docker_engine):
+    """The pinned cpu image, built for real from the debootstrap base (cached by its content tag)."""
+    from dockerparts import cpu_image as build_cpu_image
+
+    return build_cpu_image(docker_engine)
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory):
+    from dockerparts import Registry
+
+    try:
+        reg = Registry(tmp_path_factory.mktemp("registry")).start()
+    except RuntimeError as exc:
+        _infra_failure("docker-registry", exc)
+    try:
+        yield reg
+    finally:
+        reg.close()
+
+
+@pytest.fixture(scope="session")
+def docker_hosts(ssh_hosts: NetHosts, registry):
+    """ssh_hosts h1 and h2, each with a Docker engine of its own (own data-root, exec-root, socket, pidfile),
+    allowed to pull from the test registry through the hosts' bridge."""
+    pull_from = f"{ssh_hosts.subnet}.254:{registry.port}"
+    try:
+        for name in ("h1", "h2"):
+            ssh_hosts.start_docker(name, insecure_registries=[pull_from])
+    except RuntimeError as exc:
+        _infra_failure("Docker engines on the SSH test hosts", exc)
+    return ssh_hosts

@@ -1,0 +1,216 @@
+"""The pinned images for real: the cpu image built from a debootstrap base, its self-check, a local registry,
+delivery to SSH test hosts that each run their own Docker engine, verification, and cases run in containers."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from nethosts import write_inventory
+
+from kit import images
+from kit.cli import main
+from kit.config import load_hosts
+from kit.imagespec import load_pins
+from kit.launch import RUN_LABEL
+
+TINY_SUITE = """\
+schema_version: 1
+name: tiny
+description: one small torch case
+hardware: cpu
+defaults: {warmup_steps: 1, measure_steps: 3, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10,
+           timeout_s: 300}
+cases:
+  - {framework: torch, model: resnet50}
+"""
+
+
+def run_containers(client, run_id: str) -> list:
+    return client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+
+
+def host_containers(net, host: str, run_id: str) -> list[str]:
+    out = net.run(host, ["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}={run_id}"])
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def inventory(docker_hosts, tmp_path_factory):
+    root = tmp_path_factory.mktemp("imghosts")
+    (root / "data").mkdir()
+    path = write_inventory(docker_hosts, root, ssh={"connect_timeout": 5}, gpus=0, runtime="docker",
+                           python=sys.executable)
+    inv = load_hosts(path)
+    return inv, path
+
+
+def test_the_cpu_image_carries_and_proves_its_pins(docker_engine, cpu_image):
+    spec = load_pins().get("cpu")
+    labels = images.labels_of(docker_engine, cpu_image.ref)
+    assert labels["io.kit.pins.hash"] == spec.pins_hash() == cpu_image.pins_hash
+    assert labels["io.kit.pins.torch"] == "2.13.0+cpu" and labels["io.kit.pins.paddle"] == "3.3.1"
+    assert labels["org.opencontainers.image.base.name"] == "kit/debian:bookworm-minbase"
+    record = json.loads(docker_engine.containers.run(cpu_image.ref, ["cat", "/opt/kit/verified-pins.json"],
+                                                     remove=True, network_mode="none"))
+    assert record["ok"] is True
+    reported = {c["key"]: c["reported"] for c in record["checks"]}
+    assert reported["torch"] == "2.13.0+cpu" and reported["paddle"] == "3.3.1" and reported["python"] == "3.11.2"
+    assert cpu_image.ref.startswith("kit/cpu:") and len(cpu_image.ref.split(":")[1]) == 12
+
+
+def test_a_wrong_pin_fails_the_build_in_the_self_check(docker_engine, cpu_image):
+    spec = load_pins().get("cpu")
+    wrong = dataclasses.replace(spec, versions={**spec.versions, "torch": "2.13.0"})  # claims the CUDA build
+    lines: list[str] = []
+    with pytest.raises(images.ImageError) as err:
+        images.build(docker_engine, wrong, lambda who, line: lines.append(line), tag="kit/cpu:wrong-pin-test")
+    assert "MISMATCH version torch: pinned 2.13.0, the image reports 2.13.0+cpu" in str(err.value)
+    assert any("verify_pins: ok       version paddle" in line for line in lines)  # the other pins were checked
+    assert images.image_id(docker_engine, "kit/cpu:wrong-pin-test") is None
+
+
+def test_push_to_a_local_registry_records_the_manifest_digest(docker_engine, cpu_image, registry):
+    target, digest = images.push(docker_engine, cpu_image.ref, registry.address)
+    repo, tag = cpu_image.ref.split(":")
+    assert target == f"{registry.address}/{cpu_image.ref}"
+    assert digest.startswith("sha256:") and registry.manifest_digest(repo, tag) == digest
+    repo_digests = docker_engine.images.get(cpu_image.ref).attrs["RepoDigests"]
+    assert f"{registry.address}/{repo}@{digest}" in repo_digests
+
+
+def test_streamed_to_two_hosts_at_once_then_skipped(docker_engine, cpu_image, docker_hosts, inventory):
+    inv, _ = inventory
+    hosts = [inv.get("h1"), inv.get("h2")]
+    for h in ("h1", "h2"):  # a clean start: neither engine holds the image
+        docker_hosts.run(h, ["docker", "rmi", "-f", cpu_image.ref])
+    seen: list[tuple[str, str]] = []
+    first = images.deliver_stream(docker_engine, inv, hosts, cpu_image.ref, lambda who, line: seen.append((who, line)))
+    assert {r.action for r in first.values()} == {"loaded"}, first
+    assert {r.id for r in first.values()} == {cpu_image.id}
+    assert any(who == "stream" and "to 2 host(s)" in line for who, line in seen)  # one save stream fed both
+    assert images.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id) == {"h1": cpu_image.id, "h2": cpu_image.id}
+    t0 = time.monotonic()
+    second = images.deliver_stream(docker_engine, inv, hosts, cpu_image.ref)
+    took = time.monotonic() - t0
+    assert {r.action for r in second.values()} == {"skipped"}
+    assert took <= 2.0, f"a delivery with nothing to send took {took:.2f} s"
+
+
+def test_a_different_image_under_the_same_tag_is_detected_and_replaced(docker_engine, cpu_image, docker_hosts,
+                                                                       inventory, tmp_path, capsys):
+    inv, path = inventory
+    hosts = [inv.get("h1"), inv.get("h2")]
+    tiny = tmp_path / "tiny.tar"
+    with tarfile.open(tiny, "w") as tar:
+        info = tarfile.TarInfo("impostor.txt")
+        data = b"not the pinned image\n"
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    made = docker_hosts.run("h2", ["sh", "-c", f"docker import {tiny} kit-impostor:1 >/dev/null && "
+                                               f"docker tag kit-impostor:1 {cpu_image.ref}"])
+    assert made.returncode == 0, made.stderr
+    with pytest.raises(images.ImageMismatch) as err:
+        images.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id)
+    assert set(err.value.wrong) == {"h2"} and err.value.wrong["h2"] != cpu_image.id
+    rc = main(["images", "verify", cpu_image.ref, "--hosts", "h1,h2", "--hosts-file", str(path)])
+    assert rc == 2 and "h2: sha256:" in capsys.readouterr().err
+    again = images.deliver_stream(docker_engine, inv, hosts, cpu_image.ref)
+    assert (again["h1"].action, again["h2"].action) == ("skipped", "loaded")
+    assert images.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id)["h2"] == cpu_image.id
+
+
+def test_hosts_pull_through_the_registry(docker_engine, cpu_image, registry, docker_hosts, inventory):
+    inv, _ = inventory
+    images.push(docker_engine, cpu_image.ref, registry.address)
+    docker_hosts.run("h1", ["docker", "rmi", "-f", cpu_image.ref])
+    pull_ref = f"{docker_hosts.subnet}.254:{registry.port}/{cpu_image.ref}"
+    result = images.deliver_registry(inv, [inv.get("h1"), inv.get("h2")], cpu_image.ref, pull_ref, cpu_image.id)
+    assert (result["h1"].action, result["h2"].action) == ("pulled", "skipped"), result
+    assert images.verify_hosts(inv, [inv.get("h1")], cpu_image.ref, cpu_image.id) == {"h1": cpu_image.id}
+
+
+def test_kit_bench_runs_a_real_case_in_the_container(docker_engine, cpu_image, tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY_SUITE)
+    runs = tmp_path / "runs"
+    assert main(["bench", "--suite", str(suite), "--runs-dir", str(runs), "--runtime", "docker"]) == 0
+    (run_dir,) = runs.iterdir()
+    log = run_dir / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+    text = log.read_text()
+    assert text.startswith("# kit bench: docker run --rm --init") and cpu_image.ref in text.splitlines()[0]
+    assert '"event": "run_stop"' in text and '"status": "success"' in text
+    results = json.loads((run_dir / "results.json").read_text())
+    assert "torch" in json.dumps(results) and (run_dir / "report.md").is_file()
+    recorded = json.loads((run_dir / "images.json").read_text())["images"][cpu_image.ref]
+    assert recorded["id"] == cpu_image.id and recorded["hosts"] == {"localhost": cpu_image.id}
+    assert run_containers(docker_engine, run_dir.name) == []
+
+
+def test_a_timed_out_case_leaves_no_container(docker_engine, cpu_image, tmp_path):
+    suite = tmp_path / "slow.yaml"
+    suite.write_text(TINY_SUITE.replace("measure_steps: 3", "measure_steps: 100000").replace("timeout_s: 300",
+                                                                                            "timeout_s: 15"))
+    runs = tmp_path / "runs"
+    assert main(["bench", "--suite", str(suite), "--runs-dir", str(runs), "--runtime", "docker"]) == 1
+    (run_dir,) = runs.iterdir()
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert entry["status"] == "timeout"
+    assert run_containers(docker_engine, run_dir.name) == []
+
+
+def test_multinode_runs_one_container_per_host(docker_engine, cpu_image, docker_hosts, inventory, tmp_path):
+    _inv, path = inventory
+    suite_file = tmp_path / "two.yaml"
+    suite_file.write_text(TINY_SUITE.replace("{framework: torch, model: resnet50}",
+                                             "{framework: torch, model: resnet50, nodes: 2}"))
+    runs = tmp_path / "runs"
+    rc = main(["multinode", "--hosts", "h1,h2", "--hosts-file", str(path), "--suite", str(suite_file),
+               "--runs-dir", str(runs)])
+    (run_dir,) = runs.iterdir()
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert rc == 0 and entry["status"] == "ok", entry
+    case = "torch/resnet50/bz2/2n1g/1/stdout.log"
+    assert '"event": "run_stop"' in (run_dir / "hosts/h1" / case).read_text()  # rank 0 logs the steps
+    assert (run_dir / "hosts/h2" / case).is_file()
+    recorded = json.loads((run_dir / "images.json").read_text())["images"][cpu_image.ref]
+    assert recorded["hosts"] == {"h1": cpu_image.id, "h2": cpu_image.id}
+    assert host_containers(docker_hosts, "h1", run_dir.name) == host_containers(docker_hosts, "h2", run_dir.name) == []
+
+
+def test_no_dangling_wrong_pin_layers_named(docker_engine):
+    """The failed self-check build leaves no tagged image behind."""
+    tags = [t for img in docker_engine.images.list() for t in img.tags]
+    assert not any(t.startswith("kit/cpu:wrong-pin") for t in tags)
+
+
+def test_record_merges_per_reference(tmp_path: Path):
+    images.record(tmp_path, "kit/cpu:aaa", "sha256:1", spec_key="cpu", hosts={"h1": "sha256:1"})
+    images.record(tmp_path, "kit/cpu:aaa", "sha256:1", repo_digest="sha256:d", hosts={"h2": "sha256:1"})
+    data = json.loads((tmp_path / "images.json").read_text())
+    entry = data["images"]["kit/cpu:aaa"]
+    assert entry["hosts"] == {"h1": "sha256:1", "h2": "sha256:1"} and entry["repo_digest"] == "sha256:d"
+    assert data["schema_version"] == 1
+
+
+def test_fab_push_images_and_verify_images_on_all_hosts_at_once(cpu_image, docker_hosts, inventory):
+    import subprocess
+
+    _inv, path = inventory
+    fab = Path(sys.executable).parent / "fab"
+    repo = Path(__file__).resolve().parent.parent
+    for task in ("push_images", "verify_images"):
+        out = subprocess.run([str(fab), "-H", "h1,h2", task, "--image", cpu_image.ref, "--hosts-file", str(path)],
+                             cwd=repo, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+        assert f"{cpu_image.ref}: {cpu_image.id} on every host (h1, h2)" in out.stdout
+    assert "h1: skipped" in subprocess.run(
+        [str(fab), "-H", "h1,h2", "push_images", "--image", cpu_image.ref, "--hosts-file", str(path)],
+        cwd=repo, capture_output=True, text=True, timeout=300).stdout
