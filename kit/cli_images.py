@@ -140,22 +140,12 @@ def images_for_bench(run_dir: Path, suite, runs, explicit: str | None, console) 
     """framework -> image reference for `kit bench --runtime docker` (built when missing), recorded in
     <run_dir>/images.json with the local engine's image IDs."""
     from kit import images
-    from kit.imagespec import load_pins
 
     client = images.docker_client()
-    pins = None if explicit else load_pins()
-    refs: dict[str, str] = {}
-    for fw in sorted({r.case.framework for r in runs}):
-        if explicit:
-            ref, spec = explicit, None
-        else:
-            spec = pins.for_case(fw, suite.hardware, suite.name)
-            ref = images.build(client, spec, lambda who, line: console.print(f"[{who}] {line}", markup=False,
-                                                                            highlight=False)).ref
+    say = lambda who, line: console.print(f"[{who}] {line}", markup=False, highlight=False)  # noqa: E731
+    pinned = images.pinned_images(client, suite, sorted({r.case.framework for r in runs}), explicit, say)
+    for ref, spec in pinned.values():
         image_id = images.image_id(client, ref)
-        if image_id is None:
-            raise images.ImageError(f"{ref}: not in the local engine")
         images.record(run_dir, ref, image_id, spec_key=spec.key if spec else None,
                       pins_hash=spec.pins_hash() if spec else None, hosts={"localhost": image_id})
-        refs[fw] = ref
-    return refs
+    return {fw: ref for fw, (ref, _spec) in pinned.items()}

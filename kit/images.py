@@ -291,12 +291,17 @@ def _on_hosts(hosts: list[HostConfig], fn: Callable[[HostConfig], HostImage]) ->
     return out
 
 
-def host_ids(inv: Inventory, hosts: list[HostConfig], ref: str) -> dict[str, str | None]:
+def _inspect_all(inv: Inventory, hosts: list[HostConfig], ref: str) -> dict[str, HostImage]:
     def one(host: HostConfig) -> HostImage:
         with connect(host, inv) as conn:
             return HostImage(host.name, "inspected", remote_image_id(conn, ref))
 
-    results = _on_hosts(hosts, one)
+    return _on_hosts(hosts, one)
+
+
+def host_ids(inv: Inventory, hosts: list[HostConfig], ref: str) -> dict[str, str | None]:
+    """Every host's image ID under ref (None: not there); ImageError if a host cannot be asked."""
+    results = _inspect_all(inv, hosts, ref)
     failed = {n: r.error for n, r in results.items() if r.action == "failed"}
     if failed:
         raise ImageError("cannot inspect images on " + "; ".join(f"{n}: {e}" for n, e in failed.items()))
@@ -397,11 +402,8 @@ def deliver_stream(client, inv: Inventory, hosts: list[HostConfig], ref: str,
 
 
 def _ids_or_none(inv: Inventory, hosts: list[HostConfig], ref: str) -> dict[str, str | None]:
-    def one(host: HostConfig) -> HostImage:
-        with connect(host, inv) as conn:
-            return HostImage(host.name, "inspected", remote_image_id(conn, ref))
-
-    return {n: (r.id if r.action != "failed" else None) for n, r in _on_hosts(hosts, one).items()}
+    """Like host_ids, but a host that cannot be asked counts as not holding the image (delivery retries it)."""
+    return {n: (r.id if r.action != "failed" else None) for n, r in _inspect_all(inv, hosts, ref).items()}
 
 
 def deliver_registry(inv: Inventory, hosts: list[HostConfig], ref: str, pull_ref: str, want: str,
@@ -459,6 +461,24 @@ def record(run_dir: Path, ref: str, image: str, *, spec_key: str | None = None, 
 
 def labels_of(client, ref: str) -> dict[str, str]:
     return dict(client.images.get(ref).labels or {})
+
+
+def pinned_images(client, suite, frameworks: list[str], explicit: str | None,
+                  progress: Progress = _quiet) -> dict[str, tuple[str, ImageSpec | None]]:
+    """framework -> (image reference, its spec): `explicit` for all, else each framework's pinned image of the
+    suite's hardware/generation, built here when missing."""
+    from kit.imagespec import load_pins
+
+    if explicit:
+        if image_id(client, explicit) is None:
+            raise ImageError(f"{explicit}: not in the local engine")
+        return {fw: (explicit, None) for fw in frameworks}
+    pins = load_pins()
+    out = {}
+    for fw in frameworks:
+        spec = pins.for_case(fw, suite.hardware, suite.name)
+        out[fw] = (build(client, spec, progress).ref, spec)
+    return out
 
 
 def check_pins(pins: Pins, root: Path = REPO_ROOT) -> list[str]:

@@ -333,13 +333,11 @@ def deliver_images(inv: Inventory, hosts: list[HostConfig], suite: Suite, runs: 
                    run_dir: Path, explicit: str | None, progress: Callable[[str, str, str], None]) -> dict[str, str]:
     """framework -> image reference, present with the same ID on every docker host (streamed where missing)."""
     from kit import images
-    from kit.imagespec import load_pins
 
     client = images.docker_client()
-    refs: dict[str, str] = {}
-    for fw in sorted({r.case.framework for r in runs}):
-        spec = None if explicit else load_pins().for_case(fw, suite.hardware, suite.name)
-        ref = explicit or images.build(client, spec, lambda who, line: progress("image", who, line)).ref
+    pinned = images.pinned_images(client, suite, sorted({r.case.framework for r in runs}), explicit,
+                                  lambda who, line: progress("image", who, line))
+    for ref, spec in pinned.values():
         results = images.deliver_stream(client, inv, hosts, ref, lambda who, line: progress(who, "image", line))
         failed = [f"{r.host}: {r.error}" for r in results.values() if r.action == "failed"]
         if failed:
@@ -348,8 +346,7 @@ def deliver_images(inv: Inventory, hosts: list[HostConfig], suite: Suite, runs: 
         host_ids = images.verify_hosts(inv, hosts, ref, want)
         images.record(run_dir, ref, want, spec_key=spec.key if spec else None,
                       pins_hash=spec.pins_hash() if spec else None, hosts=host_ids)
-        refs[fw] = ref
-    return refs
+    return {fw: ref for fw, (ref, _spec) in pinned.items()}
 
 
 def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Path]:
