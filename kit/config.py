@@ -65,6 +65,7 @@ SSH_KEYS: dict[str, tuple[tuple, Any]] = {
     "accept_new_host_keys": ((bool,), False),
     "connect_timeout": ((int, float), 10.0),
 }
+SYSTEM_KEYS = {"submitter": "organisation named in the bundle", "name": "system name in the bundle"}
 PER_HOST = ("name", "address")
 HOST_DEFAULTS = {k: d for k, (_, d) in HOST_KEYS.items() if k not in PER_HOST}
 SSH_DEFAULTS = {k: d for k, (_, d) in SSH_KEYS.items()}
@@ -118,6 +119,8 @@ class Inventory:
     accept_new_host_keys: bool = False
     connect_timeout: float = 10.0
     schema_version: int = SCHEMA_VERSION
+    submitter: str | None = None  # system: section, for the auditor bundle's system description
+    system_name: str | None = None
 
     @property
     def names(self) -> list[str]:
@@ -162,7 +165,7 @@ def load_hosts(path: str | Path, env: Mapping[str, str] = os.environ,
     _refuse_secrets(data, path)
     if not isinstance(data, LineDict):
         raise ConfigError(path, "top level must be a mapping (schema_version, ssh, defaults, hosts)", 1)
-    _reject_unknown(data, {"schema_version", "ssh", "defaults", "hosts"}, path, "")
+    _reject_unknown(data, {"schema_version", "ssh", "defaults", "hosts", "system"}, path, "")
     if "schema_version" not in data:
         raise ConfigError(path, f"missing required key (this kit reads schema_version: {SCHEMA_VERSION})", 1,
                           "schema_version")
@@ -215,7 +218,21 @@ def load_hosts(path: str | Path, env: Mapping[str, str] = os.environ,
                 raise ConfigError(path, f"already used by the host at line {seen[ident]}", entry.line_of(key), key)
             seen[ident] = entry.line
         hosts.append(host)
-    return Inventory(path, hosts, ssh["known_hosts"], ssh["accept_new_host_keys"], float(ssh["connect_timeout"]))
+    system = _system(data, path)
+    return Inventory(path, hosts, ssh["known_hosts"], ssh["accept_new_host_keys"], float(ssh["connect_timeout"]),
+                     submitter=system.get("submitter"), system_name=system.get("name"))
+
+
+def _system(data: LineDict, path: Path) -> dict[str, str]:
+    """`system: {submitter: ..., name: ...}`: who submits and what the system is called (bundle only)."""
+    section = _section(data, "system", path)
+    _reject_unknown(section, set(SYSTEM_KEYS), path, "system")
+    out = {}
+    for key, value in section.items():
+        if not isinstance(value, str) or not value.strip() or CONTROL_RE.search(value):
+            raise ConfigError(path, "expected a non-empty one-line string", section.line_of(key), f"system.{key}")
+        out[key] = value.strip()
+    return out
 
 
 def _section(data: LineDict, key: str, path: Path) -> LineDict:

@@ -42,7 +42,7 @@ def test_example_loads_as_documented():
         2222, "perf", 4, "mlx5_0,mlx5_1", "/mnt/nvme/kit runs")
     assert (cpu1.gpus, cpu1.ib_hca, cpu1.nic, cpu1.runtime) == (0, None, "eth0", "native")
     assert node3.label == "node3 (198.51.100.21:2222)" and node1.label == "node1 (192.0.2.11)"
-    assert node1.line == 60 and EXAMPLE.read_text().splitlines()[59].strip().startswith("- name: node1")
+    assert node1.line == 64 and EXAMPLE.read_text().splitlines()[63].strip().startswith("- name: node1")
 
 
 def test_built_in_defaults_fill_what_the_file_leaves_out(tmp_path):
@@ -292,3 +292,18 @@ def test_config_imports_no_ssh_library():
     probe = "import json, sys, kit.config; print(json.dumps(sorted(m.split('.')[0] for m in sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert set(json.loads(out)).isdisjoint({"fabric", "paramiko", "invoke"})
+
+
+def test_system_section_names_submitter_and_system(tmp_path):
+    path = tmp_path / "hosts.yaml"
+    path.write_text("schema_version: 1\nsystem:\n  submitter: Lab\n  name: box\n"
+                    "hosts:\n  - {name: a, address: 192.0.2.1}\n")
+    inv = load_hosts(path, env={})
+    assert (inv.submitter, inv.system_name) == ("Lab", "box")
+    path.write_text("schema_version: 1\nsystem:\n  submitter: Lab\n  owner: me\n"
+                    "hosts:\n  - {name: a, address: 192.0.2.1}\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:4: owner: unknown key"):
+        load_hosts(path, env={})
+    path.write_text("schema_version: 1\nsystem:\n  submitter: ''\nhosts:\n  - {name: a, address: 192.0.2.1}\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:3: system.submitter: expected a non-empty"):
+        load_hosts(path, env={})
