@@ -371,6 +371,7 @@ def run_bench(
         raise BenchError(f"suite {suite.name}: no case can run on this host ({len(skipped)} need other runners/nodes)")
     meta = open_run_meta(run_dir, suite, host=host_description())
     meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]
+    capture_env(run_dir, meta)
     write_json(run_dir / "run.json", meta)
     outcomes: list[RunOutcome] = []
     todo = [r for r in runs if not is_done(run_dir, r)]
@@ -388,7 +389,7 @@ def run_bench(
         outcomes.append(outcome)
         finished += 1
         record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
-                   command=command.shell())
+                   command=command.shell(), argv=list(command.argv), env=dict(command.env))
         if progress:
             progress("end", run, outcome, finished, total)
     meta["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
@@ -408,6 +409,7 @@ def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
         "suite": suite.name,
         "suite_sha256": hashlib.sha256((Path(run_dir) / "suite.yaml").read_bytes()).hexdigest(),
         "harness_sha256": _harness_digest(),
+        "kit_commit": source_revision(),
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         **fields,
         "runs": {},
@@ -430,16 +432,49 @@ def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: f
     write_json(Path(run_dir) / "run.json", meta)
 
 
+def capture_env(run_dir: Path, meta: dict) -> None:
+    """This host's raw probe outputs + parsed capture under env/<host>/ (once per run; the bundle's source)."""
+    from kit import envprobe
+
+    name = meta.get("host", {}).get("hostname") or socket.gethostname()
+    if (Path(run_dir) / "env" / name / "capture.json").is_file():
+        return
+    try:
+        envprobe.probe_local(name, Path(run_dir) / "env" / name)
+    except (OSError, KitError) as exc:  # a probe that cannot be read must not stop the benchmark
+        meta["env_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def source_revision() -> dict:
+    """The kit's own git commit (and whether its tree had changes), or why it is unknown."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"commit": None, "error": str(exc)}
+    if head.returncode != 0:
+        return {"commit": None, "error": (head.stderr.strip() or "not a git checkout")[:200]}
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+
+
 def _harness_digest() -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(HARNESS.parent.glob("*.py"))}
 
 
-def write_report(run_dir: Path, suite: Suite) -> list[Path]:
-    report = build_report(run_dir / "logs", HARNESS_METHOD)
-    report.title = f"{suite.name} benchmark: {run_dir.name}"
-    report.settings = settings_section(run_dir, suite) + references_section(report, suite)
+def compose_report(run_dir: Path, suite: Suite):
+    """The run's report from its logs alone (what write_report writes; what `kit verify` recomputes)."""
+    report = build_report(Path(run_dir) / "logs", HARNESS_METHOD)
+    report.title = f"{suite.name} benchmark: {Path(run_dir).name}"
+    report.settings = settings_section(Path(run_dir), suite) + references_section(report, suite)
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
-    return write_outputs(report, run_dir)
+    return report
+
+
+def write_report(run_dir: Path, suite: Suite) -> list[Path]:
+    return write_outputs(compose_report(run_dir, suite), run_dir)
 
 
 def references_section(report, suite: Suite) -> str:

@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from kit import __version__, cli_images
+from kit import __version__, cli_audit, cli_images, compare
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 
@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-busy", action="store_true", help="do not refuse GPUs that run other processes")
 
     cli_images.add_parser(sub)
+    compare.add_parser(sub)
+    cli_audit.add_parser(sub)
 
     p = sub.add_parser("suites", help="list the built-in suites, or expand one (--show NAME)")
     p.add_argument("--show", metavar="SUITE", help="print every case of a suite (name or path)")
@@ -510,6 +512,9 @@ COMMANDS = {
     "gather-logs": cmd_gather_logs,
     "stage-data": cmd_stage_data,
     "images": cli_images.cmd_images,
+    "compare": compare.cmd_compare,
+    "bundle": cli_audit.cmd_bundle,
+    "verify": cli_audit.cmd_verify,
 }
 
 

@@ -11,10 +11,12 @@ when there is one). A field a driver does not print ("N/A", missing) is None, ne
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from kit.inputs import InputError
 
@@ -516,6 +518,49 @@ class HostCapture:
             ib_devices=list(d.get("ib_devices") or []),
             nic=d.get("nic"),
         )
+
+
+def capture_from_probes(name: str, raw: dict[str, tuple[int, str]], nic: str | None = None) -> HostCapture:
+    """The parsed machine description from raw probe outputs (pure)."""
+
+    def ok(probe: str) -> str | None:
+        code, text = raw.get(probe, (1, ""))
+        return text if code == 0 and text.strip() else None
+
+    smi = topo = None
+    if ok("nvidia-smi-q"):
+        smi = parse_query_xml(raw["nvidia-smi-q"][1], f"{name}: nvidia-smi -q -x")
+    if ok("nvidia-smi-topo"):
+        topo = parse_topo(raw["nvidia-smi-topo"][1], f"{name}: nvidia-smi topo -m")
+    return HostCapture(
+        host=name,
+        smi=smi,
+        topology=topo,
+        cpu=parse_cpuinfo(raw["cpuinfo"][1], f"{name}:/proc/cpuinfo"),
+        memory_bytes=parse_meminfo(raw["meminfo"][1], f"{name}:/proc/meminfo"),
+        os_release=parse_os_release(raw["os-release"][1], f"{name}:/etc/os-release"),
+        kernel=raw["kernel"][1].strip(),
+        docker_version=(ok("docker") or "").strip() or None,
+        ib_devices=sorted((ok("infiniband") or "").split()),
+        nic=nic if nic and raw.get("nic", (1, ""))[0] == 0 else None,
+    )
+
+
+def capture_from_dir(name: str, host_dir: Path) -> HostCapture:
+    """Parse a host's kept raw probe outputs again (env/<host>/probes.json + <probe>.txt), as an auditor does."""
+    probes_file = host_dir / "probes.json"
+    try:
+        probes = json.loads(probes_file.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise EnvCaptureError(str(probes_file), f"cannot read: {exc}") from None
+    raw = {}
+    for probe, entry in probes.items():
+        text_file = host_dir / f"{probe}.txt"
+        raw[probe] = (int(entry.get("exit", 1)), text_file.read_text() if text_file.is_file() else "")
+    for needed in ("cpuinfo", "meminfo", "os-release", "kernel"):
+        if needed not in raw:
+            raise EnvCaptureError(str(probes_file), f"no {needed!r} probe recorded")
+    return capture_from_probes(name, raw, (probes.get("nic") or {}).get("interface"))
 
 
 @dataclass

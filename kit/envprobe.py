@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from kit import envcapture as ec
@@ -31,53 +33,61 @@ PROBES = {
 }
 
 
-def _run_probes(conn, host: HostConfig, out_dir: Path) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
+Runner = Callable[[str, int], tuple[int, str]]  # (shell command, timeout s) -> (exit code, stdout)
+
+
+def _run_probes(run: Runner, host: HostConfig | None,
+                out_dir: Path) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
     """Run every probe; keep each raw output byte-exact in <probe>.txt. Returns (exit, stdout) and commands."""
     raw: dict[str, tuple[int, str]] = {}
     for name, command in PROBES.items():
         if name.startswith("nvidia-smi") and raw.get("has-nvidia-smi", (1, ""))[0] != 0:
             continue
-        result = conn.run(command, hide=True, warn=True, timeout=60)
-        raw[name] = (result.exited, result.stdout)
+        raw[name] = run(command, 60)
         if name != "has-nvidia-smi":
-            (out_dir / f"{name}.txt").write_text(result.stdout)
+            (out_dir / f"{name}.txt").write_text(raw[name][1])
     commands = dict(PROBES)
-    if host.nic:
+    if host is not None and host.nic:
         commands["nic"] = f"cat /sys/class/net/{quote_cmd([host.nic])}/operstate"
-        nic = conn.run(commands["nic"], hide=True, warn=True, timeout=30)
-        raw["nic"] = (nic.exited, nic.stdout)
+        raw["nic"] = run(commands["nic"], 30)
     return raw, commands
+
+
+def _fabric_runner(conn) -> Runner:
+    def run(command: str, timeout: int) -> tuple[int, str]:
+        result = conn.run(command, hide=True, warn=True, timeout=timeout)
+        return result.exited, result.stdout
+    return run
+
+
+def _local_runner(command: str, timeout: int) -> tuple[int, str]:
+    try:
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 124, ""
+    return done.returncode, done.stdout
 
 
 def probe_host(host: HostConfig, inv: Inventory, out_dir: Path) -> ec.HostCapture:
     with connect(host, inv) as conn:
-        raw, commands = _run_probes(conn, host, out_dir)
-    (out_dir / "probes.json").write_text(
-        json.dumps({name: {"command": commands[name], "exit": code} for name, (code, _) in raw.items()}, indent=2)
-        + "\n"
-    )
+        raw, commands = _run_probes(_fabric_runner(conn), host, out_dir)
+    return _capture(host.name, host.nic, raw, commands, out_dir)
 
-    def ok(name: str) -> str | None:
-        code, text = raw.get(name, (1, ""))
-        return text if code == 0 and text.strip() else None
 
-    smi = topo = None
-    if ok("nvidia-smi-q"):
-        smi = ec.parse_query_xml(raw["nvidia-smi-q"][1], f"{host.name}: nvidia-smi -q -x")
-    if ok("nvidia-smi-topo"):
-        topo = ec.parse_topo(raw["nvidia-smi-topo"][1], f"{host.name}: nvidia-smi topo -m")
-    capture = ec.HostCapture(
-        host=host.name,
-        smi=smi,
-        topology=topo,
-        cpu=ec.parse_cpuinfo(raw["cpuinfo"][1], f"{host.name}:/proc/cpuinfo"),
-        memory_bytes=ec.parse_meminfo(raw["meminfo"][1], f"{host.name}:/proc/meminfo"),
-        os_release=ec.parse_os_release(raw["os-release"][1], f"{host.name}:/etc/os-release"),
-        kernel=raw["kernel"][1].strip(),
-        docker_version=(ok("docker") or "").strip() or None,
-        ib_devices=sorted((ok("infiniband") or "").split()),
-        nic=host.nic if host.nic and raw.get("nic", (1, ""))[0] == 0 else None,
-    )
+def probe_local(name: str, out_dir: Path) -> ec.HostCapture:
+    """The same probes on this machine (kit bench): runs/<id>/env/<name>/ as for a remote host."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw, commands = _run_probes(_local_runner, None, out_dir)
+    return _capture(name, None, raw, commands, out_dir)
+
+
+def _capture(name: str, nic: str | None, raw: dict[str, tuple[int, str]], commands: dict[str, str],
+             out_dir: Path) -> ec.HostCapture:
+    entries = {probe: {"command": commands[probe], "exit": code} for probe, (code, _) in raw.items()}
+    if "nic" in entries:
+        entries["nic"]["interface"] = nic
+    (out_dir / "probes.json").write_text(json.dumps(entries, indent=2) + "\n")
+    capture = ec.capture_from_probes(name, raw, nic)
     (out_dir / "capture.json").write_text(json.dumps(capture.to_dict(), indent=2) + "\n")
     return capture
 

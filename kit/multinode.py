@@ -57,6 +57,7 @@ class HostResult:
     exit_code: int | None = None
     error: str = ""
     seconds: float = 0.0
+    command: str = ""  # the exact remote command line (environment included)
 
 
 @dataclass
@@ -185,7 +186,7 @@ class Job:
     def execute(self, run: bench.PlannedRun) -> JobOutcome:
         port = random.randint(20000, 39999)
         plan = self.commands(run, port)
-        results = {h.name: HostResult(h.name) for h in self.hosts}
+        results = {h.name: HostResult(h.name, command=cmd) for h, _workdir, cmd in plan}
         stop = threading.Event()
         start = time.monotonic()
 
@@ -321,7 +322,8 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
         outcome = job.execute(run)
         outcomes.append(outcome)
         bench.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
-                         hosts={h.host: {"exit_code": h.exit_code, "error": h.error, "seconds": round(h.seconds, 3)}
+                         hosts={h.host: {"exit_code": h.exit_code, "error": h.error, "seconds": round(h.seconds, 3),
+                                "command": h.command}
                                 for h in outcome.hosts})
         if outcome.status != "ok" and policy == "stop":
             break

@@ -55,7 +55,11 @@ def load_yaml(path: str | Path) -> Any:
         raise ConfigError(p, "not UTF-8 text (binary file?)") from None
     if "\x00" in text:
         raise ConfigError(p, "binary file (NUL bytes), not YAML")
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # the reader refuses control characters at once
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(p, f"malformed YAML: control character #x{exc.character:04x} is not allowed", line) from None
     loader.name = str(p)
     try:
         data = loader.get_single_data()

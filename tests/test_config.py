@@ -307,3 +307,10 @@ def test_system_section_names_submitter_and_system(tmp_path):
     path.write_text("schema_version: 1\nsystem:\n  submitter: ''\nhosts:\n  - {name: a, address: 192.0.2.1}\n")
     with pytest.raises(ConfigError, match=r"hosts.yaml:3: system.submitter: expected a non-empty"):
         load_hosts(path, env={})
+
+
+def test_a_control_character_is_a_config_error_with_its_line(tmp_path):
+    path = tmp_path / "hosts.yaml"
+    path.write_text("schema_version: 1\nhosts:\n  - {name: a, add\x11ress: 192.0.2.1}\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:3: malformed YAML: control character #x0011"):
+        load_hosts(path, env={})

@@ -62,8 +62,10 @@ def test_short_real_training_run_logs_every_measured_step(tmp_path, framework, m
     out = harness("--framework", framework, "--model", model, "--num-classes", "10", *TINY)
     assert out.returncode == 0, out.stderr[-2000:]
     events = kitlines(out.stdout)
-    assert [e["event"] for e in events] == ["run_start", "warmup_end", "step", "step", "run_stop"]
+    assert [e["event"] for e in events] == ["run_start", "warmup_end", "step", "step", "run_stop", "rank_stop"]
     start, steps, stop = events[0], events[2:4], events[4]
+    assert {k: events[5][k] for k in ("status", "rank", "ranks", "steps")} == {
+        "status": "success", "rank": 0, "ranks": 1, "steps": 2}
     assert start["framework"] == framework and start["model"] == model and start["device"] == "cpu"
     assert start["threads"] == 1 and start["global_batch"] == 2 and start["amp_effective"] is False
     assert [s["step"] for s in steps] == [2, 3]
@@ -98,7 +100,12 @@ def test_two_process_data_parallel_gloo(tmp_path, framework, launcher):
     assert len(steps) == 2, "rank 0 alone logs the measured steps"
     assert all(s["ranks"] == 2 and s["global_batch"] == 4 for s in steps)
     assert events[0]["ranks"] == 2 and events[0]["local_batch"] == 2
-    assert events[-1]["event"] == "run_stop" and events[-1]["status"] == "success"
+    stops = [e for e in events if e["event"] == "run_stop"]
+    assert len(stops) == 1 and stops[0]["status"] == "success"
+    if framework == "paddle":  # the launcher echoes rank 0; rank 1 writes into its workerlog
+        events += kitlines((tmp_path / "launch" / "workerlog.1").read_text())
+    ranks = sorted(e["rank"] for e in events if e["event"] == "rank_stop" and e["status"] == "success")
+    assert ranks == [0, 1], "every rank says it finished"
 
 
 def test_amp_on_cpu_says_it_ran_fp32():
@@ -130,8 +137,9 @@ def test_unreadable_jpeg_fails_clearly_naming_the_file(tmp_path):
                   "--data", str(tmp_path / "imnet" / "train_list.txt"), *TINY)
     assert out.returncode == 2
     assert victim.name in out.stderr and "bad_input" in out.stderr
-    stop = kitlines(out.stdout)[-1]
+    stop, rank = kitlines(out.stdout)[-2:]
     assert stop["event"] == "run_stop" and stop["status"] == "failed" and stop["reason"] == "bad_input"
+    assert rank["event"] == "rank_stop" and rank["status"] == "failed" and rank["reason"] == "bad_input"
     with pytest.raises(ParseError, match="failed run \\(bad_input\\)"):
         parse_log(write_log(tmp_path, out.stdout))
 
@@ -200,5 +208,5 @@ def test_out_of_memory_stops_with_exit_4(framework):
                   "--warmup-steps", "1", "--measure-steps", "1", "--threads", "1")
     assert out.returncode == 4, out.stderr[-2000:]
     assert "out_of_memory" in out.stderr
-    stop = kitlines(out.stdout)[-1]
+    stop = kitlines(out.stdout)[-2]
     assert stop["event"] == "run_stop" and stop["reason"] == "out_of_memory"

@@ -61,7 +61,9 @@ class Dist:
 
 def emit(event: str, **fields) -> None:
     line = {"kit": LOG_VERSION, "event": event, "time_ms": round(time.time() * 1000), **fields}
-    print(":::KITLOG " + json.dumps(line, separators=(", ", ": ")), flush=True)
+    # one write per line: ranks sharing one stdout (torch.distributed.run, PYTHONUNBUFFERED) must not interleave
+    sys.stdout.write(":::KITLOG " + json.dumps(line, separators=(", ", ": ")) + "\n")
+    sys.stdout.flush()
 
 
 def positive_int(text: str) -> int:
@@ -452,6 +454,7 @@ def run(args, dist: Dist) -> int:
         )
         timed_loop(args, backend, dist, log)
         backend.barrier()
+        rank_stop(dist, "success", args.measure_steps)
         return 0
     except HarnessFailure as exc:
         return fail(exc.reason, str(exc), dist, log)
@@ -472,7 +475,14 @@ def fail(reason: str, message: str, dist: Dist, log) -> int:
     first_line = message.strip().splitlines()[0] if message.strip() else reason
     print(f"train.py: rank {dist.rank}: {reason}: {message}", file=sys.stderr, flush=True)
     log("run_stop", status="failed", reason=reason, message=first_line[:500])
+    rank_stop(dist, "failed", 0, reason=reason)
     return REASON_EXIT.get(reason, EXIT_ERROR)
+
+
+def rank_stop(dist: Dist, status: str, steps: int, **fields) -> None:
+    """Every rank, not only the logger, says it finished: an auditor checks that no rank is missing."""
+    emit("rank_stop", status=status, rank=dist.rank, ranks=dist.world_size, local_rank=dist.local_rank,
+         host=socket.gethostname(), steps=steps, **fields)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,261 @@
+"""Auditor bundles of a REAL run (Paddle + PyTorch training on this CPU): make, sign, verify, tamper, break rules."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from kit import bench, images
+from kit import bundle as bd
+from kit.cli import main
+from kit.verify import verify, verify_tree
+
+SUITE = """\
+schema_version: 1
+name: audit
+description: two frameworks, one and two processes, for the bundle tests
+hardware: cpu
+defaults: {warmup_steps: 2, measure_steps: 10, repeats: 2, batch_size: 2, image_size: 32, num_classes: 10,
+           timeout_s: 300}
+cases:
+  - framework: [torch, paddle]
+    model: resnet50
+    gpus_per_node: [1, 2]
+"""
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("audit")
+    (base / "audit.yaml").write_text(SUITE)
+    run_dir, suite = bench.start(base / "audit.yaml", base / "runs")
+    result = bench.run_bench(run_dir, suite)
+    assert not result.failed, [o.reason for o in result.failed]
+    return run_dir
+
+
+def fresh_copy(run_dir: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "runs" / run_dir.name
+    shutil.copytree(run_dir, target)
+    return target
+
+
+def unpacked(bundle: Path, into: Path) -> Path:
+    return bd.unpack(bundle, into)
+
+
+@pytest.fixture(scope="module")
+def signer(tmp_path_factory) -> tuple[Path, Path]:
+    keys = tmp_path_factory.mktemp("keys")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "auditor", "-f", str(keys / "id")],
+                   check=True)
+    allowed = keys / "allowed_signers"
+    allowed.write_text(f"operator@lab namespaces=\"kit-bundle\" {(keys / 'id.pub').read_text().strip()}\n")
+    return keys / "id", allowed
+
+
+def test_bundle_of_a_real_run_verifies_and_carries_everything(real_run, tmp_path, capsys):
+    run = fresh_copy(real_run, tmp_path)
+    assert main(["bundle", str(run), "--submitter", "Kit Lab", "--system-name", "ci-box"]) == 0
+    bundle = run.parent / f"{run.name}.bundle.tar.gz"
+    assert bundle.is_file() and "signature: unsigned" in capsys.readouterr().out
+    assert main(["verify", str(bundle)]) == 0
+    out = capsys.readouterr().out
+    assert "UNSIGNED" in out and "OK: every file intact" in out
+    for rule in ("repeats_as_declared", "every_rank_logged", "results_recomputed", "report_recomputed",
+                 "environment_consistent", "warmup_skipped", "measured_steps"):
+        assert f"OK   {rule}:" in out, rule
+
+    root = unpacked(bundle, tmp_path / "open")
+    manifest = json.loads((root / "manifest.json").read_text())
+    listed = set(manifest["files"])
+    on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {"manifest.json"}
+    assert listed == on_disk and manifest["schema_version"] == 1
+    every_source = {f"run/{run.name}/{p.relative_to(run).as_posix()}" for p in run.rglob("*") if p.is_file()}
+    assert every_source <= listed, "every file of the run directory rides in the bundle"
+    assert any("/launcher/" in f and "workerlog.1" in f for f in listed), "rank logs of the launcher too"
+    for name, entry in manifest["files"].items():
+        assert entry["sha256"] == bd.sha256_file(root / name)
+
+    system = json.loads((root / "system.json").read_text())
+    assert (system["submitter"], system["system_name"], system["number_of_nodes"]) == ("Kit Lab", "ci-box", "1")
+    capture = json.loads((root / "run" / run.name / "env").glob("*/capture.json").__next__().read_text())
+    assert system["host_processor_core_count"] == str(capture["cpu"]["cores"])
+    assert system["operating_system"] == capture["os_release"]
+    assert system["framework"].startswith("paddle 3.") and "torch 2." in system["framework"]
+    from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
+
+    valid, name, *_ = check_system_desc(str(root / "system.json"), "training", "4.1.0")
+    assert valid and name == "ci-box"
+
+    commands = json.loads((root / "commands.json").read_text())
+    assert len(commands) == 8
+    entry = commands[f"logs/paddle/resnet50/bz2/1n2g/resnet50_b2_fp32_1.log"]
+    assert "paddle.distributed.launch" in entry["argv"] and entry["env"]["GLOO_SOCKET_IFNAME"] == "lo"
+    provenance = json.loads((root / "provenance.json").read_text())
+    assert provenance["rules_version"] == "v1" and len(provenance["kit_commit_at_run"]["commit"]) == 40
+
+
+def test_any_single_byte_flip_fails_and_names_the_file(real_run, tmp_path, signer):
+    key, allowed = signer
+    run = fresh_copy(real_run, tmp_path)
+    bundle = bd.make_bundle(run, sign_key=key, submitter="Lab", system_name="box")
+    pristine = unpacked(bundle, tmp_path / "pristine")
+    assert verify_tree(pristine, allowed).ok
+    files = sorted(p.relative_to(pristine).as_posix() for p in pristine.rglob("*") if p.is_file())
+    rng = random.Random(20261121)
+    picks = files + [rng.choice(files) for _ in range(40)]  # every file once, then more at random
+    for i, name in enumerate(picks):
+        tree = tmp_path / f"m{i}" / pristine.name
+        shutil.copytree(pristine, tree)
+        data = bytearray((tree / name).read_bytes())
+        if not data:
+            continue
+        at = rng.randrange(len(data))
+        data[at] ^= rng.randrange(1, 256)
+        (tree / name).write_bytes(bytes(data))
+        result = verify_tree(tree, allowed)
+        assert not result.ok, f"flip at byte {at} of {name} went unnoticed"
+        assert name in {v.file for v in result.violations}, (name, [v.where for v in result.violations][:5])
+        shutil.rmtree(tree.parent)
+
+    raw = bytearray(bundle.read_bytes())  # the archive itself
+    for at in (len(raw) // 3, len(raw) // 2, len(raw) - 5):
+        broken = tmp_path / f"broken-{at}.tar.gz"
+        mutated = bytearray(raw)
+        mutated[at] ^= 0x5A
+        broken.write_bytes(bytes(mutated))
+        result = verify(broken, allowed)
+        assert not result.ok and result.violations[0].file in (broken.name, *files), result.violations[0]
+
+
+def test_edited_figures_are_caught_by_recomputation_even_with_a_rebuilt_manifest(real_run, tmp_path):
+    bundle = bd.make_bundle(fresh_copy(real_run, tmp_path), submitter="Lab", system_name="box")
+    root = unpacked(bundle, tmp_path / "open")
+    run = next((root / "run").iterdir())
+    results = json.loads((run / "results.json").read_text())
+    case = results["groups"][0]["cases"][0]
+    case["runs"][0]["value"] *= 1.25  # a better figure than the log gives
+    (run / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    report = (run / "report.md").read_text().splitlines()
+    row = next(i for i, line in enumerate(report) if line.startswith("| 1 |"))
+    report[row] = report[row].replace("| 1 |", "| 1 |", 1).replace(" | ", " | 9", 2)
+    (run / "report.md").write_text("\n".join(report) + "\n")
+    bd.write_manifest(root)  # the forger rebuilds the manifest; there was no signing key to redo
+    result = verify_tree(root)
+    assert not [v for v in result.violations if v.rule == "integrity"]
+    by_rule = {v.rule: v for v in result.violations}
+    assert set(by_rule) == {"results_recomputed", "report_recomputed"}
+    assert by_rule["results_recomputed"].file == "results.json" and by_rule["results_recomputed"].line
+    assert "groups[0].cases[0].runs[0].value" in by_rule["results_recomputed"].message
+    assert by_rule["report_recomputed"].where == f"report.md:{row + 1}"
+
+
+def test_signatures_standard_openssh(real_run, tmp_path, signer, capsys):
+    key, allowed = signer
+    signed = bd.make_bundle(fresh_copy(real_run, tmp_path), tmp_path / "signed.tar.gz", sign_key=key,
+                            submitter="Lab", system_name="box")
+    assert main(["verify", str(signed), "--allowed-signers", str(allowed)]) == 0
+    assert "VALID - good signature by operator@lab" in capsys.readouterr().out
+    assert main(["verify", str(signed)]) == 0  # intact, signer not checked: said, not failed
+    assert "UNCHECKED" in capsys.readouterr().out
+    root = unpacked(signed, tmp_path / "open")  # the same sig checks with ssh-keygen by hand
+    done = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I", "operator@lab", "-n",
+                           "kit-bundle", "-s", str(root / "manifest.json.sig")],
+                          stdin=open(root / "manifest.json", "rb"), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    other = tmp_path / "other_signers"
+    other.write_text(f"someone@else {(stranger.with_suffix('.pub')).read_text().strip()}\n")
+    assert main(["verify", str(signed), "--allowed-signers", str(other)]) == 1
+    assert "[signature] manifest.json.sig: signed by a key that" in capsys.readouterr().out
+    unsigned = bd.make_bundle(fresh_copy(real_run, tmp_path / "u"), submitter="Lab", system_name="box")
+    assert main(["verify", str(unsigned), "--allowed-signers", str(allowed)]) == 1
+    assert "missing, but --allowed-signers asks for a signed bundle" in capsys.readouterr().out
+
+
+def test_missing_rank_log_fails_every_rank_logged(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    victim = run / "launcher/paddle/resnet50/bz2/1n2g/1/workerlog.1"
+    assert '"rank_stop"' in victim.read_text()
+    victim.unlink()  # a rank whose log never came back
+    result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
+    assert [(v.rule, v.file) for v in result.violations] == [
+        ("every_rank_logged", "logs/paddle/resnet50/bz2/1n2g/resnet50_b2_fp32_1.log")]
+    assert "no log of rank(s) 1 of 2" in result.violations[0].message
+
+
+def test_fewer_repeats_than_declared_fails_with_the_suite_line(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    (run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log").unlink()
+    bench.write_report(run, bench.load_suite(run / "suite.yaml"))  # the run's own report, one repeat short
+    result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
+    assert [v.rule for v in result.violations] == ["repeats_as_declared"]
+    v = result.violations[0]
+    suite_lines = (run / "suite.yaml").read_text().splitlines()
+    assert v.file == "suite.yaml" and suite_lines[v.line - 1].lstrip().startswith("- framework:")
+    assert "torch/resnet50/bz2/1n1g/fp32: 1 run(s) with a figure, the suite declares 2 repeats" in v.message
+
+
+def test_mixed_image_ids_fail_same_image_everywhere(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    good, other = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    images.record(run, "kit/cpu:abc", good, spec_key="cpu", hosts={"h1": good, "h2": other})
+    result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
+    assert [v.rule for v in result.violations] == ["same_image_everywhere"]
+    v = result.violations[0]
+    assert v.file == "images.json" and v.line and "h2 sha256:bbbbbbbbbbbb" in v.message and "h1" not in v.message
+
+
+def test_published_claims_ride_along_and_the_false_one_is_flagged(real_run, tmp_path, published):
+    bundle = bd.make_bundle(fresh_copy(real_run, tmp_path), claims=published / "expected.yaml",
+                            submitter="Lab", system_name="box")
+    result = verify(bundle)
+    flagged = [v for v in result.violations if v.rule == "published_claims_derive"]
+    assert result.violations == flagged and len(flagged) == 1
+    assert flagged[0].file == "claims/expected.yaml" and "derives: false" in flagged[0].message
+    claims = next(f for f in result.findings if f.rule.name == "published_claims_derive")
+    assert claims.checked > 20
+
+
+def test_secrets_are_redacted_in_the_bundle_never_in_the_run(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    env_dump = run / "launcher/paddle/resnet50/bz2/1n2g/1/backup_env.0.json"
+    original = env_dump.read_text()
+    env_dump.write_text(original.rstrip()[:-1] + ', "HF_TOKEN": "hf_abcdef123", "WANDB_API_KEY": "k-99"}\n')
+    bundle = bd.make_bundle(run, submitter="Lab", system_name="box")
+    assert "hf_abcdef123" in env_dump.read_text()
+    root = unpacked(bundle, tmp_path / "open")
+    copied = (root / "run" / run.name / env_dump.relative_to(run)).read_text()
+    assert "hf_abcdef123" not in copied and "k-99" not in copied
+    assert '"HF_TOKEN": "<redacted>"' in copied and '"WANDB_API_KEY": "<redacted>"' in copied
+    provenance = json.loads((root / "provenance.json").read_text())
+    assert sorted(r["key"] for r in provenance["redactions"]) == ["HF_TOKEN", "WANDB_API_KEY"]
+    with tarfile.open(bundle) as tar:
+        everything = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+    assert b"hf_abcdef123" not in everything
+    assert verify(bundle).ok
+
+
+def test_bad_input_is_refused_clearly(tmp_path, capsys):
+    assert main(["bundle", str(tmp_path)]) == 2
+    assert "not a run directory (needs run.json and logs/)" in capsys.readouterr().err
+    assert main(["verify", str(tmp_path / "nope.tar.gz")]) == 2
+    assert "no such bundle" in capsys.readouterr().err
+    (tmp_path / "truncated.tar.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    assert main(["verify", str(tmp_path / "truncated.tar.gz")]) == 1
+    assert "[integrity] truncated.tar.gz: corrupt or truncated archive" in capsys.readouterr().out
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        link = tarfile.TarInfo("kit-bundle-x/run/x/report.md")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    assert main(["verify", str(evil)]) == 1
+    assert "refused member 'kit-bundle-x/run/x/report.md'" in capsys.readouterr().out
