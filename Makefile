@@ -19,7 +19,7 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps test lint report images bench-images bench-local bench-v100 bench-a100 bench-h100 bench-parse bench-overhead bench-fanout crosscheck clean distclean check-venv
+.PHONY: help setup system-deps test lint report images bench-images bench-local bench-v100 bench-a100 bench-h100 bench-parse bench-overhead bench-fanout crosscheck bundle verify clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -102,6 +102,14 @@ bench-fanout: check-venv ## check_env wall time on 4 SSH test hosts / on 1 (targ
 
 crosscheck: check-venv ## re-derive published figures from logs: CLAIMS=<claims.yaml>
 	$(VENV)/bin/kit crosscheck $(CLAIMS)
+
+bundle: check-venv ## auditor bundle of a run: RUN=runs/<id> (default: newest) [SIGN_KEY=~/.ssh/id_ed25519]
+	@if [ -z "$(RUN)" ]; then echo "bundle: no run directory under $(RUNS_DIR)/; pass RUN=<dir>" >&2; exit 1; fi
+	$(VENV)/bin/kit bundle $(RUN) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY))
+
+verify: check-venv ## check an auditor bundle: BUNDLE=<file.tar.gz> [ALLOWED_SIGNERS=<file>]
+	@if [ -z "$(BUNDLE)" ]; then echo "verify: pass BUNDLE=<runs/<id>.bundle.tar.gz>" >&2; exit 1; fi
+	$(VENV)/bin/kit verify $(BUNDLE) $(if $(ALLOWED_SIGNERS),--allowed-signers $(ALLOWED_SIGNERS))
 
 clean: ## remove build outputs and caches (keeps .venv, runs/ and bench/out/)
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache
