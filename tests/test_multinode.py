@@ -65,6 +65,16 @@ def test_fab_run_multinode_runs_one_job_on_both_hosts_at_once(ssh_hosts, tmp_pat
     for host in ("h1", "h2"):
         assert (run_dir / "hosts" / host / "paddle/resnet50/bz2/2n1g/1/stdout.log").is_file()
     assert (run_dir / "report.md").is_file()
+    assert all("train.py" in entry["hosts"][h]["command"] for h in ("h1", "h2")), "each host's command is kept"
+    # the auditor's view: rank 1's line is found in h2's gathered log; both hosts' captures re-parse and agree
+    from kit import rules
+    from kit.evidence import Evidence
+
+    findings = {f.rule.name: f for f in rules.evaluate(rules.load_rules(), Evidence(run_dir))}
+    assert findings["every_rank_logged"].checked == 1 and not findings["every_rank_logged"].violations
+    assert findings["environment_consistent"].checked == 2 and not findings["environment_consistent"].violations
+    assert not findings["results_recomputed"].violations and not findings["report_recomputed"].violations
+    assert [v.rule for f in findings.values() for v in f.violations] == ["measured_steps"]  # 2 steps < 10
     # gloo needs both ranks up together: a serial start would have hung until the case timeout
     assert wall < 240
     print(f"2-host run wall time: {wall:.1f} s")
