@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit import __version__
+from kit import __version__, reference, refrun
 from kit.envcapture import parse_cpuinfo
 from kit.extract import Method, MethodError, compute_figure
 from kit.inputs import KitError
@@ -102,20 +102,26 @@ def new_run_dir(runs_dir: Path, suite: str) -> Path:
     return path
 
 
-def plan(suite: Suite) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
-    """Runs this host can do (interleaved repeats) and the cases it cannot, with the reason."""
+def plan(suite: Suite, model_code: str | None = None) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
+    """Runs this host can do (interleaved repeats) and the cases it cannot, with the reason.
+
+    A reference case (impl: reference) runs here when its program's checkout is under model_code
+    (default: KIT_MODEL_CODE, else the images' /opt/models)."""
+    root = model_code or refrun.model_code_root()
     skipped: list[tuple[Case, str]] = []
     for case in suite.cases:
-        if case.runner != "harness":
-            skipped.append((case, f"runner {case.runner} (NGC DeepLearningExamples) is not available to kit bench"))
-        elif case.nodes > 1:
+        if case.nodes > 1:
             skipped.append((case, f"{case.nodes} nodes: run it with `fab -H ... run_multinode`"))
-    return plan_for_nodes(suite, 1), skipped
+        elif case.impl == "reference" and (why := refrun.missing_code(case, root)):
+            skipped.append((case, why))
+    ok = {id(c) for c in suite.cases} - {id(c) for c, _ in skipped}
+    return plan_for_nodes(suite, 1, lambda c: id(c) in ok), skipped
 
 
-def plan_for_nodes(suite: Suite, nodes: int) -> list[PlannedRun]:
-    """The harness runs of cases on exactly `nodes` hosts, repeats interleaved."""
-    cases = [c for c in suite.cases if c.runner == "harness" and c.nodes == nodes]
+def plan_for_nodes(suite: Suite, nodes: int, accept: Callable[[Case], bool] | None = None) -> list[PlannedRun]:
+    """The runs of cases on exactly `nodes` hosts, repeats interleaved: harness cases, or those `accept` takes."""
+    take = accept or (lambda c: c.impl == "harness")
+    cases = [c for c in suite.cases if c.nodes == nodes and take(c)]
     most = max((c.repeats for c in cases), default=0)
     return [PlannedRun(c, r) for r in range(1, most + 1) for c in cases if r <= c.repeats]
 
@@ -197,6 +203,8 @@ class LocalRunner:
 
     def command(self, run: PlannedRun, hardware: str) -> Command:
         case = run.case
+        if case.impl == "reference":
+            return self.reference_command(run, hardware)
         threads = max(1, self.threads_per_host // case.gpus_per_node) if hardware == "cpu" else None
         placement = Placement(master_port=free_port(), socket_ifname="lo" if case.processes > 1 else None)
         launcher_dir = self.run_dir / "launcher" / run.log_rel.parent.relative_to("logs") / f"{run.repeat}"
@@ -224,6 +232,29 @@ class LocalRunner:
             image=image, run_id=self.run_dir.name, case_key=case.key,
             name=container_name(self.run_dir.name, case.key, run.repeat, "local"),
             gpus=case.gpus_per_node if hardware == "gpu" else 0, shm_size="2g", mounts=tuple(mounts),
+            user=f"{os.getuid()}:{os.getgid()}", workdir=str(self.run_dir), memlock_unlimited=hardware == "gpu"))
+
+    def reference_command(self, run: PlannedRun, hardware: str) -> Command:
+        """The published program (kit.reference) through scripts/reference/launch.py, which records
+        <log stem>.cmd.json beside the log; in the pinned image (its model code, scripts/ mounted) or here."""
+        case = run.case
+        image = self.images.get(case.framework)
+        if self.images and image is None:
+            raise BenchError(f"case {case.key}: no image for framework {case.framework}")
+        cluster = reference.Cluster(port=free_port())
+        scripts = reference.SCRIPTS_DIR if image else str(refrun.SCRIPTS)
+        ref = reference.build(case.ref_job(), cluster, code_root=reference.CODE_ROOT if image else
+                              refrun.model_code_root(), scripts_dir=scripts)
+        record = str(refrun.sidecar_path(self.run_dir / run.log_rel))
+        argv = refrun.launch_argv("python3" if image else self.python, scripts, ref, case.ref_job(), cluster, record)
+        inner = Command(argv, {"PYTHONUNBUFFERED": "1", **ref.env})
+        if not image:
+            return inner
+        mounts = (Mount(str(self.run_dir), str(self.run_dir)), Mount(str(refrun.SCRIPTS), scripts, read_only=True))
+        return docker_command(Command(inner.argv, {**inner.env, "HOME": "/tmp"}), DockerRun(
+            image=image, run_id=self.run_dir.name, case_key=case.key,
+            name=container_name(self.run_dir.name, case.key, run.repeat, "local"),
+            gpus=case.gpus_per_node if hardware == "gpu" else 0, mounts=mounts,
             user=f"{os.getuid()}:{os.getgid()}", workdir=str(self.run_dir), memlock_unlimited=hardware == "gpu"))
 
     def remove_containers(self) -> None:

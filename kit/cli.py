@@ -116,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", choices=("native", "docker"), default="native",
                    help="native: this Python; docker: each run in the suite's pinned image (built if missing)")
     p.add_argument("--image", help="with --runtime docker: this image reference instead of the pinned one")
+    p.add_argument("--hosts-file", type=Path, default=None, help="with --dry-run: the hosts of n-node cases "
+                   "(default: $KIT_HOSTS_FILE or hosts.yaml when present, else placeholders node1..nodeN)")
 
     p = sub.add_parser("multinode", help="one job over several hosts at once (what `fab -H a,b run_multinode` calls)")
     p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory; the first is rank 0")
@@ -306,17 +308,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
         bench.check_host(bench.load_suite(args.suite))
         run_dir, suite = bench.start(args.suite, args.runs_dir)
     runs, skipped = bench.plan(suite)
-    if args.dry_run:
+    if args.dry_run:  # every case, harness and reference, on every host it would use (kit.dryrun)
+        from kit import dryrun
+        from kit.config import load_hosts
+
         train_list = str(args.train_list or "TRAIN_LIST") if any(c.data == "imagenet" for c in suite.cases) else None
         images = None
         if args.runtime == "docker":
-            images = {r.case.framework: args.image or f"<the pinned {r.case.framework} image>" for r in runs}
+            images = {c.framework: args.image or f"<the pinned {c.framework} image>" for c in suite.cases}
         runner = bench.LocalRunner(run_dir or args.runs_dir / "DRY-RUN", train_list=train_list, images=images)
-        for run in runs:
-            done = run_dir is not None and bench.is_done(run_dir, run)
-            print(f"{'done ' if done else ''}{run.log_rel}: {runner.command(run, suite.hardware).shell()}")
-        for case, reason in skipped:
-            print(f"skip {case.key}: {reason}")
+        hosts_path = _hosts_file(args)
+        hosts = load_hosts(hosts_path).hosts if args.hosts_file or hosts_path.is_file() else None
+        for line in dryrun.render(suite, runner, hosts, f"from {hosts_path}", run_dir):
+            print(line)
         return EXIT_OK
     console = _progress_console()
     console.print(f"kit bench: suite [bold]{suite.name}[/], {len(runs)} runs -> {run_dir}", soft_wrap=True)

@@ -59,6 +59,7 @@ HOST_KEYS: dict[str, tuple[tuple, Any]] = {
     "work_dir": ((str,), "/var/tmp/kit"),
     "runtime": ((str,), "docker"),
     "python": ((str,), "python3"),
+    "model_code": ((str, None), None),  # root of the reference programs' checkouts (runtime native); None: /opt/models
 }
 SSH_KEYS: dict[str, tuple[tuple, Any]] = {
     "known_hosts": ((str, None), None),  # None: ~/.ssh/known_hosts
@@ -80,6 +81,7 @@ ENV_VARS = {
     "KIT_WORK_DIR": "work_dir",
     "KIT_RUNTIME": "runtime",
     "KIT_PYTHON": "python",
+    "KIT_MODEL_CODE": "model_code",
     "KIT_KNOWN_HOSTS": "known_hosts",
     "KIT_ACCEPT_NEW_HOST_KEYS": "accept_new_host_keys",
     "KIT_CONNECT_TIMEOUT": "connect_timeout",
@@ -101,6 +103,7 @@ class HostConfig:
     work_dir: str = HOST_DEFAULTS["work_dir"]
     runtime: str = "docker"
     python: str = "python3"
+    model_code: str | None = None
     line: int = 0  # line of the entry in the hosts file
 
     @property
@@ -421,6 +424,7 @@ _VALIDATORS = {
     "ib_hca": _no_space,
     "data_dir": _remote_dir,
     "work_dir": _remote_dir,
+    "model_code": _remote_dir,
     "key_file": _local_path,
     "known_hosts": _local_path,
     "runtime": _runtime,

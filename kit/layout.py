@@ -100,6 +100,9 @@ def _within(path: Path, root: Path) -> bool:
         return False
 
 
+SIDECAR_SUFFIX = ".cmd.json"  # a reference run's command record beside its log (scripts/reference/launch.py)
+
+
 def find_logs(root: Path) -> tuple[list[RunLog], list[Stray]]:
     """Every run log below root (sorted), plus the files that look like logs but don't fit."""
     root = Path(root)
@@ -110,7 +113,7 @@ def find_logs(root: Path) -> tuple[list[RunLog], list[Stray]]:
         here = Path(dirpath)
         in_case = CASE_DIR.match(here.name) is not None
         for filename in sorted(filenames):
-            if not in_case and not filename.endswith(".log"):
+            if (not in_case and not filename.endswith(".log")) or filename.endswith(SIDECAR_SUFFIX):
                 continue
             found = classify(here / filename, root)
             (logs if isinstance(found, RunLog) else strays).append(found)

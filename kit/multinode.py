@@ -154,11 +154,33 @@ class Job:
             return [f.result() for f in futures]
 
     def commands(self, run: bench.PlannedRun, port: int) -> list[tuple[HostConfig, str, str]]:
+        """(host, remote workdir, remote command line) for every host that starts something.
+
+        Reference cases (kit.reference) run scripts/reference/launch.py from <work_dir>/kit-scripts on native
+        hosts and /opt/kit/scripts in the image (refrun.SCRIPT_FILES must be there); it records the run in
+        the workdir. Hosts that rank 0's mpirun starts over ssh (NGC TensorFlow) get no command."""
+        from kit import reference, refrun
+
         master = self.hosts[0].address
         out = []
         for rank, host in enumerate(self.hosts):
             workdir = remote_run_dir(host, self.run_id, run)
             docker = host.runtime == "docker"
+            if run.case.impl == "reference":
+                job = run.case.ref_job()
+                cluster = reference.Cluster(rank, tuple(h.address for h in self.hosts), port, host.nic)
+                scripts = reference.SCRIPTS_DIR if docker else posixpath.join(host.work_dir, "kit-scripts")
+                ref = reference.build(job, cluster, scripts_dir=scripts, code_root=reference.CODE_ROOT if docker
+                                      else host.model_code or reference.CODE_ROOT)
+                if not ref.argv:
+                    continue
+                record = posixpath.join(workdir, refrun.sidecar_path(run.log_rel).name)
+                argv = refrun.launch_argv("python3" if docker else host.python, scripts, ref, job, cluster, record)
+                cmd = Command(argv, {"PYTHONUNBUFFERED": "1", **ref.env})
+                if docker:
+                    cmd = self._in_container(host, run, cmd, workdir)
+                out.append((host, workdir, wrapper_command(workdir, cmd.env, cmd.argv)))
+                continue
             cmd = build_command(  # threads: the harness divides each host's cores by its local processes
                 run.case,
                 Placement(len(self.hosts), rank, master, port, host.nic, host.address),

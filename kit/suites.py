@@ -8,12 +8,19 @@ A suite file:
     defaults: {warmup_steps: 20, measure_steps: 100, repeats: 5, ...}   # any case key
     cases:
       - {framework: [paddle, torch], model: resnet50, precision: [fp32, amp], batch_size: 256,
-         gpus_per_node: [1, 8], nodes: 1,
+         gpus_per_node: [1, 8], nodes: 1, impl: harness,
          references: [{gpus_per_node: 1, precision: fp32, framework: paddle,
                        value: 393.561, lower: -0.05, upper: 0.05, unit: samples/s, source: ...}]}
 A list value is expanded (the cartesian product of every list-valued key). A reference is
 (value, lower, upper, unit) as in ReFrame: lower/upper are relative bounds (-0.05 = 5 % below),
 null for unbounded; its other keys select the expanded cases it applies to.
+
+impl: harness runs the kit's own harness (paddle, torch); impl: reference runs the program the seed's
+table came from, with the publisher's flags (kit.reference: PaddleClas, FleetX VGG16, PLSC ArcFace, NGC
+DeepLearningExamples PyTorch/TensorFlow 1/MXNet). Default: harness for paddle/torch, else reference.
+A reference case logs under logs/<implementation>/... (ngc-pytorch, paddleclas, ...) and runs the
+publisher's own step counts and data settings: warmup_steps, measure_steps, data, image_size,
+num_classes and channels_last shape harness cases only.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kit import reference
 from kit.layout import case_name, run_log_path
 from kit.yamlio import ConfigError, LineDict, kind_name, load_yaml, optional, require
 
@@ -33,7 +41,7 @@ HARNESS_FRAMEWORKS = ("paddle", "torch")
 MODELS = ("resnet50", "vgg16", "arcface")
 PRECISIONS = ("fp32", "amp")
 DATA_MODES = ("synthetic", "imagenet")
-RUNNERS = ("harness", "ngc-dle")  # ngc-dle: NVIDIA DeepLearningExamples in the NGC images (TF, MXNet)
+IMPLS = ("harness", "reference")
 HARDWARE = ("cpu", "gpu")
 
 # key -> (types, default); a None default means required
@@ -51,15 +59,15 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
     "image_size": ((int,), None),
     "num_classes": ((int,), None),
     "channels_last": ((bool,), False),
-    "runner": ((str,), None),
+    "impl": ((str,), None),
     "timeout_s": ((int, float), 1800),
 }
-CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "runner": RUNNERS}
+CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS}
 MINIMUM = {"batch_size": 1, "nodes": 1, "gpus_per_node": 1, "warmup_steps": 0, "measure_steps": 1, "repeats": 1,
            "image_size": 8, "num_classes": 1, "timeout_s": 1}
 DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112}
 DEFAULT_NUM_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431}
-SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node")
+SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl")
 REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source")
 
 
@@ -99,7 +107,7 @@ class Case:
     image_size: int
     num_classes: int
     channels_last: bool
-    runner: str
+    impl: str  # harness | reference
     timeout_s: float
     line: int = 0
     reference: Reference | None = None
@@ -107,6 +115,22 @@ class Case:
     @property
     def case_dir(self) -> str:
         return case_name(self.nodes, self.gpus_per_node)
+
+    @property
+    def runner(self) -> str:
+        """Old name of impl (harness | reference), kept for callers not yet migrated."""
+        return self.impl
+
+    @property
+    def log_framework(self) -> str:
+        """The framework folder of the logs: the framework, or the reference implementation's name."""
+        if self.impl == "harness":
+            return self.framework
+        return reference.implementation(self.framework, self.model).name
+
+    def ref_job(self) -> reference.RefJob:
+        return reference.RefJob(self.framework, self.model, self.precision, self.batch_size, self.gpus_per_node,
+                                self.nodes)
 
     @property
     def processes(self) -> int:
@@ -118,16 +142,17 @@ class Case:
 
     @property
     def key(self) -> str:
-        return f"{self.framework}/{self.model}/bz{self.batch_size}/{self.case_dir}/{self.precision}"
+        return f"{self.log_framework}/{self.model}/bz{self.batch_size}/{self.case_dir}/{self.precision}"
 
     def log_path(self, repeat: int) -> Path:
         """Relative to runs/<id>/logs/; repeats count from 1."""
-        return run_log_path(self.framework, self.model, self.batch_size, self.nodes, self.gpus_per_node,
+        return run_log_path(self.log_framework, self.model, self.batch_size, self.nodes, self.gpus_per_node,
                             self.precision, repeat)
 
     def to_dict(self) -> dict:
         data = {k: getattr(self, k) for k in CASE_KEYS}
         data["reference"] = self.reference.to_dict() if self.reference else None
+        data["implementation"] = self.log_framework if self.impl == "reference" else None
         return data
 
 
@@ -238,13 +263,20 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
         values = dict(zip(merged, combo, strict=True))
         values["image_size"] = values["image_size"] or DEFAULT_IMAGE_SIZE[values["model"]]
         values["num_classes"] = values["num_classes"] or DEFAULT_NUM_CLASSES[values["model"]]
-        runner = values["runner"] or ("harness" if values["framework"] in HARNESS_FRAMEWORKS else "ngc-dle")
-        if runner == "harness" and values["framework"] not in HARNESS_FRAMEWORKS:
+        impl = values["impl"] or ("harness" if values["framework"] in HARNESS_FRAMEWORKS else "reference")
+        where = "impl" if "impl" in entry else "framework"
+        if impl == "harness" and values["framework"] not in HARNESS_FRAMEWORKS:
             raise ConfigError(path, f"the kit's harness runs {', '.join(HARNESS_FRAMEWORKS)}, not "
-                              f"{values['framework']}", entry.line_of("runner"), "runner")
-        values["runner"] = runner
+                              f"{values['framework']} (use impl: reference)", entry.line_of(where), where)
+        values["impl"] = impl
         values["timeout_s"] = float(values["timeout_s"])
-        cases.append(Case(**values, line=entry.line))
+        case = Case(**values, line=entry.line)
+        if impl == "reference":
+            try:
+                reference.check(case.ref_job())
+            except reference.ReferenceError as exc:
+                raise ConfigError(path, str(exc), entry.line_of(where), where) from None
+        cases.append(case)
     return _attach_references(entry, cases, path)
 
 

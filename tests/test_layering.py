@@ -8,7 +8,7 @@ import sys
 
 PURE = [
     "kit.parsers", "kit.stats", "kit.extract", "kit.layout", "kit.report", "kit.crosscheck", "kit.suites", "kit.launch",
-    "kit.config", "kit.envcapture", "kit.compare", "kit.evidence", "kit.rules", "kit.sysdesc",
+    "kit.config", "kit.envcapture", "kit.compare", "kit.evidence", "kit.rules", "kit.sysdesc", "kit.reference",
 ]
 FORBIDDEN = ("fabric", "invoke", "paramiko", "docker")
 

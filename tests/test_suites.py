@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit import suites
+from kit import reference, suites
 from kit.launch import Placement, build_command
 from kit.yamlio import ConfigError
 
@@ -32,20 +32,25 @@ def test_builtin_suites_load_and_mirror_the_seeds():
     assert {"local", "v100", "a100", "h100"} <= set(suites.available())
     v100 = suites.load_suite("v100")
     keys = {c.key for c in v100.cases}
-    for fw in ("paddle", "torch", "tensorflow"):
+    for fw in ("paddle", "torch", "paddleclas", "ngc-pytorch", "ngc-tensorflow"):
         for prec in ("fp32", "amp"):
             for case in ("1n1g", "1n8g", "4n8g"):
                 assert f"{fw}/resnet50/bz256/{case}/{prec}" in keys
-            assert f"{fw}/resnet50/bz128/1n8g/{prec}" in keys
-    assert "mxnet/resnet50/bz128/1n1g/fp32" in keys and "mxnet/resnet50/bz256/1n8g/amp" in keys
+    for fw in ("paddle", "torch", "ngc-tensorflow"):
+        assert {f"{fw}/resnet50/bz128/1n8g/{prec}" for prec in ("fp32", "amp")} <= keys
+    assert "ngc-mxnet/resnet50/bz128/1n1g/fp32" in keys and "ngc-mxnet/resnet50/bz256/1n8g/amp" in keys
     for bs in (32, 64, 128):
-        assert f"paddle/vgg16/bz{bs}/1n8g/fp32" in keys
+        assert {f"paddle/vgg16/bz{bs}/1n8g/fp32", f"fleetx/vgg16/bz{bs}/1n1g/amp", f"fleetx/vgg16/bz{bs}/4n8g/fp32"} <= keys
     assert "torch/vgg16/bz256/1n1g/amp" in keys and "torch/vgg16/bz256/1n1g/fp32" not in keys
     assert {f"paddle/arcface/bz128/1n{g}g/fp32" for g in (1, 4, 8)} <= keys
+    assert {f"plsc/arcface/bz128/{c}/fp32" for c in ("1n1g", "1n4g", "1n8g", "2n8g", "4n8g")} <= keys
     by_key = {c.key: c for c in v100.cases}
-    ref = by_key["paddle/resnet50/bz256/1n1g/fp32"].reference
+    ref = by_key["paddleclas/resnet50/bz256/1n1g/fp32"].reference
     assert ref.value == 393.561 and ref.unit == "samples/s" and ref.holds(393.0) and not ref.holds(350.0)
-    assert by_key["tensorflow/resnet50/bz256/1n1g/fp32"].runner == "ngc-dle"
+    assert by_key["plsc/arcface/bz128/2n8g/fp32"].reference.value == 5953.84
+    assert all(c.reference is None for c in v100.cases if c.impl == "harness")  # figures of the published programs
+    tf = by_key["ngc-tensorflow/resnet50/bz256/1n1g/fp32"]
+    assert (tf.framework, tf.impl, tf.runner) == ("tensorflow", "reference", "reference")
     assert by_key["paddle/arcface/bz128/1n1g/fp32"].image_size == 112
     assert all(c.repeats == 5 and c.warmup_steps == 20 and c.measure_steps == 100 for c in v100.cases)
     for name in ("a100", "h100"):
@@ -57,7 +62,7 @@ def test_local_suite_is_cpu_paddle_and_torch_harness_only():
     assert local.hardware == "cpu"
     assert {c.framework for c in local.cases} == {"paddle", "torch"}
     assert {c.model for c in local.cases} == {"resnet50", "vgg16", "arcface"}
-    assert all(c.runner == "harness" and c.repeats >= 3 and c.nodes == 1 for c in local.cases)
+    assert all(c.impl == "harness" and c.repeats >= 3 and c.nodes == 1 for c in local.cases)
 
 
 def test_lists_expand_to_the_cartesian_product(tmp_path):
@@ -75,8 +80,16 @@ def test_lists_expand_to_the_cartesian_product(tmp_path):
         ("    model: resnet50\n", "    model: resnet51\n", 7, "model", "not one of"),
         ("    batch_size: [2, 4]\n", "    batch_size: 0\n", 8, "batch_size", ">= 1"),
         ("    image_size: 32\n", "    colour: blue\n", 9, "colour", "unknown key"),
-        ("  - framework: [paddle, torch]\n", "  - framework: tensorflow\n    runner: harness\n", 7, "runner",
+        ("  - framework: [paddle, torch]\n", "  - framework: tensorflow\n    impl: harness\n", 7, "impl",
          "harness runs paddle, torch"),
+        ("    model: resnet50\n", "    model: vgg16\n    impl: reference\n", 8, "impl",
+         "no reference implementation for torch/vgg16"),
+        ("  - framework: [paddle, torch]\n    model: resnet50\n", "  - framework: mxnet\n    model: arcface\n", 6,
+         "framework", "no reference implementation for mxnet/arcface; there are: paddle/resnet50 (paddleclas)"),
+        ("  - framework: [paddle, torch]\n    model: resnet50\n",
+         "  - framework: paddle\n    model: arcface\n    impl: reference\n    precision: amp\n", 8, "impl",
+         "DLPerf published FP32 runs only"),
+        ("    image_size: 32\n", "    impl: ngc\n", 9, "impl", "not one of harness, reference"),
         ("    image_size: 32\n", "    precision: [fp32, fp32]\n", 9, "precision", "listed twice"),
         ("    image_size: 32\n", "    repeats: yes\n", 9, "repeats", "expected an integer"),
         ("    batch_size: [2, 4]\n", "", 6, "batch_size", "missing required key"),
@@ -139,3 +152,21 @@ def test_command_builder_single_and_data_parallel(tmp_path):
     assert remote.env["GLOO_SOCKET_IFNAME"] == "eth0" == remote.env["NCCL_SOCKET_IFNAME"]
     with pytest.raises(ValueError, match="needs 2 node"):
         build_command(case, Placement(), harness="h.py")
+
+
+def test_reference_cases_log_under_their_implementation_and_select_references(tmp_path):
+    text = MINIMAL.replace("  - framework: [paddle, torch]\n", "  - framework: [paddle, torch]\n    impl: [harness, reference]\n")
+    ref = ("    references:\n      - {impl: reference, framework: torch, batch_size: 4, gpus_per_node: 2, value: 10, "
+           "lower: -0.1, upper: 0.1, unit: samples/s}\n")
+    suite = suites.load_suite(write(tmp_path, text + ref))
+    by_key = {c.key: c for c in suite.cases}
+    assert len(suite.cases) == 16 and {c.log_framework for c in suite.cases} == {"paddle", "torch", "paddleclas",
+                                                                                  "ngc-pytorch"}
+    case = by_key["ngc-pytorch/resnet50/bz4/1n2g/fp32"]
+    assert case.log_path(3).as_posix() == "ngc-pytorch/resnet50/bz4/1n2g/resnet50_b4_fp32_3.log"
+    assert case.reference.value == 10 and by_key["torch/resnet50/bz4/1n2g/fp32"].reference is None
+    assert case.to_dict()["implementation"] == "ngc-pytorch" and case.to_dict()["impl"] == "reference"
+    assert case.ref_job() == reference.RefJob("torch", "resnet50", "fp32", 4, 2, 1)
+    with pytest.raises(ConfigError, match=r":8: impl: NGC MXNet: the publisher ran one node only"):
+        suites.load_suite(write(tmp_path, MINIMAL.replace("[paddle, torch]", "mxnet").replace(
+            "    batch_size: [2, 4]\n", "    impl: reference\n    nodes: 2\n    batch_size: [2, 4]\n"), "mx.yaml"))
