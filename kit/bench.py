@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kit import __version__, reference, refrun
 from kit.envcapture import parse_cpuinfo
@@ -46,6 +46,7 @@ from kit.launch import (
     container_name,
     docker_command,
 )
+from kit.layout import run_folder
 from kit.parsers import ParseError, parse_log
 from kit.parsers.kitlog import read_run_start
 from kit.report import build_report, write_outputs
@@ -71,6 +72,11 @@ class PlannedRun:
     @property
     def log_rel(self) -> Path:
         return Path("logs") / self.case.log_path(self.repeat)
+
+    @property
+    def folder(self) -> PurePosixPath:
+        """The run's own folder under launcher/ and hosts/<host>/ (kit.layout.run_folder)."""
+        return run_folder(self.case.log_path(self.repeat))
 
     @property
     def label(self) -> str:
@@ -207,7 +213,7 @@ class LocalRunner:
             return self.reference_command(run, hardware)
         threads = max(1, self.threads_per_host // case.gpus_per_node) if hardware == "cpu" else None
         placement = Placement(master_port=free_port(), socket_ifname="lo" if case.processes > 1 else None)
-        launcher_dir = self.run_dir / "launcher" / run.log_rel.parent.relative_to("logs") / f"{run.repeat}"
+        launcher_dir = self.run_dir / "launcher" / run.folder
         image = self.images.get(case.framework)
         if self.images and image is None:
             raise BenchError(f"case {case.key}: no image for framework {case.framework}")

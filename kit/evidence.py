@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kit import envcapture as ec
 from kit.inputs import InputError, KitError
-from kit.layout import RunLog
+from kit.layout import RunLog, run_folder
 from kit.report import Report
 from kit.suites import Case, Suite, load_suite
 from kit.yamlio import LineDict, load_yaml
@@ -138,11 +138,11 @@ class Evidence:
 
     def side_files(self, log: RunLog) -> list[Path]:
         """Files a run left beside its log: the launcher's per-rank logs, each host's gathered output."""
-        case_rel = log.path.parent.relative_to(self.root / "logs")
-        dirs = [self.root / "launcher" / case_rel / str(log.run)]
+        folder = run_folder(log.path.relative_to(self.root / "logs"))
+        dirs = [self.root / "launcher" / folder]
         hosts = self.root / "hosts"
         if hosts.is_dir():
-            dirs += [h / case_rel / str(log.run) for h in sorted(hosts.iterdir()) if h.is_dir()]
+            dirs += [h / folder for h in sorted(hosts.iterdir()) if h.is_dir()]
         return [p for d in dirs if d.is_dir() for p in sorted(d.rglob("*")) if p.is_file()]
 
     # ----------------------------------------------------------------- environment

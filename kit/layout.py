@@ -11,11 +11,28 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 
 CASE_DIR = re.compile(r"^(?P<nodes>\d+)n(?P<gpus>\d+)g$")
 BATCH_DIR = re.compile(r"^bz(?P<batch>\d+)$")
 LOG_NAME = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<precision>\w+?)_(?P<run>\d+)\.log$")
+
+
+def run_folder(log_rel: PurePath) -> PurePosixPath:
+    """A run's own folder for what it leaves beside its log (launcher/, hosts/<host>/, each host's work dir):
+    <fw>/<model>/bz<B>/<N>n<G>g/<precision>/<repeat>, from the log's path relative to logs/."""
+    m = LOG_NAME.match(log_rel.name)
+    if m is None:
+        raise ValueError(f"{log_rel}: not a run log name (<model>_b<B>_<precision>_<repeat>.log)")
+    return PurePosixPath(*PurePath(log_rel).parent.parts, m["precision"], m["run"])
+
+
+def log_of_run_folder(folder: PurePath) -> Path:
+    """The inverse of run_folder: <fw>/<model>/bz<B>/<case>/<precision>/<repeat> -> its log path under logs/."""
+    *case, precision, repeat = PurePath(folder).parts
+    if len(case) != 4 or not case[2].startswith("bz"):
+        raise ValueError(f"{folder}: not a run folder (<fw>/<model>/bz<B>/<N>n<G>g/<precision>/<repeat>)")
+    return Path(*case, f"{case[1]}_b{case[2][2:]}_{precision}_{repeat}.log")
 
 
 @dataclass(frozen=True, order=True)

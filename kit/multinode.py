@@ -40,7 +40,7 @@ from kit.launch import (
     container_name,
     docker_command,
 )
-from kit.parsers.kitlog import read_run_start
+from kit.layout import log_of_run_folder
 from kit.suites import Suite
 
 KILL_GRACE_S = 5
@@ -79,8 +79,7 @@ def preflight(inv: Inventory, hosts: list[HostConfig]) -> None:
 
 
 def remote_run_dir(host: HostConfig, run_id: str, run: bench.PlannedRun) -> str:
-    case_path = run.log_rel.parent.relative_to("logs").as_posix()
-    return posixpath.join(host.work_dir, "runs", run_id, host.name, case_path, str(run.repeat))
+    return posixpath.join(host.work_dir, "runs", run_id, host.name, run.folder.as_posix())
 
 
 def wrapper_command(workdir: str, env: dict[str, str], argv: list[str]) -> str:
@@ -266,7 +265,7 @@ class Job:
     def gather(self, run: bench.PlannedRun) -> None:
         def fetch(host: HostConfig) -> None:
             remote = remote_run_dir(host, self.run_id, run)
-            local = self.run_dir / "hosts" / host.name / run.log_rel.parent.relative_to("logs") / str(run.repeat)
+            local = self.run_dir / "hosts" / host.name / run.folder
             try:
                 with connect(host, self.inv) as conn:
                     _get_tree(conn.sftp(), remote, local)
@@ -274,7 +273,7 @@ class Job:
                 self.progress(host.name, "gather-failed", str(exc))
 
         self._on_all(fetch)
-        rank0 = self.run_dir / "hosts" / self.hosts[0].name / run.log_rel.parent.relative_to("logs") / str(run.repeat)
+        rank0 = self.run_dir / "hosts" / self.hosts[0].name / run.folder
         target = self.run_dir / run.log_rel
         target.parent.mkdir(parents=True, exist_ok=True)
         source = rank0 / "stdout.log"
@@ -389,12 +388,11 @@ def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Pat
     rank0 = (meta.get("hosts") or host_names)[0]
     restored = []
     for stdout in sorted((run_dir / "hosts" / rank0).rglob("stdout.log")):
-        case_dir = stdout.parent.parent.relative_to(run_dir / "hosts" / rank0)
-        repeat = stdout.parent.name
-        _framework, model, bz, _case = case_dir.parts[:4]
-        precision = (read_run_start(stdout) or {}).get("precision")  # a log without run_start stays in hosts/
-        target = run_dir / "logs" / case_dir / f"{model}_b{bz.removeprefix('bz')}_{precision}_{repeat}.log"
-        if precision and not target.exists():
+        try:
+            target = run_dir / "logs" / log_of_run_folder(stdout.parent.relative_to(run_dir / "hosts" / rank0))
+        except ValueError:  # not a run's folder: stays in hosts/ only
+            continue
+        if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(stdout.read_bytes())
             restored.append(target)

@@ -183,7 +183,7 @@ def test_signatures_standard_openssh(real_run, tmp_path, signer, capsys):
 
 def test_missing_rank_log_fails_every_rank_logged(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
-    victim = run / "launcher/paddle/resnet50/bz2/1n2g/1/workerlog.1"
+    victim = run / "launcher/paddle/resnet50/bz2/1n2g/fp32/1/workerlog.1"
     assert '"rank_stop"' in victim.read_text()
     victim.unlink()  # a rank whose log never came back
     result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
@@ -227,7 +227,7 @@ def test_published_claims_ride_along_and_the_false_one_is_flagged(real_run, tmp_
 
 def test_secrets_are_redacted_in_the_bundle_never_in_the_run(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
-    env_dump = run / "launcher/paddle/resnet50/bz2/1n2g/1/backup_env.0.json"
+    env_dump = run / "launcher/paddle/resnet50/bz2/1n2g/fp32/1/backup_env.0.json"
     original = env_dump.read_text()
     env_dump.write_text(original.rstrip()[:-1] + ', "HF_TOKEN": "hf_abcdef123", "WANDB_API_KEY": "k-99"}\n')
     bundle = bd.make_bundle(run, submitter="Lab", system_name="box")

@@ -177,7 +177,7 @@ def test_multinode_runs_one_container_per_host(docker_engine, cpu_image, docker_
     (run_dir,) = runs.iterdir()
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
     assert rc == 0 and entry["status"] == "ok", entry
-    case = "torch/resnet50/bz2/2n1g/1/stdout.log"
+    case = "torch/resnet50/bz2/2n1g/fp32/1/stdout.log"
     assert '"event": "run_stop"' in (run_dir / "hosts/h1" / case).read_text()  # rank 0 logs the steps
     assert (run_dir / "hosts/h2" / case).is_file()
     recorded = json.loads((run_dir / "images.json").read_text())["images"][cpu_image.ref]

@@ -63,7 +63,7 @@ def test_fab_run_multinode_runs_one_job_on_both_hosts_at_once(ssh_hosts, tmp_pat
                       if line.startswith(":::KITLOG") and '"run_start"' in line)
     assert start_line["ranks"] == 2 and start_line["global_batch"] == 4 and start_line["host"] == "h1"
     for host in ("h1", "h2"):
-        assert (run_dir / "hosts" / host / "paddle/resnet50/bz2/2n1g/1/stdout.log").is_file()
+        assert (run_dir / "hosts" / host / "paddle/resnet50/bz2/2n1g/fp32/1/stdout.log").is_file()
     assert (run_dir / "report.md").is_file()
     assert all("train.py" in entry["hosts"][h]["command"] for h in ("h1", "h2")), "each host's command is kept"
     # the auditor's view: rank 1's line is found in h2's gathered log; both hosts' captures re-parse and agree
@@ -108,7 +108,7 @@ def test_hung_case_is_killed_on_every_host(ssh_hosts, tmp_path):
     # no grace period here: the kill waits until every process of the tree is gone
     for host in ("h1", "h2"):
         assert harness_on(ssh_hosts, host) == [], f"orphan harness processes on {host}"
-        assert (run_dir / "hosts" / host / "paddle/resnet50/bz2/2n1g/1/stdout.log").is_file()
+        assert (run_dir / "hosts" / host / "paddle/resnet50/bz2/2n1g/fp32/1/stdout.log").is_file()
 
 
 def test_host_dying_mid_case_stops_the_others_and_resume_reruns_it(ssh_hosts, tmp_path):

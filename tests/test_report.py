@@ -107,3 +107,15 @@ def test_layout_classification(tmp_path):
         run_log_path("paddle", "vgg16", 64, 2, 8, "amp", 3).as_posix() == "paddle/vgg16/bz64/2n8g/vgg16_b64_amp_3.log"
     )
     assert find_logs(tmp_path) == ([], [])
+
+
+def test_each_run_has_its_own_folder_for_side_files_precision_included():
+    from kit.layout import log_of_run_folder, run_folder, run_log_path
+
+    fp32 = run_log_path("paddle", "resnet50", 256, 4, 8, "fp32", 3)
+    amp = run_log_path("paddle", "resnet50", 256, 4, 8, "amp", 3)
+    assert run_folder(fp32).as_posix() == "paddle/resnet50/bz256/4n8g/fp32/3"
+    assert run_folder(fp32) != run_folder(amp), "an amp run must not overwrite the fp32 run's launcher/host logs"
+    assert log_of_run_folder(run_folder(fp32)) == fp32 and log_of_run_folder(run_folder(amp)) == amp
+    with pytest.raises(ValueError, match="not a run folder"):
+        log_of_run_folder(run_folder(fp32).parent.parent)
