@@ -520,7 +520,7 @@ def references_section(report, suite: Suite) -> str:
     rows = []
     for group in report.groups:
         for case in group.cases:
-            key = f"{group.key.framework}/{group.key.model}/bz{group.key.batch}/{case.name}/{group.key.precision}"
+            key = group.key.case_key(case.name)
             ref = by_key[key].reference if key in by_key else None
             if ref is None:
                 continue

@@ -28,11 +28,13 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit import __version__
 from kit.inputs import KitError
+from kit.reference import SECRET_MARKERS
 
 SCHEMA_VERSION = 1
 NAMESPACE = "kit-bundle"
@@ -41,9 +43,9 @@ SIGNATURE = "manifest.json.sig"
 SELF_KEY = "manifest_sha256"
 ZERO_DIGEST = "0" * 64
 MAX_MEMBER_BYTES = 8 * 2**30
+# a key whose name ENDS in one of the kit's secret markers (kit.reference.SECRET_MARKERS), then its value
 SECRET_VALUE = re.compile(
-    r"(?i)\b([A-Z0-9_.-]*(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?))"
-    r"(\"?'?\s*[:=]\s*\"?'?)([^\"'\s,}]+)")
+    r"(?i)\b([A-Z0-9_.-]*(?:" + "|".join(SECRET_MARKERS) + r")S?)\b(\"?'?\s*[:=]\s*\"?'?)([^\"'\s,}]+)")
 PEM_BLOCK = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S)
 REDACTED = "<redacted>"
 
@@ -87,7 +89,10 @@ def _copy_redacted(src: Path, dst: Path, rel: str, redactions: list[dict]) -> No
         return
     clean, found = redact_text(text)
     redactions += [{"file": rel, "line": line, "key": key} for line, key in found]
-    dst.write_text(clean, encoding="utf-8") if found else dst.write_bytes(data)
+    if found:
+        dst.write_text(clean, encoding="utf-8")
+    else:
+        dst.write_bytes(data)
 
 
 # --------------------------------------------------------------------------- making a bundle
@@ -110,7 +115,7 @@ def system_description(run_dir: Path, pins_file: Path | None, submitter: str, sy
     """The system description of a run from its env captures, logs, images.json and pins."""
     from kit import envcapture as ec
     from kit import sysdesc
-    from kit.evidence import kit_events
+    from kit.parsers.kitlog import read_run_start
 
     captures = [ec.capture_from_dir(d.name, d) for d in sorted((run_dir / "env").iterdir()) if d.is_dir()] \
         if (run_dir / "env").is_dir() else []
@@ -119,10 +124,9 @@ def system_description(run_dir: Path, pins_file: Path | None, submitter: str, sy
                           "the system from; runs made by kit bench/multinode write them")
     frameworks = {}
     for log in sorted((run_dir / "logs").rglob("*.log")):
-        for e in kit_events(log):
-            if e.data.get("event") == "run_start" and e.data.get("framework_version"):
-                frameworks[e.data["framework"]] = e.data["framework_version"]
-                break
+        start = read_run_start(log) or {}
+        if start.get("framework_version"):
+            frameworks[start["framework"]] = start["framework_version"]
     software = software_stack(run_dir, pins_file)
     return sysdesc.describe(captures, submitter=submitter, system_name=system_name, frameworks=frameworks,
                             software=software)
@@ -335,12 +339,6 @@ def unpack(bundle: Path, into: Path) -> Path:
             if len(tops) != 1:
                 raise BundleError(f"{bundle}: expected one top folder, found {sorted(tops)[:5]}")
             tar.extractall(into, members=members, filter="data")
-    except (tarfile.TarError, EOFError, OSError, zlib_error()) as exc:
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         raise BundleError(f"{bundle}: corrupt or truncated archive ({type(exc).__name__}: {exc})") from None
     return Path(into) / tops.pop()
-
-
-def zlib_error():
-    import zlib
-
-    return zlib.error

@@ -20,34 +20,7 @@ from kit.report import Report
 from kit.suites import Case, Suite, load_suite
 from kit.yamlio import LineDict, load_yaml
 
-KITLOG = ":::KITLOG "
 READ_ERRORS = (KitError, InputError, OSError, ValueError)  # a file that cannot be read: a finding, not a crash
-
-
-@dataclass
-class LogEvent:
-    line: int
-    data: dict
-
-
-def kit_events(path: Path) -> list[LogEvent]:
-    """Every ':::KITLOG {...}' line of a file (lines that are not JSON objects are skipped: the parser judges them)."""
-    events = []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for lineno, line in enumerate(f, 1):
-                at = line.find(KITLOG)
-                if at < 0:
-                    continue
-                try:
-                    data = json.loads(line[at + len(KITLOG):])
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(data, dict):
-                    events.append(LogEvent(lineno, data))
-    except OSError:
-        return []
-    return events
 
 
 def finite(value) -> bool:
@@ -130,10 +103,8 @@ class Evidence:
         """(case key, log, figure) of every run that yields a figure in the recomputed report."""
         out = []
         for group in self.report.groups if self.report else []:
-            k = group.key
             for case in group.cases:
-                key = f"{k.framework}/{k.model}/bz{k.batch}/{case.name}/{k.precision}"
-                out += [(key, r.log, r.figure) for r in case.runs]
+                out += [(group.key.case_key(case.name), r.log, r.figure) for r in case.runs]
         return out
 
     def side_files(self, log: RunLog) -> list[Path]:

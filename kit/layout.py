@@ -42,6 +42,9 @@ class GroupKey:
     batch: int
     precision: str
 
+    def case_key(self, case: str) -> str:
+        return case_key(self.framework, self.model, self.batch, case, self.precision)
+
     def label(self) -> str:
         parts = [self.framework, self.model, f"batch {self.batch}", self.precision]
         return " · ".join(p for p in parts if p)
@@ -72,6 +75,11 @@ class Stray:
 
 def case_name(nodes: int, gpus_per_node: int) -> str:
     return f"{nodes}n{gpus_per_node}g"
+
+
+def case_key(framework: str, model: str, batch: int, case: str, precision: str) -> str:
+    """'paddle/resnet50/bz256/1n8g/fp32': how suites, reports and rules name one case."""
+    return f"{framework}/{model}/bz{batch}/{case}/{precision}"
 
 
 def run_log_path(

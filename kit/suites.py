@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kit import reference
-from kit.layout import case_name, run_log_path
+from kit.layout import case_key, case_name, run_log_path
 from kit.yamlio import ConfigError, LineDict, kind_name, load_yaml, optional, require
 
 SCHEMA_VERSION = 1
@@ -142,7 +142,7 @@ class Case:
 
     @property
     def key(self) -> str:
-        return f"{self.log_framework}/{self.model}/bz{self.batch_size}/{self.case_dir}/{self.precision}"
+        return case_key(self.log_framework, self.model, self.batch_size, self.case_dir, self.precision)
 
     def log_path(self, repeat: int) -> Path:
         """Relative to runs/<id>/logs/; repeats count from 1."""

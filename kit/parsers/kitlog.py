@@ -20,6 +20,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from kit.parsers.base import PER_STEP, SUMMARY, LogFormat, ParseError, Record
@@ -56,17 +57,36 @@ def _time(data: dict) -> float | None:
     return t / 1000.0 if isinstance(t, (int, float)) and not isinstance(t, bool) else None
 
 
-def read_run_start(path: str | Path) -> dict | None:
-    """The harness's run_start settings of a log (framework, model, image size, threads, ...), or None."""
+@dataclass
+class LogEvent:
+    line: int
+    data: dict
+
+
+def events(path: str | Path) -> list[LogEvent]:
+    """Every ':::KITLOG {...}' object of a file, also behind prefixes such as mpirun's '[1,0]<stdout>:'.
+    Lines that are not JSON objects are left out here: the parser judges them."""
+    found = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(KITLOG) and _RUN_START.match(line):
-                    data = json.loads(line[len(KITLOG) :])
-                    return data if isinstance(data, dict) else None
-    except (OSError, json.JSONDecodeError):
-        return None
-    return None
+            for lineno, line in enumerate(f, 1):
+                at = line.find(KITLOG)
+                if at < 0:
+                    continue
+                try:
+                    data = json.loads(line[at + len(KITLOG):])
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(data, dict):
+                    found.append(LogEvent(lineno, data))
+    except OSError:
+        return []
+    return found
+
+
+def read_run_start(path: str | Path) -> dict | None:
+    """The harness's run_start settings of a log (framework, model, image size, threads, ...), or None."""
+    return next((e.data for e in events(path) if e.data.get("event") == "run_start"), None)
 
 
 class KitLog(LogFormat):

@@ -14,13 +14,16 @@ returns its violations, each naming a file and, where one exists, a line.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit import envcapture as ec
-from kit.evidence import Evidence, finite, kit_events
+from kit.evidence import Evidence, finite
+from kit.parsers.kitlog import events as kit_events
+from kit.parsers.kitlog import read_run_start
 from kit.yamlio import ConfigError, LineDict, load_yaml, optional, require
 
 RULES_DIR = Path(__file__).resolve().parent
@@ -192,15 +195,11 @@ def repeats_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
         out.note = f"{len(undeclared_runs)} declared case(s) not run here (other hosts or runners)"
 
 
-def _declared(ev: Evidence, key: str):
-    return ev.cases.get(key)
-
-
 @predicate(minimum=0)
 def warmup_skipped_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
     """Each run skipped at least max(declared warm-up steps, minimum) steps before its measured window."""
     for key, log, figure in ev.runs():
-        case = _declared(ev, key)
+        case = ev.cases.get(key)
         if case is None:
             continue
         out.checked += 1
@@ -217,7 +216,7 @@ def warmup_skipped_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
 def measured_steps_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
     """Each run's figure averages at least max(declared measured steps, minimum) records."""
     for key, log, figure in ev.runs():
-        case = _declared(ev, key)
+        case = ev.cases.get(key)
         if case is None:
             continue
         out.checked += 1
@@ -281,7 +280,7 @@ def same_global_batch_across_frameworks(ev: Evidence, out: Finding) -> None:
         batches: dict[str, set] = {}
         for framework, case in by_framework.items():
             for run in case.runs:
-                start = next((e.data for e in kit_events(run.log.path) if e.data.get("event") == "run_start"), {})
+                start = read_run_start(run.log.path) or {}
                 batches.setdefault(framework, set()).add(start.get("global_batch", run.log.group.batch * case.gpus))
         if len({b for s in batches.values() for b in s}) > 1:
             detail = ", ".join(f"{fw} {sorted(b)}" for fw, b in sorted(batches.items()))
@@ -339,9 +338,8 @@ def references_hold(ev: Evidence, out: Finding) -> None:
     if ev.report is None:
         return
     for group in ev.report.groups:
-        k = group.key
         for case in group.cases:
-            declared = ev.cases.get(f"{k.framework}/{k.model}/bz{k.batch}/{case.name}/{k.precision}")
+            declared = ev.cases.get(group.key.case_key(case.name))
             if declared is None or declared.reference is None:
                 continue
             ref = declared.reference
@@ -362,8 +360,6 @@ def results_match_logs(ev: Evidence, out: Finding) -> None:
 
     if ev.report is None:
         return
-    import json
-
     written, recomputed = ev.results, json.loads(to_json(ev.report))
     if written is None:
         out.fail("results.json is missing or unreadable", "results.json")
