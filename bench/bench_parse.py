@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kit.parsers import parse_log  # noqa: E402
+from kit.results.parsers import parse_log  # noqa: E402
 
 FIXTURES = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared") / "fixtures" / "published-logs"
 TARGET_MB_PER_S = 50.0

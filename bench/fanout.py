@@ -24,8 +24,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from nethosts import NetHosts, install_nvidia_smi, missing_prerequisites, start_free, write_inventory  # noqa: E402
 
-from kit.config import load_hosts  # noqa: E402
-from kit.envprobe import check_env  # noqa: E402
+from kit.config.hosts import load_hosts  # noqa: E402
+from kit.hosts.probe import check_env  # noqa: E402
 
 TARGET = 1.3
 SMI = REPO / "tests" / "fixtures" / "nvidia-smi"

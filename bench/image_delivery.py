@@ -29,9 +29,9 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from dockerparts import ensure_engine  # noqa: E402
 from nethosts import missing_prerequisites, start_free, write_inventory  # noqa: E402
 
-from kit import images  # noqa: E402
-from kit.config import load_hosts  # noqa: E402
-from kit.imagespec import load_pins  # noqa: E402
+from kit.config.hosts import load_hosts  # noqa: E402
+from kit.images.engine import engine as images  # noqa: E402
+from kit.images.spec import load_pins  # noqa: E402
 
 TARGET = 1.3
 

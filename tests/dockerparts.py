@@ -129,8 +129,8 @@ class Registry:
 
 def cpu_image(client, progress=None):
     """The pinned cpu image (built from the kit's debootstrap base when missing) -> kit.images.Built."""
-    from kit import images
-    from kit.imagespec import load_pins
+    from kit.images import engine as images
+    from kit.images.spec import load_pins
 
     spec = load_pins().get("cpu")
     say = progress or (lambda who, line: None)

@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kit import bench
 from kit.cli import main
-from kit.suites import load_suite
+from kit.config.suites import load_suite
+from kit.run import bench
 
 TINY_SUITE_BASE = """\
 schema_version: 1

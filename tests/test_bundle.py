@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kit import bench, images
-from kit import bundle as bd
+from kit.audit import bundle as bd
+from kit.audit.verify import verify, verify_tree
 from kit.cli import main
-from kit.verify import verify, verify_tree
+from kit.images import engine as images
+from kit.run import bench
 
 SUITE = """\
 schema_version: 1

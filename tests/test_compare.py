@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import compare as cmp
 from kit.cli import main
-from kit.inputs import InputError
+from kit.core.inputs import InputError
+from kit.results import compare as cmp
 
 REAL = Path(__file__).parent / "fixtures/compare/local-20261121-112508/results.json"
 

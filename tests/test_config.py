@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.config import ENV_VARS, HOST_DEFAULTS, HostConfig, Inventory, load_hosts
-from kit.yamlio import ConfigError
+from kit.config.hosts import ENV_VARS, HOST_DEFAULTS, HostConfig, Inventory, load_hosts
+from kit.core.yamlio import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "hosts.example.yaml"

@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from kit.crosscheck import ERROR, MATCH, MISMATCH, check_claims
-from kit.yamlio import ConfigError
+from kit.core.yamlio import ConfigError
+from kit.results.crosscheck import ERROR, MATCH, MISMATCH, check_claims
 
 
 def test_published_claims(published):

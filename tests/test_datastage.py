@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kit.config import load_hosts
-from kit.datastage import DataStageError, compare, rsync_argv, stage_data
+from kit.config.hosts import load_hosts
+from kit.hosts.stage import DataStageError, compare, rsync_argv, stage_data
 
 REPO = Path(__file__).resolve().parent.parent
 SYNTH = REPO / "data_prep" / "make_synthetic_imagenet.py"
@@ -173,7 +173,7 @@ def test_unreachable_host_is_reported_and_the_others_go_on(ssh_hosts, tmp_path, 
 
 
 def test_rsync_argv_keeps_remote_path_one_word(tmp_path):
-    from kit.config import HostConfig, Inventory
+    from kit.config.hosts import HostConfig, Inventory
 
     host = HostConfig(name="n", address="fe80::1", port=2222, user="u", key_file="/k ey/id %h",
                       data_dir="/d a/$(x)/")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.envcapture import (
+from kit.core.inputs import InputError
+from kit.hosts.capture import (
     CpuInfo,
     EnvCaptureError,
     GpuProcess,
@@ -27,7 +28,6 @@ from kit.envcapture import (
     parse_query_xml,
     parse_topo,
 )
-from kit.inputs import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared")  # as in conftest.py
@@ -396,7 +396,7 @@ def test_bad_calls():
 
 def test_module_is_pure():
     """No remote, container, process, network or clock module: only parsing and comparison."""
-    tree = ast.parse((REPO / "kit" / "envcapture.py").read_text())
+    tree = ast.parse((REPO / "kit" / "hosts" / "capture.py").read_text())
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

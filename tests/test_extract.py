@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from kit.extract import Method, MethodError, compute_figure, format_number
-from kit.parsers import parse_log, parse_text
+from kit.results.extract import Method, MethodError, compute_figure, format_number
+from kit.results.parsers import parse_log, parse_text
 
 
 def fig(published, rel, **method):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kit.bench import free_port
-from kit.extract import Method, compute_figure
-from kit.parsers import ParseError, parse_log
+from kit.results.extract import Method, compute_figure
+from kit.results.parsers import ParseError, parse_log
+from kit.run.bench import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "scripts" / "harness" / "train.py"

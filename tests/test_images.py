@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from nethosts import write_inventory
 
-from kit import images
 from kit.cli import main
-from kit.config import load_hosts
-from kit.imagespec import load_pins
-from kit.launch import RUN_LABEL
+from kit.config.hosts import load_hosts
+from kit.images import engine as images
+from kit.images.spec import load_pins
+from kit.run.command import RUN_LABEL
 
 TINY_SUITE = """\
 schema_version: 1

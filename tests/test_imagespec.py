@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from kit import cli
-from kit.images import build_context, check_pins, write_rendered
-from kit.imagespec import (
+from kit.core.yamlio import ConfigError
+from kit.images.engine import build_context, check_pins, write_rendered
+from kit.images.spec import (
     PINS_FILE,
     VERIFIED_RECORD,
     VERIFY_SCRIPT,
@@ -31,7 +32,6 @@ from kit.imagespec import (
     render_all,
     verify_args,
 )
-from kit.yamlio import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 HADOLINT = REPO / ".venv" / "bin" / "hadolint"

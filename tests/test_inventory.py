@@ -18,8 +18,8 @@ import paramiko
 import pytest
 import yaml
 
-from kit.config import NAME_RE, ConfigError, load_hosts
-from kit.inventory import (
+from kit.config.hosts import NAME_RE, ConfigError, load_hosts
+from kit.hosts.connect import (
     AuthFailed,
     HostKeyError,
     HostsFailed,

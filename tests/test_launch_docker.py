@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from kit.launch import (
+from kit.run.command import (
     CASE_LABEL,
     RUN_LABEL,
     Command,

@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 PURE = [
-    "kit.parsers", "kit.stats", "kit.extract", "kit.layout", "kit.report", "kit.crosscheck", "kit.suites", "kit.launch",
-    "kit.config", "kit.envcapture", "kit.compare", "kit.evidence", "kit.rules", "kit.sysdesc", "kit.reference",
+    "kit.results.parsers", "kit.results.stats", "kit.results.extract", "kit.core.layout", "kit.results.report",
+    "kit.results.crosscheck", "kit.config.suites", "kit.run.command", "kit.config.hosts", "kit.hosts.capture",
+    "kit.results.compare", "kit.audit.evidence", "kit.audit.rules", "kit.audit.sysdesc", "kit.run.reference",
 ]
 FORBIDDEN = ("fabric", "invoke", "paramiko", "docker")
 

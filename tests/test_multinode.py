@@ -67,8 +67,8 @@ def test_fab_run_multinode_runs_one_job_on_both_hosts_at_once(ssh_hosts, tmp_pat
     assert (run_dir / "report.md").is_file()
     assert all("train.py" in entry["hosts"][h]["command"] for h in ("h1", "h2")), "each host's command is kept"
     # the auditor's view: rank 1's line is found in h2's gathered log; both hosts' captures re-parse and agree
-    from kit import rules
-    from kit.evidence import Evidence
+    from kit.audit import rules
+    from kit.audit.evidence import Evidence
 
     findings = {f.rule.name: f for f in rules.evaluate(rules.load_rules(), Evidence(run_dir))}
     assert findings["every_rank_logged"].checked == 1 and not findings["every_rank_logged"].violations

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from kit.parsers import (
+from kit.core.yamlio import load_yaml
+from kit.results.parsers import (
     FORMATS,
     PER_CARD,
     PER_EPOCH,
@@ -17,8 +18,7 @@ from kit.parsers import (
     parse_log,
     parse_text,
 )
-from kit.parsers.base import split_rank_fragments
-from kit.yamlio import load_yaml
+from kit.results.parsers.base import split_rank_fragments
 
 
 def claims(published):

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from kit.parsers import FORMATS, PER_STEP, SUMMARY, ParseError, detect_format, get_format, parse_text
-from kit.parsers.base import read_log_text
+from kit.results.parsers import FORMATS, PER_STEP, SUMMARY, ParseError, detect_format, get_format, parse_text
+from kit.results.parsers.base import read_log_text
 
 ORIGINAL_FORMATS = {"tf2-keras-timehistory", "dle-pytorch", "dle-tf1", "dle-mxnet", "paddleclas"}
 NEW_FORMATS = {"plsc", "fleetx-vgg", "paddle-models-1.8", "oneflow", "nvlog-tf"}
@@ -568,7 +568,9 @@ def test_new_formats_are_registered_with_distinct_priorities():
 
 
 def test_no_published_fixture_is_detected_as_a_new_format(published):
-    files = [p for p in sorted(published.rglob("*")) if p.is_file() and p.suffix not in (".md", ".yaml")]
+    # perf-models/ holds BERT/Transformer/HRNet/DeepLabV3+ logs in formats of their own (no parser reads them yet)
+    files = [p for p in sorted(published.rglob("*")) if p.is_file() and p.suffix not in (".md", ".yaml")
+             and "perf-models" not in p.relative_to(published).parts]
     assert len(files) >= 50
     for path in files:
         text = read_log_text(path)

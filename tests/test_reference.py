@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import reference, refrun
-from kit.reference import Cluster, RefJob, build
-from kit.yamlio import load_yaml
+from kit.core.yamlio import load_yaml
+from kit.run import reference, refrun
+from kit.run.reference import Cluster, RefJob, build
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -498,7 +498,7 @@ def test_unknown_combinations_are_refused_with_the_list():
 
 
 def test_code_paths_are_where_the_images_check_out_the_pins():
-    from kit.imagespec import load_pins
+    from kit.images.spec import load_pins
 
     pins = load_pins()
     assert {name: m.path for name, m in pins.model_code.items()} == {
@@ -566,7 +566,8 @@ def test_launcher_patches_a_fresh_copy_and_refuses_a_mismatch(tmp_path):
 
 
 def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monkeypatch):
-    from kit import bench, suites
+    from kit.config import suites
+    from kit.run import bench
 
     models = tmp_path / "models"
     convnets = fake_checkout(models, "DeepLearningExamples/PyTorch/Classification/ConvNets")
@@ -599,7 +600,8 @@ def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monke
 
 
 def test_local_runner_in_the_pinned_image_mounts_the_scripts(tmp_path):
-    from kit import bench, suites
+    from kit.config import suites
+    from kit.run import bench
 
     suite = suites.load_suite("v100")
     case = next(c for c in suite.cases if c.key == "paddleclas/resnet50/bz256/1n8g/amp")
@@ -614,9 +616,10 @@ def test_local_runner_in_the_pinned_image_mounts_the_scripts(tmp_path):
 
 
 def test_job_commands_start_the_reference_program_on_each_host(tmp_path):
-    from kit import bench, suites
-    from kit.config import HostConfig
-    from kit.multinode import Job
+    from kit.config import suites
+    from kit.config.hosts import HostConfig
+    from kit.run import bench
+    from kit.run.multinode import Job
 
     hosts = [HostConfig(name=f"n{i}", address=f"10.2.0.{i}", user="u", gpus=8, runtime="native",
                         model_code="/srv/models", nic="ib0") for i in (1, 2, 3, 4)]
@@ -634,8 +637,8 @@ def test_job_commands_start_the_reference_program_on_each_host(tmp_path):
 
 
 def test_dry_run_prints_every_case_per_host(tmp_path, capsys):
-    from kit import suites
     from kit.cli import main
+    from kit.config import suites
 
     assert main(["bench", "--suite", "v100", "--dry-run", "--runs-dir", str(tmp_path / "runs"),
                  "--hosts-file", str(tmp_path / "none.yaml")]) == 2  # a named hosts file must exist

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from kit.extract import Method
-from kit.layout import GroupKey, RunLog, Stray, classify, find_logs, run_log_path
-from kit.report import build_report, to_csv, to_json, to_markdown, write_outputs
+from kit.core.layout import GroupKey, RunLog, Stray, classify, find_logs, run_log_path
+from kit.results.extract import Method
+from kit.results.report import build_report, to_csv, to_json, to_markdown, write_outputs
 
 DLPERF = "dlperf-tf2-resnet50"
 DLPERF_TABLE = [
@@ -110,7 +110,7 @@ def test_layout_classification(tmp_path):
 
 
 def test_each_run_has_its_own_folder_for_side_files_precision_included():
-    from kit.layout import log_of_run_folder, run_folder, run_log_path
+    from kit.core.layout import log_of_run_folder, run_folder, run_log_path
 
     fp32 = run_log_path("paddle", "resnet50", 256, 4, 8, "fp32", 3)
     amp = run_log_path("paddle", "resnet50", 256, 4, 8, "amp", 3)

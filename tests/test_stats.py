@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from kit import stats
+from kit.results import stats
 
 
 def test_window_skip_and_count():

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kit import reference, suites
-from kit.launch import Placement, build_command
-from kit.yamlio import ConfigError
+from kit.config import suites
+from kit.core.yamlio import ConfigError
+from kit.run import reference
+from kit.run.command import Placement, build_command
 
 MINIMAL = """\
 schema_version: 1

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
-from kit import envcapture as ec
-from kit.sysdesc import MLPERF_FIELDS, describe
+from kit.audit.sysdesc import MLPERF_FIELDS, describe
+from kit.hosts import capture as ec
 
 SMI = Path(__file__).parent / "fixtures" / "nvidia-smi"
 CPUINFO = Path("/proc/cpuinfo").read_text()

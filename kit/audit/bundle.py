@@ -1,0 +1,344 @@
+"""Auditor bundle: one tar.gz of a run, sha256 manifest, optional OpenSSH signature; verify = recompute all.
+
+    kit-bundle-<run_id>/
+      run/<run_id>/...      the run directory whole: every raw log (all repeats, ranks, failed attempts),
+                            env captures (raw + parsed), suite.yaml, run.json (commands), images.json,
+                            results.json, report.md, CSV, plots
+      system.json           MLPerf Training system_desc fields, filled from the captures (kit.sysdesc)
+      commands.json         the exact command line and environment of every run (per host)
+      provenance.json       kit version + git commit, pins sha256, rules version, redactions
+      pins.yaml             docker/pins.yaml as it was when bundled
+      claims/...            published claims + their logs (optional, `--claims`)
+      manifest.json         schema_version + sha256 and size of every file above (+ its own digest)
+      manifest.json.sig     `ssh-keygen -Y sign -n kit-bundle` of manifest.json (optional)
+
+Values of secret-looking keys (…PASSWORD, …TOKEN, …SECRET, …API_KEY, private-key blocks) are replaced by
+<redacted> in the bundled copies (never in the run directory); provenance.json lists each redaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit import REPO_ROOT, __version__
+from kit.core.inputs import KitError
+from kit.run.reference import SECRET_MARKERS
+
+SCHEMA_VERSION = 1
+NAMESPACE = "kit-bundle"
+MANIFEST = "manifest.json"
+SIGNATURE = "manifest.json.sig"
+SELF_KEY = "manifest_sha256"
+ZERO_DIGEST = "0" * 64
+MAX_MEMBER_BYTES = 8 * 2**30
+# a key whose name ENDS in one of the kit's secret markers (kit.reference.SECRET_MARKERS), then its value
+SECRET_VALUE = re.compile(
+    r"(?i)\b([A-Z0-9_.-]*(?:" + "|".join(SECRET_MARKERS) + r")S?)\b(\"?'?\s*[:=]\s*\"?'?)([^\"'\s,}]+)")
+PEM_BLOCK = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S)
+REDACTED = "<redacted>"
+
+
+class BundleError(KitError):
+    """A bundle that cannot be made or read (one line, naming the file)."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def redact_text(text: str) -> tuple[str, list[tuple[int, str]]]:
+    """(text with secret values replaced, [(line, key)]) — keys are kept so a reader sees what was removed."""
+    found: list[tuple[int, str]] = []
+
+    def value(m: re.Match) -> str:
+        if m.group(3) == REDACTED:
+            return m.group(0)
+        found.append((text.count("\n", 0, m.start()) + 1, m.group(1)))
+        return m.group(1) + m.group(2) + REDACTED
+
+    def pem(m: re.Match) -> str:
+        found.append((text.count("\n", 0, m.start()) + 1, "private key block"))
+        return REDACTED
+
+    return SECRET_VALUE.sub(value, PEM_BLOCK.sub(pem, text)), found
+
+
+def _copy_redacted(src: Path, dst: Path, rel: str, redactions: list[dict]) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    data = src.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        dst.write_bytes(data)  # binary (plots): nothing to redact
+        return
+    clean, found = redact_text(text)
+    redactions += [{"file": rel, "line": line, "key": key} for line, key in found]
+    if found:
+        dst.write_text(clean, encoding="utf-8")
+    else:
+        dst.write_bytes(data)
+
+
+# --------------------------------------------------------------------------- making a bundle
+
+
+def _commands(meta: dict) -> dict:
+    """run.json's per-run command lines (and per-host ones of multi-node runs), secrets redacted."""
+    out = {}
+    for log, entry in sorted((meta.get("runs") or {}).items()):
+        item = {k: entry[k] for k in ("case", "repeat", "status", "command", "argv", "env") if k in entry}
+        hosts = {h: v.get("command") for h, v in (entry.get("hosts") or {}).items() if v.get("command")}
+        if hosts:
+            item["hosts"] = hosts
+        out[log] = item
+    text, _ = redact_text(json.dumps(out, indent=2, sort_keys=True))
+    return json.loads(text)
+
+
+def system_description(run_dir: Path, pins_file: Path | None, submitter: str, system_name: str) -> dict:
+    """The system description of a run from its env captures, logs, images.json and pins."""
+    from kit.audit import sysdesc
+    from kit.hosts import capture as ec
+    from kit.results.parsers.kitlog import read_run_start
+
+    captures = [ec.capture_from_dir(d.name, d) for d in sorted((run_dir / "env").iterdir()) if d.is_dir()] \
+        if (run_dir / "env").is_dir() else []
+    if not captures:
+        raise BundleError(f"{run_dir / 'env'}: no environment captures (probes.json + raw outputs) to describe "
+                          "the system from; runs made by kit bench/multinode write them")
+    frameworks = {}
+    for log in sorted((run_dir / "logs").rglob("*.log")):
+        start = read_run_start(log) or {}
+        if start.get("framework_version"):
+            frameworks[start["framework"]] = start["framework_version"]
+    software = software_stack(run_dir, pins_file)
+    return sysdesc.describe(captures, submitter=submitter, system_name=system_name, frameworks=frameworks,
+                            software=software)
+
+
+def software_stack(run_dir: Path, pins_file: Path | None) -> dict[str, str]:
+    """CUDA/cuDNN/NCCL/DALI/Python of the images the run used (pins), or the host's Python for native runs."""
+    images = json.loads((run_dir / "images.json").read_text()) if (run_dir / "images.json").is_file() else {}
+    stack: dict[str, str] = {}
+    specs = [e.get("image") for e in (images.get("images") or {}).values() if e.get("image")]
+    if specs and pins_file is not None and pins_file.is_file():
+        from kit.images.spec import load_pins
+
+        pins = load_pins(pins_file)
+        for key in sorted(set(specs)):
+            try:
+                versions = pins.get(key).versions
+            except KeyError:
+                continue
+            for name in ("cuda", "cudnn", "nccl", "dali", "python"):
+                if versions.get(name):
+                    stack[name] = " / ".join(sorted({*stack.get(name, "").split(" / "), versions[name]} - {""}))
+    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    if "python" not in stack and (meta.get("host") or {}).get("python"):
+        stack["python"] = meta["host"]["python"]
+    return stack
+
+
+def _claims_files(claims: Path) -> list[Path]:
+    """The claims file and every log or folder its entries point at (relative to the claims file)."""
+    from kit.results.crosscheck import load_claims
+
+    _, suites, logs = load_claims(claims)
+    base = claims.parent
+    files = [claims]
+    for entry in logs:
+        files.append(base / entry["file"])
+    for entry in suites:
+        folder = base / (entry.get("dir") or entry["name"])
+        files += sorted(p for p in folder.rglob("*") if p.is_file())
+    for f in files:
+        if not f.is_file():
+            raise BundleError(f"{claims}: refers to {f}, which does not exist")
+    return files
+
+
+def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None = None,
+                submitter: str | None = None, system_name: str | None = None, claims: Path | None = None,
+                pins_file: Path | None = None, rules_version: str = "v1", progress=None) -> Path:
+    """Write <out> (default: <run_dir>.bundle.tar.gz); the run directory is only read."""
+    run_dir = Path(run_dir).resolve()
+    if not (run_dir / "run.json").is_file() or not (run_dir / "logs").is_dir():
+        raise BundleError(f"{run_dir}: not a run directory (needs run.json and logs/)")
+    out = Path(out) if out else run_dir.parent / f"{run_dir.name}.bundle.tar.gz"
+    pins_file = pins_file or REPO_ROOT / "docker" / "pins.yaml"
+    meta = json.loads((run_dir / "run.json").read_text())
+    top = f"kit-bundle-{run_dir.name}"
+    with tempfile.TemporaryDirectory(prefix="kit-bundle-") as tmp:
+        root = Path(tmp) / top
+        redactions: list[dict] = []
+        files = sorted(p for p in run_dir.rglob("*") if p.is_file() and not p.name.endswith(".tmp"))
+        for i, src in enumerate(files):
+            rel = f"run/{run_dir.name}/{src.relative_to(run_dir).as_posix()}"
+            _copy_redacted(src, root / rel, rel, redactions)
+            if progress:
+                progress("copy", i + 1, len(files))
+        if claims is not None:
+            claims = Path(claims).resolve()
+            for src in _claims_files(claims):
+                rel = f"claims/{os.path.relpath(src, claims.parent)}"
+                if rel.startswith("claims/../"):
+                    raise BundleError(f"{claims}: {src} lies outside the claims file's folder")
+                _copy_redacted(src, root / rel, rel, redactions)
+        if pins_file.is_file():
+            shutil.copyfile(pins_file, root / "pins.yaml")
+        system = system_description(root / "run" / run_dir.name, root / "pins.yaml",
+                                    submitter or os.environ.get("USER") or "unknown",
+                                    system_name or (meta.get("host") or {}).get("hostname") or run_dir.name)
+        _write_json(root / "system.json", system)
+        _write_json(root / "commands.json", _commands(meta))
+        _write_json(root / "provenance.json", {
+            "schema_version": SCHEMA_VERSION, "kit_version": __version__,
+            "kit_commit_at_run": meta.get("kit_commit"), "kit_commit_at_bundle": _revision(),
+            "bundled": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "run_id": run_dir.name, "rules_version": rules_version,
+            "pins_sha256": sha256_file(root / "pins.yaml") if (root / "pins.yaml").is_file() else None,
+            "claims": f"claims/{claims.name}" if claims else None, "redactions": redactions,
+        })
+        write_manifest(root)
+        if sign_key is not None:
+            sign(root / MANIFEST, Path(sign_key))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".partial")
+        with tarfile.open(partial, "w:gz", compresslevel=6) as tar:
+            for path in sorted(root.rglob("*")):
+                info = tar.gettarinfo(str(path), arcname=path.relative_to(Path(tmp)).as_posix())
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                info.mtime = 0
+                if path.is_file():
+                    with open(path, "rb") as f:
+                        tar.addfile(info, f)
+                else:
+                    tar.addfile(info)
+        partial.replace(out)
+    return out
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _revision() -> dict:
+    from kit.run.bench import source_revision
+
+    return source_revision()
+
+
+def write_manifest(root: Path) -> Path:
+    files = {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+             for p in sorted(root.rglob("*")) if p.is_file() and p.name not in (MANIFEST, SIGNATURE)}
+    body = {"schema_version": SCHEMA_VERSION, "hash": "sha256", "kit_version": __version__, "files": files,
+            SELF_KEY: ZERO_DIGEST}
+    text = json.dumps(body, indent=2, sort_keys=True) + "\n"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    (root / MANIFEST).write_text(text.replace(ZERO_DIGEST, digest, 1), encoding="utf-8")
+    return root / MANIFEST
+
+
+def manifest_self_ok(raw: bytes) -> bool:
+    """The manifest's own digest: sha256 of its bytes with that digest written as 64 zeros."""
+    m = re.search(rb'"' + SELF_KEY.encode() + rb'": "([0-9a-f]{64})"', raw)
+    if not m:
+        return False
+    zeroed = raw[:m.start(1)] + ZERO_DIGEST.encode() + raw[m.end(1):]
+    return hashlib.sha256(zeroed).hexdigest() == m.group(1).decode()
+
+
+# --------------------------------------------------------------------------- OpenSSH signatures
+
+
+def _ssh_keygen(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    if shutil.which("ssh-keygen") is None:
+        raise BundleError("ssh-keygen not found (OpenSSH client): needed to sign or check a bundle signature")
+    return subprocess.run(["ssh-keygen", *args], input=stdin, capture_output=True, timeout=60)
+
+
+def sign(manifest: Path, key: Path) -> Path:
+    key = Path(key).expanduser()
+    if not key.is_file():
+        raise BundleError(f"{key}: no such signing key")
+    done = _ssh_keygen(["-Y", "sign", "-f", str(key), "-n", NAMESPACE, str(manifest)], stdin=b"")
+    if done.returncode != 0:
+        raise BundleError(f"ssh-keygen -Y sign with {key} failed: {done.stderr.decode(errors='replace').strip()} "
+                          "(a key with a passphrase must be in ssh-agent; pass its .pub file)")
+    return manifest.with_name(SIGNATURE)
+
+
+@dataclass
+class SignatureCheck:
+    state: str  # unsigned | valid | invalid | unchecked
+    detail: str
+
+
+def check_signature(root: Path, allowed_signers: Path | None) -> SignatureCheck:
+    sig, manifest = root / SIGNATURE, root / MANIFEST
+    if not sig.is_file():
+        if allowed_signers is not None:
+            return SignatureCheck("invalid", "missing, but --allowed-signers asks for a signed bundle")
+        return SignatureCheck("unsigned", "the bundle is not signed")
+    data = manifest.read_bytes()
+    if allowed_signers is None:
+        done = _ssh_keygen(["-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(sig)], stdin=data)
+        if done.returncode != 0:
+            return SignatureCheck("invalid", f"does not verify over {MANIFEST}: "
+                                  f"{done.stderr.decode(errors='replace').strip()[:300]}")
+        return SignatureCheck("unchecked", "signature is intact, but whose it is was not checked "
+                                           "(give --allowed-signers FILE)")
+    found = _ssh_keygen(["-Y", "find-principals", "-f", str(allowed_signers), "-s", str(sig)])
+    principals = found.stdout.decode(errors="replace").split()
+    if found.returncode != 0 or not principals:
+        return SignatureCheck("invalid", f"signed by a key that {allowed_signers} does not allow")
+    done = _ssh_keygen(["-Y", "verify", "-f", str(allowed_signers), "-I", principals[0], "-n", NAMESPACE,
+                        "-s", str(sig)], stdin=data)
+    if done.returncode != 0:
+        return SignatureCheck("invalid", f"does not verify over {MANIFEST}: "
+                              f"{done.stderr.decode(errors='replace').strip()[:300]}")
+    return SignatureCheck("valid", f"good signature by {principals[0]} ({NAMESPACE})")
+
+
+# --------------------------------------------------------------------------- reading a bundle
+
+
+def unpack(bundle: Path, into: Path) -> Path:
+    """Extract a bundle safely (plain files and folders only, no links, nothing outside) -> its top folder."""
+    try:
+        with gzip.open(bundle, "rb") as stream:  # to the end: the gzip CRC and length checks run only there
+            while stream.read(1 << 20):
+                pass
+        with tarfile.open(bundle, "r:gz") as tar:
+            members = tar.getmembers()
+            tops = set()
+            for m in members:
+                name = Path(m.name)
+                if name.is_absolute() or ".." in name.parts or not (m.isfile() or m.isdir()):
+                    raise BundleError(f"{bundle}: refused member {m.name!r} (absolute, '..', link or device)")
+                if m.size > MAX_MEMBER_BYTES:
+                    raise BundleError(f"{bundle}: member {m.name} is larger than {MAX_MEMBER_BYTES} bytes")
+                tops.add(name.parts[0])
+            if len(tops) != 1:
+                raise BundleError(f"{bundle}: expected one top folder, found {sorted(tops)[:5]}")
+            tar.extractall(into, members=members, filter="data")
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise BundleError(f"{bundle}: corrupt or truncated archive ({type(exc).__name__}: {exc})") from None
+    return Path(into) / tops.pop()

@@ -1,0 +1,169 @@
+"""`kit verify BUNDLE`: hashes, signature, system description and every rule, figures recomputed from raw logs.
+
+Needs no GPU, no host and no Docker: only this package, Python and (for signatures) ssh-keygen.
+Exit 0 only when every file is intact, the signature (if any) holds and every rule holds.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.audit import bundle as bd
+from kit.audit import rules as rl
+from kit.audit.evidence import READ_ERRORS, Evidence
+
+INTEGRITY = "integrity"
+SIGNATURE_RULE = "signature"
+SYSTEM_RULE = "system_description_recomputed"
+
+
+@dataclass
+class Compliance:
+    bundle: str
+    signature: bd.SignatureCheck | None = None
+    integrity: list[rl.Violation] = field(default_factory=list)
+    findings: list[rl.Finding] = field(default_factory=list)
+    extra: list[rl.Violation] = field(default_factory=list)
+    files: int = 0
+    figures: int = 0
+    seconds: float = 0.0
+
+    @property
+    def violations(self) -> list[rl.Violation]:
+        out = list(self.integrity)
+        if self.signature and self.signature.state == "invalid":
+            out.append(rl.Violation(SIGNATURE_RULE, self.signature.detail, bd.SIGNATURE))
+        out += self.extra
+        for f in self.findings:
+            out += f.violations
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def lines(self) -> list[str]:
+        sig = self.signature.state.upper() if self.signature else "NOT CHECKED"
+        out = [f"kit verify {self.bundle}",
+               f"  files: {self.files} checked against manifest.json (sha256)"
+               + ("" if not self.integrity else f", {len(self.integrity)} problem(s)"),
+               f"  signature: {sig}" + (f" - {self.signature.detail}" if self.signature else "")]
+        for f in self.findings:
+            state = "FAIL" if f.violations else ("n/a " if not f.checked else "OK  ")
+            note = f"  ({f.note})" if f.note else ""
+            out.append(f"  {state} {f.rule.name}: {f.checked} checked{note}")
+        if self.violations:
+            out.append(f"VIOLATIONS ({len(self.violations)}):")
+            out += [f"  [{v.rule}] {v.where}: {v.message}" for v in self.violations]
+            out.append(f"NOT OK: {len(self.violations)} violation(s); {self.figures} figure(s) recomputed")
+        else:
+            out.append(f"OK: every file intact, every rule holds; {self.figures} figure(s) recomputed from the raw "
+                       f"logs in {self.seconds:.1f} s")
+        return out
+
+    def to_dict(self) -> dict:
+        return {"bundle": self.bundle, "ok": self.ok, "files": self.files, "figures": self.figures,
+                "signature": self.signature.__dict__ if self.signature else None,
+                "rules": [{"rule": f.rule.name, "predicate": f.rule.predicate, "checked": f.checked,
+                           "violations": len(f.violations), "note": f.note} for f in self.findings],
+                "violations": [v.to_dict() for v in self.violations]}
+
+
+def check_files(root: Path) -> tuple[int, list[rl.Violation]]:
+    """Every file listed with its sha256 and size; none missing, none added; the manifest's own digest."""
+    manifest_path = root / bd.MANIFEST
+    if not manifest_path.is_file():
+        return 0, [rl.Violation(INTEGRITY, "missing: the bundle has no manifest", bd.MANIFEST)]
+    raw = manifest_path.read_bytes()
+    problems = []
+    try:
+        manifest = json.loads(raw)
+        files = manifest["files"]
+        if manifest.get("schema_version") != bd.SCHEMA_VERSION or not isinstance(files, dict):
+            raise ValueError(f"schema_version {manifest.get('schema_version')!r} (this kit reads {bd.SCHEMA_VERSION})")
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        return 0, [rl.Violation(INTEGRITY, f"unreadable manifest: {exc}", bd.MANIFEST)]
+    if not bd.manifest_self_ok(raw):
+        problems.append(rl.Violation(INTEGRITY, "its own sha256 does not match its bytes (edited?)", bd.MANIFEST))
+    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {bd.MANIFEST, bd.SIGNATURE}
+    for name in sorted(present - set(files)):
+        problems.append(rl.Violation(INTEGRITY, "not listed in manifest.json (added after bundling)", name))
+    for name, entry in sorted(files.items()):
+        path = root / name
+        if name not in present:
+            problems.append(rl.Violation(INTEGRITY, "listed in manifest.json but missing", name))
+            continue
+        size = path.stat().st_size
+        digest = bd.sha256_file(path)
+        if not isinstance(entry, dict) or digest != entry.get("sha256") or size != entry.get("bytes"):
+            want = entry.get("sha256", "?") if isinstance(entry, dict) else "?"
+            problems.append(rl.Violation(INTEGRITY, f"sha256 {digest[:16]}... differs from manifest.json's "
+                                                    f"{str(want)[:16]}... (changed after bundling)", name))
+    return len(files), problems
+
+
+def check_system(root: Path, run_dir: Path) -> list[rl.Violation]:
+    """system.json equals the description recomputed from the raw captures (submitter and name as written)."""
+    path = root / "system.json"
+    try:
+        written = json.loads(path.read_text(encoding="utf-8"))
+        again = bd.system_description(run_dir, root / "pins.yaml", written["submitter"], written["system_name"])
+    except (*READ_ERRORS, KeyError, TypeError) as exc:
+        return [rl.Violation(SYSTEM_RULE, f"cannot be recomputed: {exc}", "system.json")]
+    again = json.loads(json.dumps(again))
+    diff = sorted(k for k in set(written) | set(again) if written.get(k) != again.get(k))
+    if diff:
+        return [rl.Violation(SYSTEM_RULE, f"differs from the captures in {', '.join(diff)}", "system.json")]
+    return []
+
+
+def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: str | None = None,
+                label: str | None = None) -> Compliance:
+    start = time.monotonic()
+    result = Compliance(label or str(root))
+    result.files, result.integrity = check_files(root)
+    result.signature = bd.check_signature(root, allowed_signers)
+    runs = sorted(p for p in (root / "run").iterdir() if p.is_dir()) if (root / "run").is_dir() else []
+    if len(runs) != 1:
+        result.extra.append(rl.Violation(INTEGRITY, f"expected one run folder, found {len(runs)}", "run/"))
+        return result
+    provenance = {}
+    try:
+        provenance = json.loads((root / "provenance.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        result.extra.append(rl.Violation(INTEGRITY, f"unreadable: {exc}", "provenance.json"))
+    claims = provenance.get("claims") if isinstance(provenance, dict) else None
+    evidence = Evidence(runs[0], claims=root / claims if claims else None)
+    version = rules_version or (provenance.get("rules_version") if isinstance(provenance, dict) else None) or "v1"
+    result.findings = rl.evaluate(rl.load_rules(version), evidence)
+    result.extra += [rl.Violation("readable", why, f"run/{runs[0].name}/{file}") for file, why in evidence.problems]
+    result.extra += check_system(root, runs[0])
+    result.figures = len(evidence.runs())
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str | None = None) -> Compliance:
+    """A .tar.gz bundle (unpacked into a temporary folder) or an unpacked bundle folder."""
+    bundle = Path(bundle)
+    if not bundle.exists():
+        raise bd.BundleError(f"{bundle}: no such bundle")
+    if allowed_signers is not None and not Path(allowed_signers).is_file():
+        raise bd.BundleError(f"{allowed_signers}: no such allowed-signers file")
+    if bundle.is_dir():
+        return verify_tree(bundle, allowed_signers, rules_version)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kit-verify-") as tmp:
+        try:
+            root = bd.unpack(bundle, Path(tmp))
+        except bd.BundleError as exc:
+            result = Compliance(str(bundle))
+            result.integrity.append(rl.Violation(INTEGRITY, str(exc).split(": ", 1)[-1], bundle.name))
+            return result
+        result = verify_tree(root, allowed_signers, rules_version, label=str(bundle))
+    result.seconds = time.monotonic() - start
+    return result

@@ -1,0 +1,5 @@
+"""The `kit` command line: one module per subcommand."""
+
+from kit.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,319 @@
+"""Benchmark suites: kit/suites/<name>.yaml -> validated, expanded Cases (errors name file:line:key).
+
+A suite file:
+    schema_version: 1
+    name: v100
+    description: ...
+    hardware: gpu | cpu
+    defaults: {warmup_steps: 20, measure_steps: 100, repeats: 5, ...}   # any case key
+    cases:
+      - {framework: [paddle, torch], model: resnet50, precision: [fp32, amp], batch_size: 256,
+         gpus_per_node: [1, 8], nodes: 1, impl: harness,
+         references: [{gpus_per_node: 1, precision: fp32, framework: paddle,
+                       value: 393.561, lower: -0.05, upper: 0.05, unit: samples/s, source: ...}]}
+A list value is expanded (the cartesian product of every list-valued key). A reference is
+(value, lower, upper, unit) as in ReFrame: lower/upper are relative bounds (-0.05 = 5 % below),
+null for unbounded; its other keys select the expanded cases it applies to.
+
+impl: harness runs the kit's own harness (paddle, torch); impl: reference runs the program the seed's
+table came from, with the publisher's flags (kit.reference: PaddleClas, FleetX VGG16, PLSC ArcFace, NGC
+DeepLearningExamples PyTorch/TensorFlow 1/MXNet). Default: harness for paddle/torch, else reference.
+A reference case logs under logs/<implementation>/... (ngc-pytorch, paddleclas, ...) and runs the
+publisher's own step counts and data settings: warmup_steps, measure_steps, data, image_size,
+num_classes and channels_last shape harness cases only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kit.core.layout import case_key, case_name, run_log_path
+from kit.core.yamlio import ConfigError, LineDict, kind_name, load_yaml, optional, require
+from kit.run import reference
+
+SCHEMA_VERSION = 1
+SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"  # the data: kit/suites/*.yaml
+FRAMEWORKS = ("paddle", "torch", "tensorflow", "mxnet")
+HARNESS_FRAMEWORKS = ("paddle", "torch")
+MODELS = ("resnet50", "vgg16", "arcface")
+PRECISIONS = ("fp32", "amp")
+DATA_MODES = ("synthetic", "imagenet")
+IMPLS = ("harness", "reference")
+HARDWARE = ("cpu", "gpu")
+
+# key -> (types, default); a None default means required
+CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
+    "framework": ((str,), None),
+    "model": ((str,), None),
+    "batch_size": ((int,), None),
+    "precision": ((str,), "fp32"),
+    "nodes": ((int,), 1),
+    "gpus_per_node": ((int,), 1),
+    "warmup_steps": ((int,), 20),
+    "measure_steps": ((int,), 100),
+    "repeats": ((int,), 5),
+    "data": ((str,), "synthetic"),
+    "image_size": ((int,), None),
+    "num_classes": ((int,), None),
+    "channels_last": ((bool,), False),
+    "impl": ((str,), None),
+    "timeout_s": ((int, float), 1800),
+}
+CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS}
+MINIMUM = {"batch_size": 1, "nodes": 1, "gpus_per_node": 1, "warmup_steps": 0, "measure_steps": 1, "repeats": 1,
+           "image_size": 8, "num_classes": 1, "timeout_s": 1}
+DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112}
+DEFAULT_NUM_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431}
+SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl")
+REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source")
+
+
+@dataclass(frozen=True)
+class Reference:
+    value: float
+    lower: float | None
+    upper: float | None
+    unit: str
+    source: str = ""
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        low = None if self.lower is None else self.value * (1 + self.lower)
+        high = None if self.upper is None else self.value * (1 + self.upper)
+        return low, high
+
+    def holds(self, measured: float) -> bool:
+        low, high = self.bounds()
+        return (low is None or measured >= low) and (high is None or measured <= high)
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "lower": self.lower, "upper": self.upper, "unit": self.unit, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Case:
+    framework: str
+    model: str
+    batch_size: int
+    precision: str
+    nodes: int
+    gpus_per_node: int
+    warmup_steps: int
+    measure_steps: int
+    repeats: int
+    data: str
+    image_size: int
+    num_classes: int
+    channels_last: bool
+    impl: str  # harness | reference
+    timeout_s: float
+    line: int = 0
+    reference: Reference | None = None
+
+    @property
+    def case_dir(self) -> str:
+        return case_name(self.nodes, self.gpus_per_node)
+
+    @property
+    def runner(self) -> str:
+        """Old name of impl (harness | reference), kept for callers not yet migrated."""
+        return self.impl
+
+    @property
+    def log_framework(self) -> str:
+        """The framework folder of the logs: the framework, or the reference implementation's name."""
+        if self.impl == "harness":
+            return self.framework
+        return reference.implementation(self.framework, self.model).name
+
+    def ref_job(self) -> reference.RefJob:
+        return reference.RefJob(self.framework, self.model, self.precision, self.batch_size, self.gpus_per_node,
+                                self.nodes)
+
+    @property
+    def processes(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.processes
+
+    @property
+    def key(self) -> str:
+        return case_key(self.log_framework, self.model, self.batch_size, self.case_dir, self.precision)
+
+    def log_path(self, repeat: int) -> Path:
+        """Relative to runs/<id>/logs/; repeats count from 1."""
+        return run_log_path(self.log_framework, self.model, self.batch_size, self.nodes, self.gpus_per_node,
+                            self.precision, repeat)
+
+    def to_dict(self) -> dict:
+        data = {k: getattr(self, k) for k in CASE_KEYS}
+        data["reference"] = self.reference.to_dict() if self.reference else None
+        data["implementation"] = self.log_framework if self.impl == "reference" else None
+        return data
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    path: Path
+    description: str
+    hardware: str
+    cases: list[Case] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "path": str(self.path), "description": self.description,
+                "hardware": self.hardware, "cases": [c.to_dict() for c in self.cases]}
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
+
+
+def suite_path(name_or_path: str | Path) -> Path:
+    """A bare name is a built-in suite (kit/suites/<name>.yaml); anything else is a file path."""
+    text = str(name_or_path)
+    if "/" not in text and not text.endswith((".yaml", ".yml")):
+        path = SUITES_DIR / f"{text}.yaml"
+        if not path.is_file():
+            raise ConfigError(text, f"no built-in suite of that name; known: {', '.join(available())} (or give a path)")
+        return path
+    return Path(text)
+
+
+def load_suite(name_or_path: str | Path) -> Suite:
+    path = suite_path(name_or_path)
+    data = load_yaml(path)
+    if not isinstance(data, LineDict):
+        raise ConfigError(path, "top level must be a mapping (schema_version, name, cases, ...)", 1)
+    known = {"schema_version", "name", "description", "hardware", "defaults", "cases"}
+    _reject_unknown(data, known, path)
+    version = require(data, "schema_version", int, path)
+    if version != SCHEMA_VERSION:
+        raise ConfigError(path, f"unsupported schema_version {version} (this kit reads {SCHEMA_VERSION})",
+                          data.line_of("schema_version"), "schema_version")
+    name = require(data, "name", str, path)
+    hardware = optional(data, "hardware", str, path, "gpu")
+    if hardware not in HARDWARE:
+        raise ConfigError(path, f"must be one of {', '.join(HARDWARE)}", data.line_of("hardware"), "hardware")
+    defaults = optional(data, "defaults", dict, path, LineDict())
+    _reject_unknown(defaults, set(CASE_KEYS) - {"framework", "model"}, path)
+    entries = require(data, "cases", list, path)
+    if not entries:
+        raise ConfigError(path, "no cases", data.line_of("cases"), "cases")
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, LineDict):
+            raise ConfigError(path, f"case {i + 1} must be a mapping", data.line_of("cases"), "cases")
+        for case in _expand(entry, defaults, path):
+            if case.key in seen:
+                raise ConfigError(path, f"case {case.key} also comes from the entry at line {seen[case.key]}",
+                                  entry.line)
+            seen[case.key] = entry.line
+            cases.append(case)
+    return Suite(name, path, optional(data, "description", str, path, ""), hardware, cases)
+
+
+def _reject_unknown(entry: LineDict, known: set[str], path: Path) -> None:
+    for key in entry:
+        if key not in known:
+            raise ConfigError(path, f"unknown key; known: {', '.join(sorted(known))}", entry.line_of(key), str(key))
+
+
+def _values(entry: LineDict, key: str, path: Path) -> list:
+    """The entry's value(s) for key, each checked for type, choices and minimum."""
+    types, _ = CASE_KEYS[key]
+    raw = entry[key]
+    values = raw if isinstance(raw, list) else [raw]
+    if not values:
+        raise ConfigError(path, "empty list", entry.line_of(key), key)
+    for v in values:
+        if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+            raise ConfigError(path, f"expected {kind_name(types)} (or a list of them), got {v!r}", entry.line_of(key),
+                              key)
+        if key in CHOICES and v not in CHOICES[key]:
+            raise ConfigError(path, f"{v!r} is not one of {', '.join(CHOICES[key])}", entry.line_of(key), key)
+        if key in MINIMUM and v < MINIMUM[key]:
+            raise ConfigError(path, f"must be >= {MINIMUM[key]}, got {v}", entry.line_of(key), key)
+    if len(set(values)) != len(values):
+        raise ConfigError(path, "a value is listed twice", entry.line_of(key), key)
+    return values
+
+
+def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
+    _reject_unknown(entry, set(CASE_KEYS) | {"references"}, path)
+    merged: dict[str, list] = {}
+    for key, (_, default) in CASE_KEYS.items():
+        if key in entry:
+            merged[key] = _values(entry, key, path)
+        elif key in defaults:
+            merged[key] = _values(defaults, key, path)
+        elif default is not None:
+            merged[key] = [default]
+        elif key in ("framework", "model", "batch_size"):
+            raise ConfigError(path, "missing required key", entry.line, key)
+        else:
+            merged[key] = [None]
+    cases = []
+    for combo in itertools.product(*merged.values()):
+        values = dict(zip(merged, combo, strict=True))
+        values["image_size"] = values["image_size"] or DEFAULT_IMAGE_SIZE[values["model"]]
+        values["num_classes"] = values["num_classes"] or DEFAULT_NUM_CLASSES[values["model"]]
+        impl = values["impl"] or ("harness" if values["framework"] in HARNESS_FRAMEWORKS else "reference")
+        where = "impl" if "impl" in entry else "framework"
+        if impl == "harness" and values["framework"] not in HARNESS_FRAMEWORKS:
+            raise ConfigError(path, f"the kit's harness runs {', '.join(HARNESS_FRAMEWORKS)}, not "
+                              f"{values['framework']} (use impl: reference)", entry.line_of(where), where)
+        values["impl"] = impl
+        values["timeout_s"] = float(values["timeout_s"])
+        case = Case(**values, line=entry.line)
+        if impl == "reference":
+            try:
+                reference.check(case.ref_job())
+            except reference.ReferenceError as exc:
+                raise ConfigError(path, str(exc), entry.line_of(where), where) from None
+        cases.append(case)
+    return _attach_references(entry, cases, path)
+
+
+def _attach_references(entry: LineDict, cases: list[Case], path: Path) -> list[Case]:
+    refs = optional(entry, "references", list, path, [])
+    for ref in refs:
+        if not isinstance(ref, LineDict):
+            raise ConfigError(path, "each reference must be a mapping", entry.line_of("references"), "references")
+        _reject_unknown(ref, set(SELECTOR_KEYS) | set(REFERENCE_KEYS), path)
+        reference = Reference(
+            value=float(require(ref, "value", (int, float), path)),
+            lower=_bound(ref, "lower", path),
+            upper=_bound(ref, "upper", path),
+            unit=require(ref, "unit", str, path),
+            source=optional(ref, "source", str, path, ""),
+        )
+        if reference.value <= 0:
+            raise ConfigError(path, "must be > 0", ref.line_of("value"), "value")
+        selector = {k: ref[k] for k in SELECTOR_KEYS if k in ref}
+        hits = [i for i, c in enumerate(cases) if all(getattr(c, k) == v for k, v in selector.items())]
+        if not hits:
+            raise ConfigError(path, f"reference selects no case of this entry ({selector})", ref.line)
+        for i in hits:
+            if cases[i].reference is not None:
+                raise ConfigError(path, f"case {cases[i].key} has two references", ref.line)
+            cases[i] = replace(cases[i], reference=reference)
+    return cases
+
+
+def _bound(ref: LineDict, key: str, path: Path) -> float | None:
+    value = ref.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(path, f"expected a relative bound such as -0.05 (or null), got {value!r}",
+                          ref.line_of(key), key)
+    if (key == "lower" and value > 0) or (key == "upper" and value < 0):
+        raise ConfigError(path, f"{key} bound must be {'<= 0' if key == 'lower' else '>= 0'} (relative)",
+                          ref.line_of(key), key)
+    return float(value)

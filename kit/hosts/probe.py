@@ -1,0 +1,108 @@
+"""check_env: run the probe commands on every host at once, keep the raw outputs, parse, compare.
+
+    runs/<id>/env/<host>/<probe>.txt    raw output of each probe (exactly what the host printed)
+    runs/<id>/env/<host>/probes.json    each probe's command and exit code
+    runs/<id>/env/<host>/capture.json   the parsed machine description (kit.envcapture.HostCapture)
+    runs/<id>/env/verdict.json          the cross-host consistency verdict
+Parsing and comparison are kit.envcapture's (pure); this module only talks to hosts.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from kit.config.hosts import HostConfig, Inventory
+from kit.hosts import capture as ec
+from kit.hosts.connect import connect, quote_cmd
+
+# name -> shell command; a probe that fails leaves its output (and exit code) on record
+PROBES = {
+    "has-nvidia-smi": "command -v nvidia-smi",  # first: the nvidia-smi probes run only where it exists
+    "nvidia-smi-topo": "nvidia-smi topo -m",
+    "nvidia-smi-q": "nvidia-smi -q -x",
+    "cpuinfo": "cat /proc/cpuinfo",
+    "meminfo": "cat /proc/meminfo",
+    "os-release": "cat /etc/os-release",
+    "kernel": "uname -r",
+    "docker": "docker version --format '{{.Server.Version}}'",
+    "infiniband": "ls /sys/class/infiniband",
+}
+
+
+Runner = Callable[[str, int], tuple[int, str]]  # (shell command, timeout s) -> (exit code, stdout)
+
+
+def _run_probes(run: Runner, host: HostConfig | None,
+                out_dir: Path) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
+    """Run every probe; keep each raw output byte-exact in <probe>.txt. Returns (exit, stdout) and commands."""
+    raw: dict[str, tuple[int, str]] = {}
+    for name, command in PROBES.items():
+        if name.startswith("nvidia-smi") and raw.get("has-nvidia-smi", (1, ""))[0] != 0:
+            continue
+        raw[name] = run(command, 60)
+        if name != "has-nvidia-smi":
+            (out_dir / f"{name}.txt").write_text(raw[name][1])
+    commands = dict(PROBES)
+    if host is not None and host.nic:
+        commands["nic"] = f"cat /sys/class/net/{quote_cmd([host.nic])}/operstate"
+        raw["nic"] = run(commands["nic"], 30)
+    return raw, commands
+
+
+def _fabric_runner(conn) -> Runner:
+    def run(command: str, timeout: int) -> tuple[int, str]:
+        result = conn.run(command, hide=True, warn=True, timeout=timeout)
+        return result.exited, result.stdout
+    return run
+
+
+def _local_runner(command: str, timeout: int) -> tuple[int, str]:
+    try:
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 124, ""
+    return done.returncode, done.stdout
+
+
+def probe_host(host: HostConfig, inv: Inventory, out_dir: Path) -> ec.HostCapture:
+    with connect(host, inv) as conn:
+        raw, commands = _run_probes(_fabric_runner(conn), host, out_dir)
+    return _capture(host.name, host.nic, raw, commands, out_dir)
+
+
+def probe_local(name: str, out_dir: Path) -> ec.HostCapture:
+    """The same probes on this machine (kit bench): runs/<id>/env/<name>/ as for a remote host."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw, commands = _run_probes(_local_runner, None, out_dir)
+    return _capture(name, None, raw, commands, out_dir)
+
+
+def _capture(name: str, nic: str | None, raw: dict[str, tuple[int, str]], commands: dict[str, str],
+             out_dir: Path) -> ec.HostCapture:
+    entries = {probe: {"command": commands[probe], "exit": code} for probe, (code, _) in raw.items()}
+    if "nic" in entries:
+        entries["nic"]["interface"] = nic
+    (out_dir / "probes.json").write_text(json.dumps(entries, indent=2) + "\n")
+    capture = ec.capture_from_probes(name, raw, nic)
+    (out_dir / "capture.json").write_text(json.dumps(capture.to_dict(), indent=2) + "\n")
+    return capture
+
+
+def check_env(inv: Inventory, hosts: list[HostConfig], env_dir: Path, require_gpu: bool = False) -> ec.Verdict:
+    """Probe every host in parallel; write the raw outputs, captures and the verdict under env_dir."""
+    env_dir.mkdir(parents=True, exist_ok=True)
+
+    def one(host: HostConfig) -> ec.HostCapture:
+        out = env_dir / host.name
+        out.mkdir(parents=True, exist_ok=True)
+        return probe_host(host, inv, out)
+
+    with cf.ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+        captures = list(pool.map(one, hosts))
+    verdict = ec.consistency(captures, require_gpu=require_gpu)
+    (env_dir / "verdict.json").write_text(json.dumps(verdict.to_dict(), indent=2) + "\n")
+    return verdict

@@ -1,0 +1,230 @@
+"""Re-derive published figures from their logs: one verdict per claim.
+
+Claims file schema (the fixtures' expected.yaml is the reference):
+  suites: [{name, dir?, format?, method, per_device_batch?, precision?,
+            published_median: {<case>: v}, published_speedup?: {<case>: v}, rel_tol}]
+  logs:   [{file, format?, gpus?, method, published, rel_tol?, derives?, recomputed?}]
+Paths are relative to the claims file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.core.layout import CASE_DIR, find_logs
+from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
+from kit.results import stats
+from kit.results.extract import Method, MethodError, compute_figure
+from kit.results.parsers import FORMATS, ParseError, parse_log
+from kit.results.report import SPEEDUP_DECIMALS
+
+DEFAULT_REL_TOL = 1e-4
+DECLARED_RECOMPUTED_REL_TOL = 1e-5
+MATCH, MISMATCH, ERROR = "match", "mismatch", "error"
+
+
+@dataclass
+class Verdict:
+    claim: str
+    published: float
+    recomputed: float | None
+    rel_tol: float
+    status: str
+    detail: str = ""
+    declared_derives: bool = True
+    source_line: int = 0
+
+    @property
+    def rel_diff(self) -> float | None:
+        if self.recomputed is None:
+            return None
+        return stats.relative_difference(self.recomputed, self.published)
+
+    def to_dict(self) -> dict:
+        return {
+            "claim": self.claim,
+            "published": self.published,
+            "recomputed": self.recomputed,
+            "rel_diff": self.rel_diff,
+            "rel_tol": self.rel_tol,
+            "status": self.status,
+            "declared_derives": self.declared_derives,
+            "detail": self.detail,
+            "claims_line": self.source_line,
+        }
+
+
+def _method(entry: LineDict, path: Path) -> Method:
+    raw = optional(entry, "method", dict, path, {})
+    try:
+        return Method.from_mapping(raw)
+    except (MethodError, TypeError) as exc:
+        raise ConfigError(path, str(exc), entry.line_of("method"), "method") from None
+
+
+def _format(entry: LineDict, path: Path) -> str:
+    fmt = optional(entry, "format", str, path, "auto")
+    if fmt != "auto" and fmt not in FORMATS:
+        raise ConfigError(
+            path, f"unknown format {fmt!r}; known: auto, {', '.join(FORMATS)}", entry.line_of("format"), "format"
+        )
+    return fmt
+
+
+def _number(entry: LineDict, key: str, path: Path) -> float:
+    return float(require(entry, key, (int, float), path))
+
+
+def load_claims(path: Path) -> tuple[LineDict, list[LineDict], list[LineDict]]:
+    data = load_yaml(path)
+    if not isinstance(data, LineDict):
+        raise ConfigError(path, "top level must be a mapping with 'suites' and/or 'logs'", 1)
+    unknown = set(data) - {"suites", "logs"}
+    if unknown:
+        key = sorted(unknown, key=str)[0]
+        raise ConfigError(path, "unknown top-level key (expected suites, logs)", data.line_of(key), str(key))
+    suites = optional(data, "suites", list, path, [])
+    logs = optional(data, "logs", list, path, [])
+    if not suites and not logs:
+        raise ConfigError(path, "no claims: 'suites' and 'logs' are both empty or absent", data.line)
+    for section, items in (("suites", suites), ("logs", logs)):
+        for i, item in enumerate(items):
+            if not isinstance(item, LineDict):
+                raise ConfigError(path, f"entry {i + 1} must be a mapping", data.line_of(section), section)
+    return data, suites, logs
+
+
+def check_claims(path: Path, progress=None) -> list[Verdict]:
+    path = Path(path)
+    _, suites, logs = load_claims(path)
+    # validate every entry before doing any work, so a bad file fails fast and whole
+    plans = [("suite", s, _plan_suite(s, path)) for s in suites] + [("log", e, _plan_log(e, path)) for e in logs]
+    verdicts: list[Verdict] = []
+    for index, (kind, _entry, plan) in enumerate(plans):
+        if progress:
+            progress(index, len(plans), plan["label"])
+        verdicts.extend(_check_suite(plan, path) if kind == "suite" else [_check_log(plan, path)])
+    return verdicts
+
+
+def _plan_log(entry: LineDict, path: Path) -> dict:
+    file = require(entry, "file", str, path)
+    return {
+        "label": file,
+        "file": path.parent / file,
+        "format": _format(entry, path),
+        "method": _method(entry, path),
+        "published": _number(entry, "published", path),
+        "rel_tol": float(optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
+        "derives": optional(entry, "derives", bool, path, True),
+        "declared": _number(entry, "recomputed", path) if "recomputed" in entry else None,
+        "line": entry.line,
+    }
+
+
+def _check_log(plan: dict, path: Path) -> Verdict:
+    verdict = Verdict(
+        plan["label"],
+        plan["published"],
+        None,
+        plan["rel_tol"],
+        ERROR,
+        declared_derives=plan["derives"],
+        source_line=plan["line"],
+    )
+    try:
+        figure = compute_figure(parse_log(plan["file"], plan["format"]), plan["method"])
+    except ParseError as exc:
+        verdict.detail = str(exc)
+        return verdict
+    except (MethodError, stats.StatsError) as exc:
+        verdict.detail = f"{plan['file']}: {exc}"
+        return verdict
+    verdict.recomputed = figure.value
+    verdict.status = MATCH if abs(verdict.rel_diff) <= plan["rel_tol"] else MISMATCH
+    verdict.detail = (
+        f"{figure.format} {figure.metric}, {figure.used} record(s), lines {figure.first_line}-{figure.last_line}"
+    )
+    if not plan["derives"]:
+        verdict.detail += "; claims file says it does not derive"
+        declared = plan["declared"]
+        if declared is not None:
+            same = abs(stats.relative_difference(figure.value, declared)) <= DECLARED_RECOMPUTED_REL_TOL
+            verdict.detail += f" (declared recomputed {declared:g}: {'agrees' if same else 'DISAGREES'})"
+    return verdict
+
+
+def _plan_suite(entry: LineDict, path: Path) -> dict:
+    name = require(entry, "name", str, path)
+    folder = path.parent / optional(entry, "dir", str, path, name)
+    medians = require(entry, "published_median", dict, path)
+    speedups = optional(entry, "published_speedup", dict, path, {})
+    for key, table in (("published_median", medians), ("published_speedup", speedups)):
+        for case, value in table.items():
+            if not isinstance(case, str) or not CASE_DIR.match(case):
+                raise ConfigError(path, f"case {case!r} is not of the form <N>n<G>g", table.line_of(case), key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ConfigError(
+                    path, f"{case}: expected a number, got {type(value).__name__}", table.line_of(case), key
+                )
+    return {
+        "label": name,
+        "dir": folder,
+        "format": _format(entry, path),
+        "method": _method(entry, path),
+        "batch": optional(entry, "per_device_batch", int, path, None),
+        "precision": optional(entry, "precision", str, path, None),
+        "medians": medians,
+        "speedups": speedups,
+        "rel_tol": float(optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
+        "line": entry.line,
+    }
+
+
+def _check_suite(plan: dict, path: Path) -> list[Verdict]:
+    logs, _ = find_logs(plan["dir"]) if plan["dir"].is_dir() else ([], [])
+    logs = [
+        log
+        for log in logs
+        if (plan["batch"] is None or log.group.batch == plan["batch"])
+        and (plan["precision"] is None or log.group.precision == plan["precision"])
+    ]
+    medians: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    for case in set(plan["medians"]) | set(plan["speedups"]) | {"1n1g"}:
+        values = []
+        for log in (run for run in logs if run.case == case):
+            try:
+                values.append(compute_figure(parse_log(log.path, plan["format"]), plan["method"]).value)
+            except ParseError as exc:
+                errors[case] = str(exc)
+            except (MethodError, stats.StatsError) as exc:
+                errors[case] = f"{log.path}: {exc}"
+        if case in errors:
+            continue
+        if not values:
+            errors[case] = f"no logs for case {case} under {plan['dir']}"
+            continue
+        medians[case] = stats.median(values)
+    verdicts = []
+    label, tol = plan["label"], plan["rel_tol"]
+    for case, published in plan["medians"].items():
+        verdicts.append(
+            _verdict(f"{label} {case} median", published, medians.get(case), tol, errors.get(case), plan["line"])
+        )
+    for case, published in plan["speedups"].items():
+        value = None
+        reason = errors.get(case) or (errors.get("1n1g") and f"1n1g: {errors['1n1g']}")
+        if case in medians and "1n1g" in medians:
+            value = round(stats.speedup(medians[case], medians["1n1g"]), SPEEDUP_DECIMALS)
+        verdicts.append(_verdict(f"{label} {case} speedup", published, value, tol, reason, plan["line"]))
+    return verdicts
+
+
+def _verdict(claim: str, published: float, value: float | None, tol: float, error: str | None, line: int) -> Verdict:
+    if value is None:
+        return Verdict(claim, float(published), None, tol, ERROR, error or "not computed", source_line=line)
+    verdict = Verdict(claim, float(published), value, tol, MATCH, source_line=line)
+    verdict.status = MATCH if abs(verdict.rel_diff) <= tol else MISMATCH
+    return verdict

@@ -1,0 +1,225 @@
+"""From parsed records to one throughput figure by a stated method (pure).
+
+The method vocabulary is the publishers' (see the fixtures' expected.yaml): skip, count,
+reduce (mean | harmonic_mean | median | last_summary | wallclock), scale, round, sig;
+plus metric, kind and rank to choose the series, and steps/batch for wallclock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from kit.results import stats
+from kit.results.parsers import PER_CARD, SUMMARY, LogFormat, ParsedLog, Record
+
+REDUCE_CHOICES = ("mean", "harmonic_mean", "median", "last_summary", "wallclock")
+DEFAULT_WALLCLOCK_STEPS = (20, 120)  # DLPerf's "_time" scripts
+
+# The closed set of warnings; each says what to do.
+WARNINGS = {
+    "per_card_unscaled": "the figure is per card; pass --scale <cards> for the total throughput",
+    "several_ranks": "records come from several ranks; rank {rank} was used (choose with --rank)",
+    "unstable": "throughput varies {cv:.1%} (CV) inside the window; consider more warm-up steps (--skip)",
+    "unterminated": "the log's last line has no newline: it may have been cut short; check the run finished",
+    "steps_per_second": "the figure is in steps/s; pass --scale <global batch> for samples/s",
+}
+UNSTABLE_CV = 0.05
+
+
+class MethodError(ValueError):
+    """A method that does not fit the log (unknown metric, too few records, ...)."""
+
+
+@dataclass(frozen=True)
+class Method:
+    skip: int = 0
+    count: int | None = None
+    reduce: str = "mean"
+    scale: float = 1.0
+    round: int | None = None
+    sig: int | None = None
+    metric: str | None = None
+    kind: str | None = None
+    rank: int | None = None
+    steps: tuple[int, int] = DEFAULT_WALLCLOCK_STEPS
+    batch: float | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Method:
+        known = [f.name for f in fields(cls)]
+        unknown = set(data) - set(known)
+        if unknown:
+            raise MethodError(f"unknown method key(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}")
+        values = {k: v for k, v in data.items() if v is not None}
+        if "steps" in values:
+            values["steps"] = tuple(values["steps"])
+        return cls(**values)
+
+    def __post_init__(self) -> None:
+        """Every Method is valid: bad values raise MethodError when it is made."""
+        if self.reduce not in REDUCE_CHOICES:
+            raise MethodError(f"unknown reduce {self.reduce!r}; known: {', '.join(REDUCE_CHOICES)}")
+        for name in ("skip", "count", "round", "sig", "rank"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise MethodError(f"{name} must be an integer, got {value!r}")
+        if self.skip < 0:
+            raise MethodError(f"skip must be >= 0, got {self.skip}")
+        if self.count is not None and self.count < 1:
+            raise MethodError(f"count must be >= 1, got {self.count}")
+        if not isinstance(self.scale, (int, float)) or isinstance(self.scale, bool) or self.scale <= 0:
+            raise MethodError(f"scale must be a positive number, got {self.scale!r}")
+        if self.round is not None and self.sig is not None:
+            raise MethodError("give round or sig, not both")
+        if self.sig is not None and self.sig < 1:
+            raise MethodError(f"sig must be >= 1, got {self.sig}")
+        if len(self.steps) != 2 or self.steps[0] >= self.steps[1]:
+            raise MethodError(f"steps must be FROM:TO with FROM < TO, got {self.steps}")
+        if self.reduce == "wallclock" and self.batch is None:
+            raise MethodError("reduce wallclock needs --batch (samples per step)")
+
+    def with_overrides(self, **changes: Any) -> Method:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["steps"] = list(self.steps)
+        return data
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float
+    unit: str
+    metric: str
+    kind: str
+    format: str
+    used: int  # records reduced into the figure
+    available: int  # records in the series before the window
+    first_line: int | None
+    last_line: int | None
+    method: Method
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["method"] = self.method.to_dict()
+        data["warnings"] = list(self.warnings)
+        return data
+
+
+def resolve_metric(records: list[Record], wanted: str) -> str:
+    names = sorted({r.metric for r in records})
+    if wanted in names:
+        return wanted
+    for candidate in (f"train.{wanted}", f"train_{wanted}"):
+        if candidate in names:
+            return candidate
+    suffixed = [n for n in names if n.endswith("." + wanted)]
+    if len(suffixed) == 1:
+        return suffixed[0]
+    raise MethodError(f"no metric {wanted!r} in this log; it has: {', '.join(names) or 'none'}")
+
+
+def _pick_rank(records: list[Record], rank: int | None, warnings: list[str]) -> list[Record]:
+    """Records of one mpirun rank (plus untagged lines); the lowest rank unless one is chosen."""
+    tagged = {r.rank for r in records if r.rank is not None}
+    if rank is not None:
+        chosen = [r for r in records if r.rank == rank]
+        if not chosen:
+            raise MethodError(f"no records from rank {rank}; ranks present: {sorted(tagged) or 'none'}")
+        return chosen
+    if len(tagged) <= 1:
+        return records
+    lowest = min(tagged)
+    warnings.append(WARNINGS["several_ranks"].format(rank=lowest))
+    return [r for r in records if r.rank in (lowest, None)]
+
+
+def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
+    fmt: LogFormat = parsed.format
+    warnings: list[str] = []
+    if method.reduce == "last_summary":
+        wanted = method.metric or fmt.summary_metric or fmt.default_metric
+        summaries = [r for r in parsed.records if r.kind == SUMMARY]
+        if not summaries:
+            raise MethodError(f"no summary line in this {fmt.name} log (reduce last_summary needs one)")
+        metric = resolve_metric(summaries, wanted)
+        series = _pick_rank([r for r in summaries if r.metric == metric], method.rank, warnings)
+        chosen = [series[-1]]
+        raw = chosen[0].value
+        available = len(series)
+    else:
+        kind = method.kind or fmt.series_kind
+        of_kind = [r for r in parsed.records if r.kind == kind]
+        if not of_kind:
+            kinds = sorted({r.kind for r in parsed.records})
+            raise MethodError(f"no {kind} records in this {fmt.name} log; it has: {', '.join(kinds)}")
+        metric = resolve_metric(of_kind, method.metric or fmt.default_metric)
+        series = _pick_rank([r for r in of_kind if r.metric == metric], method.rank, warnings)
+        available = len(series)
+        if method.reduce == "wallclock":
+            raw, chosen = _wallclock(series, method)
+        else:
+            try:
+                values = stats.window([r.value for r in series], method.skip, method.count)
+            except stats.StatsError as exc:
+                raise MethodError(f"{metric}: {exc}") from None
+            chosen = series[method.skip : method.skip + len(values)]
+            raw = stats.reduce(values, method.reduce)
+            spread = stats.cv(values)
+            if len(values) >= 3 and spread > UNSTABLE_CV:
+                warnings.append(WARNINGS["unstable"].format(cv=spread))
+    value = raw * method.scale
+    if method.round is not None:
+        value = stats.round_decimals(value, method.round)
+    elif method.sig is not None:
+        value = stats.round_significant(value, method.sig)
+    unit = chosen[0].unit
+    if chosen[0].kind == PER_CARD and method.scale == 1:
+        warnings.append(WARNINGS["per_card_unscaled"])
+    if parsed.unterminated:
+        warnings.append(WARNINGS["unterminated"])
+    if unit == "steps/s" and method.scale == 1:
+        warnings.append(WARNINGS["steps_per_second"])
+    return Figure(
+        value=value,
+        unit=unit,
+        metric=metric,
+        kind=chosen[0].kind,
+        format=fmt.name,
+        used=len(chosen),
+        available=available,
+        first_line=chosen[0].line,
+        last_line=chosen[-1].line,
+        method=method,
+        warnings=tuple(warnings),
+    )
+
+
+def _wallclock(series: list[Record], method: Method) -> tuple[float, list[Record]]:
+    """(to - from) x batch / (t_to - t_from): DLPerf's timestamp method."""
+    first, last = method.steps
+    by_step = {r.step: r for r in series if r.step is not None}
+    missing = [s for s in (first, last) if s not in by_step]
+    if missing:
+        have = sorted(by_step)
+        shown = ", ".join(map(str, have[:8])) + (" ..." if len(have) > 8 else "")
+        raise MethodError(f"wallclock: no record at step {missing[0]}; steps logged: {shown or 'none'}")
+    start, end = by_step[first], by_step[last]
+    if start.timestamp is None or end.timestamp is None:
+        raise MethodError("wallclock: this log's throughput lines carry no timestamps")
+    elapsed = end.timestamp - start.timestamp
+    if elapsed <= 0:
+        raise MethodError(f"wallclock: step {last} is not later than step {first} (lines {start.line}, {end.line})")
+    assert method.batch is not None
+    return (last - first) * method.batch / elapsed, [start, end]
+
+
+def format_number(value: float) -> str:
+    """Shortest exact text: 321.8, 10336, 370.19444444444446."""
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)

@@ -1,0 +1,108 @@
+"""Log-format parsers: one module per real format, each returning throughput Records.
+
+Adding a format: write a LogFormat subclass in its own module and list it in _ALL below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.results.parsers.base import (
+    KINDS,
+    PER_CARD,
+    PER_EPOCH,
+    PER_STEP,
+    SUMMARY,
+    LogFormat,
+    ParseError,
+    Record,
+    read_log_text,
+)
+from kit.results.parsers.dle_mxnet import DLEMXNet
+from kit.results.parsers.dle_pytorch import DLEPyTorch
+from kit.results.parsers.dle_tf1 import DLETensorFlow1
+from kit.results.parsers.fleetx_vgg import FleetXVGG
+from kit.results.parsers.kitlog import KitLog
+from kit.results.parsers.nvlog_tf import NVLogTF
+from kit.results.parsers.oneflow import OneFlow
+from kit.results.parsers.paddle_models18 import PaddleModels18
+from kit.results.parsers.paddleclas import PaddleClas
+from kit.results.parsers.plsc import PLSC
+from kit.results.parsers.tf2_keras import TF2KerasTimeHistory
+
+__all__ = [
+    "FORMATS",
+    "KINDS",
+    "PER_CARD",
+    "PER_EPOCH",
+    "PER_STEP",
+    "SUMMARY",
+    "LogFormat",
+    "ParseError",
+    "ParsedLog",
+    "Record",
+    "UnknownFormat",
+    "detect_format",
+    "get_format",
+    "parse_log",
+    "parse_text",
+]
+
+_ALL: list[LogFormat] = [
+    TF2KerasTimeHistory(),
+    DLEPyTorch(),
+    DLETensorFlow1(),
+    DLEMXNet(),
+    PaddleClas(),
+    PLSC(),
+    FleetXVGG(),
+    PaddleModels18(),
+    OneFlow(),
+    NVLogTF(),
+    KitLog(),
+]
+FORMATS: dict[str, LogFormat] = {f.name: f for f in sorted(_ALL, key=lambda f: f.name)}
+
+
+_BY_PRIORITY = sorted(_ALL, key=lambda f: -f.priority)
+
+
+class UnknownFormat(ValueError):
+    """A --format name the kit does not know (a usage error, not a log error)."""
+
+
+@dataclass(frozen=True)
+class ParsedLog:
+    path: str
+    format: LogFormat
+    records: list[Record]
+    unterminated: bool = False  # the last line has no newline: the log may have been cut short
+
+
+def get_format(name: str) -> LogFormat:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise UnknownFormat(f"unknown format {name!r}; known: auto, {', '.join(FORMATS)}") from None
+
+
+def detect_format(text: str, path: str | Path) -> LogFormat:
+    for candidate in _BY_PRIORITY:  # the first hit is the highest-priority candidate
+        if candidate.detect(text):
+            return candidate
+    raise ParseError(path, f"no throughput line of any known format ({', '.join(FORMATS)})")
+
+
+def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:
+    log_format = detect_format(text, path) if fmt == "auto" else get_format(fmt)
+    records = log_format.parse_text(text, path)
+    if not records:
+        raise ParseError(path, f"no throughput line of format {log_format.name} ({log_format.description})")
+    return ParsedLog(str(path), log_format, records, not text.endswith("\n"))
+
+
+def parse_log(path: str | Path, fmt: str = "auto") -> ParsedLog:
+    if fmt != "auto":
+        get_format(fmt)
+    return parse_text(read_log_text(path), path, fmt)

@@ -1,0 +1,136 @@
+"""The kit's own harness (scripts/harness/train.py) and MLPerf-style ':::MLLOG' throughput lines.
+
+Harness, one JSON object per line (scripts/harness/README.md):
+    :::KITLOG {"kit": 1, "event": "step", "step": 21, "global_batch": 32, "seconds": 0.412, ...}
+    :::KITLOG {"kit": 1, "event": "run_stop", "status": "success", "steps": 100, "seconds": 41.2, ...}
+  A step's figure is recomputed from its raw fields: global_batch / seconds (global, every rank).
+  Only measured steps are logged (warm-up is reported as one 'warmup_end' line), so the whole
+  series is the measurement. A 'run_stop' with status 'failed', or a run that started and never
+  stopped, is an error: a failed or killed run never yields a figure.
+mlcommons/logging mlperf_logging/mllog (mllog.get_mllogger().event(key=..., value=..., metadata=...)):
+    :::MLLOG {"namespace": "", "time_ms": 1611234567890, "event_type": "POINT_IN_TIME",
+              "key": "tracked_stats", "value": {"throughput": 2412.6}, "metadata": {"step": 42, ...}}
+  read as a per-step throughput (samples/s) when the key is 'tracked_stats' and the value holds
+  'throughput'.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.results.parsers.base import PER_STEP, SUMMARY, LogFormat, ParseError, Record
+
+KITLOG = ":::KITLOG "
+MLLOG = ":::MLLOG "
+SAMPLES = "samples/s"
+_RUN_START = re.compile(r':::KITLOG \{[^\n]*"event":\s*"run_start"')
+_RUN_STOP = re.compile(r':::KITLOG \{[^\n]*"event":\s*"run_stop"')
+
+
+def _json_after(line: str, marker: str, lineno: int, path: str | Path) -> dict:
+    start = line.find(marker)
+    try:
+        data = json.loads(line[start + len(marker) :])
+    except json.JSONDecodeError as exc:
+        raise ParseError(path, f"{marker.strip()} line is not valid JSON ({exc.msg} at column {exc.colno})", lineno) from None
+    if not isinstance(data, dict):
+        raise ParseError(path, f"{marker.strip()} line holds a {type(data).__name__}, not a JSON object", lineno)
+    return data
+
+
+def _number(data: dict, key: str, lineno: int, path: str | Path, positive: bool = True) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ParseError(path, f"key {key!r} must be a finite number, got {value!r}", lineno)
+    if positive and value <= 0:
+        raise ParseError(path, f"key {key!r} must be > 0, got {value!r}", lineno)
+    return float(value)
+
+
+def _time(data: dict) -> float | None:
+    t = data.get("time_ms")
+    return t / 1000.0 if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+
+
+@dataclass
+class LogEvent:
+    line: int
+    data: dict
+
+
+def events(path: str | Path) -> list[LogEvent]:
+    """Every ':::KITLOG {...}' object of a file, also behind prefixes such as mpirun's '[1,0]<stdout>:'.
+    Lines that are not JSON objects are left out here: the parser judges them."""
+    found = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                at = line.find(KITLOG)
+                if at < 0:
+                    continue
+                try:
+                    data = json.loads(line[at + len(KITLOG):])
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(data, dict):
+                    found.append(LogEvent(lineno, data))
+    except OSError:
+        return []
+    return found
+
+
+def read_run_start(path: str | Path) -> dict | None:
+    """The harness's run_start settings of a log (framework, model, image size, threads, ...), or None."""
+    return next((e.data for e in events(path) if e.data.get("event") == "run_start"), None)
+
+
+class KitLog(LogFormat):
+    name = "kitlog"
+    description = "the kit's harness: ':::KITLOG {\"event\": \"step\", \"global_batch\": B, \"seconds\": s, ...}' (+ MLLOG tracked_stats)"
+    needle = re.compile(r":::(?:KITLOG|MLLOG) ")
+    detectors = (re.compile(r":::KITLOG \{"), re.compile(r':::MLLOG \{[^\n]*"tracked_stats"[^\n]*"throughput"'))
+    detect_literals = (KITLOG, MLLOG)
+    default_metric = SAMPLES
+    summary_metric = SAMPLES
+    priority = 100  # a structured line is unambiguous
+
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
+        if KITLOG in line:
+            yield from self._kitlog(_json_after(line, KITLOG, lineno, path), lineno, rank, path)
+        elif MLLOG in line:
+            yield from self._mllog(_json_after(line, MLLOG, lineno, path), lineno, rank, path)
+
+    def _kitlog(self, data: dict, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
+        event = data.get("event")
+        if event == "step":
+            batch = _number(data, "global_batch", lineno, path)
+            seconds = _number(data, "seconds", lineno, path)
+            step = data.get("step")
+            yield Record(batch / seconds, SAMPLES, SAMPLES, PER_STEP, lineno, step if isinstance(step, int) else None, None, _time(data), rank)
+        elif event == "run_stop":
+            status = data.get("status")
+            if status != "success":
+                reason = data.get("reason", "unknown")
+                message = data.get("message", "")
+                raise ParseError(path, f"the harness reported a failed run ({reason}): {message}".rstrip(": "), lineno)
+            yield Record(_number(data, "samples_per_sec", lineno, path), SAMPLES, SAMPLES, SUMMARY, lineno, None, None, _time(data), rank)
+
+    def _mllog(self, data: dict, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
+        value = data.get("value")
+        if data.get("key") != "tracked_stats" or not isinstance(value, dict) or "throughput" not in value:
+            return
+        meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+        step = meta.get("step")
+        throughput = _number(value, "throughput", lineno, path)
+        yield Record(throughput, SAMPLES, SAMPLES, PER_STEP, lineno, step if isinstance(step, int) else None, None, _time(data), rank)
+
+    def parse_text(self, text: str, path: str | Path) -> list[Record]:
+        records = super().parse_text(text, path)
+        if KITLOG in text and _RUN_START.search(text) and not _RUN_STOP.search(text):
+            raise ParseError(path, "the harness run started but never stopped (killed, hung or cut short): no figure")
+        return records

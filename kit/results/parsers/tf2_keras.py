@@ -1,0 +1,48 @@
+"""TensorFlow 2 official models (keras_utils.TimeHistory), as run by DLPerf.
+
+'I0826 15:13:29.256277 140405777909504 keras_utils.py:133] TimeHistory: 39.13 seconds,
+ 327.08 examples/second between steps 100 and 200'
+Older releases print "BenchmarkMetric: {'global step':100, 'time_taken': 39.13,
+'examples_per_second': 327.08}". One record per logged interval, at its end step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from kit.results.parsers.base import PER_STEP, LogFormat, Record, posix_time, to_float
+
+_TIME_HISTORY = re.compile(
+    r"TimeHistory: (?P<seconds>[\d.]+) seconds, (?P<value>\S+) examples/second "
+    r"between steps (?P<first>\d+) and (?P<last>\d+)"
+)
+_BENCHMARK_METRIC = re.compile(
+    r"BenchmarkMetric: \{'global step': ?(?P<last>\d+), ?'time_taken': ?(?P<seconds>[\d.]+), ?"
+    r"'examples_per_second': ?(?P<value>[^}\s,]+)\}"
+)
+# glog prefix has no year: a fixed leap year keeps differences right within one log
+_GLOG_TIME = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
+_GLOG_YEAR = 2000
+
+
+class TF2KerasTimeHistory(LogFormat):
+    name = "tf2-keras-timehistory"
+    description = "TF2 official models: 'TimeHistory: 39.13 seconds, 327.08 examples/second between steps 100 and 200'"
+    needle = re.compile(r"examples[/_]")  # examples/second, examples_per_second
+    detectors = (re.compile(r"examples/second between steps"), re.compile(r"BenchmarkMetric: \{"))
+    detect_literals = ("examples/second", "examples_per_second")
+    default_metric = "examples_per_second"
+    priority = 40
+
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
+        m = _TIME_HISTORY.search(line) or _BENCHMARK_METRIC.search(line)
+        if m is None:
+            return
+        value = to_float(m["value"], path, lineno)
+        ts = None
+        t = _GLOG_TIME.match(line)
+        if t:
+            ts = posix_time(_GLOG_YEAR, *t.groups())
+        yield Record(value, "images/s", "examples_per_second", PER_STEP, lineno, int(m["last"]), None, ts, rank)

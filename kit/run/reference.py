@@ -1,0 +1,310 @@
+"""PURE: the seeds' own benchmark programs, launched as published: (case, place in the cluster) -> argv + env + cwd.
+
+    impl = implementation("torch", "resnet50")             # ReferenceError names the combinations that exist
+    cmd = build(RefJob("torch", "resnet50", "amp", 256, 8, 1), Cluster(rank=0, hosts=("10.0.0.1",)))
+    cmd.argv, cmd.env, cmd.cwd                              # what the publisher ran, from where
+    cmd.publisher_method, cmd.kit_method                    # their reduction (their figure) and the kit's
+
+Each recipe is the publisher's script with its flags, read where the comments say; where the recorded
+logs (tests/test_reference.py checks them) and a script disagree, the log wins. Model code is never
+vendored: it is checked out at the pinned commits (docker/pins.yaml) under CODE_ROOT in the images, or
+under a host's `model_code` root. No process starts here.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from kit.results.extract import Method
+
+CODE_ROOT = "/opt/models"  # kit.imagespec clones docker/pins.yaml model_code here (checked by a test)
+CODE_DIRS = {"paddleclas": "PaddleClas", "plsc": "PLSC", "fleetx": "FleetX", "dle": "DeepLearningExamples"}
+SCRIPTS_DIR = "/opt/kit/scripts"  # the kit's scripts/ inside a container (mounted by kit bench)
+PLSC_PATCH = "plsc/exit_at_batch_150.patch"  # relative to scripts/
+PRECISIONS = ("fp32", "amp")
+
+
+class ReferenceError(ValueError):
+    """A case no published program covers (unknown combination, precision or placement)."""
+
+
+@dataclass(frozen=True)
+class Impl:
+    name: str  # the framework folder of its logs: logs/<name>/<model>/bz<B>/<N>n<G>g/
+    framework: str  # the suite's framework (its image)
+    model: str
+    title: str
+    code: str  # docker/pins.yaml model_code key
+    subdir: str  # inside the checkout
+    log_format: str  # kit.parsers format name
+    source: str  # where the recipe was read
+
+
+IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
+    Impl("paddleclas", "paddle", "resnet50", "PaddleClas ResNet50 (static graph)", "paddleclas", "", "paddleclas",
+         "PaddlePaddle/Perf@e7a07c4d ResNet50V1.5 logs (launch Configuration); PaddlePaddle/benchmark PaddleClas"),
+    Impl("fleetx", "paddle", "vgg16", "FleetX VGG16 (fleet collective)", "fleetx", "python", "fleetx-vgg",
+         "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py"),
+    Impl("plsc", "paddle", "arcface", "PLSC ArcFace, ResNet50 backbone (DLPerf)", "plsc", "", "plsc",
+         "Oneflow-Inc/DLPerf PaddlePaddle/PLSC/{README.md,scripts/runner.sh,scripts/train.py}"),
+    Impl("ngc-pytorch", "torch", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch)", "dle",
+         "PyTorch/Classification/ConvNets", "dle-pytorch",
+         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}"),
+    Impl("ngc-tensorflow", "tensorflow", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (TensorFlow 1)",
+         "dle", "TensorFlow/Classification/ConvNets", "dle-tf1",
+         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/TensorFlow/scripts/{tf_test_all.sh,tf_test_dist_all.sh}"),
+    Impl("ngc-mxnet", "mxnet", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (MXNet)", "dle",
+         "MxNet/Classification/RN50v1.5", "dle-mxnet",
+         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/MxNet/scripts/mxnet_test_all.sh"),
+)}
+
+
+def combinations() -> list[str]:
+    return [f"{fw}/{model} ({impl.name})" for (fw, model), impl in IMPLS.items()]
+
+
+def implementation(framework: str, model: str) -> Impl:
+    impl = IMPLS.get((framework, model))
+    if impl is None:
+        raise ReferenceError(f"no reference implementation for {framework}/{model}; there are: "
+                             + ", ".join(combinations()))
+    return impl
+
+
+@dataclass(frozen=True)
+class RefJob:
+    framework: str
+    model: str
+    precision: str
+    batch_size: int  # per GPU
+    gpus_per_node: int
+    nodes: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where this host sits: its rank and every node's address in rank order (rank 0 is the master)."""
+
+    rank: int = 0
+    hosts: tuple[str, ...] = ("127.0.0.1",)
+    port: int = 29500
+    nic: str | None = None
+
+    @property
+    def here(self) -> str:
+        return self.hosts[self.rank]
+
+
+@dataclass(frozen=True)
+class RefCommand:
+    impl: Impl
+    argv: list[str]  # empty: nothing starts on this host (rank 0's mpirun reaches it over ssh)
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = ""
+    publisher_method: Method | None = None
+    kit_method: Method = Method()
+    work_copy: str | None = None  # run from a patched copy of cwd (PLSC), see scripts/reference/launch.py
+    patch: str | None = None  # relative to scripts/
+    add: tuple[str, ...] = ()  # files (relative to scripts/) copied into the work copy
+    note: str = ""
+
+    def shell(self) -> str:
+        """One line to paste into a shell: cd, environment, command (every argument quoted)."""
+        if not self.argv:
+            return f"# {self.note}"
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        where = f"cd {shlex.quote(self.work_copy or self.cwd)} && " if self.cwd else ""
+        return where + (env + " " if env else "") + shlex.join(self.argv)
+
+
+def _devices(n: int) -> str:
+    return ",".join(str(i) for i in range(n))
+
+
+def _paddleclas(job: RefJob, cl: Cluster, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
+    # Single node: the July 2023 runs (Global.seed, 4 loader workers for pure FP16); 4 nodes: the June 2022
+    # runs (no seed, 8 workers), launched with --gpus and the cluster in the environment as their platform set it.
+    amp = job.precision == "amp"
+    config = "ResNet50_amp_O2_ultra.yaml" if amp else "ResNet50.yaml"
+    overrides = [f"DataLoader.Train.sampler.batch_size={job.batch_size}"]
+    if job.nodes == 1:
+        overrides.append("Global.seed=1234")
+    overrides += [f"Global.epochs={job.gpus}",  # the publisher's rule: epochs = GPUs (1, 8, 32)
+                  f"DataLoader.Train.loader.num_workers={4 if amp and job.nodes == 1 else 8}",
+                  "Global.eval_during_train=False", "fuse_elewise_add_act_ops=True", "enable_addto=True"]
+    if data_dir:
+        overrides += [f"DataLoader.Train.dataset.image_root={data_dir.rstrip('/')}/",
+                      f"DataLoader.Train.dataset.cls_label_path={data_dir.rstrip('/')}/train_list.txt"]
+    train = ["ppcls/static/train.py", "-c", f"ppcls/configs/ImageNet/ResNet/{config}"]
+    train += [a for o in overrides for a in ("-o", o)]
+    if job.gpus == 1:
+        return ["python", *train], {}
+    argv = ["python", "-m", "paddle.distributed.launch", "--gpus", _devices(job.gpus_per_node), *train]
+    if job.nodes == 1:
+        return argv, {}
+    return argv, {
+        "PADDLE_TRAINER_ENDPOINTS": ",".join(f"{h}:{cl.port}" for h in cl.hosts),
+        "PADDLE_TRAINERS": ",".join(cl.hosts), "PADDLE_TRAINER_ID": str(cl.rank), "POD_IP": cl.here,
+        "PADDLE_PORT": str(cl.port), "TRAINER_PORTS_NUM": str(job.gpus_per_node),
+    }
+
+
+def _fleetx(job: RefJob, cl: Cluster, data_dir: str | None, scripts: str) -> tuple[list[str], dict[str, str]]:
+    train = [f"{scripts}/fleetx/vgg16_benchmark.py", "--batch-size", str(job.batch_size)]
+    train += (["--amp"] if job.precision == "amp" else []) + (["--data-dir", data_dir] if data_dir else [])
+    env = {"PYTHONPATH": "."}  # cwd is FleetX/python: the fleetx package of the pinned checkout
+    if job.gpus == 1:
+        return ["python", *train], env
+    launch = ["python", "-m", "paddle.distributed.launch", "--gpus", _devices(job.gpus_per_node)]
+    if job.nodes > 1:
+        launch += ["--master", f"{cl.hosts[0]}:{cl.port}", "--nnodes", str(job.nodes), "--rank", str(cl.rank)]
+    return [*launch, *train], env
+
+
+def _plsc(job: RefJob, cl: Cluster) -> tuple[list[str], dict[str, str]]:
+    # DLPerf runner.sh: `python3 train.py` on one GPU (loss arcface), else paddle.distributed.launch with
+    # --cluster_node_ips/--node_ip/--selected_gpus (loss dist_arcface); batch and loss are flags here, not sed.
+    if job.precision != "fp32":
+        raise ReferenceError("PLSC ArcFace: DLPerf published FP32 runs only (PaddlePaddle/PLSC/README.md)")
+    loss = "arcface" if job.gpus == 1 else "dist_arcface"
+    train = ["train.py", "--loss-type", loss, "--batch-size", str(job.batch_size)]
+    if job.gpus == 1:
+        return ["python3", *train], {}
+    ips = cl.here if job.nodes == 1 else ",".join(cl.hosts)
+    return ["python3", "-m", "paddle.distributed.launch", f"--cluster_node_ips={ips}", f"--node_ip={cl.here}",
+            f"--selected_gpus={_devices(job.gpus_per_node)}", *train], {}
+
+
+def _ngc_pytorch(job: RefJob, cl: Cluster, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
+    amp = ["--amp", "--static-loss-scale", "256"] if job.precision == "amp" else []
+    b = ["-b", str(job.batch_size)]
+    if job.nodes > 1:  # README's run_benchmark.sh under mpirun, one per node: ${precision} unquoted, no loss scale
+        main = ["--arch", "resnet50", *amp[:1], *b, "--training-only", "-p", "1", "--raport-file", "benchmark.json",
+                "--epochs", "1", "--prof", "100", data_dir or "./data/imagenet"]
+        return ["python", "./multiproc.py", "--master_addr", cl.hosts[0], "--master_port", str(cl.port),
+                "--nnodes", str(job.nodes), "--nproc_per_node", str(job.gpus_per_node), "--node_rank",
+                str(cl.rank), "./main.py", *main], {}
+    head = ["--arch", "resnet50", *b, "--training-only", "-p", "1", "--raport-file", "benchmark.json"]
+    if job.gpus == 1:  # pytorch_test_all.sh: the flags in the script's order
+        return ["python", "./main.py", *head, "--epochs", "1", "--prof", "100", *amp, data_dir or "/imagenet"], {}
+    main = [*head, *amp, "--epochs", "1", "--prof", "100", data_dir or "/imagenet"]
+    return ["python", "./multiproc.py", "--nproc_per_node", str(job.gpus_per_node), "./main.py", *main], {}
+
+
+def _ngc_tensorflow(job: RefJob, cl: Cluster, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
+    prec = "amp" if job.precision == "amp" else "fp32"
+    flags = ["--mode=training_benchmark", "--use_xla", "--warmup_steps", "200", "--num_iter", "500",
+             "--iter_unit", "batch", "--batch_size", str(job.batch_size),
+             f"--data_dir={data_dir or './data/tfrecords/train'}",  # as logged; tf_test_all.sh: ./data/tfrecords/
+             f"--results_dir=/tmp/result/gpu{job.gpus}_{prec}_bs{job.batch_size}"]
+    if job.precision == "amp":
+        flags += ["--use_tf_amp", "--use_static_loss_scaling", "--loss_scale=128"]
+        if job.nodes > 1:
+            flags.insert(-1, "--lr_init=0.01")  # tf_test_dist_all.sh, FP16 run
+    if job.gpus == 1:
+        return ["python", "./main.py", *flags], {}
+    if job.nodes == 1:
+        return ["mpiexec", "--allow-run-as-root", "--bind-to", "socket", "-np", str(job.gpus), "python3", "main.py",
+                *flags], {}
+    if cl.rank != 0:
+        return [], {}
+    hosts = ",".join(f"{h}:{job.gpus_per_node}" for h in cl.hosts)
+    exports = ["-x", "PATH", "-x", "LD_LIBRARY_PATH"] + (["-x", "NCCL_SOCKET_IFNAME"] if cl.nic else [])
+    return ["mpirun", "--allow-run-as-root", "-tag-output", "--bind-to", "none", "-timestamp-output",
+            "-np", str(job.gpus), "-H", hosts, *exports, "python", "main.py", *flags], {}
+
+
+def _ngc_mxnet(job: RefJob, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
+    if job.nodes > 1:
+        raise ReferenceError("NGC MXNet: the publisher ran one node only (benchmark.py -> runner -> horovodrun -np G)")
+    dtype, report = ("float16", "fp16") if job.precision == "amp" else ("float32", "fp32")
+    argv = ["python", "benchmark.py", "-n", str(job.gpus_per_node), "-b", str(job.batch_size), "--dtype", dtype,
+            "-o", f"benchmark_report_{report}.json", "-i", "500", "-e", "3", "-w", "1", "--num-examples", "32000",
+            "--mode", "train"]
+    return argv + (["--data-root", data_dir] if data_dir else []), {}
+
+
+def methods(impl: Impl, job: RefJob) -> tuple[Method | None, Method]:
+    """(the publisher's reduction, the kit's): expected.yaml's rules per log; the kit's drops the same warm-up
+    and takes the harmonic mean of per-step throughputs (samples / time, as the harness does), in global samples/s."""
+    name, n = impl.name, job.nodes
+    if name == "ngc-pytorch":
+        skip = 9 if job.gpus == 1 else 8
+        pub = Method(reduce="last_summary") if n > 1 else Method(skip=skip)
+        return pub, Method(skip=skip, reduce="harmonic_mean")
+    if name == "ngc-tensorflow":
+        return (Method(reduce="last_summary") if n > 1 else Method(skip=5)), Method(skip=5, reduce="harmonic_mean")
+    if name == "ngc-mxnet":
+        return Method(skip=1, reduce="harmonic_mean", sig=5), Method(skip=1, reduce="harmonic_mean")
+    if name == "paddleclas":  # per-card ips: scaled by the GPUs
+        return Method(skip=10, scale=job.gpus), Method(skip=10, reduce="harmonic_mean", scale=job.gpus)
+    if name == "plsc":  # DLPerf extract_paddle_logs.py: records [50//10*n : 150//10*n], mean, 2 decimals
+        return Method(skip=5 * n, count=10 * n, round=2), Method(skip=5 * n, reduce="harmonic_mean")
+    # fleetx: 'speed' is steps/s; FleetX publishes no reduction rule, so the kit's only
+    return None, Method(skip=10, reduce="harmonic_mean", scale=job.batch_size * job.gpus)
+
+
+def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = None, data_dir: str | None = None,
+          scripts_dir: str = SCRIPTS_DIR) -> RefCommand:
+    impl = implementation(job.framework, job.model)
+    if job.precision not in PRECISIONS:
+        raise ReferenceError(f"precision {job.precision!r}: one of {', '.join(PRECISIONS)}")
+    if job.batch_size < 1 or job.gpus_per_node < 1 or job.nodes < 1:
+        raise ReferenceError(f"batch, GPUs per node and nodes must be >= 1 ({job})")
+    if len(cluster.hosts) != job.nodes or not 0 <= cluster.rank < job.nodes:
+        raise ReferenceError(f"{job.nodes} node(s) need as many host addresses and a rank below that; got rank "
+                             f"{cluster.rank} of {len(cluster.hosts)} host(s)")
+    cwd = "/".join(p for p in ((code_root or CODE_ROOT).rstrip("/"), CODE_DIRS[impl.code], impl.subdir) if p)
+    work_copy = patch = None
+    add: tuple[str, ...] = ()
+    if impl.name == "paddleclas":
+        argv, env = _paddleclas(job, cluster, data_dir)
+    elif impl.name == "fleetx":
+        argv, env = _fleetx(job, cluster, data_dir, scripts_dir)
+    elif impl.name == "plsc":
+        argv, env = _plsc(job, cluster)
+        work_copy, patch, add = "plsc-patched", PLSC_PATCH, ("plsc/train.py",)
+    elif impl.name == "ngc-pytorch":
+        argv, env = _ngc_pytorch(job, cluster, data_dir)
+    elif impl.name == "ngc-tensorflow":
+        argv, env = _ngc_tensorflow(job, cluster, data_dir)
+    else:
+        argv, env = _ngc_mxnet(job, data_dir)
+    if cluster.nic and argv:
+        env = {**env, "NCCL_SOCKET_IFNAME": cluster.nic}
+    note = "" if argv else f"nothing to start here: rank 0's mpirun starts this host's {job.gpus_per_node} ranks"
+    publisher, kit = methods(impl, job)
+    return RefCommand(impl, argv, env, cwd, publisher, kit, work_copy, patch, add, note)
+
+
+SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL", "AUTH", "COOKIE")
+
+
+def redact(env: dict[str, str]) -> dict[str, str]:
+    """Values of variables whose names look like secrets are not written anywhere."""
+    return {k: ("<redacted>" if any(m in k.upper() for m in SECRET_MARKERS) else v) for k, v in env.items()}
+
+
+def record(cmd: RefCommand, job: RefJob, cluster: Cluster) -> dict:
+    """The static part of the sidecar <log>.cmd.json (scripts/reference/launch.py adds what it finds at run time)."""
+    return {
+        "schema_version": 1,
+        "impl": cmd.impl.name, "title": cmd.impl.title, "source": cmd.impl.source,
+        "framework": job.framework, "model": job.model, "precision": job.precision, "batch_size": job.batch_size,
+        "nodes": job.nodes, "gpus_per_node": job.gpus_per_node, "rank": cluster.rank,
+        "cwd": cmd.cwd, "argv": cmd.argv, "env": redact(cmd.env), "command": cmd.shell(),
+        "log_format": cmd.impl.log_format,
+        "publisher_method": cmd.publisher_method.to_dict() if cmd.publisher_method else None,
+        "kit_method": cmd.kit_method.to_dict(),
+        "model_code": cmd.impl.code, "work_copy": cmd.work_copy, "patch": cmd.patch, "add": list(cmd.add),
+    }
+
+
+def check(job: RefJob) -> None:
+    """ReferenceError when no published program covers the job (placement left open)."""
+    build(job, Cluster(hosts=tuple(f"node{i + 1}" for i in range(job.nodes))))
