@@ -6,7 +6,7 @@
 Starts real SSH hosts (network namespaces + sshd, tests/nethosts.py; needs root), each with a Docker
 engine of its own, and a test image FROM the kit's debootstrap base plus one layer of --mb MB of random
 bytes (incompressible, so nothing is cheaper than a real image). Then, alternately (ABAB...), removes
-the image from every host and times kit.images.deliver_stream to h1 alone and to h1..hN: one
+the image from every host and times kit.deliver.deliver_stream to h1 alone and to h1..hN: one
 `docker save` stream read once and fed to every host's `docker load` at the same time.
 The figure is median(N hosts) / median(1 host). Also prints the time of a second delivery that
 finds the image everywhere (skip). Exit 0: target met; 1: above it; 2: cannot run.
@@ -30,7 +30,7 @@ from dockerparts import ensure_engine  # noqa: E402
 from nethosts import missing_prerequisites, start_free, write_inventory  # noqa: E402
 
 from kit.config.hosts import load_hosts  # noqa: E402
-from kit.images.engine import engine as images  # noqa: E402
+from kit.images import build, deliver  # noqa: E402
 from kit.images.spec import load_pins  # noqa: E402
 
 TARGET = 1.3
@@ -38,9 +38,9 @@ TARGET = 1.3
 
 def test_image(client, mb: int) -> str:
     ref = f"kit/bench-delivery:{mb}mb"
-    if images.image_id(client, ref):
+    if build.image_id(client, ref):
         return ref
-    images.make_base(client, load_pins().get("cpu"), lambda who, line: print(f"  [{who}] {line}", flush=True))
+    build.make_base(client, load_pins().get("cpu"), lambda who, line: print(f"  [{who}] {line}", flush=True))
     dockerfile = (f"FROM kit/debian:bookworm-minbase\n"
                   f"RUN head -c {mb}M /dev/urandom > /payload.bin\n").encode()
     buf = io.BytesIO()
@@ -59,7 +59,7 @@ def timed_delivery(client, net, inv, hosts, ref: str) -> float:
     for h in net.hosts:  # nobody holds it: every delivery moves the whole image
         net.run(h.name, ["docker", "rmi", "-f", ref])
     t0 = time.perf_counter()
-    results = images.deliver_stream(client, inv, hosts, ref)
+    results = deliver.deliver_stream(client, inv, hosts, ref)
     elapsed = time.perf_counter() - t0
     bad = [f"{r.host}: {r.action} {r.error}" for r in results.values() if r.action != "loaded"]
     if bad:
@@ -107,7 +107,7 @@ def main() -> int:
                     times[len(hosts)].append(t)
                     print(f"  repeat {i + 1}: {len(hosts)} host(s) {t:7.2f} s", flush=True)
             t0 = time.perf_counter()
-            again = images.deliver_stream(client, inv, many, ref)
+            again = deliver.deliver_stream(client, inv, many, ref)
             skip = time.perf_counter() - t0
             assert {r.action for r in again.values()} == {"skipped"}, again
         finally:

@@ -8,10 +8,10 @@ stage's optional dependencies are broken.
 
 from __future__ import annotations
 
-import os
-
 from fabric import task
 from invoke.exceptions import Exit
+
+from kit.config import settings
 
 # `fab -H a,b task` calls a task once per host, one after the other. A multi-host task only
 # records its host here; its post-task (which Fabric runs once, after every host's call)
@@ -68,6 +68,12 @@ def extract(c, log, fmt="auto"):
     _run_kit(["extract", log, "--format", fmt])
 
 
+def _hosts_file(option: str | None) -> str | None:
+    """--hosts-file to pass on: the task's option, else $KIT_HOSTS_FILE, else None (kit's own default)."""
+    path = settings.configured_hosts_file(option)
+    return None if path is None else str(path)
+
+
 def _register(name: str, c, options: dict) -> None:
     _REGISTERED.setdefault(name, []).append((_host_of(c, name), options))
 
@@ -115,7 +121,7 @@ def _multinode_job(c):
 def run_multinode(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, on_failure="continue",
                   force=False):
     """Start one job on ALL -H hosts at once (ranks, master, launcher flags), gather logs, report."""
-    _register("run_multinode", c, {"suite": suite, "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"),
+    _register("run_multinode", c, {"suite": suite, "hosts_file": _hosts_file(hosts_file),
                                    "runs_dir": runs_dir, "resume": resume, "on_failure": on_failure,
                                    "force": force})
 
@@ -136,7 +142,7 @@ def _check_env_job(c):
 )
 def check_env(c, hosts_file=None, runs_dir="runs", require_gpu=False, allow_busy=False):
     """Capture GPUs, topology, CPU, OS, Docker, IB on ALL -H hosts at once; compare; refuse busy GPUs."""
-    _register("check_env", c, {"hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"), "runs_dir": runs_dir,
+    _register("check_env", c, {"hosts_file": _hosts_file(hosts_file), "runs_dir": runs_dir,
                                "require_gpu": require_gpu, "allow_busy": allow_busy})
 
 
@@ -147,8 +153,9 @@ def run_single(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, f
     """Run a suite's single-node cases on the one -H host."""
     argv = ["multinode", "--hosts", _host_of(c, "run_single"), "--runs-dir", runs_dir]
     argv += ["--resume", resume] if resume else ["--suite", suite]
-    if hosts_file or os.environ.get("KIT_HOSTS_FILE"):
-        argv += ["--hosts-file", hosts_file or os.environ["KIT_HOSTS_FILE"]]
+    hosts_file = _hosts_file(hosts_file)
+    if hosts_file:
+        argv += ["--hosts-file", hosts_file]
     if force:
         argv.append("--force")
     _run_kit(argv)
@@ -162,7 +169,7 @@ def _gather_job(c):
 @task(post=[_gather_job], help={"run-dir": "the run directory (runs/<id>)", "hosts-file": "inventory"})
 def gather_logs(c, run_dir, hosts_file=None):
     """Fetch ALL -H hosts' raw logs of a run again (rank 0 = first host) and re-report."""
-    _register("gather_logs", c, {"run_dir": run_dir, "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE")})
+    _register("gather_logs", c, {"run_dir": run_dir, "hosts_file": _hosts_file(hosts_file)})
 
 
 @task
@@ -175,7 +182,7 @@ def _stage_job(c):
 def stage_data(c, train_list, images=False, hosts_file=None):
     """Put train_list.txt (and the images) on ALL -H hosts; verify counts and sha256 on each, in parallel."""
     _register("stage_data", c, {"train_list": train_list, "images": images,
-                                "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE")})
+                                "hosts_file": _hosts_file(hosts_file)})
 
 
 @task
@@ -196,7 +203,7 @@ def _push_images_job(c):
 def push_images(c, image="cpu", registry=None, pull_registry=None, hosts_file=None, run_dir=None):
     """Put the image on ALL -H hosts at once (hosts holding the same image ID are skipped), then verify."""
     _register("push_images", c, {"image": image, "registry": registry, "pull_registry": pull_registry,
-                                 "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"), "run_dir": run_dir})
+                                 "hosts_file": _hosts_file(hosts_file), "run_dir": run_dir})
 
 
 @task
@@ -208,5 +215,5 @@ def _verify_images_job(c):
                                        "hosts-file": "inventory", "run-dir": "record into <run-dir>/images.json"})
 def verify_images(c, image="cpu", hosts_file=None, run_dir=None):
     """Check that ALL -H hosts hold the very same image ID as this machine; exit non-zero naming those that don't."""
-    _register("verify_images", c, {"image": image, "hosts_file": hosts_file or os.environ.get("KIT_HOSTS_FILE"),
+    _register("verify_images", c, {"image": image, "hosts_file": _hosts_file(hosts_file),
                                    "run_dir": run_dir})

@@ -128,8 +128,8 @@ class Registry:
 
 
 def cpu_image(client, progress=None):
-    """The pinned cpu image (built from the kit's debootstrap base when missing) -> kit.images.Built."""
-    from kit.images import engine as images
+    """The pinned cpu image (built from the kit's debootstrap base when missing) -> kit.images.build.Built."""
+    from kit.images import build as images
     from kit.images.spec import load_pins
 
     spec = load_pins().get("cpu")

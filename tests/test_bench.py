@@ -15,7 +15,9 @@ import pytest
 
 from kit.cli import main
 from kit.config.suites import load_suite
-from kit.run import bench
+from kit.run import bench, reference
+from kit.run.local import LocalRunner
+from kit.run.plan import plan
 
 TINY_SUITE_BASE = """\
 schema_version: 1
@@ -158,7 +160,7 @@ def test_resume_of_a_directory_that_is_not_a_run(tmp_path, capsys):
 
 
 def test_plan_interleaves_repeats_and_skips_what_needs_other_hosts():
-    runs, skipped = bench.plan(load_suite("v100"))
+    runs, skipped = plan(load_suite("v100"), reference.CODE_ROOT)
     assert all(s[0].impl == "reference" or s[0].nodes > 1 for s in skipped)
     assert runs[0].repeat == 1 and runs[-1].repeat == 5
     first_two = {r.repeat for r in runs[: len(runs) // 5]}
@@ -169,10 +171,10 @@ def test_plan_interleaves_repeats_and_skips_what_needs_other_hosts():
 @pytest.mark.parametrize("suite", ["local", "v100"])
 def test_every_planned_command_is_buildable(tmp_path, suite):
     loaded = load_suite(suite)
-    runner = bench.LocalRunner(tmp_path)
-    runs, _ = bench.plan(loaded)
+    runner = LocalRunner(tmp_path)
+    runs, _ = plan(loaded, runner.model_code)
     for run in runs[:20]:
-        command = runner.command(run, loaded.hardware)
+        command = runner.command(run, loaded.hardware).launched
         assert command.argv[0] == sys.executable and "train.py" in command.shell()
 
 

@@ -14,8 +14,9 @@ import pytest
 from kit.audit import bundle as bd
 from kit.audit.verify import verify, verify_tree
 from kit.cli import main
-from kit.images import engine as images
-from kit.run import bench
+from kit.config.suites import load_suite
+from kit.images.deliver import record
+from kit.run import bench, records
 
 SUITE = """\
 schema_version: 1
@@ -35,7 +36,7 @@ cases:
 def real_run(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("audit")
     (base / "audit.yaml").write_text(SUITE)
-    run_dir, suite = bench.start(base / "audit.yaml", base / "runs")
+    run_dir, suite = records.start(base / "audit.yaml", base / "runs")
     result = bench.run_bench(run_dir, suite)
     assert not result.failed, [o.reason for o in result.failed]
     return run_dir
@@ -196,7 +197,7 @@ def test_missing_rank_log_fails_every_rank_logged(real_run, tmp_path):
 def test_fewer_repeats_than_declared_fails_with_the_suite_line(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
     (run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log").unlink()
-    bench.write_report(run, bench.load_suite(run / "suite.yaml"))  # the run's own report, one repeat short
+    bench.write_report(run, load_suite(run / "suite.yaml"))  # the run's own report, one repeat short
     result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
     assert [v.rule for v in result.violations] == ["repeats_as_declared"]
     v = result.violations[0]
@@ -208,7 +209,7 @@ def test_fewer_repeats_than_declared_fails_with_the_suite_line(real_run, tmp_pat
 def test_mixed_image_ids_fail_same_image_everywhere(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
     good, other = "sha256:" + "a" * 64, "sha256:" + "b" * 64
-    images.record(run, "kit/cpu:abc", good, spec_key="cpu", hosts={"h1": good, "h2": other})
+    record(run, "kit/cpu:abc", good, spec_key="cpu", hosts={"h1": good, "h2": other})
     result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
     assert [v.rule for v in result.violations] == ["same_image_everywhere"]
     v = result.violations[0]

@@ -1,4 +1,4 @@
-"""kit.envcapture: parsers of recorded real nvidia-smi / /proc outputs, and the cross-host check."""
+"""kit.hosts.capture: parsers of recorded real nvidia-smi / /proc outputs; kit.hosts.consistency: the host check."""
 
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ from kit.hosts.capture import (
     HostCapture,
     SmiReport,
     Topology,
-    consistency,
     parse_cpuinfo,
     parse_meminfo,
     parse_os_release,
     parse_query_xml,
     parse_topo,
 )
+from kit.hosts.consistency import consistency
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared")  # as in conftest.py
@@ -396,12 +396,15 @@ def test_bad_calls():
 
 def test_module_is_pure():
     """No remote, container, process, network or clock module: only parsing and comparison."""
-    tree = ast.parse((REPO / "kit" / "hosts" / "capture.py").read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
+    hosts = REPO / "kit" / "hosts"
+    files = sorted((hosts / "capture").glob("*.py")) + [hosts / "consistency.py"]
+    assert {p.name for p in files} >= {"__init__.py", "topo.py", "smi.py", "system.py", "model.py", "consistency.py"}
     forbidden = {"fabric", "invoke", "paramiko", "docker", "subprocess", "socket", "os", "time", "datetime", "psutil"}
-    assert imported & forbidden == set(), imported
+    for path in files:
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+        assert imported & forbidden == set(), (path.name, imported)

@@ -15,7 +15,7 @@ import pytest
 
 from kit.results.extract import Method, compute_figure
 from kit.results.parsers import ParseError, parse_log
-from kit.run.bench import free_port
+from kit.run.runner import master_port
 
 REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "scripts" / "harness" / "train.py"
@@ -89,7 +89,7 @@ def test_short_real_training_run_logs_every_measured_step(tmp_path, framework, m
     ],
 )
 def test_two_process_data_parallel_gloo(tmp_path, framework, launcher):
-    launcher = [str(free_port()) if arg == "PORT" else arg for arg in launcher]
+    launcher = [str(master_port()) if arg == "PORT" else arg for arg in launcher]
     if framework == "paddle":
         launcher = [*launcher, "--log_dir", str(tmp_path / "launch")]
     out = harness("--framework", framework, "--model", "resnet50", "--num-classes", "10", *TINY,

@@ -16,7 +16,7 @@ from nethosts import write_inventory
 
 from kit.cli import main
 from kit.config.hosts import load_hosts
-from kit.images import engine as images
+from kit.images import build, deliver
 from kit.images.spec import load_pins
 from kit.run.command import RUN_LABEL
 
@@ -54,7 +54,7 @@ def inventory(docker_hosts, tmp_path_factory):
 
 def test_the_cpu_image_carries_and_proves_its_pins(docker_engine, cpu_image):
     spec = load_pins().get("cpu")
-    labels = images.labels_of(docker_engine, cpu_image.ref)
+    labels = build.labels_of(docker_engine, cpu_image.ref)
     assert labels["io.kit.pins.hash"] == spec.pins_hash() == cpu_image.pins_hash
     assert labels["io.kit.pins.torch"] == "2.13.0+cpu" and labels["io.kit.pins.paddle"] == "3.3.1"
     assert labels["org.opencontainers.image.base.name"] == "kit/debian:bookworm-minbase"
@@ -70,15 +70,15 @@ def test_a_wrong_pin_fails_the_build_in_the_self_check(docker_engine, cpu_image)
     spec = load_pins().get("cpu")
     wrong = dataclasses.replace(spec, versions={**spec.versions, "torch": "2.13.0"})  # claims the CUDA build
     lines: list[str] = []
-    with pytest.raises(images.ImageError) as err:
-        images.build(docker_engine, wrong, lambda who, line: lines.append(line), tag="kit/cpu:wrong-pin-test")
+    with pytest.raises(build.ImageError) as err:
+        build.build(docker_engine, wrong, lambda who, line: lines.append(line), tag="kit/cpu:wrong-pin-test")
     assert "MISMATCH version torch: pinned 2.13.0, the image reports 2.13.0+cpu" in str(err.value)
     assert any("verify_pins: ok       version paddle" in line for line in lines)  # the other pins were checked
-    assert images.image_id(docker_engine, "kit/cpu:wrong-pin-test") is None
+    assert build.image_id(docker_engine, "kit/cpu:wrong-pin-test") is None
 
 
 def test_push_to_a_local_registry_records_the_manifest_digest(docker_engine, cpu_image, registry):
-    target, digest = images.push(docker_engine, cpu_image.ref, registry.address)
+    target, digest = build.push(docker_engine, cpu_image.ref, registry.address)
     repo, tag = cpu_image.ref.split(":")
     assert target == f"{registry.address}/{cpu_image.ref}"
     assert digest.startswith("sha256:") and registry.manifest_digest(repo, tag) == digest
@@ -92,13 +92,13 @@ def test_streamed_to_two_hosts_at_once_then_skipped(docker_engine, cpu_image, do
     for h in ("h1", "h2"):  # a clean start: neither engine holds the image
         docker_hosts.run(h, ["docker", "rmi", "-f", cpu_image.ref])
     seen: list[tuple[str, str]] = []
-    first = images.deliver_stream(docker_engine, inv, hosts, cpu_image.ref, lambda who, line: seen.append((who, line)))
+    first = deliver.deliver_stream(docker_engine, inv, hosts, cpu_image.ref, lambda who, line: seen.append((who, line)))
     assert {r.action for r in first.values()} == {"loaded"}, first
     assert {r.id for r in first.values()} == {cpu_image.id}
     assert any(who == "stream" and "to 2 host(s)" in line for who, line in seen)  # one save stream fed both
-    assert images.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id) == {"h1": cpu_image.id, "h2": cpu_image.id}
+    assert deliver.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id) == {"h1": cpu_image.id, "h2": cpu_image.id}
     t0 = time.monotonic()
-    second = images.deliver_stream(docker_engine, inv, hosts, cpu_image.ref)
+    second = deliver.deliver_stream(docker_engine, inv, hosts, cpu_image.ref)
     took = time.monotonic() - t0
     assert {r.action for r in second.values()} == {"skipped"}
     assert took <= 2.0, f"a delivery with nothing to send took {took:.2f} s"
@@ -117,24 +117,24 @@ def test_a_different_image_under_the_same_tag_is_detected_and_replaced(docker_en
     made = docker_hosts.run("h2", ["sh", "-c", f"docker import {tiny} kit-impostor:1 >/dev/null && "
                                                f"docker tag kit-impostor:1 {cpu_image.ref}"])
     assert made.returncode == 0, made.stderr
-    with pytest.raises(images.ImageMismatch) as err:
-        images.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id)
+    with pytest.raises(deliver.ImageMismatch) as err:
+        deliver.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id)
     assert set(err.value.wrong) == {"h2"} and err.value.wrong["h2"] != cpu_image.id
     rc = main(["images", "verify", cpu_image.ref, "--hosts", "h1,h2", "--hosts-file", str(path)])
     assert rc == 2 and "h2: sha256:" in capsys.readouterr().err
-    again = images.deliver_stream(docker_engine, inv, hosts, cpu_image.ref)
+    again = deliver.deliver_stream(docker_engine, inv, hosts, cpu_image.ref)
     assert (again["h1"].action, again["h2"].action) == ("skipped", "loaded")
-    assert images.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id)["h2"] == cpu_image.id
+    assert deliver.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id)["h2"] == cpu_image.id
 
 
 def test_hosts_pull_through_the_registry(docker_engine, cpu_image, registry, docker_hosts, inventory):
     inv, _ = inventory
-    images.push(docker_engine, cpu_image.ref, registry.address)
+    build.push(docker_engine, cpu_image.ref, registry.address)
     docker_hosts.run("h1", ["docker", "rmi", "-f", cpu_image.ref])
     pull_ref = f"{docker_hosts.subnet}.254:{registry.port}/{cpu_image.ref}"
-    result = images.deliver_registry(inv, [inv.get("h1"), inv.get("h2")], cpu_image.ref, pull_ref, cpu_image.id)
+    result = deliver.deliver_registry(inv, [inv.get("h1"), inv.get("h2")], cpu_image.ref, pull_ref, cpu_image.id)
     assert (result["h1"].action, result["h2"].action) == ("pulled", "skipped"), result
-    assert images.verify_hosts(inv, [inv.get("h1")], cpu_image.ref, cpu_image.id) == {"h1": cpu_image.id}
+    assert deliver.verify_hosts(inv, [inv.get("h1")], cpu_image.ref, cpu_image.id) == {"h1": cpu_image.id}
 
 
 def test_kit_bench_runs_a_real_case_in_the_container(docker_engine, cpu_image, tmp_path):
@@ -192,8 +192,8 @@ def test_no_dangling_wrong_pin_layers_named(docker_engine):
 
 
 def test_record_merges_per_reference(tmp_path: Path):
-    images.record(tmp_path, "kit/cpu:aaa", "sha256:1", spec_key="cpu", hosts={"h1": "sha256:1"})
-    images.record(tmp_path, "kit/cpu:aaa", "sha256:1", repo_digest="sha256:d", hosts={"h2": "sha256:1"})
+    deliver.record(tmp_path, "kit/cpu:aaa", "sha256:1", spec_key="cpu", hosts={"h1": "sha256:1"})
+    deliver.record(tmp_path, "kit/cpu:aaa", "sha256:1", repo_digest="sha256:d", hosts={"h2": "sha256:1"})
     data = json.loads((tmp_path / "images.json").read_text())
     entry = data["images"]["kit/cpu:aaa"]
     assert entry["hosts"] == {"h1": "sha256:1", "h2": "sha256:1"} and entry["repo_digest"] == "sha256:d"

@@ -17,7 +17,7 @@ import pytest
 
 from kit import cli
 from kit.core.yamlio import ConfigError
-from kit.images.engine import build_context, check_pins, write_rendered
+from kit.images.build import build_context, check_pins, write_rendered
 from kit.images.spec import (
     PINS_FILE,
     VERIFIED_RECORD,

@@ -1,4 +1,4 @@
-"""kit.inventory: quoting that keeps hostile values data, and SSH with strict host keys on real hosts.
+"""kit.hosts.connect: quoting that keeps hostile values data, and SSH with strict host keys on real hosts.
 
 Part 1 runs every command line through real shells (dash as sh, bash) locally, no SSH.
 Part 2 uses the `ssh_hosts` fixture: sshd in network namespaces (tests/nethosts.py).
@@ -22,15 +22,14 @@ from kit.config.hosts import NAME_RE, ConfigError, load_hosts
 from kit.hosts.connect import (
     AuthFailed,
     HostKeyError,
-    HostsFailed,
     UnreachableHost,
     check_reachable,
     connect,
-    group,
     quote_cmd,
     remote_command,
     remote_env,
 )
+from kit.hosts.fanout import on_all, values
 
 MARKER = "pwned"
 HOSTILE = [
@@ -282,17 +281,21 @@ def test_check_reachable_names_only_the_failing_hosts(ssh_hosts, tmp_path):
     assert [(h.name, type(e)) for h, e in problems] == [("ghost", UnreachableHost)]
     assert time.monotonic() - start < 4.5  # in parallel: the good hosts do not wait for the ghost
 
-    with pytest.raises(HostsFailed) as err:
-        group(inv.hosts, inv)
-    assert [h.name for h, _ in err.value.errors] == ["ghost"] and str(err.value).startswith("ghost (")
+    opened = on_all(inv.hosts, lambda h: connect(h, inv))
+    for out in opened.values():
+        if out.ok:
+            out.value.close()
+    failed = {name: out.error for name, out in opened.items() if not out.ok}
+    assert list(failed) == ["ghost"] and str(failed["ghost"]).startswith("ghost (")
 
     good = [h for h in inv.hosts if h.name != "ghost"]
-    conns = group(good, inv)
+    conns = {name: out.get() for name, out in on_all(good, lambda h: connect(h, inv)).items()}
     try:
-        results = conns.run("hostname", hide=True, in_stream=False)
-        assert [results[c].stdout.strip() for c in conns] == [h.name for h in good]
+        names = values(on_all(good, lambda h: conns[h.name].run("hostname", hide=True, in_stream=False).stdout.strip()))
+        assert names == [h.name for h in good]
     finally:
-        conns.close()
+        for conn in conns.values():
+            conn.close()
 
 
 def test_users_ssh_config_is_not_read(ssh_hosts, tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""kit.launch's Docker runtime: `docker run` argv around a harness command, container names, cleanup."""
+"""kit.run.command's Docker runtime: `docker run` argv around a harness command, container names, cleanup."""
 
 from __future__ import annotations
 

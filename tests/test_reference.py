@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.yamlio import load_yaml
-from kit.run import reference, refrun
+from kit.run import records, reference
 from kit.run.reference import Cluster, RefJob, build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -479,8 +479,8 @@ def test_publisher_methods_reproduce_every_published_figure(published, tmp_path)
         assert cmd.impl.log_format == entry["format"]
         log = tmp_path / entry["file"].replace("/", "_")
         shutil.copyfile(published / entry["file"], log)
-        refrun.sidecar_path(log).write_text(json.dumps(reference.record(cmd, job, cluster)))
-        figures = refrun.reference_figures(log)
+        records.sidecar_path(log).write_text(json.dumps(reference.record(cmd, job, cluster)))
+        figures = records.reference_figures(log)
         want = entry["published"] if entry.get("derives", True) else entry["recomputed"]
         assert figures["publisher"] == pytest.approx(want, rel=entry.get("rel_tol", 0.0001)), entry["file"]
         assert figures["kit"] > 0
@@ -567,7 +567,9 @@ def test_launcher_patches_a_fresh_copy_and_refuses_a_mismatch(tmp_path):
 
 def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monkeypatch):
     from kit.config import suites
-    from kit.run import bench
+    from kit.run.local import LocalRunner
+    from kit.run.plan import plan
+    from kit.run.runner import execute
 
     models = tmp_path / "models"
     convnets = fake_checkout(models, "DeepLearningExamples/PyTorch/Classification/ConvNets")
@@ -581,32 +583,33 @@ def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monke
                           "  - {framework: torch, impl: reference, model: resnet50, batch_size: 256, repeats: 1}\n"
                           "  - {framework: tensorflow, model: resnet50, batch_size: 256, repeats: 1}\n")
     suite = suites.load_suite(suite_file)
-    runs, skipped = bench.plan(suite)
+    runs, skipped = plan(suite, str(models))
     assert [r.case.key for r in runs] == ["ngc-pytorch/resnet50/bz256/1n1g/fp32"]
     assert [c.key for c, _ in skipped] == ["ngc-tensorflow/resnet50/bz256/1n1g/fp32"]
     assert "model code not found at " + str(models / "DeepLearningExamples/TensorFlow") in skipped[0][1]
-    runner = bench.LocalRunner(tmp_path / "run")
-    command = runner.command(runs[0], "gpu")
+    runner = LocalRunner(tmp_path / "run", hardware="gpu")
+    command = runner.command(runs[0]).launched
     assert command.argv[1] == str(SCRIPTS / "reference" / "launch.py")
     assert command.argv[command.argv.index("--") + 1:] == build(runs[0].case.ref_job(), code_root=str(models)).argv
-    runner.execute(runs[0], command)
+    execute(runner, runs[0], tmp_path / "run")
     log = tmp_path / "run" / runs[0].log_rel
     text = log.read_text()
     assert f"cwd {convnets}" in text and "argv ['--arch', 'resnet50', '-b', '256', '--training-only'" in text
-    meta = json.loads(refrun.sidecar_path(log).read_text())
-    assert log.name == "resnet50_b256_fp32_1.log" and refrun.sidecar_path(log).name == "resnet50_b256_fp32_1.cmd.json"
+    meta = json.loads(records.sidecar_path(log).read_text())
+    assert log.name == "resnet50_b256_fp32_1.log" and records.sidecar_path(log).name == "resnet50_b256_fp32_1.cmd.json"
     assert meta["publisher_method"]["skip"] == 9 and meta["kit_method"]["reduce"] == "harmonic_mean"
     assert meta["log_format"] == "dle-pytorch" and meta["command"].startswith(f"cd {convnets} && python ./main.py")
 
 
 def test_local_runner_in_the_pinned_image_mounts_the_scripts(tmp_path):
     from kit.config import suites
-    from kit.run import bench
+    from kit.run.local import LocalRunner
+    from kit.run.plan import PlannedRun
 
     suite = suites.load_suite("v100")
     case = next(c for c in suite.cases if c.key == "paddleclas/resnet50/bz256/1n8g/amp")
-    runner = bench.LocalRunner(tmp_path, images={"paddle": "kit/paddle:v100"})
-    argv = runner.command(bench.PlannedRun(case, 2), "gpu").argv
+    runner = LocalRunner(tmp_path, images={"paddle": "kit/paddle:v100"})
+    argv = runner.command(PlannedRun(case, 2), "gpu").launched.argv
     assert argv[:3] == ["docker", "run", "--rm"] and "--gpus" in argv
     assert f"type=bind,source={SCRIPTS},target=/opt/kit/scripts,readonly" in argv
     tail = argv[argv.index("kit/paddle:v100") + 1:]
@@ -618,21 +621,21 @@ def test_local_runner_in_the_pinned_image_mounts_the_scripts(tmp_path):
 def test_job_commands_start_the_reference_program_on_each_host(tmp_path):
     from kit.config import suites
     from kit.config.hosts import HostConfig
-    from kit.run import bench
-    from kit.run.multinode import Job
+    from kit.run.plan import PlannedRun
+    from kit.run.ssh import SshRunner
 
     hosts = [HostConfig(name=f"n{i}", address=f"10.2.0.{i}", user="u", gpus=8, runtime="native",
                         model_code="/srv/models", nic="ib0") for i in (1, 2, 3, 4)]
     suite = suites.load_suite("v100")
     torch = next(c for c in suite.cases if c.key == "ngc-pytorch/resnet50/bz256/4n8g/fp32")
-    plan = Job(None, hosts, suite, tmp_path / "run").commands(bench.PlannedRun(torch, 1), 31000)
+    plan = SshRunner(None, hosts, tmp_path / "run", suite.hardware).commands(PlannedRun(torch, 1), 31000)
     assert [h.name for h, _, _ in plan] == ["n1", "n2", "n3", "n4"]
     host, workdir, line = plan[2]
     assert "/var/tmp/kit/kit-scripts/reference/launch.py" in line and "--node_rank 2" in line
     assert "/srv/models/DeepLearningExamples/PyTorch/Classification/ConvNets" in line
     assert f"{workdir}/resnet50_b256_fp32_1.cmd.json" in line and "NCCL_SOCKET_IFNAME=ib0" in line
     tf = next(c for c in suite.cases if c.key == "ngc-tensorflow/resnet50/bz256/4n8g/amp")
-    plan = Job(None, hosts, suite, tmp_path / "run").commands(bench.PlannedRun(tf, 1), 31000)
+    plan = SshRunner(None, hosts, tmp_path / "run", suite.hardware).commands(PlannedRun(tf, 1), 31000)
     assert [h.name for h, _, _ in plan] == ["n1"] and "10.2.0.4:8" in plan[0][2]
 
 

@@ -7,8 +7,9 @@ import shutil
 import pytest
 
 from kit.core.layout import GroupKey, RunLog, Stray, classify, find_logs, run_log_path
+from kit.results.exporters import to_csv, to_json, to_markdown, write_outputs
 from kit.results.extract import Method
-from kit.results.report import build_report, to_csv, to_json, to_markdown, write_outputs
+from kit.results.report import build_report
 
 DLPERF = "dlperf-tf2-resnet50"
 DLPERF_TABLE = [

@@ -4,7 +4,7 @@
       run/<run_id>/...      the run directory whole: every raw log (all repeats, ranks, failed attempts),
                             env captures (raw + parsed), suite.yaml, run.json (commands), images.json,
                             results.json, report.md, CSV, plots
-      system.json           MLPerf Training system_desc fields, filled from the captures (kit.sysdesc)
+      system.json           MLPerf Training system_desc fields, filled from the captures (kit.audit.sysdesc)
       commands.json         the exact command line and environment of every run (per host)
       provenance.json       kit version + git commit, pins sha256, rules version, redactions
       pins.yaml             docker/pins.yaml as it was when bundled
@@ -33,17 +33,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import REPO_ROOT, __version__
+from kit.core.files import stamped, write_json, write_text
 from kit.core.inputs import KitError
 from kit.run.reference import SECRET_MARKERS
 
-SCHEMA_VERSION = 1
 NAMESPACE = "kit-bundle"
-MANIFEST = "manifest.json"
+MANIFEST = "manifest.json"  # its SCHEMA_VERSIONS entry is provenance.json's version too
 SIGNATURE = "manifest.json.sig"
 SELF_KEY = "manifest_sha256"
 ZERO_DIGEST = "0" * 64
 MAX_MEMBER_BYTES = 8 * 2**30
-# a key whose name ENDS in one of the kit's secret markers (kit.reference.SECRET_MARKERS), then its value
+# a key whose name ENDS in one of the kit's secret markers (kit.run.reference.SECRET_MARKERS), then its value
 SECRET_VALUE = re.compile(
     r"(?i)\b([A-Z0-9_.-]*(?:" + "|".join(SECRET_MARKERS) + r")S?)\b(\"?'?\s*[:=]\s*\"?'?)([^\"'\s,}]+)")
 PEM_BLOCK = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S)
@@ -205,16 +205,16 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
         system = system_description(root / "run" / run_dir.name, root / "pins.yaml",
                                     submitter or os.environ.get("USER") or "unknown",
                                     system_name or (meta.get("host") or {}).get("hostname") or run_dir.name)
-        _write_json(root / "system.json", system)
-        _write_json(root / "commands.json", _commands(meta))
-        _write_json(root / "provenance.json", {
-            "schema_version": SCHEMA_VERSION, "kit_version": __version__,
+        for name, data in (("system.json", system), ("commands.json", _commands(meta))):
+            write_text(root / name, json.dumps(data, indent=2, sort_keys=True) + "\n")  # unversioned
+        write_json(root / "provenance.json", {
+            "kit_version": __version__,
             "kit_commit_at_run": meta.get("kit_commit"), "kit_commit_at_bundle": _revision(),
             "bundled": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
             "run_id": run_dir.name, "rules_version": rules_version,
             "pins_sha256": sha256_file(root / "pins.yaml") if (root / "pins.yaml").is_file() else None,
             "claims": f"claims/{claims.name}" if claims else None, "redactions": redactions,
-        })
+        }, MANIFEST, sort_keys=True)
         write_manifest(root)
         if sign_key is not None:
             sign(root / MANIFEST, Path(sign_key))
@@ -235,12 +235,8 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
     return out
 
 
-def _write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
 def _revision() -> dict:
-    from kit.run.bench import source_revision
+    from kit.run.records import source_revision
 
     return source_revision()
 
@@ -248,12 +244,10 @@ def _revision() -> dict:
 def write_manifest(root: Path) -> Path:
     files = {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
              for p in sorted(root.rglob("*")) if p.is_file() and p.name not in (MANIFEST, SIGNATURE)}
-    body = {"schema_version": SCHEMA_VERSION, "hash": "sha256", "kit_version": __version__, "files": files,
-            SELF_KEY: ZERO_DIGEST}
+    body = stamped(MANIFEST, {"hash": "sha256", "kit_version": __version__, "files": files, SELF_KEY: ZERO_DIGEST})
     text = json.dumps(body, indent=2, sort_keys=True) + "\n"
     digest = hashlib.sha256(text.encode()).hexdigest()
-    (root / MANIFEST).write_text(text.replace(ZERO_DIGEST, digest, 1), encoding="utf-8")
-    return root / MANIFEST
+    return write_text(root / MANIFEST, text.replace(ZERO_DIGEST, digest, 1))
 
 
 def manifest_self_ok(raw: bytes) -> bool:

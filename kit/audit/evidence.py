@@ -1,7 +1,7 @@
 """What a run directory proves, read back from its files alone: the facts the compliance rules judge. Pure.
 
 Evidence.load(run_dir) reads suite.yaml, run.json, images.json, results.json and the environment captures, and
-RECOMPUTES the report from the raw logs with the spine's parsers and stats (kit.bench.compose_report), so no
+RECOMPUTES the report from the raw logs with the spine's parsers and stats (kit.run.bench.compose_report), so no
 rule ever trusts a figure the run wrote about itself.
 """
 

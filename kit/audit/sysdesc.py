@@ -1,6 +1,6 @@
 """System description (MLPerf Training's system_desc fields) filled from the environment captures. Pure.
 
-Inputs are what a run directory already holds: runs/<id>/env/<host>/capture.json (kit.envcapture.HostCapture,
+Inputs are what a run directory already holds: runs/<id>/env/<host>/capture.json (kit.hosts.capture.HostCapture,
 parsed from the raw probe outputs beside it), the versions the harness printed (run_start lines), the image
 pins/verified versions, and `system:` from hosts.yaml (submitter, name). Every field MLPerf's
 system_desc_checker requires is present; what no capture can tell stays "" and is listed in `unknown_fields`

@@ -15,6 +15,7 @@ from pathlib import Path
 from kit.audit import bundle as bd
 from kit.audit import rules as rl
 from kit.audit.evidence import READ_ERRORS, Evidence
+from kit.core.files import SCHEMA_VERSIONS
 
 INTEGRITY = "integrity"
 SIGNATURE_RULE = "signature"
@@ -83,8 +84,9 @@ def check_files(root: Path) -> tuple[int, list[rl.Violation]]:
     try:
         manifest = json.loads(raw)
         files = manifest["files"]
-        if manifest.get("schema_version") != bd.SCHEMA_VERSION or not isinstance(files, dict):
-            raise ValueError(f"schema_version {manifest.get('schema_version')!r} (this kit reads {bd.SCHEMA_VERSION})")
+        version = SCHEMA_VERSIONS[bd.MANIFEST]
+        if manifest.get("schema_version") != version or not isinstance(files, dict):
+            raise ValueError(f"schema_version {manifest.get('schema_version')!r} (this kit reads {version})")
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         return 0, [rl.Violation(INTEGRITY, f"unreadable manifest: {exc}", bd.MANIFEST)]
     if not bd.manifest_self_ok(raw):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from kit.config import settings
 from kit.core.inputs import InputError, KitError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
@@ -34,9 +34,9 @@ def add_parser(sub) -> None:
 def _system_names(args: argparse.Namespace) -> tuple[str | None, str | None]:
     from kit.config.hosts import load_hosts
 
-    path = args.hosts_file or (Path(os.environ["KIT_HOSTS_FILE"]) if os.environ.get("KIT_HOSTS_FILE") else None)
-    if path is None and Path("hosts.yaml").is_file():
-        path = Path("hosts.yaml")
+    path = settings.configured_hosts_file(args.hosts_file)
+    if path is None and settings.DEFAULT_HOSTS_FILE.is_file():
+        path = settings.DEFAULT_HOSTS_FILE
     submitter = system_name = None
     if path is not None:
         inv = load_hosts(path)

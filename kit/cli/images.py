@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from kit.config import settings
+
 EXIT_OK, EXIT_MISMATCH = 0, 1
 
 
@@ -50,56 +52,56 @@ def _say(who: str, line: str) -> None:
 
 
 def cmd_images(args: argparse.Namespace) -> int:
-    from kit.images import engine as images
+    from kit.images import build, deliver
     from kit.images.spec import PINS_FILE, load_pins
 
     pins = load_pins(args.pins or PINS_FILE)
     action = args.images_command
     if action == "render":
         if args.check:
-            problems = images.check_pins(pins)
+            problems = build.check_pins(pins)
             for line in problems:
                 print(f"kit images render --check: {line}", file=sys.stderr)
             if not problems:
                 print(f"docker/: {len(pins.specs())} Dockerfiles match {pins.path}")
             return EXIT_MISMATCH if problems else EXIT_OK
-        for path in images.write_rendered(pins):
+        for path in build.write_rendered(pins):
             print(path)
         return EXIT_OK
-    client = images.docker_client()
+    client = build.docker_client()
     if action == "base":
         spec = pins.get("cpu")
         kwargs = {"mirror": args.mirror} if args.mirror else {}
-        print(images.make_base(client, spec, _say, force=args.force, **kwargs))
+        print(build.make_base(client, spec, _say, force=args.force, **kwargs))
         return EXIT_OK
     if action == "build":
         for key in args.image:
-            built = images.build(client, _spec(pins, key), _say)
+            built = build.build(client, _spec(pins, key), _say)
             print(f"{built.ref} {built.id}{' (already built)' if built.cached else ''}")
         return EXIT_OK
     ref, image_id, spec = _resolve(client, pins, args.image)
     inv, hosts = _hosts(args) if args.hosts else (None, [])
     repo_digest = None
     if action == "push":
-        pushed, repo_digest = images.push(client, ref, args.registry, _say)
+        pushed, repo_digest = build.push(client, ref, args.registry, _say)
         print(f"{pushed}@{repo_digest}")
     if action in ("push", "deliver") and hosts:
         if getattr(args, "registry", None):
             if action == "deliver":
-                _pushed, repo_digest = images.push(client, ref, args.registry, _say)
+                _pushed, repo_digest = build.push(client, ref, args.registry, _say)
             pull = f"{args.pull_registry or args.registry}/{ref}"
-            results = images.deliver_registry(inv, hosts, ref, pull, image_id, _say)
+            results = deliver.deliver_registry(inv, hosts, ref, pull, image_id, _say)
         else:
-            results = images.deliver_stream(client, inv, hosts, ref, _say)
+            results = deliver.deliver_stream(client, inv, hosts, ref, _say)
         for r in results.values():
             print(f"{r.host}: {r.action} in {r.seconds:.1f} s{(': ' + r.error) if r.error else ''}")
         if any(r.action == "failed" for r in results.values()):
             return EXIT_MISMATCH
-    host_ids = images.verify_hosts(inv, hosts, ref, image_id) if hosts else None
+    host_ids = deliver.verify_hosts(inv, hosts, ref, image_id) if hosts else None
     if host_ids is not None:
         print(f"{ref}: {image_id} on every host ({', '.join(host_ids)})")
     if args.run_dir:
-        print(images.record(args.run_dir, ref, image_id, spec_key=spec.key if spec else None,
+        print(deliver.record(args.run_dir, ref, image_id, spec_key=spec.key if spec else None,
                             pins_hash=spec.pins_hash() if spec else None, repo_digest=repo_digest, hosts=host_ids))
     return EXIT_OK
 
@@ -108,44 +110,42 @@ def _spec(pins, key: str):
     try:
         return pins.get(key)
     except KeyError as exc:
-        from kit.images.engine import ImageError
+        from kit.images.build import ImageError
 
         raise ImageError(str(exc.args[0])) from None
 
 
 def _resolve(client, pins, name: str):
     """An image name -> (its built reference, ID, spec), building it if needed; a reference is taken as is."""
-    from kit.images import engine as images
+    from kit.images import build
 
     if ":" in name:
-        image_id = images.image_id(client, name)
+        image_id = build.image_id(client, name)
         if image_id is None:
-            raise images.ImageError(f"{name}: not in the local engine")
+            raise build.ImageError(f"{name}: not in the local engine")
         return name, image_id, None
     spec = _spec(pins, name)
-    built = images.build(client, spec, _say)
+    built = build.build(client, spec, _say)
     return built.ref, built.id, spec
 
 
 def _hosts(args):
-    import os
-
     from kit.config.hosts import load_hosts
 
-    inv = load_hosts(args.hosts_file or Path(os.environ.get("KIT_HOSTS_FILE", "hosts.yaml")))
+    inv = load_hosts(settings.hosts_file(args.hosts_file))
     return inv, [inv.get(n.strip()) for n in args.hosts.split(",") if n.strip()]
 
 
 def images_for_bench(run_dir: Path, suite, runs, explicit: str | None, console) -> dict[str, str]:
     """framework -> image reference for `kit bench --runtime docker` (built when missing), recorded in
     <run_dir>/images.json with the local engine's image IDs."""
-    from kit.images import engine as images
+    from kit.images import build, deliver
 
-    client = images.docker_client()
+    client = build.docker_client()
     say = lambda who, line: console.print(f"[{who}] {line}", markup=False, highlight=False)  # noqa: E731
-    pinned = images.pinned_images(client, suite, sorted({r.case.framework for r in runs}), explicit, say)
+    pinned = build.pinned_images(client, suite, sorted({r.case.framework for r in runs}), explicit, say)
     for ref, spec in pinned.values():
-        image_id = images.image_id(client, ref)
-        images.record(run_dir, ref, image_id, spec_key=spec.key if spec else None,
+        image_id = build.image_id(client, ref)
+        deliver.record(run_dir, ref, image_id, spec_key=spec.key if spec else None,
                       pins_hash=spec.pins_hash() if spec else None, hosts={"localhost": image_id})
     return {fw: ref for fw, (ref, _spec) in pinned.items()}

@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kit.core.files import SCHEMA_VERSIONS
 from kit.core.yamlio import ConfigError, LineDict, kind_name, load_yaml
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = SCHEMA_VERSIONS["hosts.yaml"]
 RUNTIMES = ("docker", "native")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 ADDRESS_RE = re.compile(r"^[A-Za-z0-9:][A-Za-z0-9._:%-]*$")  # DNS name, IPv4, IPv6 (with %zone)

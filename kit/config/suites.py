@@ -16,8 +16,9 @@ A list value is expanded (the cartesian product of every list-valued key). A ref
 null for unbounded; its other keys select the expanded cases it applies to.
 
 impl: harness runs the kit's own harness (paddle, torch); impl: reference runs the program the seed's
-table came from, with the publisher's flags (kit.reference: PaddleClas, FleetX VGG16, PLSC ArcFace, NGC
-DeepLearningExamples PyTorch/TensorFlow 1/MXNet). Default: harness for paddle/torch, else reference.
+table came from, with the publisher's flags (kit.config.programs; launched by kit.run.reference: PaddleClas,
+FleetX VGG16, PLSC ArcFace, NGC DeepLearningExamples PyTorch/TensorFlow 1/MXNet).
+Default: harness for paddle/torch, else reference.
 A reference case logs under logs/<implementation>/... (ngc-pytorch, paddleclas, ...) and runs the
 publisher's own step counts and data settings: warmup_steps, measure_steps, data, image_size,
 num_classes and channels_last shape harness cases only.
@@ -30,11 +31,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kit.config import programs
+from kit.core.files import SCHEMA_VERSIONS
 from kit.core.layout import case_key, case_name, run_log_path
 from kit.core.yamlio import ConfigError, LineDict, kind_name, load_yaml, optional, require
-from kit.run import reference
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = SCHEMA_VERSIONS["suite"]
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"  # the data: kit/suites/*.yaml
 FRAMEWORKS = ("paddle", "torch", "tensorflow", "mxnet")
 HARNESS_FRAMEWORKS = ("paddle", "torch")
@@ -126,10 +128,10 @@ class Case:
         """The framework folder of the logs: the framework, or the reference implementation's name."""
         if self.impl == "harness":
             return self.framework
-        return reference.implementation(self.framework, self.model).name
+        return programs.implementation(self.framework, self.model).name
 
-    def ref_job(self) -> reference.RefJob:
-        return reference.RefJob(self.framework, self.model, self.precision, self.batch_size, self.gpus_per_node,
+    def ref_job(self) -> programs.RefJob:
+        return programs.RefJob(self.framework, self.model, self.precision, self.batch_size, self.gpus_per_node,
                                 self.nodes)
 
     @property
@@ -273,8 +275,8 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
         case = Case(**values, line=entry.line)
         if impl == "reference":
             try:
-                reference.check(case.ref_job())
-            except reference.ReferenceError as exc:
+                programs.check(case.ref_job())
+            except programs.ReferenceError as exc:
                 raise ConfigError(path, str(exc), entry.line_of(where), where) from None
         cases.append(case)
     return _attach_references(entry, cases, path)

@@ -21,7 +21,6 @@ line with the remote user's login shell, which must be POSIX-compatible (sh, das
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import errno
 import logging
 import os
@@ -33,11 +32,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import paramiko
-from fabric import Config, Connection, ThreadingGroup
+from fabric import Config, Connection
 from paramiko.config import SSHConfig
 
 from kit.config.hosts import HostConfig, Inventory
 from kit.core.inputs import KitError
+from kit.hosts.fanout import on_all
 
 log = logging.getLogger(__name__)
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -62,14 +62,6 @@ class UnreachableHost(InventoryError):
 
 class AuthFailed(InventoryError):
     """The server refused the key (or the agent's keys), or the key file cannot be used."""
-
-
-class HostsFailed(KitError):
-    """Some hosts of a group could not be connected; .errors holds (host, InventoryError) pairs."""
-
-    def __init__(self, errors: list[tuple[HostConfig, InventoryError]]):
-        self.errors = errors
-        super().__init__("; ".join(str(e) for _, e in errors))
 
 
 # --- command lines ---------------------------------------------------------------------------
@@ -264,30 +256,6 @@ def connect(host: HostConfig, inv: Inventory) -> HostConnection:
     return conn
 
 
-def _on_each(fn, hosts: Sequence[HostConfig]) -> list[tuple[HostConfig, object, InventoryError | None]]:
-    with cf.ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
-        futures = [pool.submit(fn, h) for h in hosts]
-    out = []
-    for host, fut in zip(hosts, futures, strict=True):
-        try:
-            out.append((host, fut.result(), None))
-        except InventoryError as exc:
-            out.append((host, None, exc))
-    return out
-
-
-def group(hosts: Iterable[HostConfig], inv: Inventory) -> ThreadingGroup:
-    """Open connections to all hosts at once -> a ThreadingGroup (rank order kept); HostsFailed if any fails."""
-    results = _on_each(lambda h: connect(h, inv), list(hosts))
-    errors = [(h, e) for h, _, e in results if e is not None]
-    conns = [c for _, c, e in results if e is None]
-    if errors:
-        for conn in conns:
-            conn.close()
-        raise HostsFailed(errors)
-    return ThreadingGroup.from_connections(conns)
-
-
 def check_reachable(hosts: Iterable[HostConfig], inv: Inventory) -> list[tuple[HostConfig, InventoryError]]:
     """Connect to every host at once and run `true`: the hosts that fail, with why, in the order given.
 
@@ -305,8 +273,14 @@ def check_reachable(hosts: Iterable[HostConfig], inv: Inventory) -> list[tuple[H
                 raise InventoryError(host, f"logged in as {host.user} but a command failed (exit {result.exited}"
                                            f"{': ' + detail[-1] if detail else ''}); is the login shell usable?")
 
-    return [(h, e) for h, _, e in _on_each(probe, list(hosts)) if e is not None]
+    hosts = list(hosts)
+    results = on_all(hosts, probe)
+    failed = [(h, results[h.name].error) for h in hosts if not results[h.name].ok]
+    for _, exc in failed:
+        if not isinstance(exc, InventoryError):  # anything but an unusable host is raised
+            raise exc
+    return failed
 
 
-__all__ = ["AuthFailed", "HostConnection", "HostKeyError", "HostsFailed", "InventoryError", "UnreachableHost",
-           "check_reachable", "connect", "group", "quote_cmd", "remote_command", "remote_env"]
+__all__ = ["AuthFailed", "HostConnection", "HostKeyError", "InventoryError", "UnreachableHost", "check_reachable",
+           "connect", "quote_cmd", "remote_command", "remote_env"]

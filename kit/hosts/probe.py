@@ -2,22 +2,24 @@
 
     runs/<id>/env/<host>/<probe>.txt    raw output of each probe (exactly what the host printed)
     runs/<id>/env/<host>/probes.json    each probe's command and exit code
-    runs/<id>/env/<host>/capture.json   the parsed machine description (kit.envcapture.HostCapture)
+    runs/<id>/env/<host>/capture.json   the parsed machine description (kit.hosts.capture.HostCapture)
     runs/<id>/env/verdict.json          the cross-host consistency verdict
-Parsing and comparison are kit.envcapture's (pure); this module only talks to hosts.
+Parsing (kit.hosts.capture) and comparison (kit.hosts.consistency) are pure; this module only talks to hosts.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from kit.config.hosts import HostConfig, Inventory
+from kit.core.files import write_text
 from kit.hosts import capture as ec
 from kit.hosts.connect import connect, quote_cmd
+from kit.hosts.consistency import Verdict, consistency
+from kit.hosts.fanout import on_all, values
 
 # name -> shell command; a probe that fails leaves its output (and exit code) on record
 PROBES = {
@@ -45,7 +47,7 @@ def _run_probes(run: Runner, host: HostConfig | None,
             continue
         raw[name] = run(command, 60)
         if name != "has-nvidia-smi":
-            (out_dir / f"{name}.txt").write_text(raw[name][1])
+            write_text(out_dir / f"{name}.txt", raw[name][1])
     commands = dict(PROBES)
     if host is not None and host.nic:
         commands["nic"] = f"cat /sys/class/net/{quote_cmd([host.nic])}/operstate"
@@ -86,13 +88,13 @@ def _capture(name: str, nic: str | None, raw: dict[str, tuple[int, str]], comman
     entries = {probe: {"command": commands[probe], "exit": code} for probe, (code, _) in raw.items()}
     if "nic" in entries:
         entries["nic"]["interface"] = nic
-    (out_dir / "probes.json").write_text(json.dumps(entries, indent=2) + "\n")
+    write_text(out_dir / "probes.json", json.dumps(entries, indent=2) + "\n")
     capture = ec.capture_from_probes(name, raw, nic)
-    (out_dir / "capture.json").write_text(json.dumps(capture.to_dict(), indent=2) + "\n")
+    write_text(out_dir / "capture.json", json.dumps(capture.to_dict(), indent=2) + "\n")
     return capture
 
 
-def check_env(inv: Inventory, hosts: list[HostConfig], env_dir: Path, require_gpu: bool = False) -> ec.Verdict:
+def check_env(inv: Inventory, hosts: list[HostConfig], env_dir: Path, require_gpu: bool = False) -> Verdict:
     """Probe every host in parallel; write the raw outputs, captures and the verdict under env_dir."""
     env_dir.mkdir(parents=True, exist_ok=True)
 
@@ -101,8 +103,7 @@ def check_env(inv: Inventory, hosts: list[HostConfig], env_dir: Path, require_gp
         out.mkdir(parents=True, exist_ok=True)
         return probe_host(host, inv, out)
 
-    with cf.ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        captures = list(pool.map(one, hosts))
-    verdict = ec.consistency(captures, require_gpu=require_gpu)
-    (env_dir / "verdict.json").write_text(json.dumps(verdict.to_dict(), indent=2) + "\n")
+    captures = values(on_all(hosts, one))
+    verdict = consistency(captures, require_gpu=require_gpu)
+    write_text(env_dir / "verdict.json", json.dumps(verdict.to_dict(), indent=2) + "\n")
     return verdict

@@ -10,13 +10,12 @@ For each host, all hosts at once (one thread per host):
     4. data_prep/verify_list.py is staged to <work_dir>/tools/verify_list.py and run there on
        <data_dir>/train_list.txt (--json): counts, missing files, the list's sha256 as the host sees it
 compare() turns the statuses into problems, each naming its host. Remote paths may hold spaces and
-shell metacharacters: every remote command line is built with kit.inventory.quote_cmd.
+shell metacharacters: every remote command line is built with kit.hosts.connect.quote_cmd.
 An I/O module (SSH, subprocess): no pure module may import it.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import hashlib
 import json
 import posixpath
@@ -33,6 +32,7 @@ from kit import REPO_ROOT
 from kit.config.hosts import HostConfig, Inventory
 from kit.core.inputs import InputError, KitError, read_input
 from kit.hosts.connect import InventoryError, connect, quote_cmd
+from kit.hosts.fanout import on_all, values
 
 LIST_NAME = "train_list.txt"
 IMAGE_TREE = "train"  # the subtree of the list's directory that images=True sends
@@ -55,7 +55,7 @@ _REMOTE_SHA256 = (
     "print(h.hexdigest())\n"
 )
 
-Progress = Callable[[str, str, str], None]  # (host name, what, detail), as kit.multinode's
+Progress = Callable[[str, str, str], None]  # (host name, what, detail), as kit.run.multinode's
 
 
 class DataStageError(KitError):
@@ -248,8 +248,7 @@ def stage_data(inv: Inventory, hosts: Sequence[HostConfig], train_list: str | Pa
             tell(host.name, "failed", status.error)
         return status
 
-    with cf.ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
-        return list(pool.map(one, hosts))
+    return values(on_all(hosts, one))
 
 
 def compare(statuses: Sequence[HostDataStatus]) -> list[str]:

@@ -7,7 +7,7 @@
 
 Each image proves its pins while it is built: its last RUN calls scripts/verify_pins.py with the
 versions the pins promise, and that script compares them with what the libraries report.
-No docker, network or clock here (kit.images does the building and delivering).
+No docker, network or clock here (kit.images.build and kit.images.deliver do the rest).
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit import REPO_ROOT
+from kit.core.files import SCHEMA_VERSIONS
 from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = SCHEMA_VERSIONS["pins.yaml"]
 PINS_FILE = REPO_ROOT / "docker" / "pins.yaml"
 GENERATIONS = ("v100", "a100", "h100")
 # what verify_pins.py can read from the libraries themselves

@@ -32,7 +32,6 @@ slower; 2 bad input (missing or unreadable results.json, other schema, units tha
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from dataclasses import dataclass, field
@@ -43,7 +42,6 @@ from kit.core.inputs import InputError, read_input
 from kit.core.layout import GroupKey, RunLog, case_name, classify
 from kit.results import stats
 
-EXIT_OK, EXIT_SLOWER = 0, 1
 DEFAULT_FACTOR, DEFAULT_ALPHA = 1.1, 0.002  # asv compare --factor default; asv is_different p_threshold
 FASTER, SLOWER, WITHIN, NOT_SIGNIFICANT = "faster", "slower", "within factor", "no significant change"
 ONLY_A, ONLY_B = "only in A", "only in B"
@@ -334,45 +332,3 @@ def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: f
               f"{count[NOT_SIGNIFICANT]} not significant), {count[ONLY_A]} only in A, {count[ONLY_B]} only in B, "
               f"{failed} failed" + (f"; {hidden} unchanged case(s) not shown." if hidden else ".")]
     return "\n".join(lines) + "\n"
-
-
-# ----- command line -----
-
-def _number(low: float, high: float, what: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not low <= value < high:
-            raise argparse.ArgumentTypeError(f"{what}, got {text}")
-        return value
-    return parse
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="per case: is run B faster or slower than run A (asv-style; Markdown)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_a", type=Path, metavar="RUN_A", help="baseline run directory (or its results.json)")
-    p.add_argument("run_b", type=Path, metavar="RUN_B", help="run directory to compare with it")
-    p.add_argument("--factor", type=_number(1, math.inf, "must be >= 1"), default=DEFAULT_FACTOR,
-                   help="a change counts only beyond this ratio [1.1, as asv]")
-    p.add_argument("--alpha", type=_number(1e-12, 1, "must be in (0, 1)"), default=DEFAULT_ALPHA,
-                   help="p threshold of the Mann-Whitney U test [0.002, asv's p_threshold]")
-    p.add_argument("--only-changed", action="store_true", help="leave out the unchanged cases from the table")
-    p.add_argument("--out", type=Path, metavar="FILE", help="also write the Markdown to FILE")
-    p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any case is significantly slower")
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    a, b = load_results(args.run_a), load_results(args.run_b)
-    rows = compare(a, b, args.factor, args.alpha)
-    text = to_markdown(rows, a.name, b.name, args.factor, args.alpha, args.only_changed)
-    print(text, end="")
-    if args.out:
-        try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(text)
-        except OSError as exc:
-            raise InputError(args.out, f"cannot write: {exc.strerror or exc}") from None
-    return EXIT_SLOWER if args.fail_on_slower and any(r.verdict == SLOWER for r in rows) else EXIT_OK

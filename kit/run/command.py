@@ -1,22 +1,32 @@
-"""PURE command builder: (case, placement of this host) -> the argv and environment that start it.
+"""PURE: the ONE command builder — what starts rank r of a run on its host, for any case.
 
-Single process: `python train.py ...`. Data parallel: the framework's own launcher, one per host:
+    command_for(run, rank, sites, port, hardware) -> RunCommand
+        .program    the kit's harness (train.py, or its launcher) or the publisher's program (kit.run.reference)
+        .launched   what the host starts: the program, through scripts/reference/launch.py for a publisher's
+                    program (it records <log stem>.cmd.json first), inside `docker run` where the site has an image
+
+The harness, single process: `python train.py ...`; data parallel: the framework's launcher, one per host:
     python -m torch.distributed.run --nnodes N --node_rank R --nproc_per_node G --master_addr A --master_port P \
         train.py ...
     python -m paddle.distributed.launch --nnodes N --rank R --nproc_per_node G --master A:P --log_dir D train.py ...
-No process is started here (see kit.bench / the multi-host runner).
+A Site says what a rank finds where it runs (interpreter, harness, scripts, model code, image). The local
+runner, the SSH runner and `kit bench --dry-run` all build their commands here; no process starts here.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kit import REPO_ROOT
 from kit.config.suites import Case
+from kit.run import reference
 
-HARNESS = REPO_ROOT / "scripts" / "harness" / "train.py"
+SCRIPTS = REPO_ROOT / "scripts"  # what runs on hosts and in images; never imports kit
+HARNESS = SCRIPTS / "harness" / "train.py"
+IMAGE_HARNESS = "/opt/kit/harness/train.py"  # where the images carry the harness (kit.images.spec)
 
 
 @dataclass(frozen=True)
@@ -120,11 +130,10 @@ def build_command(
     return Command([*launcher, *script], env)
 
 
-# ---- the Docker runtime: one `docker run` per case and host -------------------------------------
+# ---- the Docker runtime: one `docker run` per rank and host ----------------------------------------
 
 RUN_LABEL = "io.kit.run"  # run id: every container of a run is found (and removed) by it
 CASE_LABEL = "io.kit.case"
-IMAGE_HARNESS = "/opt/kit/harness/train.py"  # where the images carry the harness (kit.imagespec)
 _BAD_MOUNT_CHARS = (",", ":", "=", "\n")
 
 
@@ -186,3 +195,110 @@ def cleanup_command(run_id: str) -> list[str]:
     """argv removing every container labelled with the run id (the ids are listed on the host itself)."""
     label = shlex.quote(f"label={RUN_LABEL}={run_id}")
     return ["sh", "-c", f"ids=$(docker ps -aq --filter {label}); [ -z \"$ids\" ] || docker rm -f $ids >/dev/null"]
+
+
+# ---- one run, one rank: the harness or a publisher's program, native or in a container ---------------
+
+LAUNCHER = "reference/launch.py"  # relative to scripts/: records the run, then becomes the program
+SIDECAR_SUFFIX = ".cmd.json"
+
+
+@dataclass(frozen=True)
+class Container:
+    """How the site wraps a rank in `docker run` (runtime docker)."""
+
+    image: str
+    mounts: tuple[Mount, ...] = ()
+    user: str | None = None  # "uid:gid"; None: the image's user
+    shm_size: str = "16g"
+    workdir: str | None = None
+
+
+@dataclass(frozen=True)
+class Site:
+    """What one rank finds on the host it runs on (paths are that host's)."""
+
+    name: str = "local"  # the host's name: container names, per-host folders
+    address: str = "127.0.0.1"
+    nic: str | None = None  # NIC for gloo/NCCL bootstrap traffic
+    loopback: bool = False  # every rank on this one machine: bootstrap over lo
+    python: str = "python3"
+    harness: str = str(HARNESS)
+    scripts: str = str(SCRIPTS)
+    model_code: str = reference.CODE_ROOT
+    train_list: str | None = None  # harness `data: imagenet` cases
+    cpu_threads: int | None = None  # cores the harness processes share (CPU runs on this machine)
+    launcher_logs: str | None = None  # paddle launcher --log_dir; None: the launcher's default
+    sidecar: str | None = None  # where launch.py records a publisher's run (<log stem>.cmd.json)
+    container: Container | None = None
+
+    def in_image(self) -> Site:
+        """The same site as seen from inside its container: the image's interpreter, harness, scripts, code."""
+        return replace(self, harness=IMAGE_HARNESS, scripts=reference.SCRIPTS_DIR, model_code=reference.CODE_ROOT)
+
+
+@dataclass(frozen=True)
+class RunCommand:
+    program: Command  # the harness (or its launcher) / the publisher's argv and env
+    launched: Command  # what the host starts
+    reference: reference.RefCommand | None = None  # the publisher's command (cwd, methods), for reference cases
+
+    @property
+    def starts_nothing(self) -> bool:
+        """True on hosts whose ranks rank 0 starts (mpirun over ssh): nothing to launch here."""
+        return not self.launched.argv
+
+
+def sidecar_name(log_name: str) -> str:
+    return log_name.removesuffix(".log") + SIDECAR_SUFFIX
+
+
+def launch_argv(python: str, scripts_dir: str, cmd: reference.RefCommand, job: reference.RefJob,
+                cluster: reference.Cluster, record: str) -> list[str]:
+    """The line that records the run, prepares a patched copy where needed and becomes the program."""
+    meta = reference.record(cmd, job, cluster)
+    argv = [python, f"{scripts_dir}/{LAUNCHER}", "--record", record, "--meta", json.dumps(meta, sort_keys=True),
+            "--cwd", cmd.cwd]
+    if cmd.work_copy:
+        argv += ["--work-copy", cmd.work_copy]
+    if cmd.patch:
+        argv += ["--patch", f"{scripts_dir}/{cmd.patch}"]
+    for name in cmd.add:
+        argv += ["--add", f"{scripts_dir}/{name}"]
+    return [*argv, "--", *cmd.argv]
+
+
+def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int, hardware: str,
+                run_id: str = "") -> RunCommand:
+    """Rank `rank` of a run of `case` over `sites` (rank order; rank 0 is the master)."""
+    site = sites[rank]
+    boxed = site.container is not None
+    here = site.in_image() if boxed else site
+    if case.impl == "reference":
+        job = case.ref_job()
+        cluster = reference.Cluster(rank, tuple(s.address for s in sites), port, site.nic)
+        ref = reference.build(job, cluster, code_root=here.model_code, scripts_dir=here.scripts)
+        program = Command(ref.argv, ref.env)
+        if not ref.argv:
+            return RunCommand(program, Command([]), ref)
+        record = site.sidecar or sidecar_name(case.log_path(repeat).name)  # no run folder yet: beside the log
+        python = "python3" if boxed else site.python
+        inner = Command(launch_argv(python, here.scripts, ref, job, cluster, record),
+                        {"PYTHONUNBUFFERED": "1", **ref.env})
+    else:
+        threads = max(1, site.cpu_threads // case.gpus_per_node) if hardware == "cpu" and site.cpu_threads else None
+        nic = site.nic or ("lo" if site.loopback and case.processes > 1 else None)
+        placement = Placement(len(sites), rank, sites[0].address, port, nic, site.address if len(sites) > 1 else None)
+        inner = program = build_command(
+            case, placement, python="python" if boxed else site.python, harness=here.harness, threads=threads,
+            data_list=site.train_list, device="cpu" if hardware == "cpu" else "gpu",
+            launcher_log_dir=site.launcher_logs if case.processes > 1 else None)
+        ref = None
+    if not boxed:
+        return RunCommand(program, inner, ref)
+    box = site.container
+    wrapped = docker_command(Command(inner.argv, {**inner.env, "HOME": "/tmp"}), DockerRun(
+        image=box.image, run_id=run_id, case_key=case.key, name=container_name(run_id, case.key, repeat, site.name),
+        gpus=case.gpus_per_node if hardware == "gpu" else 0, shm_size=box.shm_size, mounts=box.mounts,
+        user=box.user, workdir=box.workdir, memlock_unlimited=hardware == "gpu"))
+    return RunCommand(program, wrapped, ref)

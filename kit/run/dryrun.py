@@ -5,17 +5,20 @@ rank: the inventory's first n hosts (--hosts-file, $KIT_HOSTS_FILE or hosts.yaml
 placeholders node1..nodeN whose addresses read <node1> (the master) ... <nodeN>. Reference cases show the
 publisher's command line (cd, environment, argv); the kit runs it under scripts/reference/launch.py,
 which first records it in <log stem>.cmd.json beside the log. Ports are picked per run (29500 shown).
+Every line comes from the one command builder (kit.run.command.command_for) the runners use.
 """
 
 from __future__ import annotations
 
-import posixpath
 from pathlib import Path
 
 from kit.config.hosts import HostConfig
 from kit.config.suites import Case, Suite
-from kit.run import bench, reference, refrun
-from kit.run.command import IMAGE_HARNESS, Placement, build_command
+from kit.run import records, reference
+from kit.run.command import RunCommand, command_for
+from kit.run.local import LocalRunner
+from kit.run.plan import PlannedRun, plan
+from kit.run.ssh import ssh_site
 
 PORT = 29500
 
@@ -43,39 +46,6 @@ def _header(case: Case, done: list[int]) -> list[str]:
     return out
 
 
-def _remote_harness(case: Case, hosts: list[HostConfig], hardware: str, run_dir: Path) -> list[str]:
-    from kit.run.multinode import Job  # its harness directory on a host (content-addressed)
-
-    job = Job(None, hosts, None, run_dir)
-    lines = []
-    for rank, host in enumerate(hosts):
-        docker = host.runtime == "docker"
-        cmd = build_command(case, Placement(len(hosts), rank, hosts[0].address, PORT, host.nic, host.address),
-                            python="python" if docker else host.python,
-                            harness=IMAGE_HARNESS if docker else posixpath.join(job.harness_dir(host), "train.py"),
-                            device="cpu" if hardware == "cpu" else "gpu")
-        lines.append(f"  {host.name}{' (in the image)' if docker else ''}: {cmd.shell()}")
-    return lines
-
-
-def _reference(case: Case, hosts: list[HostConfig] | None, model_code: str, in_image: bool) -> list[str]:
-    if hosts is None:  # this host
-        root = reference.CODE_ROOT if in_image else model_code
-        cmd = reference.build(case.ref_job(), reference.Cluster(port=PORT), code_root=root,
-                              scripts_dir=reference.SCRIPTS_DIR if in_image else str(refrun.SCRIPTS))
-        return [f"  local{' (in the image)' if in_image else ''}: {cmd.shell()}", *_copy_note(cmd)]
-    lines = []
-    addresses = tuple(h.address for h in hosts)
-    for rank, host in enumerate(hosts):
-        docker = host.runtime == "docker"
-        root = reference.CODE_ROOT if docker else host.model_code or reference.CODE_ROOT
-        scripts = reference.SCRIPTS_DIR if docker else posixpath.join(host.work_dir, "kit-scripts")
-        cmd = reference.build(case.ref_job(), reference.Cluster(rank, addresses, PORT, host.nic), code_root=root,
-                              scripts_dir=scripts)
-        lines.append(f"  {host.name}{' (in the image)' if docker else ''}: {cmd.shell()}")
-    return lines + _copy_note(cmd)
-
-
 def _copy_note(cmd: reference.RefCommand) -> list[str]:
     if not cmd.work_copy:
         return []
@@ -83,11 +53,33 @@ def _copy_note(cmd: reference.RefCommand) -> list[str]:
     return [f"  ({cmd.work_copy}/: a fresh copy of {cmd.cwd} in the run's directory, {extra})"]
 
 
-def render(suite: Suite, runner: bench.LocalRunner, hosts: list[HostConfig] | None, hosts_source: str,
-           run_dir: Path | None = None, model_code: str | None = None) -> list[str]:
+def _shown(cmd: RunCommand, local: bool) -> str:
+    """A publisher's command as published (cd, env, argv); the harness as started (locally: with its container)."""
+    if cmd.reference is not None:
+        return cmd.reference.shell()
+    return (cmd.launched if local else cmd.program).shell()
+
+
+def _local(case: Case, runner: LocalRunner, hardware: str) -> list[str]:
+    cmd = runner.command(PlannedRun(case, 1), hardware, port=PORT)
+    boxed = case.impl == "reference" and bool(runner.images)
+    lines = [f"  local{' (in the image)' if boxed else ''}: {_shown(cmd, True)}"]
+    return lines + (_copy_note(cmd.reference) if cmd.reference else [])
+
+
+def _remote(case: Case, hosts: list[HostConfig], hardware: str) -> list[str]:
+    sites = [ssh_site(h, None, case.log_path(1).name, None) for h in hosts]
+    lines, cmd = [], None
+    for rank, host in enumerate(hosts):
+        cmd = command_for(case, 1, rank, sites, PORT, hardware)
+        lines.append(f"  {host.name}{' (in the image)' if host.runtime == 'docker' else ''}: {_shown(cmd, False)}")
+    return lines + (_copy_note(cmd.reference) if cmd and cmd.reference else [])
+
+
+def render(suite: Suite, runner: LocalRunner, hosts: list[HostConfig] | None, hosts_source: str,
+           run_dir: Path | None = None) -> list[str]:
     """The dry-run text, one string per line."""
-    root = model_code or refrun.model_code_root()
-    _runs, skipped = bench.plan(suite, root)
+    _runs, skipped = plan(suite, runner.model_code)
     why = {id(c): reason for c, reason in skipped}
     most = max(c.nodes for c in suite.cases)
     placeholders = hosts is None
@@ -102,18 +94,14 @@ def render(suite: Suite, runner: bench.LocalRunner, hosts: list[HostConfig] | No
                      "which records <log stem>.cmd.json beside the log. Ports are picked per run (29500 shown).")
     for case in suite.cases:
         done = [r for r in range(1, case.repeats + 1)
-                if run_dir is not None and bench.is_done(run_dir, bench.PlannedRun(case, r))]
+                if run_dir is not None and records.is_done(run_dir, PlannedRun(case, r))]
         lines += _header(case, done)
-        if case.nodes == 1 and case.impl == "harness":
-            lines.append(f"  local: {runner.command(bench.PlannedRun(case, 1), suite.hardware).shell()}")
-        elif case.nodes == 1:
-            lines += _reference(case, None, root, bool(runner.images))
+        if case.nodes == 1:
+            lines += _local(case, runner, suite.hardware)
         elif len(inventory) < case.nodes:
             lines.append(f"  needs {case.nodes} hosts; the inventory has {len(inventory)}")
-        elif case.impl == "harness":
-            lines += _remote_harness(case, inventory[:case.nodes], suite.hardware, runner.run_dir)
         else:
-            lines += _reference(case, inventory[:case.nodes], root, False)
+            lines += _remote(case, inventory[:case.nodes], suite.hardware)
         if id(case) in why:
             lines.append(f"  not run by `kit bench` on this host: {why[id(case)]}")
     return lines

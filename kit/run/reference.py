@@ -16,74 +16,21 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from kit.config.programs import (  # noqa: F401  (the catalog, also read through this module)
+    CODE_DIRS,
+    CODE_ROOT,
+    IMPLS,
+    PLSC_PATCH,
+    PRECISIONS,
+    SCRIPTS_DIR,
+    Impl,
+    ReferenceError,
+    RefJob,
+    check,
+    combinations,
+    implementation,
+)
 from kit.results.extract import Method
-
-CODE_ROOT = "/opt/models"  # kit.imagespec clones docker/pins.yaml model_code here (checked by a test)
-CODE_DIRS = {"paddleclas": "PaddleClas", "plsc": "PLSC", "fleetx": "FleetX", "dle": "DeepLearningExamples"}
-SCRIPTS_DIR = "/opt/kit/scripts"  # the kit's scripts/ inside a container (mounted by kit bench)
-PLSC_PATCH = "plsc/exit_at_batch_150.patch"  # relative to scripts/
-PRECISIONS = ("fp32", "amp")
-
-
-class ReferenceError(ValueError):
-    """A case no published program covers (unknown combination, precision or placement)."""
-
-
-@dataclass(frozen=True)
-class Impl:
-    name: str  # the framework folder of its logs: logs/<name>/<model>/bz<B>/<N>n<G>g/
-    framework: str  # the suite's framework (its image)
-    model: str
-    title: str
-    code: str  # docker/pins.yaml model_code key
-    subdir: str  # inside the checkout
-    log_format: str  # kit.parsers format name
-    source: str  # where the recipe was read
-
-
-IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
-    Impl("paddleclas", "paddle", "resnet50", "PaddleClas ResNet50 (static graph)", "paddleclas", "", "paddleclas",
-         "PaddlePaddle/Perf@e7a07c4d ResNet50V1.5 logs (launch Configuration); PaddlePaddle/benchmark PaddleClas"),
-    Impl("fleetx", "paddle", "vgg16", "FleetX VGG16 (fleet collective)", "fleetx", "python", "fleetx-vgg",
-         "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py"),
-    Impl("plsc", "paddle", "arcface", "PLSC ArcFace, ResNet50 backbone (DLPerf)", "plsc", "", "plsc",
-         "Oneflow-Inc/DLPerf PaddlePaddle/PLSC/{README.md,scripts/runner.sh,scripts/train.py}"),
-    Impl("ngc-pytorch", "torch", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch)", "dle",
-         "PyTorch/Classification/ConvNets", "dle-pytorch",
-         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}"),
-    Impl("ngc-tensorflow", "tensorflow", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (TensorFlow 1)",
-         "dle", "TensorFlow/Classification/ConvNets", "dle-tf1",
-         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/TensorFlow/scripts/{tf_test_all.sh,tf_test_dist_all.sh}"),
-    Impl("ngc-mxnet", "mxnet", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (MXNet)", "dle",
-         "MxNet/Classification/RN50v1.5", "dle-mxnet",
-         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/MxNet/scripts/mxnet_test_all.sh"),
-)}
-
-
-def combinations() -> list[str]:
-    return [f"{fw}/{model} ({impl.name})" for (fw, model), impl in IMPLS.items()]
-
-
-def implementation(framework: str, model: str) -> Impl:
-    impl = IMPLS.get((framework, model))
-    if impl is None:
-        raise ReferenceError(f"no reference implementation for {framework}/{model}; there are: "
-                             + ", ".join(combinations()))
-    return impl
-
-
-@dataclass(frozen=True)
-class RefJob:
-    framework: str
-    model: str
-    precision: str
-    batch_size: int  # per GPU
-    gpus_per_node: int
-    nodes: int = 1
-
-    @property
-    def gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
 
 
 @dataclass(frozen=True)
@@ -169,8 +116,6 @@ def _fleetx(job: RefJob, cl: Cluster, data_dir: str | None, scripts: str) -> tup
 def _plsc(job: RefJob, cl: Cluster) -> tuple[list[str], dict[str, str]]:
     # DLPerf runner.sh: `python3 train.py` on one GPU (loss arcface), else paddle.distributed.launch with
     # --cluster_node_ips/--node_ip/--selected_gpus (loss dist_arcface); batch and loss are flags here, not sed.
-    if job.precision != "fp32":
-        raise ReferenceError("PLSC ArcFace: DLPerf published FP32 runs only (PaddlePaddle/PLSC/README.md)")
     loss = "arcface" if job.gpus == 1 else "dist_arcface"
     train = ["train.py", "--loss-type", loss, "--batch-size", str(job.batch_size)]
     if job.gpus == 1:
@@ -220,8 +165,6 @@ def _ngc_tensorflow(job: RefJob, cl: Cluster, data_dir: str | None) -> tuple[lis
 
 
 def _ngc_mxnet(job: RefJob, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
-    if job.nodes > 1:
-        raise ReferenceError("NGC MXNet: the publisher ran one node only (benchmark.py -> runner -> horovodrun -np G)")
     dtype, report = ("float16", "fp16") if job.precision == "amp" else ("float32", "fp32")
     argv = ["python", "benchmark.py", "-n", str(job.gpus_per_node), "-b", str(job.batch_size), "--dtype", dtype,
             "-o", f"benchmark_report_{report}.json", "-i", "500", "-e", "3", "-w", "1", "--num-examples", "32000",
@@ -251,11 +194,8 @@ def methods(impl: Impl, job: RefJob) -> tuple[Method | None, Method]:
 
 def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = None, data_dir: str | None = None,
           scripts_dir: str = SCRIPTS_DIR) -> RefCommand:
+    check(job)
     impl = implementation(job.framework, job.model)
-    if job.precision not in PRECISIONS:
-        raise ReferenceError(f"precision {job.precision!r}: one of {', '.join(PRECISIONS)}")
-    if job.batch_size < 1 or job.gpus_per_node < 1 or job.nodes < 1:
-        raise ReferenceError(f"batch, GPUs per node and nodes must be >= 1 ({job})")
     if len(cluster.hosts) != job.nodes or not 0 <= cluster.rank < job.nodes:
         raise ReferenceError(f"{job.nodes} node(s) need as many host addresses and a rank below that; got rank "
                              f"{cluster.rank} of {len(cluster.hosts)} host(s)")
@@ -303,8 +243,3 @@ def record(cmd: RefCommand, job: RefJob, cluster: Cluster) -> dict:
         "kit_method": cmd.kit_method.to_dict(),
         "model_code": cmd.impl.code, "work_copy": cmd.work_copy, "patch": cmd.patch, "add": list(cmd.add),
     }
-
-
-def check(job: RefJob) -> None:
-    """ReferenceError when no published program covers the job (placement left open)."""
-    build(job, Cluster(hosts=tuple(f"node{i + 1}" for i in range(job.nodes))))

@@ -1,45 +1,39 @@
-"""The kit's images, for real: base image, build, registry push, delivery to hosts, verification.
+"""Images made here: the base image, the build context, the wheels, the build, the registry push.
 
     make_base(client, spec)                       debootstrap + docker import (no registry needed)
     built = build(client, spec)                   context assembled here; streamed progress; tag by hash
     push(client, built.ref, "127.0.0.1:5000")     -> the registry's manifest digest
-    deliver_stream(inv, hosts, built.ref, ...)    docker save | ssh host docker load, every host at once
-    deliver_registry(inv, hosts, ref, pull_ref)   docker pull on every host at once
-    verify_hosts(inv, hosts, ref, built.id)       the same image ID on every host, or ImageMismatch
-    record(run_dir, ...)                          runs/<id>/images.json: what ran where
+    pinned_images(client, suite, frameworks, ...) each framework's pinned image, built when missing
+    check_pins(pins) / write_rendered(pins)       the Dockerfiles on disk against their rendering of the pins
 
-Hosts holding the same image ID are skipped. Remote commands are built with quote_cmd only.
+Putting images on hosts is kit.images.deliver's job.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import datetime as dt
 import hashlib
 import io
 import json
 import os
-import queue
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit import REPO_ROOT
-from kit.config.hosts import HostConfig, Inventory
+from kit.config import settings
+from kit.core.files import write_text
 from kit.core.inputs import KitError
-from kit.hosts.connect import InventoryError, connect, quote_cmd
-from kit.images.spec import ImageSpec, Pins, drift, image_tag, lock_drift, render
+from kit.images.spec import ImageSpec, Pins, drift, image_tag, load_pins, lock_drift, render, render_all
 
 CONTEXT_FILES = ("scripts/verify_pins.py",)
 CONTEXT_DIRS = ("scripts/harness",)
-CACHE_DIR = Path(os.environ.get("KIT_CACHE_DIR", Path.home() / ".cache" / "kit"))
+CACHE_DIR = Path(settings.resolve().cache_dir)  # KIT_CACHE_DIR (kit.config.settings)
 LOCAL_WHEELS = Path("/opt/wheels")  # a machine's own wheel folder (e.g. the CPU build of torch), when present
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 CHUNK = 1 << 20
@@ -49,13 +43,6 @@ Progress = Callable[[str, str], None]  # (who: "build" / host name, line)
 
 class ImageError(KitError):
     """A build, push, delivery or verification that did not succeed; str() says where and why."""
-
-
-class ImageMismatch(ImageError):
-    def __init__(self, ref: str, expected: str, wrong: dict[str, str | None]):
-        self.ref, self.expected, self.wrong = ref, expected, wrong
-        parts = [f"{h}: {'missing' if i is None else i[:19]}" for h, i in wrong.items()]
-        super().__init__(f"{ref}: not the same image on every host (expected {expected[:19]}): " + "; ".join(parts))
 
 
 @dataclass
@@ -69,16 +56,7 @@ class Built:
     cached: bool = False
 
 
-@dataclass
-class HostImage:
-    host: str
-    action: str  # "skipped" (already there), "loaded", "pulled", "failed"
-    id: str | None = None
-    seconds: float = 0.0
-    error: str = ""
-
-
-def _quiet(who: str, line: str) -> None:
+def quiet(who: str, line: str) -> None:
     pass
 
 
@@ -107,10 +85,14 @@ def image_id(client, ref: str) -> str | None:
         return None
 
 
+def labels_of(client, ref: str) -> dict[str, str]:
+    return dict(client.images.get(ref).labels or {})
+
+
 # ---- base image -------------------------------------------------------------------------------
 
 
-def make_base(client, spec: ImageSpec, progress: Progress = _quiet, mirror: str = DEBIAN_MIRROR,
+def make_base(client, spec: ImageSpec, progress: Progress = quiet, mirror: str = DEBIAN_MIRROR,
               force: bool = False) -> str:
     """The cpu image's base (kit/debian:bookworm-minbase): debootstrap minbase, then docker import."""
     ref = f"{spec.base.image}:{spec.base.tag}"
@@ -141,7 +123,7 @@ def make_base(client, spec: ImageSpec, progress: Progress = _quiet, mirror: str 
 
 
 def wheelhouse(spec: ImageSpec, lock: Path = REPO_ROOT / "requirements.lock", cache: Path = CACHE_DIR,
-               progress: Progress = _quiet) -> Path:
+               progress: Progress = quiet) -> Path:
     """The pinned wheels and their dependencies for a pip-installing image (constrained by the lock)."""
     key = hashlib.sha256(json.dumps([spec.pip, lock.read_text()], sort_keys=True).encode()).hexdigest()[:16]
     out = cache / "wheels" / key
@@ -161,7 +143,7 @@ def wheelhouse(spec: ImageSpec, lock: Path = REPO_ROOT / "requirements.lock", ca
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ImageError("pip download failed: " + " | ".join(proc.stderr.strip().splitlines()[-4:]))
-    (out / ".complete").write_text("\n".join(sorted(p.name for p in out.glob("*.whl"))) + "\n")
+    write_text(out / ".complete", "\n".join(sorted(p.name for p in out.glob("*.whl"))) + "\n")
     return out
 
 
@@ -202,7 +184,7 @@ def build_context(spec: ImageSpec, out: Path, root: Path = REPO_ROOT, wheels: Pa
     return digest.hexdigest()
 
 
-def build(client, spec: ImageSpec, progress: Progress = _quiet, root: Path = REPO_ROOT,
+def build(client, spec: ImageSpec, progress: Progress = quiet, root: Path = REPO_ROOT,
           cache: Path = CACHE_DIR, tag: str | None = None) -> Built:
     """Build one image from its rendered Dockerfile; the build fails if verify_pins.py finds a mismatch."""
     t0 = time.monotonic()
@@ -240,7 +222,7 @@ def build(client, spec: ImageSpec, progress: Progress = _quiet, root: Path = REP
 # ---- registry ---------------------------------------------------------------------------------
 
 
-def push(client, ref: str, registry: str, progress: Progress = _quiet) -> tuple[str, str]:
+def push(client, ref: str, registry: str, progress: Progress = quiet) -> tuple[str, str]:
     """Tag ref as <registry>/<ref> and push it -> (registry ref, manifest digest sha256:...)."""
     target = f"{registry}/{ref}"
     repo, tag = target.rsplit(":", 1)
@@ -264,211 +246,13 @@ def push(client, ref: str, registry: str, progress: Progress = _quiet) -> tuple[
     return target, digest
 
 
-# ---- hosts ------------------------------------------------------------------------------------
-
-
-def remote_image_id(conn, ref: str) -> str | None:
-    res = conn.run(quote_cmd(["docker", "image", "inspect", "--format", "{{.Id}}", ref]), hide=True, warn=True,
-                   in_stream=False)
-    out = res.stdout.strip()
-    if res.exited == 0 and out.startswith("sha256:"):
-        return out
-    err = (res.stderr or "").strip()
-    if "No such image" in err or "no such image" in err.lower():
-        return None
-    raise ImageError(f"docker on {conn.host}: {err.splitlines()[-1] if err else f'exit {res.exited}'}")
-
-
-def _on_hosts(hosts: list[HostConfig], fn: Callable[[HostConfig], HostImage]) -> dict[str, HostImage]:
-    with cf.ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        futures = {h.name: pool.submit(fn, h) for h in hosts}
-    out = {}
-    for name, fut in futures.items():
-        try:
-            out[name] = fut.result()
-        except (InventoryError, ImageError) as exc:
-            out[name] = HostImage(name, "failed", error=str(exc))
-    return out
-
-
-def _inspect_all(inv: Inventory, hosts: list[HostConfig], ref: str) -> dict[str, HostImage]:
-    def one(host: HostConfig) -> HostImage:
-        with connect(host, inv) as conn:
-            return HostImage(host.name, "inspected", remote_image_id(conn, ref))
-
-    return _on_hosts(hosts, one)
-
-
-def host_ids(inv: Inventory, hosts: list[HostConfig], ref: str) -> dict[str, str | None]:
-    """Every host's image ID under ref (None: not there); ImageError if a host cannot be asked."""
-    results = _inspect_all(inv, hosts, ref)
-    failed = {n: r.error for n, r in results.items() if r.action == "failed"}
-    if failed:
-        raise ImageError("cannot inspect images on " + "; ".join(f"{n}: {e}" for n, e in failed.items()))
-    return {n: r.id for n, r in results.items()}
-
-
-class _Sink(threading.Thread):
-    """One host's `docker load`, fed from a bounded queue (the save stream is read once for all hosts)."""
-
-    def __init__(self, host: HostConfig, inv: Inventory):
-        super().__init__(name=f"load-{host.name}", daemon=True)
-        self.host, self.inv = host, inv
-        self.chunks: queue.Queue = queue.Queue(maxsize=16)
-        self.error = ""
-        self.output = ""
-        self.ready = threading.Event()
-        self.conn = None
-
-    def run(self) -> None:
-        try:
-            self.conn = connect(self.host, self.inv)
-            chan = self.conn.client.get_transport().open_session()
-            chan.exec_command(quote_cmd(["docker", "load"]))
-            self.ready.set()
-            while (chunk := self.chunks.get()) is not None:
-                if not self.error:
-                    chan.sendall(chunk)
-            chan.shutdown_write()
-            out = chan.makefile("rb").read().decode(errors="replace")
-            err = chan.makefile_stderr("rb").read().decode(errors="replace")
-            code = chan.recv_exit_status()
-            self.output = out.strip()
-            if code != 0:
-                self.error = f"docker load exited {code}: {(err or out).strip()[-300:]}"
-        except Exception as exc:  # lost connection, auth, ... : this host failed, the others go on
-            self.error = self.error or f"{type(exc).__name__}: {exc}"
-            self.ready.set()
-            while self.chunks.get() is not None:  # keep draining so the reader never blocks on us
-                pass
-        finally:
-            if self.conn is not None:
-                self.conn.close()
-
-    def feed(self, chunk: bytes | None) -> None:
-        self.chunks.put(chunk)
-
-
-def deliver_stream(client, inv: Inventory, hosts: list[HostConfig], ref: str,
-                   progress: Progress = _quiet) -> dict[str, HostImage]:
-    """`docker save REF | ssh host docker load` to every host that lacks this image ID, all at once."""
-    want = image_id(client, ref)
-    if want is None:
-        raise ImageError(f"{ref} is not in the local engine: build it first (kit images build)")
-    t0 = time.monotonic()
-    have = _ids_or_none(inv, hosts, ref)
-    results: dict[str, HostImage] = {}
-    need = []
-    for h in hosts:
-        if have.get(h.name) == want:
-            results[h.name] = HostImage(h.name, "skipped", want, time.monotonic() - t0)
-            progress(h.name, f"already holds {ref} ({want[:19]}): skipped")
-        else:
-            need.append(h)
-    if not need:
-        return results
-    sinks = [_Sink(h, inv) for h in need]
-    for s in sinks:
-        s.start()
-    sent = 0
-    size = client.images.get(ref).attrs.get("Size", 0)
-    last = 0.0
-    try:
-        for chunk in client.images.get(ref).save(chunk_size=CHUNK, named=ref):
-            for s in sinks:
-                s.feed(chunk)
-            sent += len(chunk)
-            if time.monotonic() - last > 2:
-                last = time.monotonic()
-                progress("stream", f"{sent / 1e6:.0f} MB sent to {len(sinks)} host(s)"
-                         + (f" (image {size / 1e6:.0f} MB unpacked)" if size else ""))
-    finally:
-        for s in sinks:
-            s.feed(None)
-        for s in sinks:
-            s.join()
-    after = _ids_or_none(inv, need, ref)
-    for s in sinks:
-        got = after.get(s.host.name)
-        if s.error:
-            results[s.host.name] = HostImage(s.host.name, "failed", got, time.monotonic() - t0, s.error)
-        elif got != want:
-            results[s.host.name] = HostImage(s.host.name, "failed", got, time.monotonic() - t0,
-                                             f"after docker load the host has {got or 'no image'} under {ref}")
-        else:
-            results[s.host.name] = HostImage(s.host.name, "loaded", got, time.monotonic() - t0)
-        progress(s.host.name, results[s.host.name].error or f"loaded {ref} ({sent / 1e6:.0f} MB)")
-    return {h.name: results[h.name] for h in hosts}
-
-
-def _ids_or_none(inv: Inventory, hosts: list[HostConfig], ref: str) -> dict[str, str | None]:
-    """Like host_ids, but a host that cannot be asked counts as not holding the image (delivery retries it)."""
-    return {n: (r.id if r.action != "failed" else None) for n, r in _inspect_all(inv, hosts, ref).items()}
-
-
-def deliver_registry(inv: Inventory, hosts: list[HostConfig], ref: str, pull_ref: str, want: str,
-                     progress: Progress = _quiet) -> dict[str, HostImage]:
-    """Every host pulls pull_ref (the registry's copy) and tags it ref; hosts holding `want` are skipped."""
-
-    def one(host: HostConfig) -> HostImage:
-        t0 = time.monotonic()
-        with connect(host, inv) as conn:
-            if remote_image_id(conn, ref) == want:
-                progress(host.name, f"already holds {ref}: skipped")
-                return HostImage(host.name, "skipped", want, time.monotonic() - t0)
-            for argv in (["docker", "pull", "--quiet", pull_ref], ["docker", "tag", pull_ref, ref]):
-                res = conn.run(quote_cmd(argv), hide=True, warn=True, in_stream=False)
-                if res.exited != 0:
-                    raise ImageError(f"{' '.join(argv[:2])} failed (exit {res.exited}): {res.stderr.strip()[-300:]}")
-            got = remote_image_id(conn, ref)
-        if got != want:
-            return HostImage(host.name, "failed", got, time.monotonic() - t0,
-                             f"pulled {pull_ref} but it is {got}, not {want}")
-        progress(host.name, f"pulled {pull_ref}")
-        return HostImage(host.name, "pulled", got, time.monotonic() - t0)
-
-    return _on_hosts(hosts, one)
-
-
-def verify_hosts(inv: Inventory, hosts: list[HostConfig], ref: str, expected: str) -> dict[str, str]:
-    """Every host holds `expected` under ref, or ImageMismatch naming each host that does not."""
-    ids = host_ids(inv, hosts, ref)
-    wrong = {n: i for n, i in ids.items() if i != expected}
-    if wrong:
-        raise ImageMismatch(ref, expected, wrong)
-    return {n: i for n, i in ids.items() if i is not None}
-
-
-# ---- record -----------------------------------------------------------------------------------
-
-
-def record(run_dir: Path, ref: str, image: str, *, spec_key: str | None = None, pins_hash: str | None = None,
-           repo_digest: str | None = None, hosts: dict[str, str] | None = None) -> Path:
-    """runs/<id>/images.json: per image reference its ID, pins hash, registry digest and every host's ID."""
-    path = Path(run_dir) / "images.json"
-    data = json.loads(path.read_text()) if path.is_file() else {"schema_version": 1, "images": {}}
-    entry = data["images"].setdefault(ref, {})
-    entry.update({k: v for k, v in {"id": image, "image": spec_key, "pins_hash": pins_hash,
-                                    "repo_digest": repo_digest}.items() if v is not None})
-    if hosts is not None:
-        entry.setdefault("hosts", {}).update(hosts)
-    entry["recorded"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
-    return path
-
-
-def labels_of(client, ref: str) -> dict[str, str]:
-    return dict(client.images.get(ref).labels or {})
+# ---- the images a suite runs in ---------------------------------------------------------------
 
 
 def pinned_images(client, suite, frameworks: list[str], explicit: str | None,
-                  progress: Progress = _quiet) -> dict[str, tuple[str, ImageSpec | None]]:
+                  progress: Progress = quiet) -> dict[str, tuple[str, ImageSpec | None]]:
     """framework -> (image reference, its spec): `explicit` for all, else each framework's pinned image of the
     suite's hardware/generation, built here when missing."""
-    from kit.images.spec import load_pins
-
     if explicit:
         if image_id(client, explicit) is None:
             raise ImageError(f"{explicit}: not in the local engine")
@@ -479,6 +263,9 @@ def pinned_images(client, suite, frameworks: list[str], explicit: str | None,
         spec = pins.for_case(fw, suite.hardware, suite.name)
         out[fw] = (build(client, spec, progress).ref, spec)
     return out
+
+
+# ---- the Dockerfiles on disk ------------------------------------------------------------------
 
 
 def check_pins(pins: Pins, root: Path = REPO_ROOT) -> list[str]:
@@ -494,23 +281,16 @@ def check_pins(pins: Pins, root: Path = REPO_ROOT) -> list[str]:
 
 def write_rendered(pins: Pins, root: Path = REPO_ROOT) -> list[Path]:
     """Write every Dockerfile from the pins; remove Dockerfiles no image renders. -> the files changed."""
-    from kit.images.spec import render_all
-
     changed = []
     expected = render_all(pins)
     for rel, text in expected.items():
         path = root / rel
         if not path.is_file() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            write_text(path, text)
             changed.append(path)
     for path in sorted((root / "docker").rglob("Dockerfile*")):
         if path.relative_to(root) not in expected:
             path.unlink()
             changed.append(path)
     return changed
-
-
-__all__ = ["Built", "HostImage", "ImageError", "ImageMismatch", "build", "build_context", "check_pins",
-           "deliver_registry", "deliver_stream", "docker_client", "host_ids", "make_base", "push", "record",
-           "verify_hosts", "wheelhouse", "write_rendered"]

@@ -1,0 +1,337 @@
+"""The named predicates the rules files refer to, registered by name in PREDICATES. Pure.
+
+Each predicate judges an Evidence (files read back, figures recomputed from the raw logs) and records on its
+Finding how many things it checked and every violation, naming a file and, where one exists, a line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kit.audit.evidence import Evidence, finite
+from kit.core.yamlio import ConfigError, LineDict
+from kit.hosts.consistency import consistency
+from kit.results.parsers.kitlog import events as kit_events
+from kit.results.parsers.kitlog import read_run_start
+
+if TYPE_CHECKING:  # the engine imports this module for PREDICATES
+    from kit.audit.rules.engine import Finding
+
+REL_TOL = 1e-9
+
+Predicate = Callable[..., None]
+PREDICATES: dict[str, tuple[Predicate, dict]] = {}
+
+
+def predicate(**defaults):
+    def register(fn: Predicate) -> Predicate:
+        PREDICATES[fn.__name__] = (fn, defaults)
+        return fn
+    return register
+
+
+@predicate()
+def suite_recorded_at_start(ev: Evidence, out: Finding) -> None:
+    """suite.yaml is the file whose sha256 run.json recorded when the run started (declared before the run)."""
+    out.checked = 1
+    recorded = ev.meta.get("suite_sha256")
+    path = ev.root / "suite.yaml"
+    if not path.is_file():
+        out.fail("the suite file is missing", "suite.yaml")
+    elif not recorded:
+        out.fail("run.json records no suite_sha256", "run.json")
+    elif hashlib.sha256(path.read_bytes()).hexdigest() != recorded:
+        out.fail("suite.yaml is not the suite run.json recorded at the start of the run", "suite.yaml")
+
+
+def _case_line(ev: Evidence, key: str) -> int | None:
+    case = ev.cases.get(key)
+    return case.line if case else None
+
+
+@predicate(minimum=1)
+def repeats_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
+    """Every case that ran has at least max(declared repeats, minimum) runs yielding a figure."""
+    ran: dict[str, set[int]] = {}
+    for entry in ev.meta.get("runs", {}).values():
+        ran.setdefault(entry.get("case", ""), set())
+    for key, log, _figure in ev.runs():
+        ran.setdefault(key, set()).add(log.run)
+    for key, good in sorted(ran.items()):
+        case = ev.cases.get(key)
+        if case is None:
+            out.fail(f"case {key} ran but the suite does not declare it", "suite.yaml")
+            continue
+        out.checked += 1
+        want = max(case.repeats, minimum)
+        if len(good) < want:
+            out.fail(f"case {key}: {len(good)} run(s) with a figure, the suite declares {want} repeats",
+                     "suite.yaml", case.line)
+    undeclared_runs = [c for c in ev.cases if c not in ran]
+    if undeclared_runs:
+        out.note = f"{len(undeclared_runs)} declared case(s) not run here (other hosts or runners)"
+
+
+@predicate(minimum=0)
+def warmup_skipped_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
+    """Each run skipped at least max(declared warm-up steps, minimum) steps before its measured window."""
+    for key, log, figure in ev.runs():
+        case = ev.cases.get(key)
+        if case is None:
+            continue
+        out.checked += 1
+        want = max(case.warmup_steps, minimum)
+        events = kit_events(log.path)
+        warm = next((e for e in events if e.data.get("event") == "warmup_end"), None)
+        skipped = (int(warm.data.get("steps", 0)) if warm else 0) + (figure.method.skip or 0)
+        if skipped < want:
+            out.fail(f"{key} run {log.run}: {skipped} warm-up step(s) skipped, the suite declares {want}",
+                     ev.rel(log.path), warm.line if warm else figure.first_line)
+
+
+@predicate(minimum=1)
+def measured_steps_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
+    """Each run's figure averages at least max(declared measured steps, minimum) records."""
+    for key, log, figure in ev.runs():
+        case = ev.cases.get(key)
+        if case is None:
+            continue
+        out.checked += 1
+        want = max(case.measure_steps, minimum) if figure.kind != "summary" else 1
+        if figure.used < want:
+            out.fail(f"{key} run {log.run}: {figure.used} measured step(s), the suite declares {want}",
+                     ev.rel(log.path), figure.first_line)
+
+
+@predicate()
+def every_rank_logged(ev: Evidence, out: Finding) -> None:
+    """Every rank of every harness run left its own 'rank_stop' success line (main log, launcher or host logs)."""
+    for key, log, _figure in ev.runs():
+        events = kit_events(log.path)
+        start = next((e.data for e in events if e.data.get("event") == "run_start"), None)
+        if start is None:
+            continue  # not a harness log: its publisher's program has no rank lines
+        out.checked += 1
+        ranks = int(start.get("ranks") or 1)
+        seen = {e.data.get("rank") for e in events if e.data.get("event") == "rank_stop"
+                and e.data.get("status") == "success"}
+        looked = [ev.rel(log.path)]
+        for side in ev.side_files(log):
+            looked.append(ev.rel(side))
+            seen |= {e.data.get("rank") for e in kit_events(side) if e.data.get("event") == "rank_stop"
+                     and e.data.get("status") == "success"}
+        missing = sorted(set(range(ranks)) - seen)
+        if missing:
+            out.fail(f"{key} run {log.run}: no log of rank(s) {', '.join(map(str, missing))} of {ranks} "
+                     f"(looked in {len(looked)} file(s))", ev.rel(log.path))
+
+
+@predicate()
+def window_clean(ev: Evidence, out: Finding) -> None:
+    """No NaN/infinite loss or throughput and no failed step inside the measured window."""
+    for key, log, figure in ev.runs():
+        out.checked += 1
+        first, last = figure.first_line or 0, figure.last_line or 0
+        for e in kit_events(log.path):
+            if not first <= e.line <= last or e.data.get("event") != "step":
+                continue
+            bad = [k for k in ("loss", "seconds", "samples_per_sec") if k in e.data and not finite(e.data[k])]
+            if bad or e.data.get("status") == "failed":
+                out.fail(f"{key} run {log.run}: step {e.data.get('step')} has "
+                         f"{'non-finite ' + ', '.join(bad) if bad else 'a failed status'} inside the window",
+                         ev.rel(log.path), e.line)
+
+
+@predicate()
+def same_global_batch_across_frameworks(ev: Evidence, out: Finding) -> None:
+    """Rows that put frameworks side by side compare the same global batch (as each log's run_start says)."""
+    from kit.results.exporters import framework_rows
+
+    if ev.report is None:
+        return
+    _names, rows = framework_rows(ev.report)
+    for row_key, by_framework in rows:
+        if len(by_framework) < 2:
+            continue
+        out.checked += 1
+        batches: dict[str, set] = {}
+        for framework, case in by_framework.items():
+            for run in case.runs:
+                start = read_run_start(run.log.path) or {}
+                batches.setdefault(framework, set()).add(start.get("global_batch", run.log.group.batch * case.gpus))
+        if len({b for s in batches.values() for b in s}) > 1:
+            detail = ", ".join(f"{fw} {sorted(b)}" for fw, b in sorted(batches.items()))
+            first = next(iter(by_framework.values())).runs[0].log.path
+            out.fail(f"row {row_key}: global batch differs between frameworks: {detail}", ev.rel(first))
+
+
+@predicate()
+def environment_consistent(ev: Evidence, out: Finding) -> None:
+    """Each host's capture re-parsed from its raw probe outputs equals capture.json; hosts agree (check_env)."""
+    captures = []
+    for host, (parsed, stored, problem) in ev.captures.items():
+        out.checked += 1
+        where = f"env/{host}/capture.json"
+        if parsed is None:
+            out.fail(f"host {host}: raw probe outputs cannot be parsed: {problem}", f"env/{host}/probes.json")
+            continue
+        if stored is None:
+            out.fail(f"host {host}: no capture.json", where)
+        elif stored != parsed.to_dict():
+            diff = sorted(k for k in set(stored) | set(parsed.to_dict()) if stored.get(k) != parsed.to_dict().get(k))
+            out.fail(f"host {host}: capture.json differs from its raw outputs in {', '.join(diff)}", where)
+        captures.append(parsed)
+    if not captures:
+        out.note = "no environment captures in this run"
+        return
+    verdict = consistency(captures, require_gpu=bool(ev.suite and ev.suite.hardware == "gpu"))
+    for problem in verdict.problems:
+        out.fail(problem, "env/")
+
+
+@predicate()
+def same_image_everywhere(ev: Evidence, out: Finding) -> None:
+    """Every host ran each image with the ID recorded for it (images.json)."""
+    if ev.images is None:
+        out.note = "no images.json: the run used no container image"
+        return
+    lines = ev.lines_of("images.json")
+    for ref, entry in sorted((ev.images.get("images") or {}).items()):
+        out.checked += 1
+        want = entry.get("id")
+        hosts = entry.get("hosts") or {}
+        line = None
+        if lines is not None and isinstance(lines.get("images"), LineDict):
+            line = lines["images"].line_of(ref)
+        odd = {h: i for h, i in hosts.items() if i != want}
+        if odd:
+            detail = ", ".join(f"{h} {str(i)[:19] if i else 'missing'}" for h, i in sorted(odd.items()))
+            out.fail(f"{ref}: hosts ran another image than {str(want)[:19]}: {detail}", "images.json", line)
+
+
+@predicate()
+def references_hold(ev: Evidence, out: Finding) -> None:
+    """Measured medians lie inside the (value, lower, upper, unit) references the suite declares."""
+    if ev.report is None:
+        return
+    for group in ev.report.groups:
+        for case in group.cases:
+            declared = ev.cases.get(group.key.case_key(case.name))
+            if declared is None or declared.reference is None:
+                continue
+            ref = declared.reference
+            out.checked += 1
+            if ref.unit != group.unit:
+                out.fail(f"{declared.key}: reference in {ref.unit}, measured in {group.unit}", "suite.yaml",
+                         declared.line)
+            elif not ref.holds(case.median):
+                low, high = ref.bounds()
+                out.fail(f"{declared.key}: median {case.median:.6g} outside [{low}, {high}] "
+                         f"(reference {ref.value:g} {ref.unit})", "suite.yaml", declared.line)
+
+
+@predicate()
+def results_match_logs(ev: Evidence, out: Finding) -> None:
+    """results.json holds the figures recomputed from the raw logs: every run value, median, speedup."""
+    from kit.results.exporters import to_json
+
+    if ev.report is None:
+        return
+    written, recomputed = ev.results, json.loads(to_json(ev.report))
+    if written is None:
+        out.fail("results.json is missing or unreadable", "results.json")
+        return
+    lines = ev.lines_of("results.json")
+    for path, have, want in _differences(written, recomputed, skip={"source"}):
+        out.fail(f"{path}: written {have!r}, recomputed from the logs {want!r}", "results.json",
+                 _line(lines, path))
+    out.checked = sum(len(c["runs"]) for g in recomputed["groups"] for c in g["cases"])
+
+
+@predicate()
+def report_matches_logs(ev: Evidence, out: Finding) -> None:
+    """report.md is the report recomputed from the raw logs, line for line."""
+    from kit.results.exporters import to_markdown
+
+    if ev.report is None:
+        return
+    path = ev.root / "report.md"
+    if not path.is_file():
+        out.fail("report.md is missing", "report.md")
+        return
+    have = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    want = to_markdown(ev.report).splitlines()
+    out.checked = len(want)
+    for i in range(max(len(have), len(want))):
+        a = have[i] if i < len(have) else "<end of file>"
+        b = want[i] if i < len(want) else "<end of file>"
+        if a != b:
+            out.fail(f"written {a[:160]!r}, recomputed {b[:160]!r}", "report.md", i + 1)
+            if len(out.violations) >= 20:
+                break
+
+
+@predicate()
+def claims_derive(ev: Evidence, out: Finding) -> None:
+    """Every published claim carried in the bundle re-derives from its log by its stated method (crosscheck)."""
+    from kit.results.crosscheck import MATCH, check_claims
+
+    if ev.claims is None:
+        out.note = "no published claims in this bundle"
+        return
+    name = f"claims/{ev.claims.name}"
+    try:
+        verdicts = check_claims(ev.claims)
+    except (ConfigError, OSError) as exc:
+        out.fail(f"claims cannot be read: {exc}", name)
+        return
+    for v in verdicts:
+        out.checked += 1
+        if v.status != MATCH:
+            said = " (the claims file itself says derives: false)" if not v.declared_derives else ""
+            got = "no figure" if v.recomputed is None else f"{v.recomputed:.6g}"
+            out.fail(f"{v.claim}: published {v.published:g}, recomputed {got}{said} {v.detail}".rstrip(),
+                     name, v.source_line)
+
+
+def _differences(have, want, path: str = "", skip=frozenset()):
+    if isinstance(want, dict) and isinstance(have, dict):
+        for key in sorted(set(have) | set(want)):
+            if key in skip and not path:
+                continue
+            sub = f"{path}.{key}" if path else key
+            if key not in have or key not in want:
+                yield sub, have.get(key, "<absent>"), want.get(key, "<absent>")
+            else:
+                yield from _differences(have[key], want[key], sub)
+    elif isinstance(want, list) and isinstance(have, list):
+        if len(have) != len(want):
+            yield f"{path} (length)", len(have), len(want)
+        for i, (a, b) in enumerate(zip(have, want, strict=False)):
+            yield from _differences(a, b, f"{path}[{i}]")
+    elif isinstance(want, float) and isinstance(have, (int, float)) and not isinstance(have, bool):
+        if not (math.isclose(have, want, rel_tol=REL_TOL, abs_tol=1e-12) or (math.isnan(have) and math.isnan(want))):
+            yield path, have, want
+    elif have != want or type(have) is not type(want):
+        yield path, have, want
+
+
+def _line(lines: LineDict | None, path: str) -> int | None:
+    """Line of a 'groups[0].cases[1].median' path in a JSON file read as YAML (the deepest key found)."""
+    node, line = lines, None
+    for part in path.replace("]", "").replace("[", ".").split("."):
+        if node is None or part == "":
+            break
+        if isinstance(node, LineDict) and part in node:
+            line = node.line_of(part) or line
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+            line = getattr(node, "line", None) or line
+        else:
+            break
+    return line

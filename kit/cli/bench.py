@@ -1,0 +1,100 @@
+"""`kit bench`: run a suite's cases on this host (real training), then report; --dry-run prints them."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kit.cli import images as cli_images
+from kit.cli.common import EXIT_MISMATCH, EXIT_OK, hosts_file, progress_console
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="run a suite's cases on this host (real training), then report")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--suite", help="built-in suite name (see `kit suites`) or a suite YAML path")
+    which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where new run directories go (default runs/)")
+    p.add_argument("--dry-run", action="store_true", help="print the runs and their commands; start nothing")
+    p.add_argument("--train-list", type=Path, help="ImageNet train_list.txt for `data: imagenet` cases "
+                   "(CPU suites default to a small synthetic JPEG tree in the run directory)")
+    p.add_argument("--runtime", choices=("native", "docker"), default="native",
+                   help="native: this Python; docker: each run in the suite's pinned image (built if missing)")
+    p.add_argument("--image", help="with --runtime docker: this image reference instead of the pinned one")
+    p.add_argument("--hosts-file", type=Path, default=None, help="with --dry-run: the hosts of n-node cases "
+                   "(default: $KIT_HOSTS_FILE or hosts.yaml when present, else placeholders node1..nodeN)")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from kit.config.suites import load_suite
+    from kit.run import bench, records
+    from kit.run.plan import model_code_root, plan
+
+    if args.resume:
+        run_dir, suite = args.resume, bench.resume(args.resume)
+    elif args.dry_run:
+        run_dir, suite = None, load_suite(args.suite)
+    else:
+        bench.check_host(load_suite(args.suite))
+        run_dir, suite = records.start(args.suite, args.runs_dir)
+    runs, skipped = plan(suite, model_code_root())
+    if args.dry_run:
+        return _dry_run(args, run_dir, suite)
+    console = progress_console()
+    console.print(f"kit bench: suite [bold]{suite.name}[/], {len(runs)} runs -> {run_dir}", soft_wrap=True)
+    for case, reason in skipped:
+        console.print(f"  [yellow]not run here[/] {case.key}: {reason}", soft_wrap=True)
+    try:
+        images = cli_images.images_for_bench(run_dir, suite, runs, args.image, console) \
+            if args.runtime == "docker" else None
+        result = _bench_with_progress(bench, run_dir, suite, console, args.train_list, images)
+    except KeyboardInterrupt:
+        console.print(f"kit bench: interrupted; finished runs are kept. Continue with: kit bench --resume {run_dir}",
+                      soft_wrap=True, markup=False)
+        return 130
+    for path in result.report_files:
+        print(path)
+    if result.failed:
+        console.print(f"kit bench: {len(result.failed)} run(s) gave no figure (see report.md); "
+                      f"re-run them with: kit bench --resume {run_dir}", soft_wrap=True, markup=False)
+        return EXIT_MISMATCH
+    return EXIT_OK
+
+
+def _dry_run(args: argparse.Namespace, run_dir: Path | None, suite) -> int:
+    """Every case, harness and reference, on every host it would use (kit.run.dryrun)."""
+    from kit.config.hosts import load_hosts
+    from kit.run import dryrun
+    from kit.run.local import LocalRunner
+
+    train_list = str(args.train_list or "TRAIN_LIST") if any(c.data == "imagenet" for c in suite.cases) else None
+    images = None
+    if args.runtime == "docker":
+        images = {c.framework: args.image or f"<the pinned {c.framework} image>" for c in suite.cases}
+    runner = LocalRunner(run_dir or args.runs_dir / "DRY-RUN", train_list=train_list, images=images)
+    hosts_path = hosts_file(args)
+    hosts = load_hosts(hosts_path).hosts if args.hosts_file or hosts_path.is_file() else None
+    for line in dryrun.render(suite, runner, hosts, f"from {hosts_path}", run_dir):
+        print(line)
+    return EXIT_OK
+
+
+def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, images=None):
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("starting", total=None)
+
+        def progress(phase, run, outcome, finished, total):
+            bar.update(task, total=total, completed=finished, description=f"{run.label}" if phase == "start" else "")
+            if phase == "end":
+                if outcome.status == "ok":
+                    bar.console.print(f"  [green]ok[/]     {run.label}: {outcome.value:.2f} samples/s "
+                                      f"({outcome.seconds:.0f} s)", soft_wrap=True)
+                else:
+                    bar.console.print(f"  [red]{outcome.status:<6}[/] {run.label}: ", escape(outcome.reason),
+                                      soft_wrap=True, sep="")
+
+        return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images)

@@ -1,0 +1,92 @@
+"""PURE: the published programs a suite may name (`impl: reference`): which exist, and which jobs each accepts.
+
+    implementation("torch", "resnet50")                  # Impl; ReferenceError names the combinations that exist
+    check(RefJob("paddle", "arcface", "amp", 128, 8, 1))  # ReferenceError: DLPerf published FP32 runs only
+
+How each program is launched is kit.run.reference (the recipes); this catalog is what the suites are checked
+against when they load, so a case no published program covers is an error at file:line:key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CODE_ROOT = "/opt/models"  # kit.imagespec clones docker/pins.yaml model_code here (checked by a test)
+CODE_DIRS = {"paddleclas": "PaddleClas", "plsc": "PLSC", "fleetx": "FleetX", "dle": "DeepLearningExamples"}
+SCRIPTS_DIR = "/opt/kit/scripts"  # the kit's scripts/ inside a container (mounted by kit bench)
+PLSC_PATCH = "plsc/exit_at_batch_150.patch"  # relative to scripts/
+PRECISIONS = ("fp32", "amp")
+
+
+class ReferenceError(ValueError):
+    """A case no published program covers (unknown combination, precision or placement)."""
+
+
+@dataclass(frozen=True)
+class Impl:
+    name: str  # the framework folder of its logs: logs/<name>/<model>/bz<B>/<N>n<G>g/
+    framework: str  # the suite's framework (its image)
+    model: str
+    title: str
+    code: str  # docker/pins.yaml model_code key
+    subdir: str  # inside the checkout
+    log_format: str  # kit.parsers format name
+    source: str  # where the recipe was read
+
+
+IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
+    Impl("paddleclas", "paddle", "resnet50", "PaddleClas ResNet50 (static graph)", "paddleclas", "", "paddleclas",
+         "PaddlePaddle/Perf@e7a07c4d ResNet50V1.5 logs (launch Configuration); PaddlePaddle/benchmark PaddleClas"),
+    Impl("fleetx", "paddle", "vgg16", "FleetX VGG16 (fleet collective)", "fleetx", "python", "fleetx-vgg",
+         "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py"),
+    Impl("plsc", "paddle", "arcface", "PLSC ArcFace, ResNet50 backbone (DLPerf)", "plsc", "", "plsc",
+         "Oneflow-Inc/DLPerf PaddlePaddle/PLSC/{README.md,scripts/runner.sh,scripts/train.py}"),
+    Impl("ngc-pytorch", "torch", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch)", "dle",
+         "PyTorch/Classification/ConvNets", "dle-pytorch",
+         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}"),
+    Impl("ngc-tensorflow", "tensorflow", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (TensorFlow 1)",
+         "dle", "TensorFlow/Classification/ConvNets", "dle-tf1",
+         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/TensorFlow/scripts/{tf_test_all.sh,tf_test_dist_all.sh}"),
+    Impl("ngc-mxnet", "mxnet", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (MXNet)", "dle",
+         "MxNet/Classification/RN50v1.5", "dle-mxnet",
+         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/MxNet/scripts/mxnet_test_all.sh"),
+)}
+
+
+def combinations() -> list[str]:
+    return [f"{fw}/{model} ({impl.name})" for (fw, model), impl in IMPLS.items()]
+
+
+def implementation(framework: str, model: str) -> Impl:
+    impl = IMPLS.get((framework, model))
+    if impl is None:
+        raise ReferenceError(f"no reference implementation for {framework}/{model}; there are: "
+                             + ", ".join(combinations()))
+    return impl
+
+
+@dataclass(frozen=True)
+class RefJob:
+    framework: str
+    model: str
+    precision: str
+    batch_size: int  # per GPU
+    gpus_per_node: int
+    nodes: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def check(job: RefJob) -> None:
+    """ReferenceError when no published program covers the job (its placement aside)."""
+    impl = implementation(job.framework, job.model)
+    if job.precision not in PRECISIONS:
+        raise ReferenceError(f"precision {job.precision!r}: one of {', '.join(PRECISIONS)}")
+    if job.batch_size < 1 or job.gpus_per_node < 1 or job.nodes < 1:
+        raise ReferenceError(f"batch, GPUs per node and nodes must be >= 1 ({job})")
+    if impl.name == "plsc" and job.precision != "fp32":
+        raise ReferenceError("PLSC ArcFace: DLPerf published FP32 runs only (PaddlePaddle/PLSC/README.md)")
+    if impl.name == "ngc-mxnet" and job.nodes > 1:
+        raise ReferenceError("NGC MXNet: the publisher ran one node only (benchmark.py -> runner -> horovodrun -np G)")

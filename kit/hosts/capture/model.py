@@ -1,0 +1,102 @@
+"""HostCapture: one host's parsed machine description, from raw probe outputs or the files that keep them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kit.hosts.capture.errors import EnvCaptureError
+from kit.hosts.capture.smi import SmiReport, parse_query_xml
+from kit.hosts.capture.system import CpuInfo, parse_cpuinfo, parse_meminfo, parse_os_release
+from kit.hosts.capture.topo import Topology, parse_topo
+
+
+@dataclass
+class HostCapture:
+    host: str
+    smi: SmiReport | None  # None: no GPU / no nvidia-smi on this host
+    topology: Topology | None
+    cpu: CpuInfo
+    memory_bytes: int
+    os_release: str
+    kernel: str
+    docker_version: str | None = None
+    ib_devices: list[str] = field(default_factory=list)
+    nic: str | None = None  # the interface for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.smi is not None and bool(self.smi.gpus)
+
+    def to_dict(self) -> dict:
+        return {
+            "host": self.host,
+            "smi": self.smi.to_dict() if self.smi else None,
+            "topology": self.topology.to_dict() if self.topology else None,
+            "cpu": asdict(self.cpu),
+            "memory_bytes": self.memory_bytes,
+            "os_release": self.os_release,
+            "kernel": self.kernel,
+            "docker_version": self.docker_version,
+            "ib_devices": list(self.ib_devices),
+            "nic": self.nic,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> HostCapture:
+        return cls(
+            host=d["host"],
+            smi=SmiReport.from_dict(d["smi"]) if d.get("smi") else None,
+            topology=Topology.from_dict(d["topology"]) if d.get("topology") else None,
+            cpu=CpuInfo(**d["cpu"]),
+            memory_bytes=d["memory_bytes"],
+            os_release=d["os_release"],
+            kernel=d["kernel"],
+            docker_version=d.get("docker_version"),
+            ib_devices=list(d.get("ib_devices") or []),
+            nic=d.get("nic"),
+        )
+
+
+def capture_from_probes(name: str, raw: dict[str, tuple[int, str]], nic: str | None = None) -> HostCapture:
+    """The parsed machine description from raw probe outputs (pure)."""
+
+    def ok(probe: str) -> str | None:
+        code, text = raw.get(probe, (1, ""))
+        return text if code == 0 and text.strip() else None
+
+    smi = topo = None
+    if ok("nvidia-smi-q"):
+        smi = parse_query_xml(raw["nvidia-smi-q"][1], f"{name}: nvidia-smi -q -x")
+    if ok("nvidia-smi-topo"):
+        topo = parse_topo(raw["nvidia-smi-topo"][1], f"{name}: nvidia-smi topo -m")
+    return HostCapture(
+        host=name,
+        smi=smi,
+        topology=topo,
+        cpu=parse_cpuinfo(raw["cpuinfo"][1], f"{name}:/proc/cpuinfo"),
+        memory_bytes=parse_meminfo(raw["meminfo"][1], f"{name}:/proc/meminfo"),
+        os_release=parse_os_release(raw["os-release"][1], f"{name}:/etc/os-release"),
+        kernel=raw["kernel"][1].strip(),
+        docker_version=(ok("docker") or "").strip() or None,
+        ib_devices=sorted((ok("infiniband") or "").split()),
+        nic=nic if nic and raw.get("nic", (1, ""))[0] == 0 else None,
+    )
+
+
+def capture_from_dir(name: str, host_dir: Path) -> HostCapture:
+    """Parse a host's kept raw probe outputs again (env/<host>/probes.json + <probe>.txt), as an auditor does."""
+    probes_file = host_dir / "probes.json"
+    try:
+        probes = json.loads(probes_file.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise EnvCaptureError(str(probes_file), f"cannot read: {exc}") from None
+    raw = {}
+    for probe, entry in probes.items():
+        text_file = host_dir / f"{probe}.txt"
+        raw[probe] = (int(entry.get("exit", 1)), text_file.read_text() if text_file.is_file() else "")
+    for needed in ("cpuinfo", "meminfo", "os-release", "kernel"):
+        if needed not in raw:
+            raise EnvCaptureError(str(probes_file), f"no {needed!r} probe recorded")
+    return capture_from_probes(name, raw, (probes.get("nic") or {}).get("interface"))

@@ -1,0 +1,261 @@
+"""The report's exporters: Markdown (the seed-style tables), CSV, JSON and the PNG plots, and write_outputs,
+which writes them all beside each other (each file atomically).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from kit.core.files import write_text
+from kit.results import stats
+from kit.results.extract import Method, format_number
+from kit.results.report import CaseResult, Report, rel_path
+
+
+def describe_method(method: Method, scale_given: bool) -> str:
+    parts = []
+    if method.reduce == "wallclock":
+        parts.append(f"wall-clock between steps {method.steps[0]} and {method.steps[1]} x batch {method.batch}")
+    elif method.reduce == "last_summary":
+        parts.append("last summary line")
+    else:
+        parts.append(f"skip {method.skip}")
+        parts.append(f"count {method.count}" if method.count else "all records")
+        parts.append(method.reduce.replace("_", " "))
+    if scale_given:
+        parts.append(f"scale {format_number(float(method.scale))}")
+    if method.round is not None:
+        parts.append(f"round {method.round}")
+    if method.sig is not None:
+        parts.append(f"{method.sig} significant digits")
+    if method.metric:
+        parts.append(f"metric {method.metric}")
+    return ", ".join(parts)
+
+
+def _shown(value: float, method: Method) -> str:
+    if method.round is not None or method.sig is not None:
+        return format_number(value)
+    return f"{value:.2f}"
+
+
+def to_markdown(report: Report) -> str:
+    out = io.StringIO()
+    out.write(f"# {report.title or 'Throughput report: ' + (report.source.name or str(report.source))}\n\n")
+    if report.settings:
+        out.write(report.settings.rstrip() + "\n\n")
+    out.write(f"Method per run: {describe_method(report.method, report.scale_given)}; ")
+    out.write("per case: median of the runs; speedup against the 1n1g median.\n")
+    out.write(comparison_markdown(report))
+    for group in report.groups:
+        runs = sorted({len(c.runs) for c in group.cases})
+        out.write(f"\n## {group.key.label()}\n\n")
+        out.write(f"{group.unit}, median of {'/'.join(map(str, runs))} run(s) per case.\n\n")
+        out.write("| node_num | gpu_num | samples/s | speedup |\n")
+        out.write("| -------- | ------- | --------- | ------- |\n")
+        for case in group.cases:
+            speed = "" if case.speedup_rounded is None else str(case.speedup_rounded)
+            out.write(f"| {case.nodes} | {case.gpus} | {_shown(case.median, report.method)} | {speed} |\n")
+        out.write("\n| case | runs | min | max | CV | efficiency |\n")
+        out.write("| ---- | ---- | --- | --- | -- | ---------- |\n")
+        for case in group.cases:
+            eff = "" if case.efficiency is None else f"{case.efficiency:.1%}"
+            out.write(
+                f"| {case.name} | {len(case.runs)} | {_shown(min(case.values), report.method)} "
+                f"| {_shown(max(case.values), report.method)} | {stats.cv(case.values):.2%} | {eff} |\n"
+            )
+        for note in group.notes:
+            out.write(f"\n- {note}")
+        if group.notes:
+            out.write("\n")
+    if report.failures:
+        out.write("\n## Logs that gave no figure\n\n")
+        for path, reason in report.failures:
+            out.write(f"- `{rel_path(path, report.source)}`: {reason}\n")
+    if report.strays:
+        out.write("\n## Files ignored\n\n")
+        for stray in report.strays:
+            out.write(f"- `{rel_path(stray.path, report.source)}`: {stray.reason}\n")
+    return out.getvalue()
+
+
+def framework_rows(report: Report) -> tuple[list[str], list[tuple[tuple[str, int, str, str], dict[str, CaseResult]]]]:
+    """Frameworks, and every (model, batch, precision, case) that two or more of them ran."""
+    cells: dict[tuple[str, int, str, str], dict[str, CaseResult]] = {}
+    for group in report.groups:
+        for case in group.cases:
+            key = (group.key.model, group.key.batch, group.key.precision, case.name)
+            cells.setdefault(key, {})[group.key.framework] = case
+    rows = [(k, v) for k, v in sorted(cells.items()) if len(v) > 1]
+    frameworks = sorted({fw for _, row in rows for fw in row})
+    return frameworks, rows
+
+
+def comparison_markdown(report: Report) -> str:
+    """Frameworks side by side, with the ratio of the first two."""
+    frameworks, rows = framework_rows(report)
+    if len(frameworks) < 2:
+        return ""
+    first, second = frameworks[0], frameworks[1]
+    out = io.StringIO()
+    out.write(f"\n## Frameworks side by side\n\nMedian samples/s (CV of the runs); ratio = {first} / {second}.\n\n")
+    out.write("| model | batch | precision | case | " + " | ".join(frameworks) + f" | {first}/{second} |\n")
+    out.write("| --- | --- | --- | --- | " + " | ".join("---" for _ in frameworks) + " | --- |\n")
+    for (model, batch, precision, case_dir), row in rows:
+        shown = [
+            f"{_shown(row[fw].median, report.method)} ({stats.cv(row[fw].values):.1%})" if fw in row else ""
+            for fw in frameworks
+        ]
+        ratio = f"{row[first].median / row[second].median:.3f}" if first in row and second in row else ""
+        out.write(f"| {model} | {batch} | {precision} | {case_dir} | " + " | ".join(shown) + f" | {ratio} |\n")
+    return out.getvalue()
+
+
+CSV_COLUMNS = (
+    "framework",
+    "model",
+    "batch_per_device",
+    "precision",
+    "nodes",
+    "gpus_per_node",
+    "gpus",
+    "runs",
+    "median",
+    "mean",
+    "min",
+    "max",
+    "cv",
+    "speedup",
+    "efficiency",
+    "unit",
+)
+
+
+def to_csv(report: Report) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for group in report.groups:
+        for case in group.cases:
+            v = case.values
+            writer.writerow(
+                [
+                    group.key.framework,
+                    group.key.model,
+                    group.key.batch,
+                    group.key.precision,
+                    case.nodes,
+                    case.gpus_per_node,
+                    case.gpus,
+                    len(v),
+                    repr(case.median),
+                    repr(stats.mean(v)),
+                    repr(min(v)),
+                    repr(max(v)),
+                    repr(stats.cv(v)),
+                    "" if case.speedup is None else repr(case.speedup),
+                    "" if case.efficiency is None else repr(case.efficiency),
+                    group.unit,
+                ]
+            )
+    return out.getvalue()
+
+
+def to_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), indent=2) + "\n"
+
+
+def _pyplot():
+    """matplotlib's pyplot on the file-only backend (no display needed), imported only when plotting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_plot(report: Report, path: Path) -> bool:
+    """Measured vs ideal linear scaling per group of 2+ cases; False when there is nothing to plot."""
+    plottable = [g for g in report.groups if len(g.cases) > 1 and any(c.speedup is not None for c in g.cases)]
+    if not plottable:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for group in plottable:
+        cases = sorted(group.cases, key=lambda c: c.gpus)
+        gpus = [c.gpus for c in cases]
+        base = next(c.median for c in cases if c.nodes == 1 and c.gpus_per_node == 1)
+        (line,) = ax.plot(gpus, [c.median for c in cases], marker="o", label=f"{group.key.label()} (measured)")
+        ax.plot(
+            gpus,
+            [base * g for g in gpus],
+            linestyle="--",
+            color=line.get_color(),
+            alpha=0.6,
+            label=f"{group.key.label()} (ideal linear)",
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ticks = sorted({c.gpus for g in plottable for c in g.cases})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlabel(f"{report.devices} (total)")
+    ax.set_ylabel(f"throughput ({plottable[0].unit})")
+    ax.set_title("Scaling: measured vs ideal linear (log-log)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def write_framework_plot(report: Report, path: Path) -> bool:
+    """Grouped bars: median per framework for each shared case, whiskers from the slowest to the fastest run."""
+    frameworks, rows = framework_rows(report)
+    if len(frameworks) < 2:
+        return False
+    plt = _pyplot()
+    width = 0.8 / len(frameworks)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(rows) + 2), 4.5), dpi=120)
+    for i, fw in enumerate(frameworks):
+        xs = [n + (i - (len(frameworks) - 1) / 2) * width for n, (_, row) in enumerate(rows) if fw in row]
+        cases = [row[fw] for _, row in rows if fw in row]
+        medians = [c.median for c in cases]
+        spread = [[m - min(c.values) for m, c in zip(medians, cases, strict=True)],
+                  [max(c.values) - m for m, c in zip(medians, cases, strict=True)]]
+        ax.bar(xs, medians, width, yerr=spread, capsize=3, label=fw)
+    labels = [f"{model}\nbz{batch} {precision}\n{case}" for (model, batch, precision, case), _ in rows]
+    ax.set_xticks(range(len(rows)), labels, fontsize=8)
+    ax.set_ylabel("throughput (samples/s, median of runs)")
+    ax.set_title("Frameworks side by side (whiskers: slowest to fastest run)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+OUTPUT_NAMES = {
+    "markdown": "report.md",
+    "json": "results.json",
+    "csv": "results.csv",
+    "png": "scaling.png",
+    "frameworks_png": "frameworks.png",
+}
+
+
+def write_outputs(report: Report, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for kind, text in (("markdown", to_markdown(report)), ("json", to_json(report)), ("csv", to_csv(report))):
+        written.append(write_text(out_dir / OUTPUT_NAMES[kind], text))
+    for name, plot in (("png", write_plot), ("frameworks_png", write_framework_plot)):
+        png = out_dir / OUTPUT_NAMES[name]
+        if plot(report, png):
+            written.append(png)
+    return written

@@ -1,0 +1,74 @@
+"""Gather: every host's files of a run back into the run directory, rank 0's stdout as the run's log.
+
+    runs/<id>/hosts/<host>/<run folder>/...   each host's stdout.log, launcher logs, sidecar (as on the host)
+    runs/<id>/logs/<DLPerf path>.log          rank 0's stdout.log (the figure)
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from kit.config.hosts import HostConfig, Inventory
+from kit.core.layout import log_of_run_folder
+from kit.hosts.connect import connect
+from kit.hosts.fanout import on_all, values
+from kit.run.plan import PlannedRun
+
+
+def get_tree(sftp, remote: str, local: Path) -> None:
+    """Copy a remote folder (regular files and folders only; links are not followed)."""
+    local.mkdir(parents=True, exist_ok=True)
+    for entry in sftp.listdir_attr(remote):
+        src = posixpath.join(remote, entry.filename)
+        if stat.S_ISDIR(entry.st_mode):
+            get_tree(sftp, src, local / entry.filename)
+        elif stat.S_ISREG(entry.st_mode):
+            sftp.get(src, str(local / entry.filename))
+
+
+def _fetch(inv: Inventory, host: HostConfig, remote: str, local: Path) -> None:
+    with connect(host, inv) as conn:
+        get_tree(conn.sftp(), remote, local)
+
+
+def gather_run(inv: Inventory, hosts: list[HostConfig], run_dir: Path, run: PlannedRun,
+               progress: Callable[[str, str, str], None]) -> None:
+    """After a run: each host's folder of it, then rank 0's stdout.log as the run's log. A host that cannot be
+    reached is reported and skipped (its logs stay on it: `kit gather-logs` fetches them later)."""
+    def fetch(host: HostConfig) -> None:
+        remote = posixpath.join(host.work_dir, "runs", run_dir.name, host.name, run.folder.as_posix())
+        _fetch(inv, host, remote, run_dir / "hosts" / host.name / run.folder)
+
+    for name, out in on_all(hosts, fetch).items():
+        if not out.ok:
+            progress(name, "gather-failed", str(out.error))
+    source = run_dir / "hosts" / hosts[0].name / run.folder / "stdout.log"
+    if source.is_file():
+        target = run_dir / run.log_rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+
+
+def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Path]:
+    """Fetch every host's raw logs of a run again (all of runs/<id>/<host>/ on each host); rank 0's into logs/."""
+    run_dir = Path(run_dir).resolve()
+    hosts = [inv.get(name) for name in host_names]
+    values(on_all(hosts, lambda h: _fetch(inv, h, posixpath.join(h.work_dir, "runs", run_dir.name, h.name),
+                                          run_dir / "hosts" / h.name)))
+    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    rank0 = (meta.get("hosts") or host_names)[0]
+    restored = []
+    for stdout in sorted((run_dir / "hosts" / rank0).rglob("stdout.log")):
+        try:
+            target = run_dir / "logs" / log_of_run_folder(stdout.parent.relative_to(run_dir / "hosts" / rank0))
+        except ValueError:  # not a run's folder: stays in hosts/ only
+            continue
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(stdout.read_bytes())
+            restored.append(target)
+    return restored

@@ -1,0 +1,100 @@
+"""The local runner: one run at a time on this machine, natively or in the pinned image (runtime docker).
+
+Each run is one process (the harness, its framework's launcher, or a publisher's program through
+scripts/reference/launch.py) in a session of its own, stdout+stderr into the run's log; a timeout or
+Ctrl-C stops its whole process tree, and with an image every container of the run is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kit.run.command import SCRIPTS, Command, Container, Mount, RunCommand, Site, cleanup_command, command_for
+from kit.run.plan import PlannedRun, model_code_root
+from kit.run.records import cpu_count, sidecar_path
+from kit.run.runner import HostStatus, RunError, Runner, master_port, stop_tree
+
+
+class BenchError(RunError):
+    """Why a bench cannot start or go on (one line for the user)."""
+
+
+class LocalRunner(Runner):
+    def __init__(self, run_dir: Path, python: str = sys.executable, threads_per_host: int | None = None,
+                 train_list: str | None = None, images: dict[str, str] | None = None,
+                 model_code: str | None = None, hardware: str = "cpu"):
+        self.run_dir = Path(run_dir).resolve()
+        self.python = python
+        self.threads_per_host = threads_per_host or cpu_count()
+        self.train_list = train_list
+        self.images = images or {}  # framework -> image reference (runtime docker); empty: native
+        self.model_code = model_code or model_code_root()
+        self.hardware = hardware
+        self._proc: subprocess.Popen | None = None
+        self._status = HostStatus("local")
+        self._t0 = 0.0
+        self.launched = Command([])  # the last run's command line
+
+    def site(self, run: PlannedRun) -> Site:
+        """This machine as the run's only site: its paths, or the image's with the run directory mounted."""
+        case = run.case
+        image = self.images.get(case.framework)
+        if self.images and image is None:
+            raise BenchError(f"case {case.key}: no image for framework {case.framework}")
+        container = None
+        if image:
+            mounts = [Mount(str(self.run_dir), str(self.run_dir))]
+            if case.impl == "reference":
+                mounts.append(Mount(str(SCRIPTS), Site().in_image().scripts, read_only=True))
+            elif self.train_list:
+                data = str(Path(self.train_list).parent)
+                mounts.append(Mount(data, data, read_only=True))
+            container = Container(image, tuple(mounts), user=f"{os.getuid()}:{os.getgid()}",
+                                  shm_size="2g" if case.impl == "harness" else "16g", workdir=str(self.run_dir))
+        return Site(loopback=True, python=self.python, model_code=self.model_code,
+                    train_list=self.train_list, cpu_threads=self.threads_per_host,
+                    launcher_logs=str(self.run_dir / "launcher" / run.folder),
+                    sidecar=str(sidecar_path(self.run_dir / run.log_rel)), container=container)
+
+    def command(self, run: PlannedRun, hardware: str | None = None, port: int | None = None) -> RunCommand:
+        return command_for(run.case, run.repeat, 0, [self.site(run)], port or master_port(),
+                           hardware or self.hardware, self.run_dir.name)
+
+    # ---- Runner ------------------------------------------------------------------------------------
+
+    def start(self, run: PlannedRun) -> None:
+        self.launched = command = self.command(run).launched
+        log = self.run_dir / run.log_rel
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._status = HostStatus("local", command=command.shell())
+        self._t0 = time.monotonic()
+        with open(log, "wb") as out:
+            out.write(f"# kit bench: {command.shell()}\n".encode())
+            out.flush()
+            self._proc = subprocess.Popen(command.argv, stdout=out, stderr=subprocess.STDOUT,
+                                          env=os.environ | command.env, cwd=self.run_dir, start_new_session=True)
+
+    def wait(self, timeout: float) -> bool:
+        try:
+            code = self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._status.error = "timeout"
+            return False
+        finally:
+            self._status.seconds = time.monotonic() - self._t0
+        self._status.exit_code = code
+        self._status.error = f"exit {code}" if code != 0 else ""
+        return True
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            stop_tree(self._proc)
+        if self.images:
+            subprocess.run(cleanup_command(self.run_dir.name), capture_output=True, timeout=60)
+
+    def statuses(self) -> list[HostStatus]:
+        return [self._status]

@@ -1,0 +1,88 @@
+"""Plan: which runs (case x repeat) go where — this host, the first n hosts of an inventory — and which cannot.
+
+Repeats are interleaved (repeat 1 of every case, then repeat 2, ...) so slow drift of the machine spreads over
+all cases alike. A publisher's program (impl: reference) runs on this host only where its checkout is found
+under the model-code root (KIT_MODEL_CODE, else the images' /opt/models).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from kit.config import settings
+from kit.config.suites import Case, Suite
+from kit.core.layout import run_folder
+from kit.run import reference
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    case: Case
+    repeat: int
+
+    @property
+    def log_rel(self) -> Path:
+        return Path("logs") / self.case.log_path(self.repeat)
+
+    @property
+    def folder(self) -> PurePosixPath:
+        """The run's own folder under launcher/ and hosts/<host>/ (kit.core.layout.run_folder)."""
+        return run_folder(self.case.log_path(self.repeat))
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.key} #{self.repeat}"
+
+
+def model_code_root() -> str:
+    """This machine's root of the publishers' checkouts: KIT_MODEL_CODE (kit.config.settings), else the images'."""
+    return settings.resolve().model_code or reference.CODE_ROOT
+
+
+def code_dir(case: Case, root: str) -> str:
+    impl = reference.implementation(case.framework, case.model)
+    return "/".join(p for p in (root.rstrip("/"), reference.CODE_DIRS[impl.code], impl.subdir) if p)
+
+
+def missing_code(case: Case, root: str) -> str | None:
+    """Why this host cannot run the case's program (its checkout is absent), or None."""
+    where = code_dir(case, root)
+    if Path(where).is_dir():
+        return None
+    impl = reference.implementation(case.framework, case.model)
+    return (f"{impl.title}: model code not found at {where} (set KIT_MODEL_CODE to the root of the pinned "
+            f"checkouts; the images have them under {reference.CODE_ROOT})")
+
+
+def plan(suite: Suite, model_code: str) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
+    """Runs this host can do (interleaved repeats) and the cases it cannot, with the reason."""
+    skipped: list[tuple[Case, str]] = []
+    for case in suite.cases:
+        if case.nodes > 1:
+            skipped.append((case, f"{case.nodes} nodes: run it with `fab -H ... run_multinode`"))
+        elif case.impl == "reference" and (why := missing_code(case, model_code)):
+            skipped.append((case, why))
+    ok = {id(c) for c in suite.cases} - {id(c) for c, _ in skipped}
+    return plan_for_nodes(suite, 1, lambda c: id(c) in ok), skipped
+
+
+def plan_for_nodes(suite: Suite, nodes: int, accept: Callable[[Case], bool] | None = None) -> list[PlannedRun]:
+    """The runs of cases on exactly `nodes` hosts, repeats interleaved: harness cases, or those `accept` takes."""
+    take = accept or (lambda c: c.impl == "harness")
+    cases = [c for c in suite.cases if c.nodes == nodes and take(c)]
+    most = max((c.repeats for c in cases), default=0)
+    return [PlannedRun(c, r) for r in range(1, most + 1) for c in cases if r <= c.repeats]
+
+
+def cluster_plan(suite: Suite, host_names: list[str]) -> tuple[list[tuple[list[str], int]], list[str]]:
+    """(hosts, nodes) groups to run: single-node cases on the first host, n-node cases on the first n hosts."""
+    wanted = sorted({c.nodes for c in suite.cases if c.impl == "harness"})
+    groups, skipped = [], []
+    for nodes in wanted:
+        if nodes <= len(host_names):
+            groups.append((host_names[:nodes], nodes))
+        else:
+            skipped.append(f"{nodes}-node cases: the inventory has {len(host_names)} host(s)")
+    return groups, skipped

@@ -1,0 +1,193 @@
+"""The run directory's records: run.json (provenance + one entry per run, written after every run), earlier
+attempts under attempts/, and whether a run is done (its log yields a figure).
+
+    runs/<run_id>/suite.yaml        the suite as run (a resume reads this copy, not kit/suites/)
+    runs/<run_id>/run.json          host(s), versions, commands, per-run status; rewritten after every run
+    runs/<run_id>/logs/<framework>/<model>/bz<B>/<N>n<G>g/<model>_b<B>_<precision>_<repeat>.log
+    runs/<run_id>/attempts/...      earlier failed or interrupted logs of a run that was re-run
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+from kit import REPO_ROOT, __version__
+from kit.config.suites import Suite, load_suite
+from kit.core.files import write_json
+from kit.core.inputs import KitError
+from kit.core.yamlio import ConfigError
+from kit.hosts.capture import parse_cpuinfo
+from kit.results.extract import Method, MethodError, compute_figure
+from kit.results.parsers import ParseError, parse_log
+from kit.run.command import HARNESS, sidecar_name
+from kit.run.plan import PlannedRun
+
+# The harness logs measured steps only, so the run's figure is global batch x steps / sum of step seconds:
+# the harmonic mean of the per-step throughputs (the harness's own run_stop figure).
+HARNESS_METHOD = Method(skip=0, reduce="harmonic_mean")
+
+
+class RunDirError(KitError):
+    """A run directory that cannot be started or resumed (one line for the user)."""
+
+
+def new_run_dir(runs_dir: Path, suite: str) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = runs_dir / f"{suite}-{stamp}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+def start(suite_ref: str | Path, runs_dir: Path) -> tuple[Path, Suite]:
+    """A new run directory holding a copy of the suite; the copy is what the run (and a resume) reads."""
+    suite = load_suite(suite_ref)
+    run_dir = new_run_dir(Path(runs_dir), suite.name)
+    shutil.copyfile(suite.path, run_dir / "suite.yaml")
+    return run_dir, load_suite(run_dir / "suite.yaml")
+
+
+def resume(run_dir: Path, error: type[KitError] = RunDirError) -> Suite:
+    run_dir = Path(run_dir)
+    if not (run_dir / "suite.yaml").is_file():
+        raise error(f"{run_dir}: not a kit bench run directory (no suite.yaml)")
+    try:
+        return load_suite(run_dir / "suite.yaml")
+    except ConfigError as exc:
+        raise error(f"cannot resume: {exc}") from None
+
+
+def sidecar_path(log: Path) -> Path:
+    return log.with_name(sidecar_name(log.name))
+
+
+def reference_figures(log: Path) -> dict:
+    """{'kit': samples/s by the kit's method, 'publisher': by the publisher's (None where none is published)}
+    from a reference run's log and its sidecar; ParseError/MethodError when the log gives no figure."""
+    meta = json.loads(sidecar_path(log).read_text())
+    parsed = parse_log(log, meta["log_format"])
+    kit = compute_figure(parsed, Method.from_mapping(meta["kit_method"])).value
+    pub = meta.get("publisher_method")
+    return {"kit": kit, "publisher": compute_figure(parsed, Method.from_mapping(pub)).value if pub else None,
+            "impl": meta["impl"]}
+
+
+def figure_of(log: Path) -> float:
+    """The run's figure from its log; ParseError/MethodError when it gives none."""
+    return compute_figure(parse_log(log, "kitlog"), HARNESS_METHOD).value
+
+
+def is_done(run_dir: Path, run: PlannedRun) -> bool:
+    log = run_dir / run.log_rel
+    if not log.is_file():
+        return False
+    try:
+        figure_of(log)
+    except (ParseError, MethodError):
+        return False
+    return True
+
+
+def archive_log(run_dir: Path, log: Path) -> Path:
+    """Move an earlier failed/interrupted log under attempts/, keeping every earlier one."""
+    rel = log.relative_to(run_dir / "logs")
+    n = 1
+    while (target := run_dir / "attempts" / rel.with_name(f"{rel.name}.{n}")).exists():
+        n += 1
+    target.parent.mkdir(parents=True, exist_ok=True)
+    log.replace(target)
+    return target
+
+
+def clear_for_rerun(run_dir: Path, run: PlannedRun) -> None:
+    """An earlier (failed or interrupted) log of this run moves to attempts/ before the run starts again."""
+    log = Path(run_dir) / run.log_rel
+    if log.exists():
+        archive_log(Path(run_dir), log)
+
+
+def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
+    """run.json as it is (resume), or a new one with the provenance every run directory carries."""
+    path = Path(run_dir) / "run.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    return {
+        "kit_version": __version__,
+        "suite": suite.name,
+        "suite_sha256": hashlib.sha256((Path(run_dir) / "suite.yaml").read_bytes()).hexdigest(),
+        "harness_sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                           for p in sorted(HARNESS.parent.glob("*.py"))},
+        "kit_commit": source_revision(),
+        "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        **fields,
+        "runs": {},
+    }
+
+
+def save_run_meta(run_dir: Path, meta: dict) -> None:
+    write_json(Path(run_dir) / "run.json", meta, "run.json")
+
+
+def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: float | None, seconds: float,
+               reason: str, **extra) -> None:
+    """One run's outcome into run.json, written at once so an interruption loses nothing."""
+    meta["runs"][str(run.log_rel)] = {"case": run.case.key, "repeat": run.repeat, "status": status,
+                                      "samples_per_sec": value, "wall_seconds": round(seconds, 3),
+                                      "reason": reason, **extra}
+    save_run_meta(run_dir, meta)
+
+
+def finish_run_meta(run_dir: Path, meta: dict) -> None:
+    meta["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    save_run_meta(run_dir, meta)
+
+
+def source_revision() -> dict:
+    """The kit's own git commit (and whether its tree had changes), or why it is unknown."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"commit": None, "error": str(exc)}
+    if head.returncode != 0:
+        return {"commit": None, "error": (head.stderr.strip() or "not a git checkout")[:200]}
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        model = parse_cpuinfo(Path("/proc/cpuinfo").read_text()).model_name
+        if model:
+            return model
+    return platform.processor() or platform.machine()
+
+
+def host_description() -> dict:
+    import psutil
+
+    return {
+        "hostname": socket.gethostname(),
+        "cpu": _cpu_model(),
+        "cores": cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+    }

@@ -1,0 +1,150 @@
+"""The Runner interface: start every rank of one run, wait with a timeout, stop everything, say how each host
+ended. Two runners today: kit.run.local (processes on this machine) and kit.run.ssh (SSH hosts); a batch
+scheduler's runner implements the same four methods and touches nothing else.
+
+    outcome = execute(runner, run, run_dir)   # start -> wait(timeout) -> stop on timeout/failure/Ctrl-C
+                                              # -> gather -> judge: the run's status and figure from its log
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.core.inputs import KitError
+from kit.results.extract import MethodError
+from kit.results.parsers import ParseError
+from kit.run.plan import PlannedRun
+from kit.run.records import figure_of
+
+KILL_GRACE_S = 5.0  # SIGTERM, then SIGKILL what is left after this many seconds (every runner, every host)
+
+
+class RunError(KitError):
+    """A run that cannot start or go on (one line for the user)."""
+
+
+def master_port() -> int:
+    """The one master-port rule: a port the OS reports free on this machine, picked per run."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class HostStatus:
+    host: str
+    exit_code: int | None = None
+    error: str = ""  # "" | "timeout" | "exit N" | why the host was lost
+    seconds: float = 0.0
+    command: str = ""  # the exact command line (environment included)
+
+    def to_dict(self) -> dict:
+        return {"exit_code": self.exit_code, "error": self.error, "seconds": round(self.seconds, 3),
+                "command": self.command}
+
+
+@dataclass
+class RunOutcome:
+    run: PlannedRun
+    status: str  # ok | failed | timeout | skipped | done
+    seconds: float
+    value: float | None = None
+    reason: str = ""
+    exit_code: int | None = None
+    hosts: list[HostStatus] = field(default_factory=list)
+
+
+class Runner(ABC):
+    """Starts and stops the ranks of one run at a time."""
+
+    @abstractmethod
+    def start(self, run: PlannedRun) -> None:
+        """Start every rank of the run (all hosts at once); return without waiting."""
+
+    @abstractmethod
+    def wait(self, timeout: float) -> bool:
+        """Wait until every rank ended, one failed, or `timeout` seconds passed; False on timeout."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop every process (and container) of the run on every host; silent where nothing is left."""
+
+    @abstractmethod
+    def statuses(self) -> list[HostStatus]:
+        """How each host's part ended (rank order)."""
+
+    def gather(self, run: PlannedRun) -> None:
+        """Bring the run's logs into the run directory (rank 0's log into logs/). Nothing for local runs."""
+        return None
+
+
+def execute(runner: Runner, run: PlannedRun, run_dir: Path) -> RunOutcome:
+    """One run through any runner: its outcome judged from rank 0's log and every host's status."""
+    t0 = time.monotonic()
+    runner.start(run)
+    try:
+        ended = runner.wait(run.case.timeout_s)
+        if not ended or any(s.error for s in runner.statuses()):
+            runner.stop()
+    except BaseException:  # Ctrl-C or any error here: leave no process (and no container) behind
+        runner.stop()
+        raise
+    runner.gather(run)
+    return judge(run, Path(run_dir) / run.log_rel, runner.statuses(), ended, time.monotonic() - t0)
+
+
+def judge(run: PlannedRun, log: Path, hosts: list[HostStatus], ended: bool, seconds: float) -> RunOutcome:
+    several = len(hosts) > 1
+    code = hosts[0].exit_code if hosts else None
+    if not ended or any(h.error == "timeout" for h in hosts):
+        where = "stopped on every host" if several else "killed (every process of the run)"
+        return RunOutcome(run, "timeout", seconds, reason=f"no end after {run.case.timeout_s:g} s: {where}",
+                          exit_code=code, hosts=hosts)
+    try:
+        value, why = (figure_of(log), "") if log.is_file() else (None, "no log from rank 0")
+    except (ParseError, MethodError) as exc:
+        value, why = None, exc.reason if isinstance(exc, ParseError) else str(exc)
+    failed = [h for h in hosts if h.error]
+    if not failed and value is not None:
+        return RunOutcome(run, "ok", seconds, value=value, exit_code=0, hosts=hosts)
+    if several or any(not h.error.startswith("exit ") for h in failed):  # name the hosts and what they said
+        reason = "; ".join(p for p in ("; ".join(f"{h.host}: {h.error}" for h in failed), why) if p)
+    else:
+        reason = f"exit {code}: {why}" if value is None else f"exit {code} after a complete log"
+    return RunOutcome(run, "failed", seconds, reason=reason, exit_code=code, hosts=hosts)
+
+
+def stop_tree(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
+    """SIGTERM a local process's whole tree, SIGKILL what is left after the grace period.
+
+    The tree is collected first: launchers such as paddle.distributed.launch start their workers in
+    sessions of their own, which a process-group kill alone would miss.
+    """
+    import psutil
+
+    try:
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    for member in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.terminate()
+    _gone, alive = psutil.wait_procs(tree, timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for member in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
+    psutil.wait_procs(alive, timeout=5.0)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)

@@ -1,0 +1,180 @@
+"""The SSH runner: one run over several hosts, every host started at the same moment (one thread each).
+
+Rank 0 is the first host (the master address). Each host's process tree runs in its own session (`setsid`),
+its process-group id written beside its stdout.log, so a timeout, a failed host or Ctrl-C stops the run on
+EVERY host: SIGTERM to the tree, SIGKILL after the grace period (kit.run.runner.KILL_GRACE_S). Hosts with
+runtime docker run each rank in the pinned image; a killed `docker run` client's container is removed too.
+
+    <work_dir>/runs/<run id>/<host>/<run folder>/   stdout.log, pgid, launcher/, <log stem>.cmd.json
+    <work_dir>/harness/<digest>/                     the staged harness (native hosts)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kit.config.hosts import HostConfig, Inventory
+from kit.hosts.connect import connect, quote_cmd, remote_env
+from kit.hosts.fanout import on_all
+from kit.run import gather
+from kit.run.command import HARNESS, Container, Mount, Site, cleanup_command, command_for, sidecar_name
+from kit.run.plan import PlannedRun
+from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, master_port
+
+HARNESS_FILES = ("train.py", "models_torch.py", "models_paddle.py", "data.py")
+Progress = Callable[[str, str, str], None]
+
+
+def harness_dir(host: HostConfig) -> str:
+    """Where the harness is staged on a native host: content-addressed, so changed files never mix."""
+    digest = hashlib.sha256(b"".join((HARNESS.parent / f).read_bytes() for f in HARNESS_FILES)).hexdigest()[:12]
+    return posixpath.join(host.work_dir, "harness", digest)
+
+
+def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | None) -> Site:
+    """A host of the inventory as a rank's site; workdir None: not known yet (a dry run)."""
+    container = None
+    if host.runtime == "docker":
+        mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True)) if workdir else ()
+        container = Container(image or "", mounts, workdir=workdir)
+    return Site(name=host.name, address=host.address, nic=host.nic, python=host.python,
+                harness=posixpath.join(harness_dir(host), "train.py"),
+                scripts=posixpath.join(host.work_dir, "kit-scripts"), model_code=host.model_code or Site().model_code,
+                launcher_logs=posixpath.join(workdir, "launcher") if workdir else None,
+                sidecar=posixpath.join(workdir, sidecar_name(log_name)) if workdir else None, container=container)
+
+
+def wrapper_command(workdir: str, env: dict[str, str], argv: list[str]) -> str:
+    """mkdir, cd, then the command as its own session leader (pgid file), stdout+stderr to stdout.log."""
+    inner = f"echo $$ > pgid; exec {remote_env(env)} {quote_cmd(argv)} > stdout.log 2>&1"
+    where = quote_cmd([workdir])
+    return f"mkdir -p {where} && cd {where} && exec setsid -w bash -c {quote_cmd([inner])}"
+
+
+# every descendant of a pid (launchers such as paddle.distributed.launch put workers in sessions of their own,
+# out of reach of a process-group kill); collected BEFORE any signal, while the tree is still linked
+_DESCENDANTS = (
+    "ps -eo pid=,ppid= | awk -v root=\"$p\" '{parent[$1] = $2} END {ids[root] = 1; grow = 1; "
+    "while (grow) {grow = 0; for (c in parent) if (!(c in ids) && (parent[c] in ids)) {ids[c] = 1; grow = 1}} "
+    "for (i in ids) printf \"%s \", i}'"
+)
+
+
+def kill_command(workdir: str, grace: float = KILL_GRACE_S) -> str:
+    """Stop the run's whole process tree on a host (TERM, then KILL); silent when it is already gone."""
+    pgid_file = quote_cmd([posixpath.join(workdir, "pgid")])
+    return (
+        f"p=$(cat {pgid_file} 2>/dev/null) || exit 0; [ -n \"$p\" ] || exit 0; "
+        f"tree=$({_DESCENDANTS}); "
+        f"kill -TERM -- -$p $tree 2>/dev/null; "
+        f"for i in $(seq {int(grace * 10)}); do alive=; for q in $tree; do kill -0 $q 2>/dev/null && alive=1; done; "
+        f"[ -n \"$alive\" ] || exit 0; sleep 0.1; done; "
+        f"kill -KILL -- -$p $tree 2>/dev/null; exit 0"
+    )
+
+
+class SshRunner(Runner):
+    def __init__(self, inv: Inventory, hosts: list[HostConfig], run_dir: Path, hardware: str,
+                 images: dict[str, str] | None = None, progress: Progress | None = None):
+        self.inv, self.hosts, self.hardware = inv, hosts, hardware
+        self.run_dir = Path(run_dir).resolve()
+        self.run_id = self.run_dir.name
+        self.images = images or {}  # framework -> image reference, for hosts with runtime: docker
+        self.progress = progress or (lambda host, what, detail: None)
+        self._run: PlannedRun | None = None
+        self._status: dict[str, HostStatus] = {}
+        self._threads: list[threading.Thread] = []
+        self._failed = threading.Event()
+
+    def workdir(self, host: HostConfig, run: PlannedRun) -> str:
+        return posixpath.join(host.work_dir, "runs", self.run_id, host.name, run.folder.as_posix())
+
+    def commands(self, run: PlannedRun, port: int) -> list[tuple[HostConfig, str, str]]:
+        """(host, remote workdir, remote command line) for every host that starts something."""
+        image = self.images.get(run.case.framework)
+        if image is None and any(h.runtime == "docker" for h in self.hosts):
+            docker = next(h for h in self.hosts if h.runtime == "docker")
+            raise RunError(f"{docker.name} has runtime docker but there is no image for {run.case.framework}")
+        sites = [ssh_site(h, self.workdir(h, run), run.log_rel.name, image) for h in self.hosts]
+        out = []
+        for rank, host in enumerate(self.hosts):
+            cmd = command_for(run.case, run.repeat, rank, sites, port, self.hardware, self.run_id)
+            if not cmd.starts_nothing:
+                workdir = self.workdir(host, run)
+                out.append((host, workdir, wrapper_command(workdir, cmd.launched.env, cmd.launched.argv)))
+        return out
+
+    def stage_harness(self) -> None:
+        """The harness files to every native host (docker hosts have it in the image)."""
+        def put(host: HostConfig) -> None:
+            target = harness_dir(host)
+            with connect(host, self.inv) as conn:
+                conn.run(f"mkdir -p {quote_cmd([target])}", hide=True)
+                for name in HARNESS_FILES:
+                    conn.put(str(HARNESS.parent / name), posixpath.join(target, name))
+            self.progress(host.name, "staged", target)
+
+        for out in on_all([h for h in self.hosts if h.runtime != "docker"], put).values():
+            out.get()
+
+    # ---- Runner ------------------------------------------------------------------------------------
+
+    def start(self, run: PlannedRun) -> None:
+        plan = self.commands(run, master_port())
+        self._run, self._failed = run, threading.Event()
+        self._status = {h.name: HostStatus(h.name, command=line) for h, _workdir, line in plan}
+        self._threads = [threading.Thread(target=self._on_host, args=(h, line, run), daemon=True)
+                         for h, _workdir, line in plan]
+        for thread in self._threads:
+            thread.start()
+
+    def _on_host(self, host: HostConfig, line: str, run: PlannedRun) -> None:
+        status, t0 = self._status[host.name], time.monotonic()
+        self.progress(host.name, "start", run.label)
+        try:
+            with connect(host, self.inv) as conn:
+                res = conn.run(line, hide=True, warn=True, timeout=run.case.timeout_s)
+            status.exit_code = res.exited
+            if res.exited != 0:
+                status.error = f"exit {res.exited}"
+                self._failed.set()
+        except Exception as exc:  # connection lost, timeout, ...
+            name = type(exc).__name__
+            status.error = "timeout" if name == "CommandTimedOut" else f"{name}: {exc}".strip()
+            self._failed.set()
+        finally:
+            status.seconds = time.monotonic() - t0
+            self.progress(host.name, "end", status.error or "ok")
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout + 30  # each host's own SSH timeout fires first
+        while any(t.is_alive() for t in self._threads) and not self._failed.wait(0.2):
+            if time.monotonic() > deadline:
+                return False
+        return not any(s.error == "timeout" for s in self._status.values())
+
+    def stop(self) -> None:
+        run = self._run
+
+        def kill(host: HostConfig) -> None:
+            with connect(host, self.inv) as conn:
+                conn.run(kill_command(self.workdir(host, run)), hide=True, warn=True, timeout=KILL_GRACE_S + 15)
+                if host.runtime == "docker":  # a killed `docker run` client leaves its container running
+                    conn.run(quote_cmd(cleanup_command(self.run_id)), hide=True, warn=True, timeout=60)
+
+        for name, out in on_all(self.hosts, kill).items():
+            if not out.ok:  # a dead host has nothing left to kill
+                self.progress(name, "kill-failed", str(out.error))
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    def statuses(self) -> list[HostStatus]:
+        return list(self._status.values())
+
+    def gather(self, run: PlannedRun) -> None:
+        gather.gather_run(self.inv, self.hosts, self.run_dir, run, self.progress)
