@@ -307,7 +307,7 @@ def test_error_image_missing_its_framework_pin(tmp_path: Path):
     assert REAL_TEXT.count(old) == 2
     text = edited(old, "")
     err, path = load_error(tmp_path, text)
-    # a missing key is reported where the mapping that lacks it begins (kit.yamlio's convention):
+    # a missing key is reported where the mapping that lacks it begins (kit.core.yamlio's convention):
     # the first line of pytorch/v100's versions mapping, right under its `versions:` key
     lines = text.splitlines()
     pytorch = lines.index("  pytorch:")

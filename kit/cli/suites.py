@@ -20,7 +20,7 @@ def cmd_suites(args: argparse.Namespace) -> int:
         print(f"{suite.name}: {suite.description} ({len(suite.cases)} cases, {suite.path})")
         for c in suite.cases:
             ref = f"  ref {c.reference.value:g} {c.reference.unit}" if c.reference else ""
-            print(f"  {c.key:<42} {c.runner:<8} img {c.image_size:<4} steps {c.warmup_steps}+{c.measure_steps:<4} "
+            print(f"  {c.key:<42} {c.impl:<8} img {c.image_size:<4} steps {c.warmup_steps}+{c.measure_steps:<4} "
                   f"x{c.repeats}{ref}")
         return EXIT_OK
     for name in suites.available():

@@ -20,7 +20,7 @@ variable or the flag it came from, even when a later layer replaces it.
 Refused: any key whose name contains password/passwd/passphrase, anywhere (key files or ssh-agent
 only); unknown keys; host names outside [A-Za-z0-9._-] (they name directories); two hosts with one
 name or one address:port; relative data_dir/work_dir (remote paths are always quoted, so `~` would
-not expand). Remote paths may contain spaces and shell metacharacters: kit.inventory quotes every
+not expand). Remote paths may contain spaces and shell metacharacters: kit.hosts.connect quotes every
 command line. Local paths (key_file, known_hosts) may use `~`; relative ones in the file are taken
 from the file's directory, relative ones from the environment or a flag from the current directory.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CODE_ROOT = "/opt/models"  # kit.imagespec clones docker/pins.yaml model_code here (checked by a test)
+CODE_ROOT = "/opt/models"  # kit.images.spec clones docker/pins.yaml model_code here (checked by a test)
 CODE_DIRS = {"paddleclas": "PaddleClas", "plsc": "PLSC", "fleetx": "FleetX", "dle": "DeepLearningExamples"}
 SCRIPTS_DIR = "/opt/kit/scripts"  # the kit's scripts/ inside a container (mounted by kit bench)
 PLSC_PATCH = "plsc/exit_at_batch_150.patch"  # relative to scripts/
@@ -30,7 +30,7 @@ class Impl:
     title: str
     code: str  # docker/pins.yaml model_code key
     subdir: str  # inside the checkout
-    log_format: str  # kit.parsers format name
+    log_format: str  # kit.results.parsers format name
     source: str  # where the recipe was read
 
 

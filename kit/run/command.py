@@ -88,8 +88,8 @@ def build_command(
     device: str = "auto",
     launcher_log_dir: str | None = None,
 ) -> Command:
-    if case.runner != "harness":
-        raise ValueError(f"case {case.key} uses runner {case.runner!r}; only the kit's harness is built here")
+    if case.impl != "harness":
+        raise ValueError(f"case {case.key} is impl {case.impl!r}; only the kit's harness is built here")
     if placement.nnodes != case.nodes:
         raise ValueError(f"case {case.key} needs {case.nodes} node(s), the placement has {placement.nnodes}")
     if not 0 <= placement.node_rank < placement.nnodes:

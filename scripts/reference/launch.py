@@ -4,7 +4,7 @@
     python3 launch.py --record LOG_STEM.cmd.json --meta JSON --cwd MODEL_DIR \
         [--work-copy NAME --patch FILE --add FILE ...] -- ARGV...
 
---meta is the kit's description of the run (kit.reference.record: argv, env, methods, ...); ARGV must
+--meta is the kit's description of the run (kit.run.reference.record: argv, env, methods, ...); ARGV must
 equal its "argv". The record adds what only this host knows: time, host name, the model code's git
 commit, the patch's sha256, and the whole environment (values of secret-looking names redacted).
 --work-copy NAME copies MODEL_DIR to ./NAME (a fresh copy each run; the checkout stays untouched),

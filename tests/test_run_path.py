@@ -1,0 +1,135 @@
+"""The run path: one command builder for every runner, the judging of a run, and the Runner interface
+being enough for a new runner (one written here, in the test, starts two ranks of a real two-node
+torch job on this machine without touching planning, commands, gather or records)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kit.config.suites import load_suite
+from kit.run import records
+from kit.run.command import Container, Mount, Site, command_for
+from kit.run.plan import PlannedRun, plan_for_nodes
+from kit.run.runner import HostStatus, Runner, execute, judge, master_port, stop_tree
+
+SUITE = """\
+schema_version: 1
+name: pair
+hardware: cpu
+defaults: {warmup_steps: 1, measure_steps: 2, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10, timeout_s: 240}
+cases:
+  - {framework: torch, model: resnet50, nodes: 2, gpus_per_node: 1}
+  - {framework: torch, impl: reference, model: resnet50, nodes: 2, gpus_per_node: 8, batch_size: 256}
+  - {framework: tensorflow, model: resnet50, nodes: 2, gpus_per_node: 8, batch_size: 256}
+"""
+
+
+def suite(tmp_path: Path):
+    path = tmp_path / "pair.yaml"
+    path.write_text(SUITE)
+    return load_suite(path)
+
+
+def sites(n: int, **extra) -> list[Site]:
+    return [Site(name=f"n{i}", address=f"10.9.0.{i}", python="/usr/bin/python3", **extra) for i in range(1, n + 1)]
+
+
+def test_one_builder_gives_every_rank_its_launcher_line(tmp_path):
+    harness, ngc_torch, ngc_tf = suite(tmp_path).cases
+    ranks = [command_for(harness, 1, r, sites(2), 31000, "cpu") for r in (0, 1)]
+    for rank, cmd in enumerate(ranks):
+        argv = cmd.launched.argv
+        assert argv[:3] == ["/usr/bin/python3", "-m", "torch.distributed.run"]
+        assert argv[argv.index("--node_rank") + 1] == str(rank) and argv[argv.index("--master_addr") + 1] == "10.9.0.1"
+        assert cmd.program == cmd.launched and cmd.reference is None
+    ref = command_for(ngc_torch, 1, 1, sites(2, sidecar="/w/x.cmd.json"), 31000, "gpu")
+    assert ref.launched.argv[1].endswith("scripts/reference/launch.py")
+    assert ref.launched.argv[ref.launched.argv.index("--") + 1:] == ref.reference.argv == ref.program.argv
+    assert "--node_rank" in ref.program.argv and ref.launched.argv[ref.launched.argv.index("--record") + 1] == "/w/x.cmd.json"
+    tf = [command_for(ngc_tf, 1, r, sites(2, sidecar="/w/x.cmd.json"), 31000, "gpu") for r in (0, 1)]
+    assert tf[0].launched.argv and tf[1].starts_nothing  # rank 0's mpirun starts host 2's ranks
+
+
+def test_a_site_with_an_image_runs_the_same_program_in_its_container(tmp_path):
+    harness = suite(tmp_path).cases[0]
+    box = Container("kit/pytorch:v100-x", (Mount("/w", "/w"),), workdir="/w")
+    native = command_for(harness, 1, 0, sites(2), 31000, "gpu")
+    boxed = command_for(harness, 1, 0, sites(2, container=box), 31000, "gpu", run_id="r1")
+    argv = boxed.launched.argv
+    assert argv[:3] == ["docker", "run", "--rm"] and "kit/pytorch:v100-x" in argv
+    inner = argv[argv.index("kit/pytorch:v100-x") + 1:]
+    in_image = {"/usr/bin/python3": "python"}
+    expected = ["/opt/kit/harness/train.py" if a.endswith("harness/train.py") else in_image.get(a, a)
+                for a in native.launched.argv]
+    assert inner == expected  # the same program, with the image's interpreter and harness
+    assert "--env" in argv and "HOME=/tmp" in argv and "--label" in argv and "io.kit.run=r1" in argv
+
+
+def test_judge_names_what_happened(tmp_path):
+    run = PlannedRun(suite(tmp_path).cases[0], 1)
+    log = tmp_path / "rank0.log"
+    timed_out = judge(run, log, [HostStatus("a", error="timeout"), HostStatus("b")], True, 3.0)
+    assert timed_out.status == "timeout" and "every host" in timed_out.reason
+    alone = judge(run, log, [HostStatus("local", error="timeout")], False, 3.0)
+    assert alone.status == "timeout" and "killed" in alone.reason
+    lost = judge(run, log, [HostStatus("a", exit_code=0), HostStatus("b", error="EOFError: lost")], True, 3.0)
+    assert lost.status == "failed" and lost.reason == "b: EOFError: lost; no log from rank 0"
+    log.write_text("no throughput here\n")
+    failed = judge(run, log, [HostStatus("local", exit_code=1, error="exit 1")], True, 3.0)
+    assert failed.status == "failed" and failed.reason.startswith("exit 1: ") and failed.value is None
+
+
+class ProcessPerRank(Runner):
+    """A runner of the kind a batch scheduler gives: one task per node (here a local process per rank),
+    each told its rank; rank 0's output is the run's log. Only the Runner methods are written."""
+
+    def __init__(self, run_dir: Path, nodes: int):
+        self.run_dir, self.nodes = run_dir, nodes
+        self.procs: list[subprocess.Popen] = []
+        self.status: list[HostStatus] = []
+
+    def start(self, run: PlannedRun) -> None:
+        port = master_port()
+        rank_sites = [Site(name=f"task{r}", python=sys.executable, loopback=True) for r in range(self.nodes)]
+        self.status = []
+        for rank in range(self.nodes):
+            cmd = command_for(run.case, run.repeat, rank, rank_sites, port, "cpu").launched
+            out = self.run_dir / (run.log_rel if rank == 0 else Path(f"task{rank}.log"))
+            out.parent.mkdir(parents=True, exist_ok=True)
+            env = {**cmd.env, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+            with open(out, "wb") as sink:
+                self.procs.append(subprocess.Popen(cmd.argv, stdout=sink, stderr=subprocess.STDOUT, env=env,
+                                                   start_new_session=True))
+            self.status.append(HostStatus(f"task{rank}", command=cmd.shell()))
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        for proc, status in zip(self.procs, self.status, strict=True):
+            try:
+                status.exit_code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                status.error = "timeout"
+                return False
+            status.error = f"exit {status.exit_code}" if status.exit_code else ""
+        return True
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            stop_tree(proc)
+
+    def statuses(self) -> list[HostStatus]:
+        return self.status
+
+
+def test_a_new_runner_needs_only_the_runner_interface(tmp_path):
+    loaded = suite(tmp_path)
+    (run,) = plan_for_nodes(loaded, 2)
+    run_dir = tmp_path / "run"
+    outcome = execute(ProcessPerRank(run_dir, 2), run, run_dir)
+    assert outcome.status == "ok", (outcome.reason, (run_dir / run.log_rel).read_text()[-2000:])
+    assert outcome.value == records.figure_of(run_dir / run.log_rel) > 0
+    assert [h.host for h in outcome.hosts] == ["task0", "task1"] and all(h.exit_code == 0 for h in outcome.hosts)
+    assert records.is_done(run_dir, run)
