@@ -103,9 +103,9 @@ bench-fanout: check-venv ## check_env wall time on 4 SSH test hosts / on 1 (targ
 crosscheck: check-venv ## re-derive published figures from logs: CLAIMS=<claims.yaml>
 	$(VENV)/bin/kit crosscheck $(CLAIMS)
 
-bundle: check-venv ## auditor bundle of a run: RUN=runs/<id> (default: newest) [SIGN_KEY=~/.ssh/id_ed25519]
+bundle: check-venv ## auditor bundle of a run: RUN=runs/<id> (default: newest) [SIGN_KEY=~/.ssh/id_ed25519] [FORCE=1]
 	@if [ -z "$(RUN)" ]; then echo "bundle: no run directory under $(RUNS_DIR)/; pass RUN=<dir>" >&2; exit 1; fi
-	$(VENV)/bin/kit bundle $(RUN) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY))
+	$(VENV)/bin/kit bundle $(RUN) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY)) $(if $(FORCE),--force)
 
 verify: check-venv ## check an auditor bundle: BUNDLE=<file.tar.gz> [ALLOWED_SIGNERS=<file>]
 	@if [ -z "$(BUNDLE)" ]; then echo "verify: pass BUNDLE=<runs/<id>.bundle.tar.gz>" >&2; exit 1; fi

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -261,3 +262,88 @@ def test_bad_input_is_refused_clearly(tmp_path, capsys):
         tar.addfile(link)
     assert main(["verify", str(evil)]) == 1
     assert "refused member 'kit-bundle-x/run/x/report.md'" in capsys.readouterr().out
+
+
+def _forge(root: Path, key: Path, **provenance) -> None:
+    """What an operator with the signing key can do: edit provenance.json, rebuild the manifest, re-sign it."""
+    prov = json.loads((root / "provenance.json").read_text())
+    prov.update(provenance)
+    (root / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
+    bd.write_manifest(root)
+    (root / "manifest.json.sig").unlink(missing_ok=True)
+    bd.sign(root / "manifest.json", key)
+
+
+def test_the_auditors_kit_decides_the_rules_not_the_bundle(real_run, tmp_path, signer, capsys):
+    key, allowed = signer
+    root = unpacked(bd.make_bundle(fresh_copy(real_run, tmp_path), sign_key=key, submitter="Lab",
+                                   system_name="box"), tmp_path / "open")
+    no_rules = tmp_path / "x"
+    no_rules.mkdir()
+    (no_rules / "none.yaml").write_text("schema_version: 1\nrules: []\n")
+    run = next((root / "run").iterdir())
+    results = json.loads((run / "results.json").read_text())
+    for group in results["groups"]:
+        for case in group["cases"]:
+            case["median"] *= 10  # inflated tenfold
+    (run / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    _forge(root, key, rules_version=os.path.relpath(no_rules, bd_rules_dir()))
+    result = verify_tree(root, allowed)
+    assert result.signature.state == "valid" and not result.ok
+    rules = {v.rule for v in result.violations}
+    assert {"integrity", "results_recomputed"} <= rules
+    where = next(v for v in result.violations if v.rule == "integrity")
+    assert where.where == "provenance.json" and "is not a rule set of this kit" in where.message
+    for hostile in ("../../../tmp/x", 1, "v1/../v1"):
+        _forge(root, key, rules_version=hostile)
+        assert "integrity" in {v.rule for v in verify_tree(root, allowed).violations}, hostile
+    assert main(["verify", str(root), "--rules", "../../../tmp/x"]) == 2
+    assert "no rule set '../../../tmp/x' in this kit; known: v1" in capsys.readouterr().err
+
+
+def bd_rules_dir() -> Path:
+    from kit.audit.rules.engine import RULES_DIR
+
+    return RULES_DIR
+
+
+def test_claims_are_read_only_from_inside_the_bundle(real_run, tmp_path, signer, published):
+    key, allowed = signer
+    bundle = bd.make_bundle(fresh_copy(real_run, tmp_path), claims=published / "expected.yaml", sign_key=key,
+                            submitter="Lab", system_name="box")
+    root = unpacked(bundle, tmp_path / "open")
+    outside = tmp_path / "secret.yaml"
+    outside.write_text("claims: []\n")
+    (root / "claims" / "link.yaml").symlink_to(outside)
+    for hostile in ("/etc/passwd", "../../../../etc/hostname", str(outside), "claims/link.yaml", "claims/none.yaml"):
+        _forge(root, key, claims=hostile)
+        result = verify_tree(root, allowed)
+        flagged = [v for v in result.violations if v.where == "provenance.json"]
+        assert flagged and "claims" in flagged[0].message, hostile
+        finding = next(f for f in result.findings if f.rule.name == "published_claims_derive")
+        assert finding.checked == 0, hostile  # nothing was read from it
+
+
+def test_bundle_output_never_replaces_what_it_should_not(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    results = (run / "results.json").read_bytes()
+    with pytest.raises(bd.BundleError, match="inside the run directory"):
+        bd.make_bundle(run, run / "results.json", force=True)
+    with pytest.raises(bd.BundleError, match="inside the run directory"):
+        bd.make_bundle(run, run / "new.tar.gz")
+    assert (run / "results.json").read_bytes() == results and not (run / "new.tar.gz").exists()
+    target = tmp_path / "kept.txt"
+    target.write_text("mine\n")
+    (tmp_path / "link.tar.gz").symlink_to(target)
+    (tmp_path / "dir.tar.gz").mkdir()
+    for out in (tmp_path / "link.tar.gz", tmp_path / "dir.tar.gz", Path("/dev/null")):
+        with pytest.raises(bd.BundleError, match="not a regular file"):
+            bd.make_bundle(run, out, force=True)
+    assert target.read_text() == "mine\n" and (tmp_path / "link.tar.gz").is_symlink()
+    existing = tmp_path / "b.tar.gz"
+    existing.write_text("an older bundle\n")
+    with pytest.raises(bd.BundleError, match="--force"):
+        bd.make_bundle(run, existing)
+    assert existing.read_text() == "an older bundle\n"
+    assert verify(bd.make_bundle(run, existing, force=True)).ok
+    assert not [p for p in tmp_path.iterdir() if "partial" in p.name]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kit.config import suites
@@ -171,3 +173,20 @@ def test_reference_cases_log_under_their_implementation_and_select_references(tm
     with pytest.raises(ConfigError, match=r":8: impl: NGC MXNet: the publisher ran one node only"):
         suites.load_suite(write(tmp_path, MINIMAL.replace("[paddle, torch]", "mxnet").replace(
             "    batch_size: [2, 4]\n", "    impl: reference\n    nodes: 2\n    batch_size: [2, 4]\n"), "mx.yaml"))
+
+
+@pytest.mark.parametrize("name", ["../escaped/x", "/tmp/abs", "a/b", ".hidden", "-flag", "", "x" * 101])
+def test_a_suite_name_is_a_plain_name(tmp_path, name):
+    path = write(tmp_path, MINIMAL.replace("name: tiny\n", f"name: {json.dumps(name)}\n", 1))
+    with pytest.raises(ConfigError) as err:
+        suites.load_suite(path)
+    assert str(err.value).startswith(f"{path}:") and ": name: " in str(err.value), str(err.value)
+
+
+def test_a_hostile_suite_name_creates_nothing_outside_the_runs_dir(tmp_path, capsys):
+    from kit.cli import main
+
+    path = write(tmp_path, MINIMAL.replace("name: tiny\n", "name: ../escaped/x\n", 1))
+    assert main(["bench", "--suite", str(path), "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "must be a plain name" in capsys.readouterr().err
+    assert not (tmp_path / "escaped").exists()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import REPO_ROOT, __version__
+from kit.audit.rules.engine import newest
 from kit.core.files import stamped, write_json, write_text
 from kit.core.inputs import KitError
 from kit.run.reference import SECRET_MARKERS
@@ -175,12 +176,14 @@ def _claims_files(claims: Path) -> list[Path]:
 
 def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None = None,
                 submitter: str | None = None, system_name: str | None = None, claims: Path | None = None,
-                pins_file: Path | None = None, rules_version: str = "v1", progress=None) -> Path:
+                pins_file: Path | None = None, rules_version: str | None = None, force: bool = False,
+                progress=None) -> Path:
     """Write <out> (default: <run_dir>.bundle.tar.gz); the run directory is only read."""
     run_dir = Path(run_dir).resolve()
     if not (run_dir / "run.json").is_file() or not (run_dir / "logs").is_dir():
         raise BundleError(f"{run_dir}: not a run directory (needs run.json and logs/)")
-    out = Path(out) if out else run_dir.parent / f"{run_dir.name}.bundle.tar.gz"
+    out = output_path(Path(out) if out else run_dir.parent / f"{run_dir.name}.bundle.tar.gz", run_dir, force)
+    rules_version = rules_version or newest()
     pins_file = pins_file or REPO_ROOT / "docker" / "pins.yaml"
     meta = json.loads((run_dir / "run.json").read_text())
     top = f"kit-bundle-{run_dir.name}"
@@ -219,20 +222,38 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
         if sign_key is not None:
             sign(root / MANIFEST, Path(sign_key))
         out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_name(out.name + ".partial")
-        with tarfile.open(partial, "w:gz", compresslevel=6) as tar:
-            for path in sorted(root.rglob("*")):
-                info = tar.gettarinfo(str(path), arcname=path.relative_to(Path(tmp)).as_posix())
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                info.mtime = 0
-                if path.is_file():
-                    with open(path, "rb") as f:
-                        tar.addfile(info, f)
-                else:
-                    tar.addfile(info)
-        partial.replace(out)
+        handle, partial = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+        try:
+            with os.fdopen(handle, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
+                for path in sorted(root.rglob("*")):
+                    info = tar.gettarinfo(str(path), arcname=path.relative_to(Path(tmp)).as_posix())
+                    info.uid = info.gid = 0
+                    info.uname = info.gname = ""
+                    info.mtime = 0
+                    if path.is_file():
+                        with open(path, "rb") as f:
+                            tar.addfile(info, f)
+                    else:
+                        tar.addfile(info)
+            os.chmod(partial, 0o644)
+            os.replace(partial, out)
+        finally:
+            Path(partial).unlink(missing_ok=True)
     return out
+
+
+def output_path(out: Path, run_dir: Path, force: bool) -> Path:
+    """Where the bundle may be written: never inside the run it packs, never over a link, folder or device,
+    and over an existing file only with force."""
+    out = Path(os.path.abspath(out))
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        raise BundleError(f"{out}: exists and is not a regular file (a link, folder or device); give another path")
+    if out.exists() and not force:
+        raise BundleError(f"{out}: exists; give another path or --force to replace it")
+    parent = out.parent.resolve()
+    if parent == run_dir or parent.is_relative_to(run_dir):
+        raise BundleError(f"{out}: inside the run directory being bundled; write the bundle elsewhere")
+    return parent / out.name
 
 
 def _revision() -> dict:

@@ -138,15 +138,39 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
         provenance = json.loads((root / "provenance.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         result.extra.append(rl.Violation(INTEGRITY, f"unreadable: {exc}", "provenance.json"))
-    claims = provenance.get("claims") if isinstance(provenance, dict) else None
-    evidence = Evidence(runs[0], claims=root / claims if claims else None)
-    version = rules_version or (provenance.get("rules_version") if isinstance(provenance, dict) else None) or "v1"
+    provenance = provenance if isinstance(provenance, dict) else {}
+    claims, why = inside(root, provenance.get("claims"))
+    if why:
+        result.extra.append(rl.Violation(INTEGRITY, f"claims {provenance.get('claims')!r}: {why}", "provenance.json"))
+    evidence = Evidence(runs[0], claims=claims)
+    version = rules_version or rl.newest()  # the auditor's kit decides; a bundle never chooses or lowers the rules
+    named = provenance.get("rules_version")
+    if named is not None and (not isinstance(named, str) or named not in rl.versions()):
+        known = ", ".join(rl.versions())
+        result.extra.append(rl.Violation(INTEGRITY, f"rules_version {named!r} is not a rule set of this kit "
+                                         f"(known: {known}); judged by {version}", "provenance.json"))
     result.findings = rl.evaluate(rl.load_rules(version), evidence)
     result.extra += [rl.Violation("readable", why, f"run/{runs[0].name}/{file}") for file, why in evidence.problems]
     result.extra += check_system(root, runs[0])
     result.figures = len(evidence.runs())
     result.seconds = time.monotonic() - start
     return result
+
+
+def inside(root: Path, rel) -> tuple[Path | None, str]:
+    """A file the bundle names, only if it is a regular file inside the bundle: (path, "") or (None, why)."""
+    if rel is None:
+        return None, ""
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel or ".." in Path(rel).parts:
+        return None, "must be a relative path inside the bundle"
+    path = root / rel
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None, "no such file in the bundle"
+    if not resolved.is_relative_to(root.resolve()) or path.is_symlink() or not resolved.is_file():
+        return None, "not a regular file inside the bundle"
+    return resolved, ""
 
 
 def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str | None = None) -> Compliance:

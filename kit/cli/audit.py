@@ -18,6 +18,7 @@ def add_parser(sub) -> None:
                                       "manifest (sha256), optional OpenSSH signature")
     p.add_argument("run_dir", type=Path, help="runs/<id>")
     p.add_argument("-o", "--out", type=Path, help="bundle file (default: <run_dir>.bundle.tar.gz)")
+    p.add_argument("--force", action="store_true", help="replace an existing bundle file")
     p.add_argument("--sign-key", type=Path, help="sign manifest.json with this OpenSSH key (ssh-keygen -Y sign)")
     p.add_argument("--submitter", help="organisation (default: hosts file's system.submitter, else $USER)")
     p.add_argument("--system-name", help="system name (default: hosts file's system.name, else the host name)")
@@ -27,7 +28,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("verify", help="check a bundle: hashes, signature, rules; recompute every figure")
     p.add_argument("bundle", type=Path, help="a .tar.gz from kit bundle (or its unpacked folder)")
     p.add_argument("--allowed-signers", type=Path, help="OpenSSH allowed-signers file; requires a valid signature")
-    p.add_argument("--rules", help="rules version under kit/rules/ (default: the one the bundle names)")
+    p.add_argument("--rules", help="rule set of this kit, e.g. v1 (default: the newest; a bundle never chooses it)")
     p.add_argument("--json", action="store_true", help="print the compliance report as JSON")
 
 
@@ -51,7 +52,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     try:
         submitter, system_name = _system_names(args)
         out = make_bundle(args.run_dir, args.out, sign_key=args.sign_key, submitter=submitter,
-                          system_name=system_name, claims=args.claims)
+                          system_name=system_name, claims=args.claims, force=args.force)
     except (KitError, InputError, OSError) as exc:
         print(f"kit bundle: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

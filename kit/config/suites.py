@@ -27,6 +27,7 @@ num_classes and channels_last shape harness cases only.
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from kit.core.layout import case_key, case_name, run_log_path
 from kit.core.yamlio import ConfigError, LineDict, kind_name, load_yaml, optional, require
 
 SCHEMA_VERSION = SCHEMA_VERSIONS["suite"]
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"  # the data: kit/suites/*.yaml
 FRAMEWORKS = ("paddle", "torch", "tensorflow", "mxnet")
 HARNESS_FRAMEWORKS = ("paddle", "torch")
@@ -198,6 +200,10 @@ def load_suite(name_or_path: str | Path) -> Suite:
         raise ConfigError(path, f"unsupported schema_version {version} (this kit reads {SCHEMA_VERSION})",
                           data.line_of("schema_version"), "schema_version")
     name = require(data, "name", str, path)
+    if not PLAIN_NAME.fullmatch(name):
+        raise ConfigError(path, f"{name!r}: a suite name names run directories, so it must be a plain name "
+                          "(letters, digits, '.', '_', '-'; not starting with '.' or '-')", data.line_of("name"),
+                          "name")
     hardware = optional(data, "hardware", str, path, "gpu")
     if hardware not in HARDWARE:
         raise ConfigError(path, f"must be one of {', '.join(HARDWARE)}", data.line_of("hardware"), "hardware")

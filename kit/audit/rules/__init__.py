@@ -3,7 +3,8 @@
 engine: loading the rules files and evaluating them (Rule, Finding, Violation); predicates: the named checks.
 """
 
-from kit.audit.rules.engine import DEFAULT_VERSION, Finding, Rule, Violation, evaluate, load_rules, versions
+from kit.audit.rules.engine import DEFAULT_VERSION, Finding, Rule, Violation, evaluate, load_rules, newest, versions
 from kit.audit.rules.predicates import PREDICATES
 
-__all__ = ["DEFAULT_VERSION", "PREDICATES", "Finding", "Rule", "Violation", "evaluate", "load_rules", "versions"]
+__all__ = ["DEFAULT_VERSION", "PREDICATES", "Finding", "Rule", "Violation", "evaluate", "load_rules", "newest",
+           "versions"]

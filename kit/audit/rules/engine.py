@@ -12,6 +12,7 @@ Nothing is eval'ed: a rule names a predicate, which judges an kit.audit.evidence
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,14 +64,20 @@ class Finding:
 
 
 def versions() -> list[str]:
-    return sorted(p.name for p in RULES_DIR.iterdir() if p.is_dir() and list(p.glob("*.yaml")))
+    """The rule sets this kit carries, oldest first (v1, v2, ..., v10)."""
+    found = [p.name for p in RULES_DIR.iterdir() if re.fullmatch(r"v\d+", p.name) and list(p.glob("*.yaml"))]
+    return sorted(found, key=lambda name: int(name[1:]))
+
+
+def newest() -> str:
+    return versions()[-1]
 
 
 def load_rules(version: str = DEFAULT_VERSION) -> list[Rule]:
-    folder = RULES_DIR / version
-    files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
-    if not files:
-        raise ConfigError(folder, f"no rules of version {version!r}; known: {', '.join(versions())}")
+    """The rules of a version this kit carries; any other name (a path, '..', a number) is refused."""
+    if not isinstance(version, str) or version not in versions():
+        raise ConfigError(RULES_DIR, f"no rule set {version!r} in this kit; known: {', '.join(versions())}")
+    files = sorted((RULES_DIR / version).glob("*.yaml"))
     rules: list[Rule] = []
     for path in files:
         rules += _load_file(path)
