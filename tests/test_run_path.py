@@ -70,15 +70,16 @@ def test_a_site_with_an_image_runs_the_same_program_in_its_container(tmp_path):
 
 def test_judge_names_what_happened(tmp_path):
     run = PlannedRun(suite(tmp_path).cases[0], 1)
-    log = tmp_path / "rank0.log"
-    timed_out = judge(run, log, [HostStatus("a", error="timeout"), HostStatus("b")], True, 3.0)
+    log = tmp_path / run.log_rel
+    timed_out = judge(run, tmp_path, [HostStatus("a", error="timeout"), HostStatus("b")], True, 3.0)
     assert timed_out.status == "timeout" and "every host" in timed_out.reason
-    alone = judge(run, log, [HostStatus("local", error="timeout")], False, 3.0)
+    alone = judge(run, tmp_path, [HostStatus("local", error="timeout")], False, 3.0)
     assert alone.status == "timeout" and "killed" in alone.reason
-    lost = judge(run, log, [HostStatus("a", exit_code=0), HostStatus("b", error="EOFError: lost")], True, 3.0)
+    lost = judge(run, tmp_path, [HostStatus("a", exit_code=0), HostStatus("b", error="EOFError: lost")], True, 3.0)
     assert lost.status == "failed" and lost.reason == "b: EOFError: lost; no log from rank 0"
+    log.parent.mkdir(parents=True)
     log.write_text("no throughput here\n")
-    failed = judge(run, log, [HostStatus("local", exit_code=1, error="exit 1")], True, 3.0)
+    failed = judge(run, tmp_path, [HostStatus("local", exit_code=1, error="exit 1")], True, 3.0)
     assert failed.status == "failed" and failed.reason.startswith("exit 1: ") and failed.value is None
 
 
@@ -130,6 +131,40 @@ def test_a_new_runner_needs_only_the_runner_interface(tmp_path):
     run_dir = tmp_path / "run"
     outcome = execute(ProcessPerRank(run_dir, 2), run, run_dir)
     assert outcome.status == "ok", (outcome.reason, (run_dir / run.log_rel).read_text()[-2000:])
-    assert outcome.value == records.figure_of(run_dir / run.log_rel) > 0
+    assert outcome.value == records.figure_of(run_dir / run.log_rel, run_dir / "logs") > 0
     assert [h.host for h in outcome.hosts] == ["task0", "task1"] and all(h.exit_code == 0 for h in outcome.hosts)
     assert records.is_done(run_dir, run)
+
+
+REPLAYED = [  # (published log, its folder in a run, the figure published for it, rel_tol): expected.yaml
+    ("perf-v100/pytorch/pytorch_gpu8_amp_bs256.txt", "ngc-pytorch/resnet50/bz256/1n8g/resnet50_b256_amp_1.log",
+     5889.05, 2e-5),
+    ("perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C8_log",
+     "paddleclas/resnet50/bz256/1n8g/resnet50_b256_fp32_1.log", 3019.361, 1e-3),
+    ("perf-v100/mxnet/mxnet_gpu8_amp_bs256.txt", "ngc-mxnet/resnet50/bz256/1n8g/resnet50_b256_amp_1.log", 10336, 1e-5),
+]
+
+
+def test_a_published_programs_log_is_reduced_by_its_recipe_everywhere(tmp_path, published):
+    import pytest
+
+    from kit.run import bench
+
+    run_dir = tmp_path / "run"
+    for source, rel, _figure, _tol in REPLAYED:
+        (run_dir / "logs" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / "logs" / rel).write_bytes((published / source).read_bytes())
+    (run_dir / "suite.yaml").write_text(
+        "schema_version: 1\nname: replay\nhardware: gpu\ndefaults: {repeats: 1, batch_size: 256, gpus_per_node: 8}\n"
+        "cases:\n  - {framework: torch, impl: reference, model: resnet50, precision: amp}\n"
+        "  - {framework: paddle, impl: reference, model: resnet50, precision: fp32}\n"
+        "  - {framework: mxnet, model: resnet50, precision: amp}\n")
+    loaded = load_suite(run_dir / "suite.yaml")
+    report = bench.compose_report(run_dir, loaded)
+    medians = {g.key.case_key(c.name): c.median for g in report.groups for c in g.cases}
+    for case, (_source, rel, figure, tol) in zip(loaded.cases, REPLAYED, strict=True):
+        assert case.log_path(1).as_posix() == rel
+        assert medians[case.key] == pytest.approx(figure, rel=tol), case.key  # the publisher's figure
+        assert records.figure_of(run_dir / "logs" / rel, run_dir / "logs") == medians[case.key]
+        assert records.is_done(run_dir, PlannedRun(case, 1))
+    assert not report.failures

@@ -53,6 +53,9 @@ IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
 )}
 
 
+BY_NAME: dict[str, Impl] = {i.name: i for i in IMPLS.values()}  # by the framework folder of its logs
+
+
 def combinations() -> list[str]:
     return [f"{fw}/{model} ({impl.name})" for (fw, model), impl in IMPLS.items()]
 

@@ -170,7 +170,10 @@ def figure_for(log: RunLog, method: Method, fmt: str, scale_given: bool) -> Figu
     return probe if scale == 1.0 else compute_figure(parsed, method.with_overrides(scale=scale))
 
 
-def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: bool = False, progress=None) -> Report:
+def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: bool = False, progress=None,
+                 method_for=None) -> Report:
+    """Every log below root reduced by `method` (format `fmt`), or by method_for(log) -> (method, format) where that
+    gives one (a published program's log: its recipe's reduction, scale included)."""
     root = Path(root)
     logs, strays = find_logs(root)
     by_group: dict[GroupKey, dict[tuple[int, int], list[RunResult]]] = {}
@@ -179,7 +182,8 @@ def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: boo
         if progress:
             progress(index, len(logs), log.path)
         try:
-            figure = figure_for(log, method, fmt, scale_given)
+            own = method_for(log) if method_for else None
+            figure = figure_for(log, *own, True) if own else figure_for(log, method, fmt, scale_given)
         except ParseError as exc:
             failures.append((log.path, exc.reason if exc.line is None else f"line {exc.line}: {exc.reason}"))
             continue

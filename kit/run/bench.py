@@ -93,7 +93,7 @@ def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, run
     todo = [r for r in runs if not records.is_done(run_dir, r)]
     for r in runs:
         if r not in todo:
-            outcomes.append(RunOutcome(r, "done", 0.0, value=records.figure_of(run_dir / r.log_rel)))
+            outcomes.append(RunOutcome(r, "done", 0.0, value=records.figure_of(run_dir / r.log_rel, run_dir / "logs")))
     total = len(runs)
     finished = total - len(todo)
     for run in todo:
@@ -125,7 +125,7 @@ def capture_env(run_dir: Path, meta: dict) -> None:
 
 def compose_report(run_dir: Path, suite: Suite):
     """The run's report from its logs alone (what write_report writes; what `kit verify` recomputes)."""
-    report = build_report(Path(run_dir) / "logs", HARNESS_METHOD)
+    report = build_report(Path(run_dir) / "logs", HARNESS_METHOD, method_for=records.reduction)
     report.title = f"{suite.name} benchmark: {Path(run_dir).name}"
     report.settings = settings_section(Path(run_dir), suite) + references_section(report, suite)
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kit import REPO_ROOT
 from kit.config.suites import Case
+from kit.core.layout import SIDECAR_SUFFIX
 from kit.run import reference
 
 SCRIPTS = REPO_ROOT / "scripts"  # what runs on hosts and in images; never imports kit
@@ -200,7 +201,6 @@ def cleanup_command(run_id: str) -> list[str]:
 # ---- one run, one rank: the harness or a publisher's program, native or in a container ---------------
 
 LAUNCHER = "reference/launch.py"  # relative to scripts/: records the run, then becomes the program
-SIDECAR_SUFFIX = ".cmd.json"
 
 
 @dataclass(frozen=True)

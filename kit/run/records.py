@@ -24,10 +24,12 @@ from kit import REPO_ROOT, __version__
 from kit.config.suites import Suite, load_suite
 from kit.core.files import write_json
 from kit.core.inputs import KitError
+from kit.core.layout import RunLog, classify
 from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
 from kit.results.extract import Method, MethodError, compute_figure
 from kit.results.parsers import ParseError, parse_log
+from kit.run import reference
 from kit.run.command import HARNESS, sidecar_name
 from kit.run.plan import PlannedRun
 
@@ -84,9 +86,18 @@ def reference_figures(log: Path) -> dict:
             "impl": meta["impl"]}
 
 
-def figure_of(log: Path) -> float:
-    """The run's figure from its log; ParseError/MethodError when it gives none."""
-    return compute_figure(parse_log(log, "kitlog"), HARNESS_METHOD).value
+def reduction(log: RunLog) -> tuple[Method, str] | None:
+    """(method, log format) of a published program's log (kit.run.reference.log_reduction); None: the report's."""
+    found = reference.log_reduction(log)
+    return None if found is None else (found[1], found[0].log_format)
+
+
+def figure_of(log: Path, logs_root: Path) -> float:
+    """The run's figure from its log (below logs_root, in the DLPerf layout): the harness's kitlog lines by its
+    timing rule, a published program's by its recipe's reduction; ParseError/MethodError when it gives none."""
+    where = classify(Path(log), Path(logs_root))
+    method, fmt = (reduction(where) if isinstance(where, RunLog) else None) or (HARNESS_METHOD, "kitlog")
+    return compute_figure(parse_log(log, fmt), method).value
 
 
 def is_done(run_dir: Path, run: PlannedRun) -> bool:
@@ -94,7 +105,7 @@ def is_done(run_dir: Path, run: PlannedRun) -> bool:
     if not log.is_file():
         return False
     try:
-        figure_of(log)
+        figure_of(log, run_dir / "logs")
     except (ParseError, MethodError):
         return False
     return True

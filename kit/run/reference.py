@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from kit.config.programs import (  # noqa: F401  (the catalog, also read through this module)
+    BY_NAME,
     CODE_DIRS,
     CODE_ROOT,
     IMPLS,
@@ -30,6 +31,7 @@ from kit.config.programs import (  # noqa: F401  (the catalog, also read through
     combinations,
     implementation,
 )
+from kit.core.layout import RunLog
 from kit.results.extract import Method
 
 
@@ -190,6 +192,18 @@ def methods(impl: Impl, job: RefJob) -> tuple[Method | None, Method]:
         return Method(skip=5 * n, count=10 * n, round=2), Method(skip=5 * n, reduce="harmonic_mean")
     # fleetx: 'speed' is steps/s; FleetX publishes no reduction rule, so the kit's only
     return None, Method(skip=10, reduce="harmonic_mean", scale=job.batch_size * job.gpus)
+
+
+def log_reduction(log: RunLog) -> tuple[Impl, Method] | None:
+    """A published program's log (logs/<impl>/<model>/bz<B>/<N>n<G>g/...): its program and the reduction its
+    figure takes — the publisher's where one is published, else the kit's. None for any other log.
+    Decided by the recipe in this kit, never by anything written beside the log."""
+    impl = BY_NAME.get(log.group.framework)
+    if impl is None or impl.model != log.group.model:
+        return None
+    publisher, kit = methods(impl, RefJob(impl.framework, impl.model, log.group.precision, log.group.batch,
+                                          log.gpus_per_node, log.nodes))
+    return impl, publisher or kit
 
 
 def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = None, data_dir: str | None = None,

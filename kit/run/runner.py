@@ -98,10 +98,12 @@ def execute(runner: Runner, run: PlannedRun, run_dir: Path) -> RunOutcome:
         runner.stop()
         raise
     runner.gather(run)
-    return judge(run, Path(run_dir) / run.log_rel, runner.statuses(), ended, time.monotonic() - t0)
+    return judge(run, Path(run_dir), runner.statuses(), ended, time.monotonic() - t0)
 
 
-def judge(run: PlannedRun, log: Path, hosts: list[HostStatus], ended: bool, seconds: float) -> RunOutcome:
+def judge(run: PlannedRun, run_dir: Path, hosts: list[HostStatus], ended: bool, seconds: float) -> RunOutcome:
+    """The run's status and figure: rank 0's log (run_dir/<log_rel>) reduced as its case says, and each host's end."""
+    log = run_dir / run.log_rel
     several = len(hosts) > 1
     code = hosts[0].exit_code if hosts else None
     if not ended or any(h.error == "timeout" for h in hosts):
@@ -109,7 +111,7 @@ def judge(run: PlannedRun, log: Path, hosts: list[HostStatus], ended: bool, seco
         return RunOutcome(run, "timeout", seconds, reason=f"no end after {run.case.timeout_s:g} s: {where}",
                           exit_code=code, hosts=hosts)
     try:
-        value, why = (figure_of(log), "") if log.is_file() else (None, "no log from rank 0")
+        value, why = (figure_of(log, run_dir / "logs"), "") if log.is_file() else (None, "no log from rank 0")
     except (ParseError, MethodError) as exc:
         value, why = None, exc.reason if isinstance(exc, ParseError) else str(exc)
     failed = [h for h in hosts if h.error]
