@@ -91,7 +91,7 @@ def cmd_multinode(args: argparse.Namespace) -> int:
 
     def check(suite) -> None:
         if not plan_for_nodes(suite, len(names)):
-            raise UsageError(f"suite {suite.name} has no harness case for {len(names)} node(s)")
+            raise UsageError(f"suite {suite.name} has no case for {len(names)} node(s)")
 
     run_dir, suite = _run_dir_for(args, check)
     return _host_jobs(args, inv, [names], run_dir, suite, progress_console(), f"kit multinode --hosts {args.hosts}")
@@ -109,7 +109,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     def check(suite) -> None:
         plan["groups"], plan["skipped"] = cluster_plan(suite, inv.names)
         if not plan["groups"]:
-            raise UsageError(f"suite {suite.name}: no harness case fits {len(inv.names)} host(s)")
+            raise UsageError(f"suite {suite.name}: no case fits {len(inv.names)} host(s)")
 
     run_dir, suite = _run_dir_for(args, check)
     if "groups" not in plan:

@@ -201,6 +201,8 @@ def cleanup_command(run_id: str) -> list[str]:
 # ---- one run, one rank: the harness or a publisher's program, native or in a container ---------------
 
 LAUNCHER = "reference/launch.py"  # relative to scripts/: records the run, then becomes the program
+# what a host needs from scripts/ to run every published program (staged to <work_dir>/kit-scripts)
+SCRIPT_FILES = (LAUNCHER, reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py")
 
 
 @dataclass(frozen=True)

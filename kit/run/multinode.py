@@ -48,7 +48,7 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     runner = SshRunner(inv, hosts, run_dir, suite.hardware, progress=progress)
     runs = plan_for_nodes(suite, len(hosts))
     if not runs:
-        raise MultinodeError(f"suite {suite.name} has no harness case for {len(hosts)} node(s)")
+        raise MultinodeError(f"suite {suite.name} has no case for {len(hosts)} node(s)")
     preflight(inv, hosts)
     verdict = probe.check_env(inv, hosts, Path(run_dir) / "env", require_gpu=suite.hardware == "gpu")
     if not verdict.ok:
@@ -61,7 +61,7 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     docker_hosts = [h for h in hosts if h.runtime == "docker"]
     if docker_hosts:
         runner.images = deliver_images(inv, docker_hosts, suite, runs, Path(run_dir), image, progress)
-    runner.stage_harness()
+    runner.stage(runs)
     meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts])
     outcomes = []
     for run in runs:

@@ -69,8 +69,9 @@ def plan(suite: Suite, model_code: str) -> tuple[list[PlannedRun], list[tuple[Ca
 
 
 def plan_for_nodes(suite: Suite, nodes: int, accept: Callable[[Case], bool] | None = None) -> list[PlannedRun]:
-    """The runs of cases on exactly `nodes` hosts, repeats interleaved: harness cases, or those `accept` takes."""
-    take = accept or (lambda c: c.impl == "harness")
+    """The runs of cases on exactly `nodes` hosts (harness and published programs, or those `accept` takes),
+    repeats interleaved."""
+    take = accept or (lambda c: True)
     cases = [c for c in suite.cases if c.nodes == nodes and take(c)]
     most = max((c.repeats for c in cases), default=0)
     return [PlannedRun(c, r) for r in range(1, most + 1) for c in cases if r <= c.repeats]
@@ -78,7 +79,7 @@ def plan_for_nodes(suite: Suite, nodes: int, accept: Callable[[Case], bool] | No
 
 def cluster_plan(suite: Suite, host_names: list[str]) -> tuple[list[tuple[list[str], int]], list[str]]:
     """(hosts, nodes) groups to run: single-node cases on the first host, n-node cases on the first n hosts."""
-    wanted = sorted({c.nodes for c in suite.cases if c.impl == "harness"})
+    wanted = sorted({c.nodes for c in suite.cases})
     groups, skipped = [], []
     for nodes in wanted:
         if nodes <= len(host_names):

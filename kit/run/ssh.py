@@ -22,8 +22,18 @@ from kit.config.hosts import HostConfig, Inventory
 from kit.hosts.connect import connect, quote_cmd, remote_env
 from kit.hosts.fanout import on_all
 from kit.run import gather
-from kit.run.command import HARNESS, Container, Mount, Site, cleanup_command, command_for, sidecar_name
-from kit.run.plan import PlannedRun
+from kit.run.command import (
+    HARNESS,
+    SCRIPT_FILES,
+    SCRIPTS,
+    Container,
+    Mount,
+    Site,
+    cleanup_command,
+    command_for,
+    sidecar_name,
+)
+from kit.run.plan import PlannedRun, code_dir
 from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, master_port
 
 HARNESS_FILES = ("train.py", "models_torch.py", "models_paddle.py", "data.py")
@@ -36,15 +46,21 @@ def harness_dir(host: HostConfig) -> str:
     return posixpath.join(host.work_dir, "harness", digest)
 
 
+def scripts_dir(host: HostConfig) -> str:
+    """Where the kit's scripts for the published programs are staged on a host (SCRIPT_FILES)."""
+    return posixpath.join(host.work_dir, "kit-scripts")
+
+
 def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | None) -> Site:
     """A host of the inventory as a rank's site; workdir None: not known yet (a dry run)."""
     container = None
     if host.runtime == "docker":
-        mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True)) if workdir else ()
+        mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True),
+                  Mount(scripts_dir(host), Site().in_image().scripts, read_only=True)) if workdir else ()
         container = Container(image or "", mounts, workdir=workdir)
     return Site(name=host.name, address=host.address, nic=host.nic, python=host.python,
                 harness=posixpath.join(harness_dir(host), "train.py"),
-                scripts=posixpath.join(host.work_dir, "kit-scripts"), model_code=host.model_code or Site().model_code,
+                scripts=scripts_dir(host), model_code=host.model_code or Site().model_code,
                 launcher_logs=posixpath.join(workdir, "launcher") if workdir else None,
                 sidecar=posixpath.join(workdir, sidecar_name(log_name)) if workdir else None, container=container)
 
@@ -109,18 +125,35 @@ class SshRunner(Runner):
                 out.append((host, workdir, wrapper_command(workdir, cmd.launched.env, cmd.launched.argv)))
         return out
 
-    def stage_harness(self) -> None:
-        """The harness files to every native host (docker hosts have it in the image)."""
-        def put(host: HostConfig) -> None:
-            target = harness_dir(host)
-            with connect(host, self.inv) as conn:
-                conn.run(f"mkdir -p {quote_cmd([target])}", hide=True)
-                for name in HARNESS_FILES:
-                    conn.put(str(HARNESS.parent / name), posixpath.join(target, name))
-            self.progress(host.name, "staged", target)
+    def stage(self, runs: list[PlannedRun]) -> None:
+        """What the runs need on every host, put there and checked (sha256) on all hosts at once: the harness
+        (native hosts; the images carry it) and, for published programs, the kit's launcher, drivers and
+        patch; then each native host's model code for those programs must be there. RunError naming every
+        host and path that is missing or differs; nothing has started then."""
+        programs = sorted({run.case.key: run.case for run in runs if run.case.impl == "reference"}.items())
 
-        for out in on_all([h for h in self.hosts if h.runtime != "docker"], put).values():
-            out.get()
+        def put(host: HostConfig) -> list[str]:
+            files = [] if host.runtime == "docker" else [(HARNESS.parent / n, posixpath.join(harness_dir(host), n))
+                                                         for n in HARNESS_FILES]
+            if programs:
+                files += [(SCRIPTS / n, posixpath.join(scripts_dir(host), n)) for n in SCRIPT_FILES]
+            with connect(host, self.inv) as conn:
+                for folder in sorted({posixpath.dirname(remote) for _local, remote in files}):
+                    conn.run(f"mkdir -p {quote_cmd([folder])}", hide=True)
+                for local, remote in files:
+                    conn.put(str(local), remote)
+                problems = _differ(conn, files)
+                for key, case in programs if host.runtime != "docker" else ():
+                    where = code_dir(case, host.model_code or Site().model_code)
+                    if conn.run(quote_cmd(["test", "-d", where]), hide=True, warn=True).exited != 0:
+                        problems.append(f"no model code at {where} (case {key}; set the host's model_code)")
+            self.progress(host.name, "staged", f"{len(files)} file(s)")
+            return problems
+
+        found = [f"{name}: {problem}" for name, out in on_all(self.hosts, put).items()
+                 for problem in (out.get() if out.ok else [str(out.error)])]
+        if found:
+            raise RunError("not every host has what the runs need, nothing started: " + "; ".join(found))
 
     # ---- Runner ------------------------------------------------------------------------------------
 
@@ -178,3 +211,13 @@ class SshRunner(Runner):
 
     def gather(self, run: PlannedRun) -> None:
         gather.gather_run(self.inv, self.hosts, self.run_dir, run, self.progress)
+
+
+def _differ(conn, files: list[tuple[Path, str]]) -> list[str]:
+    """The staged files whose sha256 on the host is not the local one."""
+    if not files:
+        return []
+    out = conn.run(quote_cmd(["sha256sum", "--", *(remote for _local, remote in files)]), hide=True, warn=True).stdout
+    there = dict(reversed(line.split(None, 1)) for line in out.splitlines() if line.strip())
+    return [f"{remote} differs after staging (sha256)" for local, remote in files
+            if there.get(remote) != hashlib.sha256(local.read_bytes()).hexdigest()]

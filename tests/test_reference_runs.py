@@ -1,0 +1,97 @@
+"""The seeds' programs on SSH hosts, end to end from `fab -H h1,h2 run_multinode`: staging (sha256-checked),
+the kit's launcher, the publisher's launch line on every rank, gather, the publisher's reduction, report.
+
+The program itself is a STAND-IN (tests/standin/, see its README): it joins the real process group over the
+test hosts' network and replays a real published log; everything around it is the kit's real path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from nethosts import write_inventory
+
+REPO = Path(__file__).resolve().parent.parent
+FAB = REPO / ".venv" / "bin" / "fab"
+STANDIN = Path(__file__).resolve().parent / "standin"
+CONVNETS = "DeepLearningExamples/PyTorch/Classification/ConvNets"
+SUITE = """\
+schema_version: 1
+name: ngc
+hardware: gpu
+defaults: {repeats: 1, timeout_s: 240}
+cases:
+  - framework: torch
+    impl: reference
+    model: resnet50
+    batch_size: 256
+    nodes: 2
+    gpus_per_node: 1
+    references: [{value: 10523.32, lower: -0.01, upper: 0.01, unit: samples/s, source: "Perf V100 32 GPUs FP32"}]
+"""
+
+
+def models_tree(tmp_path: Path, published: Path) -> Path:
+    """A model-code root holding the stand-in at the path the DLE PyTorch recipe runs from."""
+    root = tmp_path / "models"
+    code = root / CONVNETS
+    code.mkdir(parents=True)
+    for name in ("multiproc.py", "main.py"):
+        shutil.copy(STANDIN / "dle_pytorch" / name, code / name)
+    shutil.copy(published / "perf-v100/pytorch/pytorch_gpu32_fp32_bs256.txt", code / "replay.log")
+    return root
+
+
+def setup(ssh_hosts, tmp_path: Path, published: Path, model_code: Path | None) -> tuple[Path, Path]:
+    for host in ssh_hosts.hosts[:2]:  # the publisher's bare `python` on every host: this venv's
+        target = host.bin_dir / "python"
+        target.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        target.chmod(0o755)
+    keys = {"model_code": str(model_code)} if model_code else {}
+    inventory = write_inventory(ssh_hosts, tmp_path, ssh={"connect_timeout": 3}, gpus=0, python=sys.executable,
+                                **keys)
+    (tmp_path / "ngc.yaml").write_text(SUITE)
+    return inventory, tmp_path / "ngc.yaml"
+
+
+def fab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(FAB), *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tmp_path, published):
+    inventory, suite = setup(ssh_hosts, tmp_path, published, models_tree(tmp_path, published))
+    runs = tmp_path / "runs"
+    out = fab("-H", "h1,h2", "run_multinode", "--suite", str(suite), "--hosts-file", str(inventory), "--force",
+              "--runs-dir", str(runs))
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    (run_dir,) = list(runs.iterdir())
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert entry["status"] == "ok" and entry["samples_per_sec"] == 10523.32  # the publisher's last summary
+    for rank, host in enumerate(("h1", "h2")):
+        folder = run_dir / "hosts" / host / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1"
+        said = [json.loads(line.split(" ", 2)[2]) for line in (folder / "stdout.log").read_text().splitlines()
+                if line.startswith("stand-in main.py ")]
+        assert [(s["rank"], s["world"], s["master"]) for s in said] == [(rank, 2, ssh_hosts.hosts[0].address)]
+        assert said[0]["cwd"].endswith(CONVNETS) and said[0]["argv"][:2] == ["--arch", "resnet50"]
+        sidecar = json.loads((folder / "resnet50_b256_fp32_1.cmd.json").read_text())
+        assert sidecar["rank"] == rank and sidecar["impl"] == "ngc-pytorch" and "--node_rank" in sidecar["argv"]
+        staged = Path(tmp_path / "work" / host / "kit-scripts" / "reference" / "launch.py")
+        assert staged.read_bytes() == (REPO / "scripts/reference/launch.py").read_bytes()
+    report = (run_dir / "report.md").read_text()
+    assert "| ngc-pytorch/resnet50/bz256/2n1g/fp32 | 10523.32 | 10523.3 samples/s |" in report
+    assert "within" in report
+
+
+def test_reference_case_refused_on_a_host_without_the_model_code(ssh_hosts, tmp_path, published):
+    inventory, suite = setup(ssh_hosts, tmp_path, published, tmp_path / "nowhere")
+    out = fab("-H", "h1,h2", "run_multinode", "--suite", str(suite), "--hosts-file", str(inventory), "--force",
+              "--runs-dir", str(tmp_path / "runs"))
+    assert out.returncode == 2, (out.stdout + out.stderr)[-3000:]
+    err = out.stdout + out.stderr
+    assert "nothing started" in err and f"h1: no model code at {tmp_path / 'nowhere' / CONVNETS}" in err
+    assert "h2: no model code" in err
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert not (run_dir / "logs").exists() and not (run_dir / "run.json").exists()  # refused before any run
