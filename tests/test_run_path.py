@@ -168,3 +168,20 @@ def test_a_published_programs_log_is_reduced_by_its_recipe_everywhere(tmp_path, 
         assert records.figure_of(run_dir / "logs" / rel, run_dir / "logs") == medians[case.key]
         assert records.is_done(run_dir, PlannedRun(case, 1))
     assert not report.failures
+
+
+def test_each_program_case_stands_beside_the_harness_case_of_the_same_shape():
+    from types import SimpleNamespace as NS
+
+    from kit.core.layout import GroupKey
+    from kit.results.sections import programs_section
+
+    def group(framework, precision, median):
+        return NS(key=GroupKey(framework, "resnet50", 256, precision), cases=[NS(name="1n8g", median=median)])
+
+    report = NS(groups=[group("ngc-pytorch", "amp", 5889.05), group("torch", "amp", 5300.0),
+                        group("torch", "fp32", 2000.0), group("ngc-tensorflow", "amp", 9405.36)])
+    text = programs_section(report, {"ngc-pytorch": "torch", "ngc-tensorflow": "tensorflow"})
+    rows = [line for line in text.splitlines() if line.startswith("| ngc-")]
+    assert rows == ["| ngc-pytorch/resnet50/bz256/1n8g/amp | 5889.05 | torch: 5300.00 | 0.900 |"]
+    assert programs_section(NS(groups=[group("torch", "amp", 1.0)]), {"ngc-pytorch": "torch"}) == ""

@@ -19,8 +19,8 @@ from kit.core.inputs import KitError
 from kit.hosts import probe
 from kit.results.exporters import write_outputs
 from kit.results.report import build_report
-from kit.results.sections import references_section, settings_section
-from kit.run import records
+from kit.results.sections import programs_section, references_section, settings_section
+from kit.run import records, reference
 from kit.run.command import HARNESS
 from kit.run.local import BenchError, LocalRunner
 from kit.run.plan import PlannedRun, plan
@@ -127,7 +127,8 @@ def compose_report(run_dir: Path, suite: Suite):
     """The run's report from its logs alone (what write_report writes; what `kit verify` recomputes)."""
     report = build_report(Path(run_dir) / "logs", HARNESS_METHOD, method_for=records.reduction)
     report.title = f"{suite.name} benchmark: {Path(run_dir).name}"
-    report.settings = settings_section(Path(run_dir), suite) + references_section(report, suite)
+    report.settings = (settings_section(Path(run_dir), suite) + references_section(report, suite)
+                       + programs_section(report, {i.name: i.framework for i in reference.IMPLS.values()}))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
     return report
 
