@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import tarfile
@@ -347,3 +348,129 @@ def test_bundle_output_never_replaces_what_it_should_not(real_run, tmp_path):
     assert existing.read_text() == "an older bundle\n"
     assert verify(bd.make_bundle(run, existing, force=True)).ok
     assert not [p for p in tmp_path.iterdir() if "partial" in p.name]
+
+
+BOMB_SCRIPT = """
+import json, resource, sys, time
+from pathlib import Path
+from kit.audit.verify import verify
+
+bomb, limits = Path(sys.argv[1]), json.loads(sys.argv[2])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.monotonic()
+result = verify(bomb, **limits)
+seconds = time.monotonic() - start
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({"seconds": seconds, "grown_kib": grown, "violations": [v.message for v in result.violations]}))
+"""
+
+
+class _Repeated:
+    """A file-like of `total` bytes of one repeated log line, made as it is read (the test stays small)."""
+
+    def __init__(self, line: bytes, total: int):
+        self.line, self.total, self.at = line, total, 0
+
+    def read(self, n: int) -> bytes:
+        n = min(n, self.total - self.at)
+        start = self.at % len(self.line)
+        self.at += n
+        return (self.line * (n // len(self.line) + 2))[start:start + n]
+
+
+def test_a_decompression_bomb_is_refused_while_decompressing(tmp_path, capsys):
+    import gzip
+    import sys
+    import time
+
+    size = 300 * 2**20  # 300 MiB of one log line, under 1 MiB gzipped
+    bomb = tmp_path / "bomb.tar.gz"
+    with tarfile.open(bomb, "w:gz", compresslevel=6) as tar:
+        info = tarfile.TarInfo("kit-bundle-x/run/x/logs/huge.log")
+        info.size = size
+        tar.addfile(info, _Repeated(b":::MLLOG {\"key\": \"train_loss\", \"value\": 1.0}\n", size))
+    assert bomb.stat().st_size * 250 < size
+    start = time.monotonic()
+    with gzip.open(bomb) as stream:  # what decompressing the whole archive costs, the yardstick
+        while stream.read(1 << 20):
+            pass
+    full = time.monotonic() - start
+
+    def refused(**limits) -> dict:
+        done = subprocess.run([sys.executable, "-c", BOMB_SCRIPT, str(bomb), json.dumps(limits)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    by_ratio = refused(max_ratio=20)  # deflate packs a log line ~340:1; 20 shows the stop comes early
+    by_size = refused(max_ratio=10**6, max_unpacked_bytes=16 * 2**20)
+    [ratio] = by_ratio["violations"]
+    assert "more than 20 times" in ratio and "--max-ratio" in ratio
+    [limit] = by_size["violations"]
+    assert f"more than {16 * 2**20} bytes" in limit and "--max-unpacked-bytes" in limit
+    for outcome in (by_ratio, by_size):
+        assert outcome["seconds"] < 0.6 * full + 0.5, (outcome, full)  # stopped early, nothing extracted
+        assert outcome["grown_kib"] * 1024 < size // 10, outcome  # memory far below the unpacked size
+
+    assert main(["verify", str(bomb)]) == 1
+    out = capsys.readouterr().out
+    assert "[integrity] bomb.tar.gz: unpacks to more than 250 times its" in out and "--max-ratio" in out
+    assert main(["verify", str(bomb), "--max-ratio", "100000", "--max-unpacked-bytes", str(2**20)]) == 1
+    assert f"more than {2**20} bytes" in capsys.readouterr().out
+
+
+SECRETS = {  # line of a log -> the secret value in it
+    "curl -H 'Authorization: Bearer tok-8f3a91c2d7e6b5a4' https://api.example.com/v1": "tok-8f3a91c2d7e6b5a4",
+    "pulling from https://alice:Pa55-in-url@registry.example.com/kit/cpu": "Pa55-in-url",
+    "mysql -h db -u bench -pMyS3cretPw results < schema.sql": "MyS3cretPw",
+    "DB_PASS=dbpass-4a7e19 starting exporter": "dbpass-4a7e19",
+    "git clone https://ghp_Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78@github.com/x/y": "ghp_Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78",
+    "aws configure set aws_access_key_id AKIAIOSFODNN7EXAMPLE": "AKIAIOSFODNN7EXAMPLE",
+    "notify xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx done":
+        "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+}
+
+
+def test_token_urls_and_passwords_never_reach_the_bundle(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    worker = run / "launcher/paddle/resnet50/bz2/1n2g/fp32/1/workerlog.0"
+    worker.write_text(worker.read_text().rstrip("\n") + "\n" + "\n".join(SECRETS) + "\n")
+    before = worker.read_bytes()
+    bundle = bd.make_bundle(run, submitter="Lab", system_name="box")
+    assert worker.read_bytes() == before
+    with tarfile.open(bundle) as tar:
+        everything = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+    for line, secret in SECRETS.items():
+        assert secret.encode() not in everything, line
+    root = unpacked(bundle, tmp_path / "open")
+    provenance = json.loads((root / "provenance.json").read_text())
+    first = len(before.decode().splitlines()) - len(SECRETS) + 1
+    lines = {r["line"] for r in provenance["redactions"] if r["file"].endswith("/workerlog.0")}
+    assert lines == set(range(first, first + len(SECRETS))), provenance["redactions"]
+    assert verify(bundle).ok
+
+
+def test_links_are_never_followed_out_of_the_run(real_run, tmp_path, capsys):
+    run = fresh_copy(real_run, tmp_path)
+    outside = tmp_path / "shadow"
+    outside.write_text("root:$6$not-for-auditors\n")
+    out = tmp_path / "b.tar.gz"
+    for link, target in (("logs/x.log", outside), ("env/extra", tmp_path), ("notes.txt", Path("/etc/shadow"))):
+        (run / link).symlink_to(target)
+        with pytest.raises(bd.BundleError, match=re.escape(f"{run.resolve() / link}: a link to {target}, outside")):
+            bd.make_bundle(run, out, submitter="Lab", system_name="box")
+        assert main(["bundle", str(run), "-o", str(out)]) == 2
+        assert "remove it or copy the file in" in capsys.readouterr().err
+        assert not out.exists() and not list(tmp_path.glob(".*.partial"))
+        (run / link).unlink()
+
+    log = "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+    (run / "latest.log").symlink_to(log)  # inside the run: recorded as a link, its target packed once
+    (run / "logs/current").symlink_to("torch")
+    bundle = bd.make_bundle(run, out, submitter="Lab", system_name="box")
+    root = unpacked(bundle, tmp_path / "open")
+    provenance = json.loads((root / "provenance.json").read_text())
+    assert provenance["links"] == {"latest.log": log, "logs/current": "logs/torch"}
+    listed = json.loads((root / "manifest.json").read_text())["files"]
+    assert f"run/{run.name}/{log}" in listed and not [f for f in listed if "latest" in f or "current" in f]
+    assert verify(bundle).ok

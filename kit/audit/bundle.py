@@ -6,14 +6,16 @@
                             results.json, report.md, CSV, plots
       system.json           MLPerf Training system_desc fields, filled from the captures (kit.audit.sysdesc)
       commands.json         the exact command line and environment of every run (per host)
-      provenance.json       kit version + git commit, pins sha256, rules version, redactions
+      provenance.json       kit version + git commit, pins sha256, rules version, redactions, links
       pins.yaml             docker/pins.yaml as it was when bundled
       claims/...            published claims + their logs (optional, `--claims`)
       manifest.json         schema_version + sha256 and size of every file above (+ its own digest)
       manifest.json.sig     `ssh-keygen -Y sign -n kit-bundle` of manifest.json (optional)
 
-Values of secret-looking keys (…PASSWORD, …TOKEN, …SECRET, …API_KEY, private-key blocks) are replaced by
-<redacted> in the bundled copies (never in the run directory); provenance.json lists each redaction.
+Secret values (kit.audit.redact) are replaced by <redacted> in the bundled copies (never in the run directory);
+provenance.json lists each redaction. Links are never followed: one whose target lies inside the run is listed
+in provenance.json "links" (its target is packed once, under its own name); one pointing outside refuses the bundle.
+Unpacking stops, before anything is extracted, past a total size or a compression ratio (decompression bombs).
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import REPO_ROOT, __version__
+from kit.audit.redact import redact_text
 from kit.audit.rules.engine import newest
 from kit.core.files import stamped, write_json, write_text
 from kit.core.inputs import KitError
-from kit.run.reference import SECRET_MARKERS
 
 NAMESPACE = "kit-bundle"
 MANIFEST = "manifest.json"  # its SCHEMA_VERSIONS entry is provenance.json's version too
@@ -44,11 +46,9 @@ SIGNATURE = "manifest.json.sig"
 SELF_KEY = "manifest_sha256"
 ZERO_DIGEST = "0" * 64
 MAX_MEMBER_BYTES = 8 * 2**30
-# a key whose name ENDS in one of the kit's secret markers (kit.run.reference.SECRET_MARKERS), then its value
-SECRET_VALUE = re.compile(
-    r"(?i)\b([A-Z0-9_.-]*(?:" + "|".join(SECRET_MARKERS) + r")S?)\b(\"?'?\s*[:=]\s*\"?'?)([^\"'\s,}]+)")
-PEM_BLOCK = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S)
-REDACTED = "<redacted>"
+MAX_UNPACKED_BYTES = 4 * 2**30  # kit verify --max-unpacked-bytes
+MAX_RATIO = 250  # unpacked / archive bytes, kit verify --max-ratio
+RATIO_FLOOR = 2**20  # the ratio counts past 1 MiB only: tar pads even a tiny archive to 10 KiB
 
 
 class BundleError(KitError):
@@ -63,26 +63,10 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def redact_text(text: str) -> tuple[str, list[tuple[int, str]]]:
-    """(text with secret values replaced, [(line, key)]) — keys are kept so a reader sees what was removed."""
-    found: list[tuple[int, str]] = []
-
-    def value(m: re.Match) -> str:
-        if m.group(3) == REDACTED:
-            return m.group(0)
-        found.append((text.count("\n", 0, m.start()) + 1, m.group(1)))
-        return m.group(1) + m.group(2) + REDACTED
-
-    def pem(m: re.Match) -> str:
-        found.append((text.count("\n", 0, m.start()) + 1, "private key block"))
-        return REDACTED
-
-    return SECRET_VALUE.sub(value, PEM_BLOCK.sub(pem, text)), found
-
-
 def _copy_redacted(src: Path, dst: Path, rel: str, redactions: list[dict]) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
-    data = src.read_bytes()
+    with open(os.open(src, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:  # a link swapped in since the walk: refused
+        data = f.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -156,6 +140,25 @@ def software_stack(run_dir: Path, pins_file: Path | None) -> dict[str, str]:
     return stack
 
 
+def run_files(run_dir: Path) -> tuple[list[Path], dict[str, str]]:
+    """The run's regular files, never reached through a link, and its links {link: target relative to the run};
+    a link whose target lies outside the run refuses the bundle (nothing outside the run is ever read)."""
+    files, links = [], {}
+    for folder, dirs, names in os.walk(run_dir):  # does not descend into linked folders
+        for name in dirs + names:
+            path = Path(folder) / name
+            if path.is_symlink():
+                target = Path(os.path.realpath(path))
+                if not target.is_relative_to(run_dir):
+                    raise BundleError(f"{path}: a link to {target}, outside the run; remove it or copy the file in")
+                links[path.relative_to(run_dir).as_posix()] = target.relative_to(run_dir).as_posix()
+            elif name in names and not name.endswith(".tmp"):
+                if not path.is_file():
+                    raise BundleError(f"{path}: not a regular file (a pipe, socket or device); remove it")
+                files.append(path)
+    return sorted(files), dict(sorted(links.items()))
+
+
 def _claims_files(claims: Path) -> list[Path]:
     """The claims file and every log or folder its entries point at (relative to the claims file)."""
     from kit.results.crosscheck import load_claims
@@ -190,7 +193,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
     with tempfile.TemporaryDirectory(prefix="kit-bundle-") as tmp:
         root = Path(tmp) / top
         redactions: list[dict] = []
-        files = sorted(p for p in run_dir.rglob("*") if p.is_file() and not p.name.endswith(".tmp"))
+        files, links = run_files(run_dir)
         for i, src in enumerate(files):
             rel = f"run/{run_dir.name}/{src.relative_to(run_dir).as_posix()}"
             _copy_redacted(src, root / rel, rel, redactions)
@@ -199,10 +202,10 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
         if claims is not None:
             claims = Path(claims).resolve()
             for src in _claims_files(claims):
-                rel = f"claims/{os.path.relpath(src, claims.parent)}"
-                if rel.startswith("claims/../"):
+                rel, real = f"claims/{os.path.relpath(src, claims.parent)}", Path(os.path.realpath(src))
+                if rel.startswith("claims/../") or not real.is_relative_to(claims.parent):
                     raise BundleError(f"{claims}: {src} lies outside the claims file's folder")
-                _copy_redacted(src, root / rel, rel, redactions)
+                _copy_redacted(real, root / rel, rel, redactions)
         if pins_file.is_file():
             shutil.copyfile(pins_file, root / "pins.yaml")
         system = system_description(root / "run" / run_dir.name, root / "pins.yaml",
@@ -216,7 +219,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
             "bundled": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
             "run_id": run_dir.name, "rules_version": rules_version,
             "pins_sha256": sha256_file(root / "pins.yaml") if (root / "pins.yaml").is_file() else None,
-            "claims": f"claims/{claims.name}" if claims else None, "redactions": redactions,
+            "claims": f"claims/{claims.name}" if claims else None, "redactions": redactions, "links": links,
         }, MANIFEST, sort_keys=True)
         write_manifest(root)
         if sign_key is not None:
@@ -335,21 +338,37 @@ def check_signature(root: Path, allowed_signers: Path | None) -> SignatureCheck:
 # --------------------------------------------------------------------------- reading a bundle
 
 
-def unpack(bundle: Path, into: Path) -> Path:
-    """Extract a bundle safely (plain files and folders only, no links, nothing outside) -> its top folder."""
+def _within_limits(bundle: Path, unpacked: int, packed: int, max_bytes: int, max_ratio: float) -> None:
+    if unpacked > max_bytes:
+        raise BundleError(f"{bundle}: unpacks to more than {max_bytes} bytes; refused before extracting "
+                          "(kit verify --max-unpacked-bytes N raises the limit)")
+    if unpacked > max(max_ratio * packed, RATIO_FLOOR):
+        raise BundleError(f"{bundle}: unpacks to more than {max_ratio:g} times its {packed} bytes (a decompression "
+                          "bomb?); refused before extracting (kit verify --max-ratio N raises the limit)")
+
+
+def unpack(bundle: Path, into: Path, max_unpacked_bytes: int = MAX_UNPACKED_BYTES,
+           max_ratio: float = MAX_RATIO) -> Path:
+    """Extract a bundle safely (plain files and folders only, no links, nothing outside, within the size and
+    ratio limits, counted while decompressing) -> its top folder."""
+    limits = (Path(bundle).stat().st_size, max_unpacked_bytes, max_ratio)
     try:
+        unpacked = 0
         with gzip.open(bundle, "rb") as stream:  # to the end: the gzip CRC and length checks run only there
-            while stream.read(1 << 20):
-                pass
+            while block := stream.read(1 << 20):
+                unpacked += len(block)
+                _within_limits(bundle, unpacked, *limits)
         with tarfile.open(bundle, "r:gz") as tar:
             members = tar.getmembers()
-            tops = set()
+            tops, declared = set(), 0
             for m in members:
                 name = Path(m.name)
                 if name.is_absolute() or ".." in name.parts or not (m.isfile() or m.isdir()):
                     raise BundleError(f"{bundle}: refused member {m.name!r} (absolute, '..', link or device)")
                 if m.size > MAX_MEMBER_BYTES:
                     raise BundleError(f"{bundle}: member {m.name} is larger than {MAX_MEMBER_BYTES} bytes")
+                declared += m.size
+                _within_limits(bundle, declared, *limits)
                 tops.add(name.parts[0])
             if len(tops) != 1:
                 raise BundleError(f"{bundle}: expected one top folder, found {sorted(tops)[:5]}")

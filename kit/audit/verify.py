@@ -173,8 +173,10 @@ def inside(root: Path, rel) -> tuple[Path | None, str]:
     return resolved, ""
 
 
-def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str | None = None) -> Compliance:
-    """A .tar.gz bundle (unpacked into a temporary folder) or an unpacked bundle folder."""
+def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str | None = None, *,
+           max_unpacked_bytes: int = bd.MAX_UNPACKED_BYTES, max_ratio: float = bd.MAX_RATIO) -> Compliance:
+    """A .tar.gz bundle (unpacked into a temporary folder, within the size and ratio limits: a bundle past one
+    is an integrity violation) or an unpacked bundle folder."""
     bundle = Path(bundle)
     if not bundle.exists():
         raise bd.BundleError(f"{bundle}: no such bundle")
@@ -185,7 +187,7 @@ def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kit-verify-") as tmp:
         try:
-            root = bd.unpack(bundle, Path(tmp))
+            root = bd.unpack(bundle, Path(tmp), max_unpacked_bytes, max_ratio)
         except bd.BundleError as exc:
             result = Compliance(str(bundle))
             result.integrity.append(rl.Violation(INTEGRITY, str(exc).split(": ", 1)[-1], bundle.name))

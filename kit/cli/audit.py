@@ -30,6 +30,10 @@ def add_parser(sub) -> None:
     p.add_argument("--allowed-signers", type=Path, help="OpenSSH allowed-signers file; requires a valid signature")
     p.add_argument("--rules", help="rule set of this kit, e.g. v1 (default: the newest; a bundle never chooses it)")
     p.add_argument("--json", action="store_true", help="print the compliance report as JSON")
+    p.add_argument("--max-unpacked-bytes", type=int, metavar="N",
+                   help="refuse a .tar.gz unpacking to more than N bytes (default 4 GiB), before extracting it")
+    p.add_argument("--max-ratio", type=float, metavar="N",
+                   help="refuse a .tar.gz unpacking to more than N times its size (default 250), before extracting it")
 
 
 def _system_names(args: argparse.Namespace) -> tuple[str | None, str | None]:
@@ -71,7 +75,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from kit.audit.verify import verify
 
     try:
-        result = verify(args.bundle, args.allowed_signers, args.rules)
+        limits = {"max_unpacked_bytes": args.max_unpacked_bytes, "max_ratio": args.max_ratio}
+        result = verify(args.bundle, args.allowed_signers, args.rules,
+                        **{k: v for k, v in limits.items() if v is not None})
     except (KitError, InputError, OSError) as exc:
         print(f"kit verify: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
