@@ -1,1 +1,1 @@
-
+"""The auditor's side: bundle, verify (recompute everything), rules (engine + named predicates), system description."""

@@ -1,1 +1,1 @@
-
+"""The machines: SSH connections, the one fan-out, environment probes and their pure parsers, data staging."""

@@ -51,12 +51,14 @@ def scripts_dir(host: HostConfig) -> str:
     return posixpath.join(host.work_dir, "kit-scripts")
 
 
-def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | None) -> Site:
-    """A host of the inventory as a rank's site; workdir None: not known yet (a dry run)."""
+def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | None, program: bool = False) -> Site:
+    """A host of the inventory as a rank's site; workdir None: not known yet (a dry run). A published program
+    (program=True) in a container sees the scripts staged for it (SshRunner.stage)."""
     container = None
     if host.runtime == "docker":
-        mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True),
-                  Mount(scripts_dir(host), Site().in_image().scripts, read_only=True)) if workdir else ()
+        mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True)) if workdir else ()
+        if workdir and program:
+            mounts += (Mount(scripts_dir(host), Site().in_image().scripts, read_only=True),)
         container = Container(image or "", mounts, workdir=workdir)
     return Site(name=host.name, address=host.address, nic=host.nic, python=host.python,
                 harness=posixpath.join(harness_dir(host), "train.py"),
@@ -116,7 +118,8 @@ class SshRunner(Runner):
         if image is None and any(h.runtime == "docker" for h in self.hosts):
             docker = next(h for h in self.hosts if h.runtime == "docker")
             raise RunError(f"{docker.name} has runtime docker but there is no image for {run.case.framework}")
-        sites = [ssh_site(h, self.workdir(h, run), run.log_rel.name, image) for h in self.hosts]
+        program = run.case.impl == "reference"
+        sites = [ssh_site(h, self.workdir(h, run), run.log_rel.name, image, program) for h in self.hosts]
         out = []
         for rank, host in enumerate(self.hosts):
             cmd = command_for(run.case, run.repeat, rank, sites, port, self.hardware, self.run_id)
