@@ -230,3 +230,19 @@ def test_detection_does_not_depend_on_registry_order(published):
 def test_records_serialise(published):
     record = parse_log(published / "perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt").records[0]
     assert json.loads(json.dumps(record.to_dict()))["metric"] == "train.compute_ips"
+
+
+@pytest.mark.parametrize("bad", ["-327.08", "0"])  # NaN: refused by to_float already
+def test_a_published_log_with_a_throughput_that_is_not_positive_is_refused_naming_file_and_line(published, tmp_path,
+                                                                                                bad):
+    real = published / "dlperf-tf2-resnet50/2n8g/rn50_b128_fp32_3.log"
+    lines = real.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "examples/second between steps 100 and 200" in line)
+    lines[at] = lines[at].replace("4900.45 examples/second", f"{bad} examples/second")
+    (tmp_path / "tf2.log").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ParseError) as err:
+        parse_log(tmp_path / "tf2.log")
+    assert str(err.value).startswith(f"{tmp_path / 'tf2.log'}:{at + 1}: ") and "must be > 0" in str(err.value)
+    paddle = PADDLECLAS_VARIANTS[0][0].replace("ips: 394.81086", f"ips: {bad}")
+    with pytest.raises(ParseError, match=r"x\.log:2: .*must be > 0"):
+        parse_text(PADDLECLAS_VARIANTS[0][0] + "\n" + paddle + "\n", "x.log")

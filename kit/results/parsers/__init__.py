@@ -99,6 +99,10 @@ def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:
     records = log_format.parse_text(text, path)
     if not records:
         raise ParseError(path, f"no throughput line of format {log_format.name} ({log_format.description})")
+    wrong = next((r for r in records if not r.value > 0), None)  # also NaN
+    if wrong is not None:
+        raise ParseError(path, f"{wrong.metric or 'throughput'} {wrong.value:g} {wrong.unit} is not a throughput "
+                         "(must be > 0)", wrong.line)
     return ParsedLog(str(path), log_format, records, not text.endswith("\n"))
 
 
