@@ -39,10 +39,10 @@ def _add_job_flags(p: argparse.ArgumentParser, suite_help: str) -> None:
 def _run_dir_for(args: argparse.Namespace, check) -> tuple[Path, object]:
     """A new run directory for --suite (after `check(suite)` passes), or the one given to --resume."""
     from kit.config.suites import load_suite
-    from kit.run import bench, records
+    from kit.run import records
 
     if args.resume:
-        return args.resume, bench.resume(args.resume)
+        return args.resume, records.resume(args.resume)
     check(load_suite(args.suite))
     return records.start(args.suite, args.runs_dir)
 
@@ -122,7 +122,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_gather_logs(args: argparse.Namespace) -> int:
-    from kit.run import bench, gather
+    from kit.run import bench, gather, records
 
     inv, hosts = inventory(args)
     restored = gather.gather_all(inv, [h.name for h in hosts], args.run_dir)
@@ -130,6 +130,6 @@ def cmd_gather_logs(args: argparse.Namespace) -> int:
         print(f"restored {path}")
     print(f"gathered {len(hosts)} host(s) into {args.run_dir / 'hosts'}")
     if (args.run_dir / "suite.yaml").is_file():
-        for path in bench.write_report(args.run_dir, bench.resume(args.run_dir)):
+        for path in bench.write_report(args.run_dir, records.resume(args.run_dir)):
             print(path)
     return EXIT_OK

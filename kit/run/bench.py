@@ -43,10 +43,6 @@ class BenchResult:
         return [o for o in self.outcomes if o.status not in ("ok", "done")]
 
 
-def resume(run_dir: Path) -> Suite:
-    return records.resume(run_dir, BenchError)
-
-
 def check_host(suite: Suite) -> None:
     if suite.hardware == "gpu" and shutil.which("nvidia-smi") is None:
         raise BenchError(f"suite {suite.name} needs NVIDIA GPUs; this host has no nvidia-smi (try --suite local)")
@@ -125,10 +121,10 @@ def capture_env(run_dir: Path, meta: dict) -> None:
 
 def compose_report(run_dir: Path, suite: Suite):
     """The run's report from its logs alone (what write_report writes; what `kit verify` recomputes)."""
-    report = build_report(Path(run_dir) / "logs", HARNESS_METHOD, method_for=records.reduction)
+    report = build_report(Path(run_dir) / "logs", HARNESS_METHOD, method_for=reference.log_reduction)
     report.title = f"{suite.name} benchmark: {Path(run_dir).name}"
     report.settings = (settings_section(Path(run_dir), suite) + references_section(report, suite)
-                       + programs_section(report, {i.name: i.framework for i in reference.IMPLS.values()}))
+                       + programs_section(report, {name: i.framework for name, i in reference.BY_NAME.items()}))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
     return report
 

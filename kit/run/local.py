@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from kit.run import reference
 from kit.run.command import SCRIPTS, Command, Container, Mount, RunCommand, Site, cleanup_command, command_for
 from kit.run.plan import PlannedRun, model_code_root
 from kit.run.records import cpu_count, sidecar_path
@@ -49,7 +50,7 @@ class LocalRunner(Runner):
         if image:
             mounts = [Mount(str(self.run_dir), str(self.run_dir))]
             if case.impl == "reference":
-                mounts.append(Mount(str(SCRIPTS), Site().in_image().scripts, read_only=True))
+                mounts.append(Mount(str(SCRIPTS), reference.SCRIPTS_DIR, read_only=True))
             elif self.train_list:
                 data = str(Path(self.train_list).parent)
                 mounts.append(Mount(data, data, read_only=True))

@@ -61,14 +61,15 @@ def start(suite_ref: str | Path, runs_dir: Path) -> tuple[Path, Suite]:
     return run_dir, load_suite(run_dir / "suite.yaml")
 
 
-def resume(run_dir: Path, error: type[KitError] = RunDirError) -> Suite:
+def resume(run_dir: Path) -> Suite:
+    """The suite a run directory was started with (its own copy)."""
     run_dir = Path(run_dir)
     if not (run_dir / "suite.yaml").is_file():
-        raise error(f"{run_dir}: not a kit bench run directory (no suite.yaml)")
+        raise RunDirError(f"{run_dir}: not a kit bench run directory (no suite.yaml)")
     try:
         return load_suite(run_dir / "suite.yaml")
     except ConfigError as exc:
-        raise error(f"cannot resume: {exc}") from None
+        raise RunDirError(f"cannot resume: {exc}") from None
 
 
 def sidecar_path(log: Path) -> Path:
@@ -86,17 +87,11 @@ def reference_figures(log: Path) -> dict:
             "impl": meta["impl"]}
 
 
-def reduction(log: RunLog) -> tuple[Method, str] | None:
-    """(method, log format) of a published program's log (kit.run.reference.log_reduction); None: the report's."""
-    found = reference.log_reduction(log)
-    return None if found is None else (found[1], found[0].log_format)
-
-
 def figure_of(log: Path, logs_root: Path) -> float:
     """The run's figure from its log (below logs_root, in the DLPerf layout): the harness's kitlog lines by its
     timing rule, a published program's by its recipe's reduction; ParseError/MethodError when it gives none."""
     where = classify(Path(log), Path(logs_root))
-    method, fmt = (reduction(where) if isinstance(where, RunLog) else None) or (HARNESS_METHOD, "kitlog")
+    method, fmt = (reference.log_reduction(where) if isinstance(where, RunLog) else None) or (HARNESS_METHOD, "kitlog")
     return compute_figure(parse_log(log, fmt), method).value
 
 

@@ -20,9 +20,7 @@ from kit.config.programs import (  # noqa: F401  (the catalog, also read through
     BY_NAME,
     CODE_DIRS,
     CODE_ROOT,
-    IMPLS,
     PLSC_PATCH,
-    PRECISIONS,
     SCRIPTS_DIR,
     Impl,
     ReferenceError,
@@ -194,16 +192,16 @@ def methods(impl: Impl, job: RefJob) -> tuple[Method | None, Method]:
     return None, Method(skip=10, reduce="harmonic_mean", scale=job.batch_size * job.gpus)
 
 
-def log_reduction(log: RunLog) -> tuple[Impl, Method] | None:
-    """A published program's log (logs/<impl>/<model>/bz<B>/<N>n<G>g/...): its program and the reduction its
-    figure takes — the publisher's where one is published, else the kit's. None for any other log.
+def log_reduction(log: RunLog) -> tuple[Method, str] | None:
+    """A published program's log (logs/<impl>/<model>/bz<B>/<N>n<G>g/...): (the reduction its figure takes — the
+    publisher's where one is published, else the kit's — and its log format). None for any other log.
     Decided by the recipe in this kit, never by anything written beside the log."""
     impl = BY_NAME.get(log.group.framework)
     if impl is None or impl.model != log.group.model:
         return None
     publisher, kit = methods(impl, RefJob(impl.framework, impl.model, log.group.precision, log.group.batch,
                                           log.gpus_per_node, log.nodes))
-    return impl, publisher or kit
+    return publisher or kit, impl.log_format
 
 
 def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = None, data_dir: str | None = None,

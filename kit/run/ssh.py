@@ -21,7 +21,7 @@ from pathlib import Path
 from kit.config.hosts import HostConfig, Inventory
 from kit.hosts.connect import connect, quote_cmd, remote_env
 from kit.hosts.fanout import on_all
-from kit.run import gather
+from kit.run import gather, reference
 from kit.run.command import (
     HARNESS,
     SCRIPT_FILES,
@@ -58,11 +58,11 @@ def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | 
     if host.runtime == "docker":
         mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True)) if workdir else ()
         if workdir and program:
-            mounts += (Mount(scripts_dir(host), Site().in_image().scripts, read_only=True),)
+            mounts += (Mount(scripts_dir(host), reference.SCRIPTS_DIR, read_only=True),)
         container = Container(image or "", mounts, workdir=workdir)
     return Site(name=host.name, address=host.address, nic=host.nic, python=host.python,
                 harness=posixpath.join(harness_dir(host), "train.py"),
-                scripts=scripts_dir(host), model_code=host.model_code or Site().model_code,
+                scripts=scripts_dir(host), model_code=host.model_code or reference.CODE_ROOT,
                 launcher_logs=posixpath.join(workdir, "launcher") if workdir else None,
                 sidecar=posixpath.join(workdir, sidecar_name(log_name)) if workdir else None, container=container)
 
@@ -147,7 +147,7 @@ class SshRunner(Runner):
                     conn.put(str(local), remote)
                 problems = _differ(conn, files)
                 for key, case in programs if host.runtime != "docker" else ():
-                    where = code_dir(case, host.model_code or Site().model_code)
+                    where = code_dir(case, host.model_code or reference.CODE_ROOT)
                     if conn.run(quote_cmd(["test", "-d", where]), hide=True, warn=True).exited != 0:
                         problems.append(f"no model code at {where} (case {key}; set the host's model_code)")
             self.progress(host.name, "staged", f"{len(files)} file(s)")
