@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -634,9 +635,14 @@ def test_job_commands_start_the_reference_program_on_each_host(tmp_path):
     assert "/var/tmp/kit/kit-scripts/reference/launch.py" in line and "--node_rank 2" in line
     assert "/srv/models/DeepLearningExamples/PyTorch/Classification/ConvNets" in line
     assert f"{workdir}/resnet50_b256_fp32_1.cmd.json" in line and "NCCL_SOCKET_IFNAME=ib0" in line
+    assert "--collect benchmark.json" in line and "PADDLE_LOG_DIR" not in line
     tf = next(c for c in suite.cases if c.key == "ngc-tensorflow/resnet50/bz256/4n8g/amp")
     plan = SshRunner(None, hosts, tmp_path / "run", suite.hardware).commands(PlannedRun(tf, 1), 31000)
     assert [h.name for h, _, _ in plan] == ["n1"] and "10.2.0.4:8" in plan[0][2]
+    assert "--collect /tmp/result/gpu32_amp_bs256" in plan[0][2]
+    clas = next(c for c in suite.cases if c.key == "paddleclas/resnet50/bz256/4n8g/fp32")
+    plan = SshRunner(None, hosts, tmp_path / "run", suite.hardware).commands(PlannedRun(clas, 1), 31000)
+    assert all(f"PADDLE_LOG_DIR={workdir}/launcher" in line for _h, workdir, line in plan)  # every rank's workerlog
 
 
 def test_dry_run_prints_every_case_per_host(tmp_path, capsys):
@@ -674,3 +680,53 @@ def test_dry_run_refuses_an_unknown_combination_with_file_line_key(tmp_path, cap
     assert main(["bench", "--suite", str(bad), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:6: impl: no reference implementation for torch/vgg16; there are: paddle/resnet50" in err
+
+
+@pytest.mark.parametrize("framework,nodes,gpus,expected", [
+    ("torch", 2, 8, ("benchmark.json",)), ("torch", 1, 1, ("benchmark.json",)),
+    ("mxnet", 1, 8, ("benchmark_report_fp16.json",)), ("tensorflow", 1, 8, ("/tmp/result/gpu8_amp_bs256",)),
+    ("paddle", 1, 8, ())])
+def test_recipes_name_the_files_their_programs_write(framework, nodes, gpus, expected):
+    job = RefJob(framework, "resnet50", "amp", 256, gpus, nodes)
+    cmd = reference.build(job, reference.Cluster(0, tuple(f"10.0.0.{i}" for i in range(nodes))))
+    assert cmd.outputs == expected
+
+
+def test_launcher_collects_what_the_program_wrote_and_passes_its_exit_status(tmp_path):
+    code = fake_checkout(tmp_path / "models", "DeepLearningExamples/MxNet/Classification/RN50v1.5")
+    (code / "stale.json").write_text("{}")
+    os.utime(code / "stale.json", (1, 1))
+    (code / "link.json").symlink_to("/etc/hostname")
+    results = tmp_path / "results"
+    prog = (f"import pathlib, sys; pathlib.Path('report.json').write_text('{{\"ips\": 1}}'); "
+            f"d = pathlib.Path({str(results)!r}) / 'gpu1'; d.mkdir(parents=True); (d / 'log.json').write_text('x');"
+            " sys.exit(3)")
+    argv = [sys.executable, "-c", prog]
+    extra = ("--cwd", str(code), "--collect", "report.json", "--collect", "stale.json", "--collect", "link.json",
+             "--collect", f"{results}/gpu1")
+    done, record = run_launcher(tmp_path, {"argv": argv}, argv, *extra)
+    assert done.returncode == 3, done.stderr
+    meta = json.loads(record.read_text())
+    assert meta["outputs"] == ["report.json", "gpu1/log.json"] and meta["exit_code"] == 3
+    outputs = record.parent / "outputs"
+    assert (outputs / "report.json").read_text() == '{"ips": 1}' and (outputs / "gpu1" / "log.json").is_file()
+    assert not (outputs / "stale.json").exists() and not (outputs / "link.json").exists()
+
+
+def test_launcher_passes_a_stop_signal_to_the_program_and_still_collects(tmp_path):
+    import signal
+    import time
+    code = fake_checkout(tmp_path / "models", "DeepLearningExamples/PyTorch/Classification/ConvNets")
+    prog = ("import pathlib, signal, sys, time\n"
+            "def stop(*_):\n    pathlib.Path('benchmark.json').write_text('partial'); sys.exit(143)\n"
+            "signal.signal(signal.SIGTERM, stop); print('ready', flush=True); time.sleep(60)\n")
+    argv = [sys.executable, "-c", prog]
+    record = tmp_path / "x.cmd.json"
+    line = [sys.executable, str(SCRIPTS / "reference" / "launch.py"), "--record", str(record), "--meta",
+            json.dumps({"argv": argv}), "--cwd", str(code), "--collect", "benchmark.json", "--", *argv]
+    proc = subprocess.Popen(line, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 143 and time.monotonic() - t0 < 10
+    assert (tmp_path / "outputs" / "benchmark.json").read_text() == "partial"

@@ -267,6 +267,8 @@ def launch_argv(python: str, scripts_dir: str, cmd: reference.RefCommand, job: r
         argv += ["--patch", f"{scripts_dir}/{cmd.patch}"]
     for name in cmd.add:
         argv += ["--add", f"{scripts_dir}/{name}"]
+    for path in cmd.outputs:
+        argv += ["--collect", path]
     return [*argv, "--", *cmd.argv]
 
 
@@ -285,8 +287,10 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
             return RunCommand(program, Command([]), ref)
         record = site.sidecar or sidecar_name(case.log_path(repeat).name)  # no run folder yet: beside the log
         python = "python3" if boxed else site.python
-        inner = Command(launch_argv(python, here.scripts, ref, job, cluster, record),
-                        {"PYTHONUNBUFFERED": "1", **ref.env})
+        kit_env = {"PYTHONUNBUFFERED": "1"}
+        if site.launcher_logs and "paddle.distributed.launch" in ref.argv:
+            kit_env["PADDLE_LOG_DIR"] = site.launcher_logs  # every rank's workerlog.N, gathered with the run
+        inner = Command(launch_argv(python, here.scripts, ref, job, cluster, record), {**kit_env, **ref.env})
     else:
         threads = max(1, site.cpu_threads // case.gpus_per_node) if hardware == "cpu" and site.cpu_threads else None
         nic = site.nic or ("lo" if site.loopback and case.processes > 1 else None)

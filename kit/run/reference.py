@@ -59,6 +59,7 @@ class RefCommand:
     patch: str | None = None  # relative to scripts/
     add: tuple[str, ...] = ()  # files (relative to scripts/) copied into the work copy
     note: str = ""
+    outputs: tuple[str, ...] = ()  # files the program writes besides its output (where it runs, or absolute)
 
     def shell(self) -> str:
         """One line to paste into a shell: cd, environment, command (every argument quoted)."""
@@ -231,7 +232,18 @@ def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = 
         env = {**env, "NCCL_SOCKET_IFNAME": cluster.nic}
     note = "" if argv else f"nothing to start here: rank 0's mpirun starts this host's {job.gpus_per_node} ranks"
     publisher, kit = methods(impl, job)
-    return RefCommand(impl, argv, env, cwd, publisher, kit, work_copy, patch, add, note)
+    return RefCommand(impl, argv, env, cwd, publisher, kit, work_copy, patch, add, note, outputs(impl, argv))
+
+
+def outputs(impl: Impl, argv: list[str]) -> tuple[str, ...]:
+    """The files a program's flags make it write besides its output: DLE's DLLogger raport (PyTorch
+    --raport-file, MXNet -o) and results folder (TensorFlow --results_dir). Paddle's launcher logs go to
+    PADDLE_LOG_DIR (kit.run.command); PLSC runs in a work copy inside the run's folder."""
+    flag = {"ngc-pytorch": "--raport-file", "ngc-mxnet": "-o", "ngc-tensorflow": "--results_dir"}.get(impl.name)
+    if flag is None:
+        return ()
+    found = [value for key, value in zip(argv, argv[1:], strict=False) if key == flag]
+    return tuple(found + [a.split("=", 1)[1] for a in argv if a.startswith(flag + "=")])
 
 
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL", "AUTH", "COOKIE")

@@ -2,7 +2,7 @@
 """Start one published benchmark program exactly as given, after recording it beside its log.
 
     python3 launch.py --record LOG_STEM.cmd.json --meta JSON --cwd MODEL_DIR \
-        [--work-copy NAME --patch FILE --add FILE ...] -- ARGV...
+        [--work-copy NAME --patch FILE --add FILE ...] [--collect PATH ...] -- ARGV...
 
 --meta is the kit's description of the run (kit.run.reference.record: argv, env, methods, ...); ARGV must
 equal its "argv". The record adds what only this host knows: time, host name, the model code's git
@@ -10,7 +10,11 @@ commit, the patch's sha256, and the whole environment (values of secret-looking 
 --work-copy NAME copies MODEL_DIR to ./NAME (a fresh copy each run; the checkout stays untouched),
 applies --patch there (every context line must match at its stated line: no offset, no fuzz) and
 copies each --add file into it (DLPerf ran PLSC's train.py from inside the checkout). Then this
-process becomes ARGV in MODEL_DIR (or the copy): its output is the run's log.
+process becomes ARGV in MODEL_DIR (or the copy): its output is the run's log. With --collect (files the
+program writes besides its output: DLLogger/raport JSON, a results folder; relative to where it runs, or
+absolute) ARGV runs as a child instead (SIGTERM/SIGINT/SIGHUP passed on), and what it wrote there during
+the run is copied to outputs/ beside the record (regular files only, links never followed), listed in
+the record's "outputs"; the exit status is the program's.
 Standard library only; never imports the kit.
 """
 
@@ -23,9 +27,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL", "AUTH", "COOKIE")
@@ -121,6 +127,33 @@ def prepare_copy(code: Path, name: str, patch: Path | None, add: list[Path]) -> 
     return dest, digest
 
 
+def collect(patterns: list[str], where: Path, since: float, into: Path) -> list[str]:
+    """Copy what the program wrote (modified since `since`) under each pattern into `into`; the names copied."""
+    copied = []
+    for pattern in patterns:
+        base = Path("/") if pattern.startswith("/") else where
+        for found in sorted(base.glob(pattern.lstrip("/"))):
+            files = [found] if not found.is_dir() else sorted(p for p in found.rglob("*") if not p.is_dir())
+            for path in files:
+                if path.is_symlink() or not path.is_file() or path.stat().st_mtime < since:
+                    continue
+                rel = path.relative_to(found.parent if pattern.startswith("/") else where)
+                target = into / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+                copied.append(rel.as_posix())
+    return copied
+
+
+def run_child(command: list[str], where: Path) -> int:
+    """ARGV as a child in `where`, the stop signals passed on; its exit status (128+N for signal N)."""
+    child = subprocess.Popen(command, cwd=where)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+    code = child.wait()
+    return code if code >= 0 else 128 - code
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if "--" not in args_in:
@@ -135,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-copy")
     p.add_argument("--patch", type=Path)
     p.add_argument("--add", type=Path, action="append", default=[])
+    p.add_argument("--collect", action="append", default=[])
     args = p.parse_args(args_in[:split])
     meta = json.loads(args.meta)
     if not command or meta.get("argv") != command:
@@ -162,6 +196,17 @@ def main(argv: list[str] | None = None) -> int:
     args.record.parent.mkdir(parents=True, exist_ok=True)
     args.record.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     sys.stdout.flush()
+    if args.collect:
+        since = time.time() - 1
+        try:
+            code = run_child(command, where)
+        except OSError as exc:
+            print(f"launch.py: cannot start {command[0]}: {exc}", file=sys.stderr)
+            return 127
+        meta["outputs"] = collect(args.collect, where, since, args.record.parent / "outputs")
+        meta["exit_code"] = code
+        args.record.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        return code
     os.chdir(where)
     try:
         os.execvp(command[0], command)
