@@ -115,7 +115,7 @@ def _multinode_job(c):
         "runs-dir": "where the run directory goes (default runs/)",
         "resume": "run directory to finish",
         "on-failure": "continue (default) or stop after a failed case",
-        "force": "run even if check_env finds busy GPUs or mismatched hosts",
+        "force": "run even if check_env finds busy GPUs or mismatched hosts, or model code is not at its pin",
     },
 )
 def run_multinode(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, on_failure="continue",
@@ -148,7 +148,7 @@ def check_env(c, hosts_file=None, runs_dir="runs", require_gpu=False, allow_busy
 
 @task(help={"suite": "suite name or YAML (its 1-node cases)", "hosts-file": "inventory (default: hosts.yaml)",
             "runs-dir": "where the run directory goes", "resume": "run directory to finish",
-            "force": "run even if check_env finds a busy GPU"})
+            "force": "run even if check_env finds a busy GPU, or model code is not at its pin"})
 def run_single(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, force=False):
     """Run a suite's single-node cases on the one -H host."""
     argv = ["multinode", "--hosts", _host_of(c, "run_single"), "--runs-dir", runs_dir]

@@ -569,7 +569,7 @@ def test_launcher_patches_a_fresh_copy_and_refuses_a_mismatch(tmp_path):
 def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monkeypatch):
     from kit.config import suites
     from kit.run.local import LocalRunner
-    from kit.run.plan import plan
+    from kit.run.plan import pinned_commit, plan
     from kit.run.runner import execute
 
     models = tmp_path / "models"
@@ -584,7 +584,12 @@ def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monke
                           "  - {framework: torch, impl: reference, model: resnet50, batch_size: 256, repeats: 1}\n"
                           "  - {framework: tensorflow, model: resnet50, batch_size: 256, repeats: 1}\n")
     suite = suites.load_suite(suite_file)
-    runs, skipped = plan(suite, str(models))
+    runs, skipped = plan(suite, str(models))  # a checkout with no commit is not the pinned one
+    assert runs == [] and skipped[0][0].key == "ngc-pytorch/resnet50/bz256/1n1g/fp32"
+    assert skipped[0][1] == (f"model code at {convnets} is not a git checkout, docker/pins.yaml pins "
+                             f"{pinned_commit(skipped[0][0])} (case ngc-pytorch/resnet50/bz256/1n1g/fp32); "
+                             "`kit bench --force` runs it (recorded)")
+    runs, skipped = plan(suite, str(models), force=True)
     assert [r.case.key for r in runs] == ["ngc-pytorch/resnet50/bz256/1n1g/fp32"]
     assert [c.key for c, _ in skipped] == ["ngc-tensorflow/resnet50/bz256/1n1g/fp32"]
     assert "model code not found at " + str(models / "DeepLearningExamples/TensorFlow") in skipped[0][1]

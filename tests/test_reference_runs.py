@@ -14,6 +14,9 @@ from pathlib import Path
 
 from nethosts import write_inventory
 
+from kit.config.suites import load_suite
+from kit.run.plan import pinned_commit
+
 REPO = Path(__file__).resolve().parent.parent
 FAB = REPO / ".venv" / "bin" / "fab"
 STANDIN = Path(__file__).resolve().parent / "standin"
@@ -68,8 +71,14 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
               "--runs-dir", str(runs))
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
     (run_dir,) = list(runs.iterdir())
-    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    meta = json.loads((run_dir / "run.json").read_text())
+    (entry,) = meta["runs"].values()
     assert entry["status"] == "ok" and entry["samples_per_sec"] == 10523.32  # the publisher's last summary
+    pin = pinned_commit(next(iter(load_suite(run_dir / "suite.yaml").cases)))
+    where = str(tmp_path / "models" / CONVNETS)
+    assert meta["model_code_forced"] == [  # the stand-in tree is no checkout of the pin: run only with --force
+        {"host": h, "case": "ngc-pytorch/resnet50/bz256/2n1g/fp32", "path": where, "head": None, "pin": pin}
+        for h in ("h1", "h2")]
     for rank, host in enumerate(("h1", "h2")):
         folder = run_dir / "hosts" / host / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1"
         said = [json.loads(line.split(" ", 2)[2]) for line in (folder / "stdout.log").read_text().splitlines()
@@ -93,5 +102,27 @@ def test_reference_case_refused_on_a_host_without_the_model_code(ssh_hosts, tmp_
     err = out.stdout + out.stderr
     assert "nothing started" in err and f"h1: no model code at {tmp_path / 'nowhere' / CONVNETS}" in err
     assert "h2: no model code" in err
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert not (run_dir / "logs").exists() and not (run_dir / "run.json").exists()  # refused before any run
+
+
+def test_reference_case_refused_where_the_model_code_is_not_at_the_pinned_commit(ssh_hosts, tmp_path, published):
+    root = models_tree(tmp_path, published)
+    dle = root / "DeepLearningExamples"
+    git = ["git", "-C", str(dle), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(dle)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "not the pin"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    inventory, suite = setup(ssh_hosts, tmp_path, published, root)
+    suite.write_text(SUITE.replace("hardware: gpu", "hardware: cpu"))  # check_env passes: only the pin refuses
+    out = fab("-H", "h1,h2", "run_multinode", "--suite", str(suite), "--hosts-file", str(inventory),
+              "--runs-dir", str(tmp_path / "runs"))
+    assert out.returncode == 2, (out.stdout + out.stderr)[-3000:]
+    err = out.stdout + out.stderr
+    pin = pinned_commit(load_suite(suite).cases[0])
+    for host in ("h1", "h2"):
+        assert (f"{host}: model code at {root / CONVNETS} is at {head}, docker/pins.yaml pins {pin} "
+                "(case ngc-pytorch/resnet50/bz256/2n1g/fp32); pass --force") in err
     (run_dir,) = list((tmp_path / "runs").iterdir())
     assert not (run_dir / "logs").exists() and not (run_dir / "run.json").exists()  # refused before any run

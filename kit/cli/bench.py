@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from kit.cli import images as cli_images
-from kit.cli.common import EXIT_MISMATCH, EXIT_OK, hosts_file, progress_console
+from kit.cli.common import EXIT_MISMATCH, EXIT_OK, progress_console
+from kit.config import settings
 
 
 def add_parser(sub) -> None:
@@ -16,6 +17,8 @@ def add_parser(sub) -> None:
     which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where new run directories go (default runs/)")
     p.add_argument("--dry-run", action="store_true", help="print the runs and their commands; start nothing")
+    p.add_argument("--force", action="store_true", help="run a published program whose checkout is not at the "
+                   "commit docker/pins.yaml pins (run.json records it)")
     p.add_argument("--train-list", type=Path, help="ImageNet train_list.txt for `data: imagenet` cases "
                    "(CPU suites default to a small synthetic JPEG tree in the run directory)")
     p.add_argument("--runtime", choices=("native", "docker"), default="native",
@@ -37,7 +40,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         bench.check_host(load_suite(args.suite))
         run_dir, suite = records.start(args.suite, args.runs_dir)
-    runs, skipped = plan(suite, model_code_root())
+    runs, skipped = plan(suite, model_code_root(), args.force)
     if args.dry_run:
         return _dry_run(args, run_dir, suite)
     console = progress_console()
@@ -47,7 +50,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         images = cli_images.images_for_bench(run_dir, suite, runs, args.image, console) \
             if args.runtime == "docker" else None
-        result = _bench_with_progress(bench, run_dir, suite, console, args.train_list, images)
+        result = _bench_with_progress(bench, run_dir, suite, console, args.train_list, images, args.force)
     except KeyboardInterrupt:
         console.print(f"kit bench: interrupted; finished runs are kept. Continue with: kit bench --resume {run_dir}",
                       soft_wrap=True, markup=False)
@@ -72,14 +75,14 @@ def _dry_run(args: argparse.Namespace, run_dir: Path | None, suite) -> int:
     if args.runtime == "docker":
         images = {c.framework: args.image or f"<the pinned {c.framework} image>" for c in suite.cases}
     runner = LocalRunner(run_dir or args.runs_dir / "DRY-RUN", train_list=train_list, images=images)
-    hosts_path = hosts_file(args)
-    hosts = load_hosts(hosts_path).hosts if args.hosts_file or hosts_path.is_file() else None
+    hosts_path = settings.optional_hosts_file(args.hosts_file)  # a missing $KIT_HOSTS_FILE is an error too
+    hosts = load_hosts(hosts_path).hosts if hosts_path else None
     for line in dryrun.render(suite, runner, hosts, f"from {hosts_path}", run_dir):
         print(line)
     return EXIT_OK
 
 
-def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, images=None):
+def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, images=None, force=False):
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -97,4 +100,5 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, image
                     bar.console.print(f"  [red]{outcome.status:<6}[/] {run.label}: ", escape(outcome.reason),
                                       soft_wrap=True, sep="")
 
-        return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images)
+        return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images,
+                               force=force)

@@ -23,7 +23,7 @@ from kit.results.sections import programs_section, references_section, settings_
 from kit.run import records, reference
 from kit.run.command import HARNESS
 from kit.run.local import BenchError, LocalRunner
-from kit.run.plan import PlannedRun, plan
+from kit.run.plan import PlannedRun, local_mismatches, plan
 from kit.run.records import HARNESS_METHOD
 from kit.run.runner import RunOutcome, execute
 
@@ -73,16 +73,20 @@ def resolve_train_list(run_dir: Path, suite: Suite, train_list: str | Path | Non
 
 
 def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, runner: LocalRunner | None = None,
-              train_list: str | Path | None = None, images: dict[str, str] | None = None) -> BenchResult:
+              train_list: str | Path | None = None, images: dict[str, str] | None = None,
+              force: bool = False) -> BenchResult:
     run_dir = Path(run_dir)
     check_host(suite)
     runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, suite, train_list),
                                   images=images, hardware=suite.hardware)
-    runs, skipped = plan(suite, runner.model_code)
+    runs, skipped = plan(suite, runner.model_code, force)
     if not runs:
         raise BenchError(f"suite {suite.name}: no case can run on this host ({len(skipped)} need other runners/nodes)")
     meta = records.open_run_meta(run_dir, suite, host=records.host_description())
     meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]
+    if force and (forced := [{"host": "local", **m} for m in local_mismatches(suite, runner.model_code)
+                             if m["case"] in {r.case.key for r in runs}]):
+        meta["model_code_forced"] = forced
     capture_env(run_dir, meta)
     records.save_run_meta(run_dir, meta)
     outcomes: list[RunOutcome] = []

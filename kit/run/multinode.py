@@ -61,8 +61,11 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     docker_hosts = [h for h in hosts if h.runtime == "docker"]
     if docker_hosts:
         runner.images = deliver_images(inv, docker_hosts, suite, runs, Path(run_dir), image, progress)
-    runner.stage(runs)
+    forced = runner.stage(runs, force)
     meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts])
+    if forced:  # checkouts not at the pinned commit, run anyway (--force): the auditor sees which
+        meta["model_code_forced"] = [m for m in meta.get("model_code_forced", []) if m not in forced] + forced
+        records.save_run_meta(run_dir, meta)
     outcomes = []
     for run in runs:
         if records.is_done(Path(run_dir), run):

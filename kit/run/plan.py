@@ -7,6 +7,8 @@ under the model-code root (KIT_MODEL_CODE, else the images' /opt/models).
 
 from __future__ import annotations
 
+import functools
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -56,14 +58,64 @@ def missing_code(case: Case, root: str) -> str | None:
             f"checkouts; the images have them under {reference.CODE_ROOT})")
 
 
-def plan(suite: Suite, model_code: str) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
-    """Runs this host can do (interleaved repeats) and the cases it cannot, with the reason."""
+@functools.cache
+def _pins():
+    from kit.images.spec import load_pins
+
+    return load_pins()
+
+
+def pinned_commit(case: Case) -> str:
+    """The commit docker/pins.yaml pins for the case's program (what the images check out)."""
+    return _pins().model_code[reference.implementation(case.framework, case.model).code].commit
+
+
+def head_mismatch(case: Case, where: str, head: str | None) -> dict | None:
+    """None when the checkout at `where` is at the pinned commit; else what differs (a record for run.json)."""
+    pin = pinned_commit(case)
+    if head == pin:
+        return None
+    return {"case": case.key, "path": where, "head": head, "pin": pin}
+
+
+def describe_mismatch(m: dict) -> str:
+    got = f"at {m['head']}" if m["head"] else "not a git checkout"
+    return f"model code at {m['path']} is {got}, docker/pins.yaml pins {m['pin']} (case {m['case']})"
+
+
+def local_head(where: str) -> str | None:
+    """The git commit checked out at `where` on this machine, or None."""
+    try:
+        out = subprocess.run(["git", "-c", f"safe.directory={where}", "-C", where, "rev-parse", "HEAD"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def local_mismatches(suite: Suite, model_code: str) -> list[dict]:
+    """This machine's checkouts of the suite's 1-node programs that are not at their pinned commit."""
+    found = []
+    for case in suite.cases:
+        if case.impl == "reference" and case.nodes == 1 and not missing_code(case, model_code):
+            where = code_dir(case, model_code)
+            if differs := head_mismatch(case, where, local_head(where)):
+                found.append(differs)
+    return found
+
+
+def plan(suite: Suite, model_code: str, force: bool = False) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
+    """Runs this host can do (interleaved repeats) and the cases it cannot, with the reason. A program whose
+    checkout is not at the pinned commit runs only with `force` (kit.run.bench records it)."""
     skipped: list[tuple[Case, str]] = []
+    differs = {m["case"]: m for m in local_mismatches(suite, model_code)} if not force else {}
     for case in suite.cases:
         if case.nodes > 1:
             skipped.append((case, f"{case.nodes} nodes: run it with `fab -H ... run_multinode`"))
         elif case.impl == "reference" and (why := missing_code(case, model_code)):
             skipped.append((case, why))
+        elif case.key in differs:
+            skipped.append((case, describe_mismatch(differs[case.key]) + "; `kit bench --force` runs it (recorded)"))
     ok = {id(c) for c in suite.cases} - {id(c) for c, _ in skipped}
     return plan_for_nodes(suite, 1, lambda c: id(c) in ok), skipped
 

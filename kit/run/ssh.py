@@ -33,7 +33,7 @@ from kit.run.command import (
     command_for,
     sidecar_name,
 )
-from kit.run.plan import PlannedRun, code_dir
+from kit.run.plan import PlannedRun, code_dir, describe_mismatch, head_mismatch
 from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, master_port
 
 HARNESS_FILES = ("train.py", "models_torch.py", "models_paddle.py", "data.py")
@@ -128,12 +128,15 @@ class SshRunner(Runner):
                 out.append((host, workdir, wrapper_command(workdir, cmd.launched.env, cmd.launched.argv)))
         return out
 
-    def stage(self, runs: list[PlannedRun]) -> None:
+    def stage(self, runs: list[PlannedRun], force: bool = False) -> list[dict]:
         """What the runs need on every host, put there and checked (sha256) on all hosts at once: the harness
         (native hosts; the images carry it) and, for published programs, the kit's launcher, drivers and
-        patch; then each native host's model code for those programs must be there. RunError naming every
-        host and path that is missing or differs; nothing has started then."""
+        patch; then each native host's model code for those programs must be there, at the commit
+        docker/pins.yaml pins (the images check out the pins themselves). RunError naming every host and path
+        that is missing or differs; nothing has started then. A checkout at another commit refuses the runs
+        unless `force`; then the mismatches are returned (host added) for the run's record."""
         programs = sorted({run.case.key: run.case for run in runs if run.case.impl == "reference"}.items())
+        mismatches: list[dict] = []
 
         def put(host: HostConfig) -> list[str]:
             files = [] if host.runtime == "docker" else [(HARNESS.parent / n, posixpath.join(harness_dir(host), n))
@@ -150,13 +153,25 @@ class SshRunner(Runner):
                     where = code_dir(case, host.model_code or reference.CODE_ROOT)
                     if conn.run(quote_cmd(["test", "-d", where]), hide=True, warn=True).exited != 0:
                         problems.append(f"no model code at {where} (case {key}; set the host's model_code)")
+                        continue
+                    head = conn.run(quote_cmd(["git", "-c", f"safe.directory={where}", "-C", where, "rev-parse",
+                                               "HEAD"]), hide=True, warn=True)
+                    differs = head_mismatch(case, where, head.stdout.strip() if head.exited == 0 else None)
+                    if differs:
+                        mismatches.append({"host": host.name, **differs})
             self.progress(host.name, "staged", f"{len(files)} file(s)")
             return problems
 
         found = [f"{name}: {problem}" for name, out in on_all(self.hosts, put).items()
                  for problem in (out.get() if out.ok else [str(out.error)])]
+        if not force:
+            found += [f"{m['host']}: {describe_mismatch(m)}; pass --force to run it anyway (the run records it)"
+                      for m in mismatches]
         if found:
             raise RunError("not every host has what the runs need, nothing started: " + "; ".join(found))
+        for m in mismatches:
+            self.progress(m["host"], "forced", describe_mismatch(m))
+        return sorted(mismatches, key=lambda m: (m["host"], m["case"]))
 
     # ---- Runner ------------------------------------------------------------------------------------
 
