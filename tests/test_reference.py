@@ -735,3 +735,28 @@ def test_launcher_passes_a_stop_signal_to_the_program_and_still_collects(tmp_pat
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 143 and time.monotonic() - t0 < 10
     assert (tmp_path / "outputs" / "benchmark.json").read_text() == "partial"
+
+
+def test_synthetic_data_is_each_programs_own_mode_and_refused_where_it_has_none(tmp_path):
+    from kit.config import suites
+
+    def argv(framework: str, data: str, gpus: int = 8) -> list[str]:
+        job = RefJob(framework, "resnet50", "fp32", 256, gpus, 1, data)
+        return reference.build(job, data_dir=reference.data_path("/data", job)).argv
+
+    assert argv("torch", "imagenet")[-1] == "/data/folder"
+    assert argv("torch", "synthetic")[-3:] == ["--data-backend", "syntetic", "/imagenet"]  # DLE's spelling
+    assert "--data_dir=/data/tfrecord" in argv("tensorflow", "imagenet")
+    assert not any(a.startswith("--data_dir") for a in argv("tensorflow", "synthetic"))
+    assert argv("mxnet", "imagenet")[-2:] == ["--data-root", "/data/recordio"]
+    assert argv("mxnet", "synthetic")[-2:] == ["--data-backend", "synthetic"] and "--data-root" not in argv(
+        "mxnet", "synthetic")
+    suite = tmp_path / "s.yaml"
+    suite.write_text("schema_version: 1\nname: s\ncases:\n  - {framework: paddle, impl: reference, model: resnet50,"
+                     " batch_size: 256}\n  - {framework: torch, impl: reference, model: resnet50, batch_size: 256}\n"
+                     "  - {framework: torch, model: resnet50, batch_size: 256}\n")
+    assert [c.data for c in suites.load_suite(suite).cases] == ["imagenet", "imagenet", "synthetic"]
+    suite.write_text(suite.read_text().replace("model: resnet50,", "model: resnet50, data: synthetic,", 1))
+    with pytest.raises(suites.ConfigError, match=r"s.yaml:4: impl: PaddleClas ResNet50 \(static graph\) has no "
+                       r"synthetic-data mode .*programs with one: ngc-pytorch, ngc-tensorflow, ngc-mxnet"):
+        suites.load_suite(suite)

@@ -53,6 +53,7 @@ def setup(ssh_hosts, tmp_path: Path, published: Path, model_code: Path | None) -
         target = host.bin_dir / "python"
         target.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
         target.chmod(0o755)
+    (tmp_path / "data" / "folder" / "train").mkdir(parents=True, exist_ok=True)  # what DLE PyTorch reads
     keys = {"model_code": str(model_code)} if model_code else {}
     inventory = write_inventory(ssh_hosts, tmp_path, ssh={"connect_timeout": 3}, gpus=0, python=sys.executable,
                                 **keys)
@@ -85,13 +86,18 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
                 if line.startswith("stand-in main.py ")]
         assert [(s["rank"], s["world"], s["master"]) for s in said] == [(rank, 2, ssh_hosts.hosts[0].address)]
         assert said[0]["cwd"].endswith(CONVNETS) and said[0]["argv"][:2] == ["--arch", "resnet50"]
+        assert said[0]["argv"][-1] == str(tmp_path / "data" / "folder")  # the host's data, in DLE's format
         sidecar = json.loads((folder / "resnet50_b256_fp32_1.cmd.json").read_text())
         assert sidecar["rank"] == rank and sidecar["impl"] == "ngc-pytorch" and "--node_rank" in sidecar["argv"]
+        assert sidecar["data"] == {"mode": "imagenet", "format": "folder", "path": str(tmp_path / "data/folder"),
+                                   "synthetic": None}
         staged = Path(tmp_path / "work" / host / "kit-scripts" / "reference" / "launch.py")
         assert staged.read_bytes() == (REPO / "scripts/reference/launch.py").read_bytes()
     report = (run_dir / "report.md").read_text()
     assert "| ngc-pytorch/resnet50/bz256/2n1g/fp32 | 10523.32 | 10523.3 samples/s |" in report
     assert "within" in report
+    assert (f"| ngc-pytorch/resnet50/bz256/2n1g/resnet50_b256_fp32_1 | folder data at {tmp_path / 'data/folder'} |"
+            in report)
 
 
 def test_reference_case_refused_on_a_host_without_the_model_code(ssh_hosts, tmp_path, published):
@@ -102,6 +108,20 @@ def test_reference_case_refused_on_a_host_without_the_model_code(ssh_hosts, tmp_
     err = out.stdout + out.stderr
     assert "nothing started" in err and f"h1: no model code at {tmp_path / 'nowhere' / CONVNETS}" in err
     assert "h2: no model code" in err
+    assert f"h1: no folder data at {tmp_path / 'data' / 'folder'}" not in err  # it is there
+
+
+def test_reference_case_refused_on_a_host_without_its_data(ssh_hosts, tmp_path, published):
+    inventory, suite = setup(ssh_hosts, tmp_path, published, models_tree(tmp_path, published))
+    (tmp_path / "data" / "folder" / "train").rmdir()
+    (tmp_path / "data" / "folder").rmdir()
+    out = fab("-H", "h1,h2", "run_multinode", "--suite", str(suite), "--hosts-file", str(inventory), "--force",
+              "--runs-dir", str(tmp_path / "runs"))
+    assert out.returncode == 2, (out.stdout + out.stderr)[-3000:]
+    err = out.stdout + out.stderr
+    for host in ("h1", "h2"):
+        assert (f"{host}: no folder data at {tmp_path / 'data' / 'folder'} (case ngc-pytorch/resnet50/bz256/2n1g/"
+                "fp32; data_prep/convert.py --to folder") in err
     (run_dir,) = list((tmp_path / "runs").iterdir())
     assert not (run_dir / "logs").exists() and not (run_dir / "run.json").exists()  # refused before any run
 

@@ -32,24 +32,31 @@ class Impl:
     subdir: str  # inside the checkout
     log_format: str  # kit.results.parsers format name
     source: str  # where the recipe was read
+    data_format: str | None = None  # the format it reads (data_prep/convert.py --to), under <data_dir>/<format>/
+    synthetic: str | None = None  # its own synthetic-data mode, as the program spells it; None: it has none
 
 
 IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
     Impl("paddleclas", "paddle", "resnet50", "PaddleClas ResNet50 (static graph)", "paddleclas", "", "paddleclas",
-         "PaddlePaddle/Perf@e7a07c4d ResNet50V1.5 logs (launch Configuration); PaddlePaddle/benchmark PaddleClas"),
+         "PaddlePaddle/Perf@e7a07c4d ResNet50V1.5 logs (launch Configuration); PaddlePaddle/benchmark PaddleClas",
+         data_format="paddle"),
     Impl("fleetx", "paddle", "vgg16", "FleetX VGG16 (fleet collective)", "fleetx", "python", "fleetx-vgg",
-         "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py"),
+         "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py",
+         data_format="paddle"),
     Impl("plsc", "paddle", "arcface", "PLSC ArcFace, ResNet50 backbone (DLPerf)", "plsc", "", "plsc",
          "Oneflow-Inc/DLPerf PaddlePaddle/PLSC/{README.md,scripts/runner.sh,scripts/train.py}"),
     Impl("ngc-pytorch", "torch", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch)", "dle",
          "PyTorch/Classification/ConvNets", "dle-pytorch",
-         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}"),
+         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}",
+         data_format="folder", synthetic="--data-backend syntetic"),
     Impl("ngc-tensorflow", "tensorflow", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (TensorFlow 1)",
          "dle", "TensorFlow/Classification/ConvNets", "dle-tf1",
-         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/TensorFlow/scripts/{tf_test_all.sh,tf_test_dist_all.sh}"),
+         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/TensorFlow/scripts/{tf_test_all.sh,tf_test_dist_all.sh}",
+         data_format="tfrecord", synthetic="no --data_dir"),
     Impl("ngc-mxnet", "mxnet", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (MXNet)", "dle",
          "MxNet/Classification/RN50v1.5", "dle-mxnet",
-         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/MxNet/scripts/mxnet_test_all.sh"),
+         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/MxNet/scripts/mxnet_test_all.sh",
+         data_format="recordio", synthetic="--data-backend synthetic"),
 )}
 
 
@@ -76,6 +83,7 @@ class RefJob:
     batch_size: int  # per GPU
     gpus_per_node: int
     nodes: int = 1
+    data: str = "imagenet"  # or "synthetic": the program's own synthetic mode (Impl.synthetic)
 
     @property
     def gpus(self) -> int:
@@ -91,5 +99,9 @@ def check(job: RefJob) -> None:
         raise ReferenceError(f"batch, GPUs per node and nodes must be >= 1 ({job})")
     if impl.name == "plsc" and job.precision != "fp32":
         raise ReferenceError("PLSC ArcFace: DLPerf published FP32 runs only (PaddlePaddle/PLSC/README.md)")
+    if job.data == "synthetic" and impl.synthetic is None:
+        raise ReferenceError(f"{impl.title} has no synthetic-data mode (data: imagenet reads "
+                             f"<data_dir>/{impl.data_format or '...'}/); programs with one: "
+                             + ", ".join(i.name for i in IMPLS.values() if i.synthetic))
     if impl.name == "ngc-mxnet" and job.nodes > 1:
         raise ReferenceError("NGC MXNet: the publisher ran one node only (benchmark.py -> runner -> horovodrun -np G)")

@@ -20,13 +20,16 @@ table came from, with the publisher's flags (kit.config.programs; launched by ki
 FleetX VGG16, PLSC ArcFace, NGC DeepLearningExamples PyTorch/TensorFlow 1/MXNet).
 Default: harness for paddle/torch, else reference.
 A reference case logs under logs/<implementation>/... (ngc-pytorch, paddleclas, ...) and runs the
-publisher's own step counts and data settings: warmup_steps, measure_steps, data, image_size,
-num_classes and channels_last shape harness cases only.
+publisher's own step counts: warmup_steps, measure_steps, image_size, num_classes and channels_last shape
+harness cases only. `data` of a reference case: imagenet (its default: what the publisher ran on) reads
+<host data_dir>/<the program's format>/ (paddle, folder, tfrecord, recordio: data_prep/); synthetic is the
+program's own synthetic-data mode, where it has one (kit.config.programs).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -69,6 +72,10 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
 CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS}
 MINIMUM = {"batch_size": 1, "nodes": 1, "gpus_per_node": 1, "warmup_steps": 0, "measure_steps": 1, "repeats": 1,
            "image_size": 8, "num_classes": 1, "timeout_s": 1}
+MAXIMUM = {"batch_size": 65536, "nodes": 1024, "gpus_per_node": 256, "warmup_steps": 1_000_000,
+           "measure_steps": 10_000_000, "repeats": 1000, "image_size": 4096, "num_classes": 10_000_000,
+           "timeout_s": 7 * 24 * 3600}
+MAX_RUNS = 10_000  # cases x repeats of one suite
 DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112}
 DEFAULT_NUM_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431}
 SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl")
@@ -134,7 +141,7 @@ class Case:
 
     def ref_job(self) -> programs.RefJob:
         return programs.RefJob(self.framework, self.model, self.precision, self.batch_size, self.gpus_per_node,
-                                self.nodes)
+                                self.nodes, self.data)
 
     @property
     def processes(self) -> int:
@@ -214,10 +221,15 @@ def load_suite(name_or_path: str | Path) -> Suite:
         raise ConfigError(path, "no cases", data.line_of("cases"), "cases")
     cases: list[Case] = []
     seen: dict[str, int] = {}
+    runs = 0
     for i, entry in enumerate(entries):
         if not isinstance(entry, LineDict):
             raise ConfigError(path, f"case {i + 1} must be a mapping", data.line_of("cases"), "cases")
         for case in _expand(entry, defaults, path):
+            runs += case.repeats
+            if runs > MAX_RUNS:
+                raise ConfigError(path, f"more than {MAX_RUNS} runs (cases x repeats) by this entry", entry.line,
+                                  "cases")
             if case.key in seen:
                 raise ConfigError(path, f"case {case.key} also comes from the entry at line {seen[case.key]}",
                                   entry.line)
@@ -245,8 +257,9 @@ def _values(entry: LineDict, key: str, path: Path) -> list:
                               key)
         if key in CHOICES and v not in CHOICES[key]:
             raise ConfigError(path, f"{v!r} is not one of {', '.join(CHOICES[key])}", entry.line_of(key), key)
-        if key in MINIMUM and v < MINIMUM[key]:
-            raise ConfigError(path, f"must be >= {MINIMUM[key]}, got {v}", entry.line_of(key), key)
+        if key in MINIMUM and not MINIMUM[key] <= v <= MAXIMUM[key]:  # NaN fails both
+            raise ConfigError(path, f"must be >= {MINIMUM[key]} and <= {MAXIMUM[key]}, got {v}", entry.line_of(key),
+                              key)
     if len(set(values)) != len(values):
         raise ConfigError(path, "a value is listed twice", entry.line_of(key), key)
     return values
@@ -266,6 +279,10 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
             raise ConfigError(path, "missing required key", entry.line, key)
         else:
             merged[key] = [None]
+    combos = math.prod(len(v) for v in merged.values())
+    if combos > MAX_RUNS:
+        raise ConfigError(path, f"this entry's lists expand to {combos} cases, more than {MAX_RUNS}", entry.line,
+                          "cases")
     cases = []
     for combo in itertools.product(*merged.values()):
         values = dict(zip(merged, combo, strict=True))
@@ -277,6 +294,8 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
             raise ConfigError(path, f"the kit's harness runs {', '.join(HARNESS_FRAMEWORKS)}, not "
                               f"{values['framework']} (use impl: reference)", entry.line_of(where), where)
         values["impl"] = impl
+        if impl == "reference" and "data" not in entry and "data" not in defaults:
+            values["data"] = "imagenet"  # a published program reads what its publisher ran on, unless told
         values["timeout_s"] = float(values["timeout_s"])
         case = Case(**values, line=entry.line)
         if impl == "reference":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kit.core.layout import SIDECAR_SUFFIX
 from kit.results.parsers.kitlog import read_run_start
 
 
@@ -51,6 +52,28 @@ def programs_section(report, framework_of: dict[str, str]) -> str:
         return ""
     head = ["", "### The kit's harness against the published programs", "",
             "| program case | program | harness | harness/program |", "| --- | --- | --- | --- |"]
+    return "\n".join(head + rows) + "\n"
+
+
+def program_data_section(logs: Path) -> str:
+    """What each published program's run read: the host's data in the program's format, or its own synthetic
+    mode (from the <log stem>.cmd.json records beside the logs)."""
+    rows = []
+    for sidecar in sorted(Path(logs).rglob("*" + SIDECAR_SUFFIX)):
+        try:
+            data = json.loads(sidecar.read_text()).get("data") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if data.get("mode") == "synthetic":
+            what = f"synthetic: the program's own mode ({data.get('synthetic')})"
+        elif data.get("path"):
+            what = f"{data.get('format')} data at {data['path']}"
+        else:
+            what = "the publisher's default data path (no data root given)"
+        rows.append(f"| {sidecar.relative_to(logs).as_posix().removesuffix(SIDECAR_SUFFIX)} | {what} |")
+    if not rows:
+        return ""
+    head = ["", "### What the published programs read", "", "| run | data |", "| --- | --- |"]
     return "\n".join(head + rows) + "\n"
 
 

@@ -19,7 +19,7 @@ from kit.core.inputs import KitError
 from kit.hosts import probe
 from kit.results.exporters import write_outputs
 from kit.results.report import build_report
-from kit.results.sections import programs_section, references_section, settings_section
+from kit.results.sections import program_data_section, programs_section, references_section, settings_section
 from kit.run import records, reference
 from kit.run.command import HARNESS
 from kit.run.local import BenchError, LocalRunner
@@ -128,7 +128,8 @@ def compose_report(run_dir: Path, suite: Suite):
     report = build_report(Path(run_dir) / "logs", HARNESS_METHOD, method_for=reference.log_reduction)
     report.title = f"{suite.name} benchmark: {Path(run_dir).name}"
     report.settings = (settings_section(Path(run_dir), suite) + references_section(report, suite)
-                       + programs_section(report, {name: i.framework for name, i in reference.BY_NAME.items()}))
+                       + programs_section(report, {name: i.framework for name, i in reference.BY_NAME.items()})
+                       + program_data_section(Path(run_dir) / "logs"))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
     return report
 

@@ -229,6 +229,7 @@ class Site:
     scripts: str = str(SCRIPTS)
     model_code: str = reference.CODE_ROOT
     train_list: str | None = None  # harness `data: imagenet` cases
+    data_dir: str | None = None  # root of the data published programs read (<data_dir>/<format>/); None: theirs
     cpu_threads: int | None = None  # cores the harness processes share (CPU runs on this machine)
     launcher_logs: str | None = None  # paddle launcher --log_dir; None: the launcher's default
     sidecar: str | None = None  # where launch.py records a publisher's run (<log stem>.cmd.json)
@@ -281,7 +282,8 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
     if case.impl == "reference":
         job = case.ref_job()
         cluster = reference.Cluster(rank, tuple(s.address for s in sites), port, site.nic)
-        ref = reference.build(job, cluster, code_root=here.model_code, scripts_dir=here.scripts)
+        ref = reference.build(job, cluster, code_root=here.model_code, scripts_dir=here.scripts,
+                              data_dir=reference.data_path(site.data_dir, job))
         program = Command(ref.argv, ref.env)
         if not ref.argv:
             return RunCommand(program, Command([]), ref)

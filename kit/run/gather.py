@@ -16,6 +16,7 @@ from kit.config.hosts import HostConfig, Inventory
 from kit.core.layout import log_of_run_folder
 from kit.hosts.connect import connect
 from kit.hosts.fanout import on_all, values
+from kit.run.command import sidecar_name
 from kit.run.plan import PlannedRun
 
 
@@ -46,11 +47,21 @@ def gather_run(inv: Inventory, hosts: list[HostConfig], run_dir: Path, run: Plan
     for name, out in on_all(hosts, fetch).items():
         if not out.ok:
             progress(name, "gather-failed", str(out.error))
-    source = run_dir / "hosts" / hosts[0].name / run.folder / "stdout.log"
-    if source.is_file():
-        target = run_dir / run.log_rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(source.read_bytes())
+    place_rank0(run_dir / "hosts" / hosts[0].name / run.folder, run_dir / run.log_rel)
+
+
+def place_rank0(folder: Path, log: Path) -> bool:
+    """Rank 0's stdout.log as the run's log in the DLPerf layout, its command record (a published program's
+    <log stem>.cmd.json) beside it. False when rank 0 left no stdout.log."""
+    source = folder / "stdout.log"
+    if not source.is_file():
+        return False
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(source.read_bytes())
+    sidecar = folder / sidecar_name(log.name)
+    if sidecar.is_file():
+        log.with_name(sidecar.name).write_bytes(sidecar.read_bytes())
+    return True
 
 
 def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Path]:
@@ -67,8 +78,6 @@ def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Pat
             target = run_dir / "logs" / log_of_run_folder(stdout.parent.relative_to(run_dir / "hosts" / rank0))
         except ValueError:  # not a run's folder: stays in hosts/ only
             continue
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(stdout.read_bytes())
+        if not target.exists() and place_rank0(stdout.parent, target):
             restored.append(target)
     return restored

@@ -60,6 +60,7 @@ class RefCommand:
     add: tuple[str, ...] = ()  # files (relative to scripts/) copied into the work copy
     note: str = ""
     outputs: tuple[str, ...] = ()  # files the program writes besides its output (where it runs, or absolute)
+    data_dir: str | None = None  # what it reads; None: its publisher's default path, or its synthetic mode
 
     def shell(self) -> str:
         """One line to paste into a shell: cd, environment, command (every argument quoted)."""
@@ -111,6 +112,9 @@ def _fleetx(job: RefJob, cl: Cluster, data_dir: str | None, scripts: str) -> tup
     launch = ["python", "-m", "paddle.distributed.launch", "--gpus", _devices(job.gpus_per_node)]
     if job.nodes > 1:
         launch += ["--master", f"{cl.hosts[0]}:{cl.port}", "--nnodes", str(job.nodes), "--rank", str(cl.rank)]
+        # the launcher takes this node's address from POD_IP (else gethostbyname(hostname): 127.0.x.1 or nothing
+        # on many hosts, and then rank 0 never serves --master); as PaddleClas's platform set it, argv unchanged
+        env["POD_IP"] = cl.here
     return [*launch, *train], env
 
 
@@ -231,8 +235,34 @@ def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = 
     if cluster.nic and argv:
         env = {**env, "NCCL_SOCKET_IFNAME": cluster.nic}
     note = "" if argv else f"nothing to start here: rank 0's mpirun starts this host's {job.gpus_per_node} ranks"
+    if job.data == "synthetic" and argv:
+        argv, data_dir = synthetic(impl, argv), None
     publisher, kit = methods(impl, job)
-    return RefCommand(impl, argv, env, cwd, publisher, kit, work_copy, patch, add, note, outputs(impl, argv))
+    return RefCommand(impl, argv, env, cwd, publisher, kit, work_copy, patch, add, note, outputs(impl, argv),
+                      data_dir)
+
+
+def data_path(root: str | None, job: RefJob) -> str | None:
+    """Where the job's program reads its data under a host's data root: <root>/<its format>/ (data_prep), or
+    None (synthetic, a program whose data the kit does not make, or no root: the publisher's default path)."""
+    impl = implementation(job.framework, job.model)
+    if not root or job.data != "imagenet" or not impl.data_format:
+        return None
+    return f"{root.rstrip('/')}/{impl.data_format}"
+
+
+def synthetic(impl: Impl, argv: list[str]) -> list[str]:
+    """The published argv switched to the program's own synthetic-data mode (Impl.synthetic)."""
+    if impl.name == "ngc-pytorch":  # the positional data path stays (main.py requires it), unread
+        return [*argv[:-1], "--data-backend", "syntetic", argv[-1]]
+    if impl.name == "ngc-tensorflow":  # DLE TF: no --data_dir means synthetic input
+        return [a for a in argv if not a.startswith("--data_dir=")]
+    if impl.name == "ngc-mxnet":
+        if "--data-root" in argv:
+            at = argv.index("--data-root")
+            argv = argv[:at] + argv[at + 2:]
+        return [*argv, "--data-backend", "synthetic"]
+    raise ReferenceError(f"{impl.title} has no synthetic-data mode")
 
 
 def outputs(impl: Impl, argv: list[str]) -> tuple[str, ...]:
@@ -266,4 +296,6 @@ def record(cmd: RefCommand, job: RefJob, cluster: Cluster) -> dict:
         "publisher_method": cmd.publisher_method.to_dict() if cmd.publisher_method else None,
         "kit_method": cmd.kit_method.to_dict(),
         "model_code": cmd.impl.code, "work_copy": cmd.work_copy, "patch": cmd.patch, "add": list(cmd.add),
+        "data": {"mode": job.data, "format": None if job.data == "synthetic" else cmd.impl.data_format,
+                 "path": cmd.data_dir, "synthetic": cmd.impl.synthetic if job.data == "synthetic" else None},
     }

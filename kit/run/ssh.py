@@ -62,7 +62,7 @@ def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | 
         container = Container(image or "", mounts, workdir=workdir)
     return Site(name=host.name, address=host.address, nic=host.nic, python=host.python,
                 harness=posixpath.join(harness_dir(host), "train.py"),
-                scripts=scripts_dir(host), model_code=host.model_code or reference.CODE_ROOT,
+                scripts=scripts_dir(host), model_code=host.model_code or reference.CODE_ROOT, data_dir=host.data_dir,
                 launcher_logs=posixpath.join(workdir, "launcher") if workdir else None,
                 sidecar=posixpath.join(workdir, sidecar_name(log_name)) if workdir else None, container=container)
 
@@ -149,6 +149,12 @@ class SshRunner(Runner):
                 for local, remote in files:
                     conn.put(str(local), remote)
                 problems = _differ(conn, files)
+                for key, case in programs:
+                    if where := reference.data_path(host.data_dir, case.ref_job()):
+                        if conn.run(quote_cmd(["test", "-d", where]), hide=True, warn=True).exited != 0:
+                            fmt = reference.implementation(case.framework, case.model).data_format
+                            problems.append(f"no {fmt} data at {where} (case {key}; data_prep/convert.py --to {fmt}, "
+                                            f"then fab stage_data; or data: synthetic where the program has it)")
                 for key, case in programs if host.runtime != "docker" else ():
                     where = code_dir(case, host.model_code or reference.CODE_ROOT)
                     if conn.run(quote_cmd(["test", "-d", where]), hide=True, warn=True).exited != 0:
