@@ -760,3 +760,60 @@ def test_synthetic_data_is_each_programs_own_mode_and_refused_where_it_has_none(
     with pytest.raises(suites.ConfigError, match=r"s.yaml:4: impl: PaddleClas ResNet50 \(static graph\) has no "
                        r"synthetic-data mode .*programs with one: ngc-pytorch, ngc-tensorflow, ngc-mxnet"):
         suites.load_suite(suite)
+
+
+def cluster_inventory(tmp_path, gpus_of_n3: int = 8) -> Path:
+    (tmp_path / "kh").write_text("")
+    (tmp_path / "key").write_text("")
+    path = tmp_path / "hosts.yaml"
+    path.write_text(f"schema_version: 1\nssh: {{known_hosts: {tmp_path / 'kh'}}}\n"
+                    f"defaults: {{user: bench, gpus: 8, key_file: {tmp_path / 'key'}, data_dir: /data/in}}\n"
+                    "hosts:\n  - {name: n1, address: 10.0.0.1, runtime: docker}\n"
+                    "  - {name: n2, address: 10.0.0.2, runtime: native, model_code: /srv/models}\n"
+                    f"  - {{name: n3, address: 10.0.0.3, gpus: {gpus_of_n3}}}\n  - {{name: n4, address: 10.0.0.4}}\n")
+    return path
+
+
+def test_cluster_dry_run_prints_every_case_on_every_host_of_its_group(tmp_path, capsys):
+    from kit.cli import main
+
+    assert main(["cluster", "--dry-run", "--suite", "v100", "--hosts-file", str(cluster_inventory(tmp_path))]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("kit cluster --dry-run: suite v100 (gpu), ") and out[0].endswith("nothing is started.")
+    assert out[2] == "  1-node cases: n1 (10.0.0.1, docker, 8 GPUs)"
+    assert out[4].startswith("  4-node cases: n1 (10.0.0.1, docker, 8 GPUs), n2 (10.0.0.2, native, 8 GPUs), n3")
+    tf = out.index(next(line for line in out if line.startswith("ngc-tensorflow/resnet50/bz256/4n8g/fp32 [reference")))
+    assert out[tf + 2].startswith("  n1 (in the image): cd /opt/models/DeepLearningExamples/TensorFlow/Classification/ConvNets && "
+                                  "mpirun --allow-run-as-root -tag-output")
+    assert "-H 10.0.0.1:8,10.0.0.2:8,10.0.0.3:8,10.0.0.4:8" in out[tf + 2]
+    assert out[tf + 3:tf + 6] == [f"  {n}: # nothing to start here: rank 0's mpirun starts this host's 8 ranks"
+                                  for n in ("n2", "n3 (in the image)", "n4 (in the image)")]
+    assert out[tf + 6] == "  data: /data/in/tfrecord"
+    pt = out.index(next(line for line in out if line.startswith("ngc-pytorch/resnet50/bz256/4n8g/amp [reference")))
+    for rank, host in enumerate(("n1 (in the image)", "n2", "n3 (in the image)", "n4 (in the image)")):
+        assert out[pt + 2 + rank].startswith(f"  {host}: cd ") and f"--node_rank {rank} " in out[pt + 2 + rank]
+    assert "/srv/models/DeepLearningExamples" in out[pt + 3] and "/opt/models/" in out[pt + 2]
+    assert out[-1].endswith(" skipped.") and " 0 skipped" in out[-1]
+
+
+def test_cluster_plan_refuses_cases_a_host_has_too_few_gpus_for(tmp_path, capsys):
+    from kit.cli import main
+
+    inventory = cluster_inventory(tmp_path, gpus_of_n3=4)
+    assert main(["cluster", "--dry-run", "--suite", "v100", "--hosts-file", str(inventory)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    at = out.index(next(line for line in out if line.startswith("paddleclas/resnet50/bz256/4n8g/fp32 [reference")))
+    assert out[at + 2] == "  skipped: needs 8 GPU(s) on each of its 4 host(s); n3 has 4 (inventory gpus:)"
+    skipped = sum(1 for line in out if line.startswith("  skipped: needs 8 GPU(s)"))
+    assert skipped > 0 and out[-1].endswith(f", {skipped} skipped.")
+
+
+def test_a_job_refuses_cases_its_hosts_have_too_few_gpus_for_before_connecting(tmp_path):
+    from kit.config.hosts import load_hosts
+    from kit.config.suites import load_suite
+    from kit.run.multinode import MultinodeError, run_job
+
+    inv = load_hosts(cluster_inventory(tmp_path, gpus_of_n3=0))
+    with pytest.raises(MultinodeError, match=r"suite v100: no 4-node case fits these hosts: paddle/resnet50/bz256/"
+                       r"4n8g/fp32: needs 8 GPU\(s\) on each of its 4 host\(s\); n3 has 0 \(inventory gpus:\)"):
+        run_job(inv, ["n1", "n2", "n3", "n4"], load_suite("v100"), tmp_path / "run")  # 10.0.0.x: never reached

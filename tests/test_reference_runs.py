@@ -55,7 +55,7 @@ def setup(ssh_hosts, tmp_path: Path, published: Path, model_code: Path | None) -
         target.chmod(0o755)
     (tmp_path / "data" / "folder" / "train").mkdir(parents=True, exist_ok=True)  # what DLE PyTorch reads
     keys = {"model_code": str(model_code)} if model_code else {}
-    inventory = write_inventory(ssh_hosts, tmp_path, ssh={"connect_timeout": 3}, gpus=0, python=sys.executable,
+    inventory = write_inventory(ssh_hosts, tmp_path, ssh={"connect_timeout": 3}, gpus=1, python=sys.executable,
                                 **keys)
     (tmp_path / "ngc.yaml").write_text(SUITE)
     return inventory, tmp_path / "ngc.yaml"

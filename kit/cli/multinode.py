@@ -17,6 +17,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("cluster", help="a whole suite on hosts.yaml: 1-node cases on the first host, n-node on n hosts")
     add_hosts_file(p)
     _add_job_flags(p, "suite name or YAML")
+    p.add_argument("--dry-run", action="store_true", help="print the host groups and every case's command on every "
+                   "host (harness and published programs) and what is skipped and why; connect to nothing")
 
     p = sub.add_parser("gather-logs", help="fetch every host's raw logs of a run again; rank 0's into logs/")
     p.add_argument("--hosts", required=True, help="comma-separated host names (rank 0 first)")
@@ -104,6 +106,14 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from kit.run.plan import cluster_plan
 
     inv = load_hosts(hosts_file(args))
+    if args.dry_run:
+        from kit.config.suites import load_suite
+        from kit.run import dryrun, records
+
+        suite = records.resume(args.resume) if args.resume else load_suite(args.suite)
+        for line in dryrun.render_cluster(suite, inv.hosts, f"from {hosts_file(args)}", args.resume):
+            print(line)
+        return EXIT_OK
     multinode.preflight(inv, inv.hosts)
     plan: dict = {}
 

@@ -17,7 +17,7 @@ from kit.config.suites import Case, Suite
 from kit.run import records, reference
 from kit.run.command import RunCommand, command_for
 from kit.run.local import LocalRunner
-from kit.run.plan import PlannedRun, plan
+from kit.run.plan import PlannedRun, cluster_plan, plan, unfit
 from kit.run.ssh import ssh_site
 
 PORT = 29500
@@ -68,7 +68,7 @@ def _local(case: Case, runner: LocalRunner, hardware: str) -> list[str]:
 
 
 def _remote(case: Case, hosts: list[HostConfig], hardware: str) -> list[str]:
-    sites = [ssh_site(h, None, case.log_path(1).name, None) for h in hosts]
+    sites = [ssh_site(h, None, case.log_path(1).name, None, case.impl == "reference") for h in hosts]
     lines, cmd = [], None
     for rank, host in enumerate(hosts):
         cmd = command_for(case, 1, rank, sites, PORT, hardware)
@@ -104,4 +104,40 @@ def render(suite: Suite, runner: LocalRunner, hosts: list[HostConfig] | None, ho
             lines += _remote(case, inventory[:case.nodes], suite.hardware)
         if id(case) in why:
             lines.append(f"  not run by `kit bench` on this host: {why[id(case)]}")
+    return lines
+
+
+def render_cluster(suite: Suite, hosts: list[HostConfig], hosts_source: str, run_dir: Path | None = None) -> list[str]:
+    """`kit cluster --dry-run`: the host groups, then every case with its exact command on every host of its
+    group (harness and published programs), and each case that will not run with the reason."""
+    groups, unplaced = cluster_plan(suite, [h.name for h in hosts])
+    by_nodes = {nodes: hosts[:nodes] for _names, nodes in groups}
+    lines = [f"kit cluster --dry-run: suite {suite.name} ({suite.hardware}), {len(suite.cases)} cases on "
+             f"{len(hosts)} host(s) {hosts_source}; nothing is started.", "host groups:"]
+    lines += [f"  {nodes}-node cases: {', '.join(f'{h.name} ({h.address}, {h.runtime}, {h.gpus} GPUs)' for h in group)}"
+              for nodes, group in sorted(by_nodes.items())]
+    lines += [f"  not run: {why}" for why in unplaced]
+    if any(c.impl == "reference" for c in suite.cases):
+        lines.append("reference cases: the publisher's command; the kit starts it through scripts/reference/launch.py "
+                     "(staged to <work_dir>/kit-scripts), which records <log stem>.cmd.json. Ports are picked per run "
+                     f"({PORT} shown).")
+    skipped = 0
+    for case in suite.cases:
+        done = [r for r in range(1, case.repeats + 1)
+                if run_dir is not None and records.is_done(run_dir, PlannedRun(case, r))]
+        lines += _header(case, done)
+        group = by_nodes.get(case.nodes)
+        why = (f"needs {case.nodes} hosts; the inventory has {len(hosts)}" if group is None
+               else unfit(case, group, suite.hardware))
+        if why:
+            skipped += 1
+            lines.append(f"  skipped: {why}")
+            continue
+        lines += _remote(case, group, suite.hardware)
+        if case.impl == "reference":
+            paths = sorted({reference.data_path(h.data_dir, case.ref_job()) or "" for h in group})
+            data = ("the program's own synthetic mode" if case.data == "synthetic" else ", ".join(paths)
+                    if paths != [""] else "the publisher's default path (the kit stages none for this program)")
+            lines.append(f"  data: {data}")
+    lines.append(f"{len(suite.cases) - skipped} case(s) would run, {skipped} skipped.")
     return lines

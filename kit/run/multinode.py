@@ -17,7 +17,7 @@ from kit.hosts import probe
 from kit.hosts.connect import check_reachable
 from kit.run import records
 from kit.run.bench import write_report
-from kit.run.plan import PlannedRun, plan_for_nodes
+from kit.run.plan import PlannedRun, plan_for_nodes, unfit
 from kit.run.runner import RunError, RunOutcome, execute
 from kit.run.ssh import SshRunner
 
@@ -49,6 +49,13 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     runs = plan_for_nodes(suite, len(hosts))
     if not runs:
         raise MultinodeError(f"suite {suite.name} has no case for {len(hosts)} node(s)")
+    refused = {r.case.key: why for r in runs if (why := unfit(r.case, hosts, suite.hardware))}
+    for key, why in refused.items():
+        progress("plan", "not run", f"{key}: {why}")
+    runs = [r for r in runs if r.case.key not in refused]
+    if not runs:
+        raise MultinodeError(f"suite {suite.name}: no {len(hosts)}-node case fits these hosts: "
+                             + "; ".join(f"{k}: {w}" for k, w in refused.items()))
     preflight(inv, hosts)
     verdict = probe.check_env(inv, hosts, Path(run_dir) / "env", require_gpu=suite.hardware == "gpu")
     if not verdict.ok:
@@ -63,6 +70,11 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
         runner.images = deliver_images(inv, docker_hosts, suite, runs, Path(run_dir), image, progress)
     forced = runner.stage(runs, force)
     meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts])
+    if refused:
+        known = {s["case"] for s in meta.get("skipped_cases", [])}
+        meta["skipped_cases"] = meta.get("skipped_cases", []) + [
+            {"case": k, "reason": w} for k, w in refused.items() if k not in known]
+        records.save_run_meta(run_dir, meta)
     if forced:  # checkouts not at the pinned commit, run anyway (--force): the auditor sees which
         meta["model_code_forced"] = [m for m in meta.get("model_code_forced", []) if m not in forced] + forced
         records.save_run_meta(run_dir, meta)

@@ -129,6 +129,16 @@ def plan_for_nodes(suite: Suite, nodes: int, accept: Callable[[Case], bool] | No
     return [PlannedRun(c, r) for r in range(1, most + 1) for c in cases if r <= c.repeats]
 
 
+def unfit(case: Case, hosts: list, hardware: str) -> str | None:
+    """Why these hosts cannot run the case as planned (fewer GPUs than it starts per node, by the inventory's
+    `gpus:`), or None. A CPU suite's gpus_per_node counts processes: any host runs them."""
+    short = [h for h in hosts if hardware == "gpu" and h.gpus < case.gpus_per_node]
+    if not short:
+        return None
+    have = ", ".join(f"{h.name} has {h.gpus}" for h in short)
+    return f"needs {case.gpus_per_node} GPU(s) on each of its {case.nodes} host(s); {have} (inventory gpus:)"
+
+
 def cluster_plan(suite: Suite, host_names: list[str]) -> tuple[list[tuple[list[str], int]], list[str]]:
     """(hosts, nodes) groups to run: single-node cases on the first host, n-node cases on the first n hosts."""
     wanted = sorted({c.nodes for c in suite.cases})
