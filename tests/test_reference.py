@@ -448,7 +448,7 @@ def test_plsc_commands_are_dlperfs_runner_sh():
         "/opt/models/PLSC", "plsc-patched", "plsc/exit_at_batch_150.patch", ("plsc/train.py",))
     assert two.shell().startswith("cd plsc-patched && python3 -m paddle.distributed.launch")
     # DLPerf extract_paddle_logs.py: qps records [50//10*n : 150//10*n], mean, 2 decimals
-    assert two.publisher_method.to_dict() | {} == reference.Method(skip=10, count=20, round=2).to_dict()
+    assert two.publisher_method.to_dict() | {} == reference.Method(skip=10, round=2).to_dict()
     with pytest.raises(reference.ReferenceError, match="FP32 runs only"):
         build(RefJob("paddle", "arcface", "amp", 128, 1, 1))
 
@@ -757,8 +757,12 @@ def test_synthetic_data_is_each_programs_own_mode_and_refused_where_it_has_none(
                      "  - {framework: torch, model: resnet50, batch_size: 256}\n")
     assert [c.data for c in suites.load_suite(suite).cases] == ["imagenet", "imagenet", "synthetic"]
     suite.write_text(suite.read_text().replace("model: resnet50,", "model: resnet50, data: synthetic,", 1))
+    plsc = RefJob("paddle", "arcface", "fp32", 128, 8, 1)
+    assert plsc.data == "synthetic" and reference.data_path("/data", plsc) is None  # DLPerf: random samples
+    with pytest.raises(reference.ReferenceError, match="reads no dataset"):
+        reference.build(RefJob("paddle", "arcface", "fp32", 128, 8, 1, "imagenet"))
     with pytest.raises(suites.ConfigError, match=r"s.yaml:4: impl: PaddleClas ResNet50 \(static graph\) has no "
-                       r"synthetic-data mode .*programs with one: ngc-pytorch, ngc-tensorflow, ngc-mxnet"):
+                       r"synthetic-data mode .*programs with one: plsc, ngc-pytorch, ngc-tensorflow, ngc-mxnet"):
         suites.load_suite(suite)
 
 

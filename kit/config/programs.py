@@ -44,7 +44,8 @@ IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
          "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py",
          data_format="paddle"),
     Impl("plsc", "paddle", "arcface", "PLSC ArcFace, ResNet50 backbone (DLPerf)", "plsc", "", "plsc",
-         "Oneflow-Inc/DLPerf PaddlePaddle/PLSC/{README.md,scripts/runner.sh,scripts/train.py}"),
+         "Oneflow-Inc/DLPerf PaddlePaddle/PLSC/{README.md,scripts/runner.sh,scripts/train.py}",
+         synthetic="random 3x112x112 samples: DLPerf's train.py reads no dataset"),
     Impl("ngc-pytorch", "torch", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch)", "dle",
          "PyTorch/Classification/ConvNets", "dle-pytorch",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}",
@@ -83,7 +84,12 @@ class RefJob:
     batch_size: int  # per GPU
     gpus_per_node: int
     nodes: int = 1
-    data: str = "imagenet"  # or "synthetic": the program's own synthetic mode (Impl.synthetic)
+    data: str | None = None  # imagenet | synthetic (Impl.synthetic); None: imagenet where the program reads a dataset
+
+    def __post_init__(self) -> None:
+        impl = IMPLS.get((self.framework, self.model))
+        if self.data is None:
+            object.__setattr__(self, "data", "synthetic" if impl and impl.data_format is None else "imagenet")
 
     @property
     def gpus(self) -> int:
@@ -99,6 +105,8 @@ def check(job: RefJob) -> None:
         raise ReferenceError(f"batch, GPUs per node and nodes must be >= 1 ({job})")
     if impl.name == "plsc" and job.precision != "fp32":
         raise ReferenceError("PLSC ArcFace: DLPerf published FP32 runs only (PaddlePaddle/PLSC/README.md)")
+    if job.data == "imagenet" and impl.data_format is None:
+        raise ReferenceError(f"{impl.title} reads no dataset ({impl.synthetic}): data: synthetic")
     if job.data == "synthetic" and impl.synthetic is None:
         raise ReferenceError(f"{impl.title} has no synthetic-data mode (data: imagenet reads "
                              f"<data_dir>/{impl.data_format or '...'}/); programs with one: "

@@ -61,6 +61,8 @@ class RefCommand:
     note: str = ""
     outputs: tuple[str, ...] = ()  # files the program writes besides its output (where it runs, or absolute)
     data_dir: str | None = None  # what it reads; None: its publisher's default path, or its synthetic mode
+    code_root: str = CODE_ROOT  # where it found the checkouts, and the kit's scripts (for the record)
+    scripts_dir: str = SCRIPTS_DIR
 
     def shell(self) -> str:
         """One line to paste into a shell: cd, environment, command (every argument quoted)."""
@@ -191,8 +193,9 @@ def methods(impl: Impl, job: RefJob) -> tuple[Method | None, Method]:
         return Method(skip=1, reduce="harmonic_mean", sig=5), Method(skip=1, reduce="harmonic_mean")
     if name == "paddleclas":  # per-card ips: scaled by the GPUs
         return Method(skip=10, scale=job.gpus), Method(skip=10, reduce="harmonic_mean", scale=job.gpus)
-    if name == "plsc":  # DLPerf extract_paddle_logs.py: records [50//10*n : 150//10*n], mean, 2 decimals
-        return Method(skip=5 * n, count=10 * n, round=2), Method(skip=5 * n, reduce="harmonic_mean")
+    if name == "plsc":  # DLPerf extract_paddle_logs.py: np.mean(records[50//10*n : 150//10*n]), 2 decimals; a numpy
+        # slice keeps what is there, and the patch ends every trainer at batch 150 (15 records), so: all after 5n
+        return Method(skip=5 * n, round=2), Method(skip=5 * n, reduce="harmonic_mean")
     # fleetx: 'speed' is steps/s; FleetX publishes no reduction rule, so the kit's only
     return None, Method(skip=10, reduce="harmonic_mean", scale=job.batch_size * job.gpus)
 
@@ -239,7 +242,7 @@ def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = 
         argv, data_dir = synthetic(impl, argv), None
     publisher, kit = methods(impl, job)
     return RefCommand(impl, argv, env, cwd, publisher, kit, work_copy, patch, add, note, outputs(impl, argv),
-                      data_dir)
+                      data_dir, code_root or CODE_ROOT, scripts_dir)
 
 
 def data_path(root: str | None, job: RefJob) -> str | None:
@@ -257,6 +260,8 @@ def synthetic(impl: Impl, argv: list[str]) -> list[str]:
         return [*argv[:-1], "--data-backend", "syntetic", argv[-1]]
     if impl.name == "ngc-tensorflow":  # DLE TF: no --data_dir means synthetic input
         return [a for a in argv if not a.startswith("--data_dir=")]
+    if impl.name == "plsc":  # DLPerf's train.py: random samples, always
+        return argv
     if impl.name == "ngc-mxnet":
         if "--data-root" in argv:
             at = argv.index("--data-root")
@@ -298,4 +303,18 @@ def record(cmd: RefCommand, job: RefJob, cluster: Cluster) -> dict:
         "model_code": cmd.impl.code, "work_copy": cmd.work_copy, "patch": cmd.patch, "add": list(cmd.add),
         "data": {"mode": job.data, "format": None if job.data == "synthetic" else cmd.impl.data_format,
                  "path": cmd.data_dir, "synthetic": cmd.impl.synthetic if job.data == "synthetic" else None},
+        "cluster": {"hosts": list(cluster.hosts), "port": cluster.port, "nic": cluster.nic},
+        "code_root": cmd.code_root, "scripts_dir": cmd.scripts_dir,
     }
+
+
+def rebuild(meta: dict) -> RefCommand:
+    """What the recipe builds for the job and placement a sidecar records (kit verify compares the two);
+    ReferenceError/KeyError/TypeError/ValueError when the record does not name a job this kit knows."""
+    data = meta.get("data") or {}
+    job = RefJob(meta["framework"], meta["model"], meta["precision"], int(meta["batch_size"]),
+                 int(meta["gpus_per_node"]), int(meta["nodes"]), data.get("mode"))
+    place = meta["cluster"]
+    cluster = Cluster(int(meta["rank"]), tuple(str(h) for h in place["hosts"]), int(place["port"]), place.get("nic"))
+    return build(job, cluster, code_root=str(meta["code_root"]), data_dir=data.get("path"),
+                 scripts_dir=str(meta["scripts_dir"]))

@@ -234,7 +234,8 @@ class SshRunner(Runner):
         return list(self._status.values())
 
     def gather(self, run: PlannedRun) -> None:
-        gather.gather_run(self.inv, self.hosts, self.run_dir, run, self.progress)
+        started = [h for h in self.hosts if h.name in self._status]  # not those whose ranks rank 0's mpirun ran
+        gather.gather_run(self.inv, started, self.run_dir, run, self.progress)
 
 
 def _differ(conn, files: list[tuple[Path, str]]) -> list[str]:

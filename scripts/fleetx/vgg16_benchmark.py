@@ -7,14 +7,31 @@ Momentum with L2Decay(1e-4); `fleetx.MultiGPUTrainer().fit(model, loader, epoch=
 script fixes batch 32 and FP32 and downloads its data from HDFS; here --batch-size, --amp
 (DistributedStrategy.amp, the seed's "amp on") and --data-dir (a local copy) are flags.
 FleetX prints steps/s ('speed: ...'); the kit multiplies by the global batch recorded beside the log.
+
+Written against the Paddle 2.0 API (paddle.static, paddle.optimizer, paddle.regularizer; the published script's
+paddle.fluid is gone from Paddle >= 2.6), so it runs from Paddle 2.0 to 3.x:
+- fluid.optimizer.Momentum(regularization=fluid.regularizer.L2Decay(c)) is
+  paddle.optimizer.Momentum(weight_decay=paddle.regularizer.L2Decay(c)): the same L2 term added to each gradient;
+- the ExecutionStrategy (ParallelExecutor threads and scope dropping) is set where Paddle still has one
+  (paddle.static.ExecutionStrategy, Paddle 2.x); Paddle 3 removed the ParallelExecutor and with it that
+  strategy, so there it is reported and left out: everything else is set as published;
+- the program is built in Paddle 2's ProgramDesc IR (Paddle 3's paddle.pir_utils.OldIrGuard): fleet's static
+  collective optimizer and FleetX's static model are written for it, not for Paddle 3's default PIR.
 """
 
 import argparse
+import contextlib
+import sys
 
 import fleetx as X
 import paddle
 import paddle.distributed.fleet as fleet
-import paddle.fluid as fluid
+
+
+def program_ir():
+    """Paddle 2's static-graph IR: a no-op before Paddle 3, OldIrGuard from it on."""
+    guard = getattr(getattr(paddle, "pir_utils", None), "OldIrGuard", None)
+    return guard() if guard is not None else contextlib.nullcontext()
 
 
 def main() -> None:
@@ -27,29 +44,34 @@ def main() -> None:
     parser.add_argument("--momentum", type=float, default=0.99, help="FleetX parse_train_configs default")
     args = parser.parse_args()
 
-    paddle.enable_static()
-    fleet.init(is_collective=True)
-    model = X.applications.VGG16()
-    loader = model.get_train_dataloader(args.data_dir, batch_size=args.batch_size)
+    with program_ir():
+        paddle.enable_static()
+        fleet.init(is_collective=True)
+        model = X.applications.VGG16()
+        loader = model.get_train_dataloader(args.data_dir, batch_size=args.batch_size)
 
-    exec_strategy = fluid.ExecutionStrategy()
-    exec_strategy.num_threads = 2
-    exec_strategy.num_iteration_per_drop_scope = 100
-    dist_strategy = fleet.DistributedStrategy()
-    dist_strategy.execution_strategy = exec_strategy
-    build_strategy = fluid.BuildStrategy()
-    build_strategy.enable_inplace = False
-    build_strategy.fuse_elewise_add_act_ops = True
-    build_strategy.fuse_bn_act_ops = True
-    dist_strategy.build_strategy = build_strategy
-    dist_strategy.nccl_comm_num = 1
-    dist_strategy.amp = args.amp
+        dist_strategy = fleet.DistributedStrategy()
+        if hasattr(paddle.static, "ExecutionStrategy"):  # Paddle 2.x
+            exec_strategy = paddle.static.ExecutionStrategy()
+            exec_strategy.num_threads = 2
+            exec_strategy.num_iteration_per_drop_scope = 100
+            dist_strategy.execution_strategy = exec_strategy
+        else:
+            print(f"vgg16_benchmark.py: Paddle {paddle.__version__} has no ExecutionStrategy (no ParallelExecutor): "
+                  "the published num_threads 2, num_iteration_per_drop_scope 100 do not apply", file=sys.stderr)
+        build_strategy = paddle.static.BuildStrategy()
+        build_strategy.enable_inplace = False
+        build_strategy.fuse_elewise_add_act_ops = True
+        build_strategy.fuse_bn_act_ops = True
+        dist_strategy.build_strategy = build_strategy
+        dist_strategy.nccl_comm_num = 1
+        dist_strategy.amp = args.amp
 
-    optimizer = fluid.optimizer.Momentum(learning_rate=args.lr, momentum=args.momentum,
-                                         regularization=fluid.regularizer.L2Decay(0.0001))
-    optimizer = fleet.distributed_optimizer(optimizer, strategy=dist_strategy)
-    optimizer.minimize(model.loss)
-    X.MultiGPUTrainer().fit(model, loader, epoch=args.epochs)
+        optimizer = paddle.optimizer.Momentum(learning_rate=args.lr, momentum=args.momentum,
+                                              weight_decay=paddle.regularizer.L2Decay(0.0001))
+        optimizer = fleet.distributed_optimizer(optimizer, strategy=dist_strategy)
+        optimizer.minimize(model.loss)
+        X.MultiGPUTrainer().fit(model, loader, epoch=args.epochs)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,3 @@
+from .entry import Entry
+
+__all__ = ["Entry"]
