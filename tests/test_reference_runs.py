@@ -98,6 +98,41 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
     assert "within" in report
     assert (f"| ngc-pytorch/resnet50/bz256/2n1g/resnet50_b256_fp32_1 | folder data at {tmp_path / 'data/folder'} |"
             in report)
+    audit_program_rules(run_dir, tmp_path)
+
+
+def audit_program_rules(run_dir: Path, tmp_path: Path) -> None:
+    """kit verify judges the published program's run from its records: clean as run, each forgery named."""
+    from kit.audit import bundle as bd
+    from kit.audit.verify import verify, verify_tree
+
+    def program_violations(result) -> list[tuple[str, str]]:
+        return sorted((v.rule, v.message) for v in result.violations if v.rule.startswith("program_"))
+
+    clean = verify(bd.make_bundle(run_dir, tmp_path / "clean.tar.gz", submitter="Lab", system_name="box"))
+    assert program_violations(clean) == []
+    pinned = next(f for f in clean.findings if f.rule.name == "program_code_at_pin")
+    assert pinned.checked == 2 and pinned.note.startswith("2 run record(s) ran forced off the pin")
+    root = bd.unpack(bd.make_bundle(run_dir, tmp_path / "forged.tar.gz", submitter="Lab", system_name="box"),
+                     tmp_path / "forged")
+    run = next((root / "run").iterdir())
+    folder = run / "hosts" / "h2" / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1"
+    sidecar = folder / "resnet50_b256_fp32_1.cmd.json"
+    meta = json.loads(sidecar.read_text())
+    meta["argv"][meta["argv"].index("-b") + 1] = "128"  # h2 ran another batch than the case
+    sidecar.write_text(json.dumps(meta))
+    (folder / "stdout.log").unlink()
+    meta = json.loads((run / "run.json").read_text())
+    meta["model_code_forced"] = meta["model_code_forced"][:1]  # h2's forced run no longer said
+    (run / "run.json").write_text(json.dumps(meta))
+    bd.write_manifest(root)
+    found = program_violations(verify_tree(root))
+    case = "ngc-pytorch/resnet50/bz256/2n1g/fp32"
+    assert [rule for rule, _ in found] == ["program_as_published", "program_code_at_pin",
+                                          "program_every_rank_logged"], found
+    assert found[0][1].startswith(f"{case} (h2): argv [") and "is not the recipe's" in found[0][1]
+    assert found[1][1].startswith(f"{case} (h2): ran model code of no git commit, docker/pins.yaml pins ")
+    assert found[2][1] == f"{case} (h2): no stdout.log of this host's ranks"
 
 
 def test_reference_case_refused_on_a_host_without_the_model_code(ssh_hosts, tmp_path, published):

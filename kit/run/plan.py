@@ -65,9 +65,13 @@ def _pins():
     return load_pins()
 
 
+def pin_of(code: str) -> str:
+    """The commit docker/pins.yaml pins for a model_code key (what the images check out)."""
+    return _pins().model_code[code].commit
+
+
 def pinned_commit(case: Case) -> str:
-    """The commit docker/pins.yaml pins for the case's program (what the images check out)."""
-    return _pins().model_code[reference.implementation(case.framework, case.model).code].commit
+    return pin_of(reference.implementation(case.framework, case.model).code)
 
 
 def head_mismatch(case: Case, where: str, head: str | None) -> dict | None:

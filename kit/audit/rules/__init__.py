@@ -3,6 +3,7 @@
 engine: loading the rules files and evaluating them (Rule, Finding, Violation); predicates: the named checks.
 """
 
+from kit.audit.rules import programs as _programs  # noqa: F401  (registers the published programs' predicates)
 from kit.audit.rules.engine import DEFAULT_VERSION, Finding, Rule, Violation, evaluate, load_rules, newest, versions
 from kit.audit.rules.predicates import PREDICATES
 
