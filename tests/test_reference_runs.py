@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from nethosts import write_inventory
@@ -181,3 +182,24 @@ def test_reference_case_refused_where_the_model_code_is_not_at_the_pinned_commit
                 "(case ngc-pytorch/resnet50/bz256/2n1g/fp32); pass --force") in err
     (run_dir,) = list((tmp_path / "runs").iterdir())
     assert not (run_dir / "logs").exists() and not (run_dir / "run.json").exists()  # refused before any run
+
+
+def test_reference_hung_rank_stops_every_process_on_every_host(ssh_hosts, tmp_path, published):
+    root = models_tree(tmp_path, published)
+    (root / CONVNETS / "hang_rank").write_text("1")  # rank 1 (on h2) hangs and ignores SIGTERM
+    inventory, suite = setup(ssh_hosts, tmp_path, published, root)
+    suite.write_text(SUITE.replace("timeout_s: 240", "timeout_s: 20"))
+    runs = tmp_path / "runs"
+    t0 = time.monotonic()
+    out = fab("-H", "h1,h2", "run_multinode", "--suite", str(suite), "--hosts-file", str(inventory), "--force",
+              "--runs-dir", str(runs))
+    assert out.returncode != 0 and time.monotonic() - t0 < 150, (out.stdout + out.stderr)[-3000:]
+    (run_dir,) = list(runs.iterdir())
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert entry["status"] == "timeout" and "every host" in entry["reason"], entry
+    for host in ("h1", "h2"):
+        left = ssh_hosts.run(host, ["ps", "-eo", "args="]).stdout
+        assert "main.py" not in left and "multiproc.py" not in left and "launch.py" not in left, (host, left)
+    hung = run_dir / "hosts" / "h2" / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1" / "stdout.log"
+    assert "stand-in main.py: this rank hangs" in hung.read_text()  # the logs of the failed run are kept
+    assert (run_dir / "hosts" / "h1" / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1" / "stdout.log").is_file()
