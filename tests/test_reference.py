@@ -821,3 +821,12 @@ def test_a_job_refuses_cases_its_hosts_have_too_few_gpus_for_before_connecting(t
     with pytest.raises(MultinodeError, match=r"suite v100: no 4-node case fits these hosts: paddle/resnet50/bz256/"
                        r"4n8g/fp32: needs 8 GPU\(s\) on each of its 4 host\(s\); n3 has 0 \(inventory gpus:\)"):
         run_job(inv, ["n1", "n2", "n3", "n4"], load_suite("v100"), tmp_path / "run")  # 10.0.0.x: never reached
+
+
+def test_make_bench_v100_dry_run_prints_the_cluster_plan(tmp_path):
+    inventory = cluster_inventory(tmp_path)
+    done = subprocess.run(["make", "-s", "bench-v100", "DRY_RUN=1", f"HOSTS={inventory}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("kit cluster --dry-run: suite v100 (gpu)") and lines[-1].endswith(" 0 skipped.")
