@@ -214,3 +214,33 @@ def test_fab_push_images_and_verify_images_on_all_hosts_at_once(cpu_image, docke
     assert "h1: skipped" in subprocess.run(
         [str(fab), "-H", "h1,h2", "push_images", "--image", cpu_image.ref, "--hosts-file", str(path)],
         cwd=repo, capture_output=True, text=True, timeout=300).stdout
+
+
+def test_reference_runs_in_the_image_with_the_hosts_model_code_mounted(docker_engine, cpu_image, docker_hosts,
+                                                                        tmp_path, published):
+    from test_reference_runs import CONVNETS, models_tree
+
+    root = models_tree(tmp_path, published)
+    (tmp_path / "data" / "folder").mkdir(parents=True)
+    path = write_inventory(docker_hosts, tmp_path, ssh={"connect_timeout": 5}, gpus=0, runtime="docker",
+                           python=sys.executable, model_code=str(root))
+    suite = tmp_path / "ngc.yaml"
+    suite.write_text("schema_version: 1\nname: ngc\nhardware: cpu\ndefaults: {repeats: 1, timeout_s: 240}\ncases:\n"
+                     "  - {framework: torch, impl: reference, model: resnet50, batch_size: 256, nodes: 2}\n")
+    runs = tmp_path / "runs"
+    rc = main(["multinode", "--hosts", "h1,h2", "--hosts-file", str(path), "--suite", str(suite), "--force",
+               "--runs-dir", str(runs)])
+    (run_dir,) = runs.iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    (entry,) = meta["runs"].values()
+    assert rc == 0 and entry["status"] == "ok" and entry["samples_per_sec"] == 10523.32, entry
+    assert [m["host"] for m in meta["model_code_forced"]] == ["h1", "h2"]  # the mounted tree is no pinned checkout
+    for rank, host in enumerate(("h1", "h2")):
+        folder = run_dir / "hosts" / host / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1"
+        said = [json.loads(line.split(" ", 2)[2]) for line in (folder / "stdout.log").read_text().splitlines()
+                if line.startswith("stand-in main.py ")]
+        assert [(s["rank"], s["world"], s["cwd"]) for s in said] == [(rank, 2, f"/opt/models/{CONVNETS}")]
+        assert said[0]["argv"][-1] == str(tmp_path / "data" / "folder")  # the host's data, mounted read-only
+        sidecar = json.loads((folder / "resnet50_b256_fp32_1.cmd.json").read_text())
+        assert sidecar["argv"][:2] == ["python", "./multiproc.py"] and sidecar["code_root"] == "/opt/models"
+    assert host_containers(docker_hosts, "h1", run_dir.name) == host_containers(docker_hosts, "h2", run_dir.name) == []

@@ -44,6 +44,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 ADDRESS_RE = re.compile(r"^[A-Za-z0-9:][A-Za-z0-9._:%-]*$")  # DNS name, IPv4, IPv6 (with %zone)
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 SECRET_WORDS = ("password", "passwd", "passphrase")
+MAX_CONNECT_TIMEOUT = 600  # seconds: an SSH connect that waits longer is a host that is not there
 PASSWORD_REFUSED = "plaintext passwords are refused; use a key file or ssh-agent"
 
 # key -> (accepted types, built-in default); None in the types means the key may be null/empty
@@ -60,7 +61,7 @@ HOST_KEYS: dict[str, tuple[tuple, Any]] = {
     "work_dir": ((str,), "/var/tmp/kit"),
     "runtime": ((str,), "docker"),
     "python": ((str,), "python3"),
-    "model_code": ((str, None), None),  # root of the reference programs' checkouts (runtime native); None: /opt/models
+    "model_code": ((str, None), None),  # the programs' checkouts (docker: mounted over /opt/models); None: the image's
 }
 SSH_KEYS: dict[str, tuple[tuple, Any]] = {
     "known_hosts": ((str, None), None),  # None: ~/.ssh/known_hosts
@@ -409,8 +410,8 @@ def _runtime(value: str, where: Where) -> str:
 
 
 def _timeout(value: float, where: Where) -> float:
-    if not value > 0:
-        raise where.error("must be more than 0 seconds")
+    if not 0 < value <= MAX_CONNECT_TIMEOUT:  # also NaN and inf
+        raise where.error(f"must be more than 0 and at most {MAX_CONNECT_TIMEOUT} seconds, got {value}")
     return float(value)
 
 

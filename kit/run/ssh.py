@@ -59,6 +59,8 @@ def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | 
         mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True)) if workdir else ()
         if workdir and program:
             mounts += (Mount(scripts_dir(host), reference.SCRIPTS_DIR, read_only=True),)
+            if host.model_code:  # the host's checkouts over the image's (checked against the pins like native)
+                mounts += (Mount(host.model_code, reference.CODE_ROOT, read_only=True),)
         container = Container(image or "", mounts, workdir=workdir)
     return Site(name=host.name, address=host.address, nic=host.nic, python=host.python,
                 harness=posixpath.join(harness_dir(host), "train.py"),
@@ -131,10 +133,11 @@ class SshRunner(Runner):
     def stage(self, runs: list[PlannedRun], force: bool = False) -> list[dict]:
         """What the runs need on every host, put there and checked (sha256) on all hosts at once: the harness
         (native hosts; the images carry it) and, for published programs, the kit's launcher, drivers and
-        patch; then each native host's model code for those programs must be there, at the commit
-        docker/pins.yaml pins (the images check out the pins themselves). RunError naming every host and path
-        that is missing or differs; nothing has started then. A checkout at another commit refuses the runs
-        unless `force`; then the mismatches are returned (host added) for the run's record."""
+        patch; then each host's model code for those programs (a native host's, or a docker host's
+        `model_code` mounted over the image's) must be there, at the commit docker/pins.yaml pins (images
+        check out the pins themselves), and the data they read. RunError naming every host and path that is
+        missing or differs; nothing has started then. A checkout at another commit refuses the runs unless
+        `force`; then the mismatches are returned (host added) for the run's record."""
         programs = sorted({run.case.key: run.case for run in runs if run.case.impl == "reference"}.items())
         mismatches: list[dict] = []
 
@@ -155,7 +158,7 @@ class SshRunner(Runner):
                             fmt = reference.implementation(case.framework, case.model).data_format
                             problems.append(f"no {fmt} data at {where} (case {key}; data_prep/convert.py --to {fmt}, "
                                             f"then fab stage_data; or data: synthetic where the program has it)")
-                for key, case in programs if host.runtime != "docker" else ():
+                for key, case in programs if host.runtime != "docker" or host.model_code else ():
                     where = code_dir(case, host.model_code or reference.CODE_ROOT)
                     if conn.run(quote_cmd(["test", "-d", where]), hide=True, warn=True).exited != 0:
                         problems.append(f"no model code at {where} (case {key}; set the host's model_code)")
