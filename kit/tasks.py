@@ -121,9 +121,9 @@ def _multinode_job(c):
 def run_multinode(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, on_failure="continue",
                   force=False):
     """Start one job on ALL -H hosts at once (ranks, master, launcher flags), gather logs, report."""
-    _register("run_multinode", c, {"suite": suite, "hosts_file": _hosts_file(hosts_file),
+    _register("run_multinode", c, {"suite": None if resume else suite, "hosts_file": _hosts_file(hosts_file),
                                    "runs_dir": runs_dir, "resume": resume, "on_failure": on_failure,
-                                   "force": force})
+                                   "force": force})  # --resume: the run's own suite
 
 
 @task

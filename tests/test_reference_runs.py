@@ -203,3 +203,15 @@ def test_reference_hung_rank_stops_every_process_on_every_host(ssh_hosts, tmp_pa
     hung = run_dir / "hosts" / "h2" / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1" / "stdout.log"
     assert "stand-in main.py: this rank hangs" in hung.read_text()  # the logs of the failed run are kept
     assert (run_dir / "hosts" / "h1" / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1" / "stdout.log").is_file()
+    (root / CONVNETS / "hang_rank").unlink()  # the rank no longer hangs: --resume redoes only that run
+    out = fab("-H", "h1,h2", "run_multinode", "--resume", str(run_dir), "--hosts-file", str(inventory), "--force")
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert entry["status"] == "ok" and entry["samples_per_sec"] == 10523.32
+    attempts = run_dir / "attempts"
+    assert (attempts / "ngc-pytorch/resnet50/bz256/2n1g/resnet50_b256_fp32_1.log.1").is_file()
+    assert (attempts / "ngc-pytorch/resnet50/bz256/2n1g/resnet50_b256_fp32_1.cmd.json.1").is_file()
+    hung_then = attempts / "hosts" / "h2" / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1.1" / "stdout.log"
+    assert "this rank hangs" in hung_then.read_text() and "this rank hangs" not in hung.read_text()
+    remote = tmp_path / "work" / "h2" / "runs" / run_dir.name / "h2" / "ngc-pytorch/resnet50/bz256/2n1g/fp32"
+    assert sorted(p.name.split("-")[0] for p in remote.iterdir()) == ["1", "1.attempt"]  # aside on the host too

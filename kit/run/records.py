@@ -96,8 +96,16 @@ def figure_of(log: Path, logs_root: Path) -> float:
 
 
 def is_done(run_dir: Path, run: PlannedRun) -> bool:
+    """The run left a log that gives a figure, and run.json does not record it as failed (a rank that hung while
+    rank 0 finished leaves a complete rank-0 log)."""
     log = run_dir / run.log_rel
     if not log.is_file():
+        return False
+    try:
+        entry = json.loads((Path(run_dir) / "run.json").read_text()).get("runs", {}).get(str(run.log_rel))
+    except (OSError, ValueError, AttributeError):
+        entry = None
+    if isinstance(entry, dict) and entry.get("status") not in (None, "ok"):
         return False
     try:
         figure_of(log, run_dir / "logs")
@@ -107,21 +115,34 @@ def is_done(run_dir: Path, run: PlannedRun) -> bool:
 
 
 def archive_log(run_dir: Path, log: Path) -> Path:
-    """Move an earlier failed/interrupted log under attempts/, keeping every earlier one."""
-    rel = log.relative_to(run_dir / "logs")
+    """Move an earlier failed/interrupted log (or its command record) under attempts/, keeping every earlier one."""
+    return _aside(run_dir, log, log.relative_to(run_dir / "logs"))
+
+
+def _aside(run_dir: Path, path: Path, rel: Path) -> Path:
     n = 1
     while (target := run_dir / "attempts" / rel.with_name(f"{rel.name}.{n}")).exists():
         n += 1
     target.parent.mkdir(parents=True, exist_ok=True)
-    log.replace(target)
+    path.replace(target)
     return target
 
 
 def clear_for_rerun(run_dir: Path, run: PlannedRun) -> None:
-    """An earlier (failed or interrupted) log of this run moves to attempts/ before the run starts again."""
-    log = Path(run_dir) / run.log_rel
-    if log.exists():
-        archive_log(Path(run_dir), log)
+    """An earlier (failed or interrupted) attempt of this run moves to attempts/ before the run starts again:
+    its log and command record (attempts/<path under logs/>.N) and its folders under launcher/ and
+    hosts/<host>/ (attempts/launcher/..., attempts/hosts/...)."""
+    run_dir = Path(run_dir)
+    log = run_dir / run.log_rel
+    for path in (log, sidecar_path(log)):
+        if path.exists():
+            archive_log(run_dir, path)
+    hosts = run_dir / "hosts"
+    folders = [run_dir / "launcher" / run.folder] + (
+        [h / run.folder for h in sorted(hosts.iterdir()) if h.is_dir()] if hosts.is_dir() else [])
+    for folder in folders:
+        if folder.is_dir():
+            _aside(run_dir, folder, folder.relative_to(run_dir))
 
 
 def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:

@@ -70,10 +70,13 @@ def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | 
 
 
 def wrapper_command(workdir: str, env: dict[str, str], argv: list[str]) -> str:
-    """mkdir, cd, then the command as its own session leader (pgid file), stdout+stderr to stdout.log."""
+    """An earlier attempt's folder moved aside, mkdir, cd, then the command as its own session leader (pgid
+    file), stdout+stderr to stdout.log."""
     inner = f"echo $$ > pgid; exec {remote_env(env)} {quote_cmd(argv)} > stdout.log 2>&1"
     where = quote_cmd([workdir])
-    return f"mkdir -p {where} && cd {where} && exec setsid -w bash -c {quote_cmd([inner])}"
+    keep = quote_cmd([workdir + ".attempt-"])  # an earlier attempt's files stay on the host, never mixed in
+    return (f"if [ -e {where} ]; then mv {where} {keep}$(date +%s%N); fi; "
+            f"mkdir -p {where} && cd {where} && exec setsid -w bash -c {quote_cmd([inner])}")
 
 
 # every descendant of a pid (launchers such as paddle.distributed.launch put workers in sessions of their own,
