@@ -97,6 +97,7 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
     report = (run_dir / "report.md").read_text()
     assert "| ngc-pytorch/resnet50/bz256/2n1g/fp32 | 10523.32 | 10523.3 samples/s |" in report
     assert "within" in report
+    assert "Method per run: last summary line, scale 1.\n" in report  # DLE PyTorch 32 GPUs: its own rule
     assert (f"| ngc-pytorch/resnet50/bz256/2n1g/resnet50_b256_fp32_1 | folder data at {tmp_path / 'data/folder'} |"
             in report)
     audit_program_rules(run_dir, tmp_path)

@@ -53,6 +53,9 @@ def to_markdown(report: Report) -> str:
     for group in report.groups:
         runs = sorted({len(c.runs) for c in group.cases})
         out.write(f"\n## {group.key.label()}\n\n")
+        own = {describe_method(r.figure.method, True) for c in group.cases for r in c.runs}
+        if own != {describe_method(report.method, True)}:  # a published program's: its recipe's reduction
+            out.write(f"Method per run: {'; '.join(sorted(own))}.\n")
         out.write(f"{group.unit}, median of {'/'.join(map(str, runs))} run(s) per case.\n\n")
         out.write("| node_num | gpu_num | samples/s | speedup |\n")
         out.write("| -------- | ------- | --------- | ------- |\n")
