@@ -446,7 +446,8 @@ def test_plsc_commands_are_dlperfs_runner_sh():
     assert two.argv[3:5] == ["--cluster_node_ips=10.11.0.2,10.11.0.3", "--node_ip=10.11.0.3"]
     assert (two.cwd, two.work_copy, two.patch, two.add) == (
         "/opt/models/PLSC", "plsc-patched", "plsc/exit_at_batch_150.patch", ("plsc/train.py",))
-    assert two.shell().startswith("cd plsc-patched && python3 -m paddle.distributed.launch")
+    assert two.shell().startswith("cd plsc-patched && PADDLE_PORT=29500 PADDLE_TRAINERS=10.11.0.2,10.11.0.3 ")
+    assert two.env["PADDLE_TRAINER_ID"] == "1" and two.env["POD_IP"] == "10.11.0.3"  # the cluster Paddle >= 2 keeps
     # DLPerf extract_paddle_logs.py: qps records [50//10*n : 150//10*n], mean, 2 decimals
     assert two.publisher_method.to_dict() | {} == reference.Method(skip=10, round=2).to_dict()
     with pytest.raises(reference.ReferenceError, match="FP32 runs only"):

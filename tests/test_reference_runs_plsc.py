@@ -11,14 +11,12 @@ PLSC's own `Pass:0 batch:N ... qps:` lines with known speeds; everything around 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import re
 import shutil
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -34,7 +32,6 @@ STANDIN = Path(__file__).resolve().parent / "standin" / "plsc"
 PATCH = REPO / "scripts" / "plsc" / "exit_at_batch_150.patch"
 CASE = "plsc/arcface/bz128/2n1g/fp32"
 LOG_STEM = "arcface_b128_fp32_1"
-LEGACY_PORT = 6070  # Paddle 1.8.5's launcher on several nodes, which the driver restores (scripts/plsc/train.py)
 QPS = re.compile(r"^INFO \d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} entry\.py:\d+\] Pass:0 batch:(\d+) "
                  r"lr:0\.10000000 loss:[\d.]+ qps:([\d.]+)$")
 # the stand-in's known speeds (tests/standin/plsc/plsc/entry.py qps()) for trainer 0 at batches 100..140, the
@@ -97,7 +94,6 @@ def test_reference_plsc_arcface_on_two_hosts_from_fab_run_multinode(python3_on_h
     hosts = python3_on_hosts.hosts[:2]
     out, run_dir = run_multinode(python3_on_hosts, tmp_path, models_tree(tmp_path))
     assert out.returncode in (0, 1), (out.stdout + out.stderr)[-4000:]
-    endpoints = ",".join(f"{h.address}:{LEGACY_PORT}" for h in hosts)
     argv = ["train.py", "--loss-type", "dist_arcface", "--batch-size", "128"]
     digest = hashlib.sha256(PATCH.read_bytes()).hexdigest()
     for rank, host in enumerate(hosts):
@@ -114,9 +110,10 @@ def test_reference_plsc_arcface_on_two_hosts_from_fab_run_multinode(python3_on_h
         assert (sidecar["work_copy"], sidecar["ran_in"], sidecar["patch"]) == (
             "plsc-patched", str(work), "plsc/exit_at_batch_150.patch")
         assert sidecar["patch_sha256"] == digest and sidecar["cwd"] == str(tmp_path / "models" / "PLSC")
-        # the real launcher started one trainer, which the driver put into the 2-node cluster of DLPerf's flags
-        restored = [line for line in stdout.splitlines() if line.startswith("train.py: the launcher dropped")]
-        assert len(restored) == 1 and restored[0].endswith(f"trainer {rank} of 2 at {endpoints}"), stdout[-3000:]
+        # the real launcher kept DLPerf's 2-node cluster from the PaddleCloud variables the recipe adds
+        port = sidecar["env"]["PADDLE_PORT"]
+        assert sidecar["env"] == {**recipe.env, "PADDLE_PORT": port, "NCCL_SOCKET_IFNAME": host.nic}
+        endpoints = f"{hosts[0].address}:{port},{hosts[1].address}:{port}"
         said = [json.loads(line.removeprefix("stand-in plsc/entry.py ")) for line in stdout.splitlines()
                 if line.startswith("stand-in plsc/entry.py ")]
         assert len(said) == 1, stdout[-3000:]
@@ -124,7 +121,7 @@ def test_reference_plsc_arcface_on_two_hosts_from_fab_run_multinode(python3_on_h
         assert (s["trainer_id"], s["num_trainers"], s["rank"], s["world"], s["rank_sum"]) == (rank, 2, rank, 2, 1)
         assert s["env"]["PADDLE_TRAINER_ID"] == str(rank) and s["env"]["PADDLE_TRAINERS_NUM"] == "2"
         assert s["env"]["PADDLE_TRAINER_ENDPOINTS"] == endpoints and s["env"]["POD_IP"] == host.address
-        assert s["env"]["PADDLE_CURRENT_ENDPOINT"] == f"{host.address}:{LEGACY_PORT}"
+        assert s["env"]["PADDLE_CURRENT_ENDPOINT"] == f"{host.address}:{port}"
         assert s["env"]["PADDLE_DISTRI_BACKEND"] == "gloo"  # Paddle's launcher, CPU build
         assert s["argv"] == argv and s["cwd"] == str(work)
         assert (s["loss_type"], s["batch_size"], s["global_batch_size"], s["epochs"], s["with_test"]) == (
@@ -185,42 +182,3 @@ def test_reference_plsc_refused_where_the_patch_context_differs(python3_on_hosts
                 "found '            self.train_pass_id = pass_id' (wrong checkout?)") in said, said
         assert "stand-in plsc/entry.py" not in said and not (folder / f"{LOG_STEM}.cmd.json").exists()
     assert "exit()" not in entry.read_text()
-
-
-def driver(monkeypatch):
-    """scripts/plsc/train.py as a module (Paddle and PLSC stubbed: only restore_cluster is called)."""
-    for name in ("paddle", "plsc"):
-        monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(Entry=None))
-    spec = importlib.util.spec_from_file_location("plsc_driver", REPO / "scripts" / "plsc" / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_reference_plsc_driver_restores_the_cluster_of_dlperfs_flags_only_where_dropped(monkeypatch):
-    restore = driver(monkeypatch).restore_cluster
-    launcher = ["/usr/bin/python3", "-m", "paddle.distributed.launch", "--cluster_node_ips=10.0.0.1,10.0.0.2",
-                "--node_ip=10.0.0.2", "--selected_gpus=0,1,2,3,4,5,6,7", "train.py", "--batch-size", "128"]
-    local = [f"127.0.0.1:{40000 + i}" for i in range(8)]
-    # Paddle >= 2 on GPUs: the launcher keeps --selected_gpus (8 trainers here) but not the cluster
-    env = {"PADDLE_TRAINER_ID": "3", "PADDLE_TRAINERS_NUM": "8", "PADDLE_TRAINER_ENDPOINTS": ",".join(local),
-           "PADDLE_CURRENT_ENDPOINT": local[3], "PADDLE_RANK_IN_NODE": "3"}
-    said = restore(env, launcher, "train.py")
-    cluster = [f"10.0.0.{n}:{6070 + i}" for n in (1, 2) for i in range(8)]
-    assert env == {**env, "PADDLE_TRAINER_ID": "11", "PADDLE_TRAINERS_NUM": "16", "POD_IP": "10.0.0.2",
-                   "PADDLE_TRAINER_ENDPOINTS": ",".join(cluster), "PADDLE_CURRENT_ENDPOINT": "10.0.0.2:6073"}
-    assert said.endswith(f"trainer 11 of 16 at {','.join(cluster)}") and "trainer 3 of 8 at 127.0.0.1:40000" in said
-    # the space-separated spelling and --started_port, as Paddle 1.8's launcher read them
-    spaced = launcher[:3] + ["--cluster_node_ips", "10.0.0.1,10.0.0.2", "--node_ip", "10.0.0.1", "--started_port",
-                             "7000", "train.py"]
-    env = {"PADDLE_TRAINER_ENDPOINTS": "127.0.0.1:40000", "PADDLE_CURRENT_ENDPOINT": "127.0.0.1:40000"}
-    restore(env, spaced, "train.py")
-    assert (env["PADDLE_TRAINER_ID"], env["PADDLE_TRAINER_ENDPOINTS"]) == ("0", "10.0.0.1:7000,10.0.0.2:7000")
-    # nothing to do: Paddle 1.8's launcher built the cluster, one node, or not under paddle.distributed.launch
-    built = {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2", "PADDLE_TRAINER_ENDPOINTS":
-             "10.0.0.1:6070,10.0.0.2:6070", "PADDLE_CURRENT_ENDPOINT": "10.0.0.2:6070"}
-    one = launcher[:3] + ["--cluster_node_ips=10.0.0.1", "--node_ip=10.0.0.1", "train.py"]
-    for argv, environ in ((launcher, built), (one, {"PADDLE_TRAINER_ENDPOINTS": local[0]}),
-                          (["python3", "train.py", "--cluster_node_ips=10.0.0.1,10.0.0.2"], {})):
-        before = dict(environ)
-        assert restore(environ, argv, "train.py") == "" and environ == before

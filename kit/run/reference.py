@@ -128,8 +128,15 @@ def _plsc(job: RefJob, cl: Cluster) -> tuple[list[str], dict[str, str]]:
     if job.gpus == 1:
         return ["python3", *train], {}
     ips = cl.here if job.nodes == 1 else ",".join(cl.hosts)
-    return ["python3", "-m", "paddle.distributed.launch", f"--cluster_node_ips={ips}", f"--node_ip={cl.here}",
-            f"--selected_gpus={_devices(job.gpus_per_node)}", *train], {}
+    argv = ["python3", "-m", "paddle.distributed.launch", f"--cluster_node_ips={ips}", f"--node_ip={cl.here}",
+            f"--selected_gpus={_devices(job.gpus_per_node)}", *train]
+    if job.nodes == 1:
+        return argv, {}
+    # Paddle >= 2 reads these legacy flags in a compatibility mode that drops --cluster_node_ips/--node_ip (each
+    # node would be a job of its own); the same cluster in the launcher's PaddleCloud variables keeps DLPerf's job
+    return argv, {"PADDLE_TRAINERS": ",".join(cl.hosts), "POD_IP": cl.here, "PADDLE_TRAINER_ID": str(cl.rank),
+                  "PADDLE_PORT": str(cl.port), "TRAINER_PORTS_NUM": str(job.gpus_per_node),
+                  "PADDLE_TRAINERS_NUM": str(job.nodes)}
 
 
 def _ngc_pytorch(job: RefJob, cl: Cluster, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
