@@ -78,7 +78,7 @@ report: check-venv ## tables/JSON/CSV/PNG for a run: RUN=runs/<id> (default: new
 	$(VENV)/bin/kit report $(RUN) $(REPORT_ARGS)
 
 bench-v100 bench-a100 bench-h100: check-venv ## a GPU suite on hosts.yaml: 1-node cases on the first host, n-node on n hosts; DRY_RUN=1 prints the plan
-	$(VENV)/bin/kit cluster --suite $(@:bench-%=%) --runs-dir $(RUNS_DIR) $(if $(HOSTS),--hosts-file $(HOSTS)) $(if $(DRY_RUN),--dry-run)
+	$(VENV)/bin/kit cluster --suite $(@:bench-%=%) --runs-dir $(RUNS_DIR) $(if $(HOSTS),--hosts-file $(HOSTS)) $(if $(DRY_RUN),--dry-run) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 bench-local: check-venv ## real CPU benchmark on this host (Paddle vs PyTorch, ~10 min on 2 cores); RUNTIME=docker: in the cpu image
 	$(VENV)/bin/kit bench --suite local --runs-dir $(RUNS_DIR) --runtime $(RUNTIME)

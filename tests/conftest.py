@@ -83,3 +83,20 @@ def docker_hosts(ssh_hosts: NetHosts, registry):
     except RuntimeError as exc:
         _infra_failure("Docker engines on the SSH test hosts", exc)
     return ssh_hosts
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A real Slurm: slurmctld on h1, slurmd on h2 and h3 (network namespaces), munged; see tests/slurmhosts.py.
+
+    Missing packages (slurmctld, slurmd, slurm-client, munge) or no root fail the tests that use it, never skip."""
+    from slurmhosts import SlurmHosts
+
+    try:
+        cluster = SlurmHosts(tmp_path_factory.mktemp("slurm")).start()
+    except RuntimeError as exc:
+        pytest.fail(f"Slurm test cluster unavailable: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()

@@ -18,7 +18,8 @@ from invoke.exceptions import Exit
 import kit
 
 REPO = Path(__file__).resolve().parents[1]
-SYSTEM_PACKAGES = "python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin"
+SYSTEM_PACKAGES = ("python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin "
+                   "slurmctld slurmd slurm-client munge")
 
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:

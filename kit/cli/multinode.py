@@ -19,6 +19,8 @@ def add_parser(sub) -> None:
     _add_job_flags(p, "suite name or YAML")
     p.add_argument("--dry-run", action="store_true", help="print the host groups and every case's command on every "
                    "host (harness and published programs) and what is skipped and why; connect to nothing")
+    p.add_argument("--scheduler", choices=("ssh", "slurm"), default="ssh", help="ssh: the inventory's hosts; slurm: "
+                   "each group of cases one allocation of hosts.yaml's slurm: partition, each run one job step")
 
     p = sub.add_parser("gather-logs", help="fetch every host's raw logs of a run again; rank 0's into logs/")
     p.add_argument("--hosts", required=True, help="comma-separated host names (rank 0 first)")
@@ -50,8 +52,9 @@ def _run_dir_for(args: argparse.Namespace, check) -> tuple[Path, object]:
     return records.start(args.suite, args.runs_dir)
 
 
-def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console, resume_hint: str) -> int:
-    """run_job for each host group into one run directory; a per-host status table at the end."""
+def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console, resume_hint: str,
+               job=None) -> int:
+    """run_job (or `job(group, progress)`) for each host group into one run directory; a per-host status table."""
     from rich.table import Table
 
     from kit.run import multinode
@@ -59,18 +62,20 @@ def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console
     def progress(host: str, what: str, detail: str) -> None:
         console.print(f"  {host:<10} {what:<13} {detail}", soft_wrap=True, markup=False)
 
-    outcomes, files, names = [], [], sorted({n for g in groups for n in g})
+    job = job or (lambda group, progress: multinode.run_job(inv, group, suite, run_dir, args.on_failure, progress,
+                                                            args.force, image=args.image))
+    outcomes, files = [], []
     try:
         for group in groups:
             console.print(f"kit: suite {suite.name}, {len(group)}-node cases on {', '.join(group)} -> {run_dir}",
                           soft_wrap=True, markup=False)
-            done, files = multinode.run_job(inv, group, suite, run_dir, args.on_failure, progress, args.force,
-                                             image=args.image)
+            done, files = job(group, progress)
             outcomes += done
     except KeyboardInterrupt:
         console.print(f"kit: interrupted; every host's processes were stopped. Continue with: {resume_hint} "
                       f"--resume {run_dir}", soft_wrap=True, markup=False)
         return 130
+    names = sorted({n for g in groups for n in g} | {h.host for o in outcomes for h in o.hosts})
     table = Table(title="per host")
     for column in ("run", "status", *names):
         table.add_column(column)
@@ -106,6 +111,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from kit.run.plan import cluster_plan
 
     inv = load_hosts(hosts_file(args))
+    if args.scheduler == "slurm":
+        return _slurm_cluster(args, inv)
     if args.dry_run:
         from kit.config.suites import load_suite
         from kit.run import dryrun, records
@@ -130,6 +137,35 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         console.print(f"kit cluster: not run: {line}", soft_wrap=True, markup=False)
     groups = [hosts for hosts, _nodes in plan["groups"]]
     return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster")
+
+
+def _slurm_cluster(args: argparse.Namespace, inv) -> int:
+    """kit cluster --scheduler slurm: each group of n-node cases one allocation of the partition (kit.run.slurm)."""
+    from kit.run import slurm
+    from kit.run.plan import cluster_plan
+
+    if inv.slurm is None:
+        raise UsageError(f"{inv.path}: no slurm: section (partition, shared_dir, ...); --scheduler slurm needs it")
+    if args.dry_run:
+        raise UsageError("--dry-run with --scheduler slurm is not implemented")
+    nodes = slurm.partition_nodes(inv.slurm)  # no Slurm, no controller, unknown partition: one line, nothing started
+    plan: dict = {}
+
+    def check(suite) -> None:
+        plan["groups"], plan["skipped"] = cluster_plan(suite, nodes)
+        if not plan["groups"]:
+            raise UsageError(f"suite {suite.name}: no case fits partition {inv.slurm.partition} ({len(nodes)} nodes)")
+
+    run_dir, suite = _run_dir_for(args, check)
+    if "groups" not in plan:
+        check(suite)
+    console = progress_console()
+    for line in plan["skipped"]:
+        console.print(f"kit cluster: not run: {line}", soft_wrap=True, markup=False)
+    return _host_jobs(args, inv, [hosts for hosts, _n in plan["groups"]], run_dir, suite, console,
+                      "kit cluster --scheduler slurm",
+                      job=lambda group, progress: slurm.run_slurm_job(inv.slurm, len(group), suite, run_dir,
+                                                                      args.on_failure, progress))
 
 
 def cmd_gather_logs(args: argparse.Namespace) -> int:

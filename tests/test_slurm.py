@@ -1,0 +1,179 @@
+"""`kit cluster --scheduler slurm` against a real Slurm (tests/slurmhosts.py): slurmctld + two slurmd nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from test_multinode import TWO_NODE_SUITE, write_suite
+
+from kit.cli import main
+from kit.config.hosts import load_hosts
+from kit.core.yamlio import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
+LOG = "logs/paddle/resnet50/bz2/2n1g/resnet50_b2_fp32_1.log"
+FOLDER = "paddle/resnet50/bz2/2n1g/fp32/1"
+LONG = TWO_NODE_SUITE.replace("measure_steps: 2", "measure_steps: 1000000")
+
+
+def slurm_yaml(tmp_path: Path, **keys) -> Path:
+    section = {"partition": "debug", "shared_dir": str(tmp_path / "shared"), "python": sys.executable,
+               "nic": "eth0", "pending_timeout": 60, **keys}
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, "slurm": section}))
+    return path
+
+
+def kit_cluster(tmp_path: Path, suite: str = TWO_NODE_SUITE, *more: str) -> list[str]:
+    return ["cluster", "--scheduler", "slurm", "--suite", str(write_suite(tmp_path, suite)),
+            "--hosts-file", str(slurm_yaml(tmp_path)), "--runs-dir", str(tmp_path / "runs"), *more]
+
+
+def harness_on(cluster, node: str) -> list[str]:
+    out = cluster.net.run(node, ["ps", "-eo", "pid,args"]).stdout
+    return [line for line in out.splitlines() if "train.py" in line or "slurmstepd" in line]
+
+
+def nothing_left(cluster) -> None:
+    """No job or step in squeue, no task (or slurmstepd) on either node."""
+    end = time.monotonic() + 30
+    while (cluster.jobs() or harness_on(cluster, "h2") or harness_on(cluster, "h3")) and time.monotonic() < end:
+        time.sleep(0.5)
+    assert cluster.jobs() == [], "Slurm still lists the job"
+    for node in ("h2", "h3"):
+        assert harness_on(cluster, node) == [], f"processes left on {node}"
+
+
+def wait_training(tmp_path: Path, node: str = "h2", timeout: float = 180) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        logs = list((tmp_path / "shared" / "runs").glob(f"*/{node}/{FOLDER}/stdout.log"))
+        if logs and '"event": "step"' in logs[0].read_text(errors="replace"):
+            return
+        time.sleep(0.5)
+    raise AssertionError("the job step never started training")
+
+
+def entry_of(tmp_path: Path) -> tuple[Path, dict]:
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    return run_dir, entry
+
+
+def test_slurm_paddle_data_parallel_across_two_nodes(slurm_cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    start = time.monotonic()
+    assert main(kit_cluster(tmp_path)) == 0
+    print(f"2-node Slurm run wall time: {time.monotonic() - start:.1f} s")
+    run_dir, entry = entry_of(tmp_path)
+    assert entry["status"] == "ok" and set(entry["hosts"]) == {"h2", "h3"}
+    record = entry["slurm"]
+    assert record["step"] == f"{record['job_id']}.0" and record["step_state"] == "COMPLETED"
+    assert record["nodes"] == {"h2": {"exit_code": 0, "lost": None}, "h3": {"exit_code": 0, "lost": None}}
+    assert record["state_source"] == "srun+scontrol"  # the test cluster keeps no accounting (no slurmdbd)
+    start_line = next(json.loads(line.split(" ", 1)[1]) for line in (run_dir / LOG).read_text().splitlines()
+                      if line.startswith(":::KITLOG") and '"run_start"' in line)
+    assert start_line["ranks"] == 2 and start_line["global_batch"] == 4 and start_line["host"] == "h2"
+    for node in ("h2", "h3"):
+        assert (run_dir / "hosts" / node / FOLDER / "stdout.log").is_file()
+        assert "train.py" in entry["hosts"][node]["command"]
+    assert (run_dir / "slurm" / FOLDER / "step.sh").is_file() and (run_dir / "report.md").is_file()
+    assert json.loads((run_dir / "run.json").read_text())["scheduler"] == "slurm"
+    nothing_left(slurm_cluster)
+
+
+def test_slurm_case_past_its_time_limit_is_cancelled(slurm_cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    assert main(kit_cluster(tmp_path, LONG.replace("timeout_s: 240", "timeout_s: 30"))) == 1
+    run_dir, entry = entry_of(tmp_path)
+    assert entry["status"] == "timeout" and entry["slurm"]["step_state"] == "TIMEOUT", entry
+    nothing_left(slurm_cluster)
+    assert '"event": "step"' in (run_dir / "hosts" / "h2" / FOLDER / "stdout.log").read_text()  # rank 0 logs steps
+    assert (run_dir / "hosts" / "h3" / FOLDER / "stdout.log").is_file()
+
+
+def test_slurm_node_killed_mid_job_fails_the_run_naming_it_and_resume_redoes_it(slurm_cluster, tmp_path,
+                                                                                 monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault("rc", main(kit_cluster(tmp_path, LONG))))
+    worker.start()
+    try:
+        wait_training(tmp_path)
+        slurm_cluster.kill_node("h3")
+        worker.join(timeout=180)
+        assert not worker.is_alive()
+    finally:
+        slurm_cluster.restart_node("h3")
+    assert result["rc"] == 1
+    run_dir, entry = entry_of(tmp_path)
+    assert entry["status"] == "failed" and "h3: node lost" in entry["reason"], entry
+    assert entry["slurm"]["step_state"] == "NODE_FAIL" and entry["slurm"]["nodes"]["h3"]["lost"]
+    assert '"event": "step"' in (run_dir / "hosts" / "h2" / FOLDER / "stdout.log").read_text()  # kept
+    nothing_left(slurm_cluster)
+    (run_dir / "suite.yaml").write_text(TWO_NODE_SUITE)  # a short step count for the redo
+    assert main(["cluster", "--scheduler", "slurm", "--resume", str(run_dir),
+                 "--hosts-file", str(tmp_path / "hosts.yaml")]) == 0
+    _run_dir, entry = entry_of(tmp_path)
+    assert entry["status"] == "ok"
+    assert list((run_dir / "attempts").rglob("*.log.1")) and list((run_dir / "attempts" / "hosts").rglob("stdout.log"))
+
+
+def test_slurm_ctrl_c_cancels_the_job(slurm_cluster, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "kit", *kit_cluster(tmp_path, LONG)], cwd=REPO,
+                            env=dict(os.environ, SLURM_CONF=str(slurm_cluster.conf)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_training(tmp_path)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=150)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out[-3000:]
+    assert "--resume" in out
+    nothing_left(slurm_cluster)
+
+
+def test_slurm_errors_are_one_line(slurm_cluster, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    args = kit_cluster(tmp_path)
+    slurm_yaml(tmp_path, partition="gpu")
+    assert main(args) == 2
+    assert "slurm.partition 'gpu': Slurm has no such partition (sinfo lists: debug)" in capsys.readouterr().err
+    # a node held by another job: the 2-node job pends past the limit, with squeue's reason
+    slurm_yaml(tmp_path, pending_timeout=4)
+    holder = slurm_cluster.run(["salloc", "--no-shell", "-N", "1", "-w", "h3", "-J", "holder"])
+    assert holder.returncode == 0, holder.stderr
+    try:
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert "still pending after 4 s (squeue reason: Resources); cancelled" in err, err
+    finally:
+        slurm_cluster.run(["scancel", "-n", "holder"])
+    nothing_left(slurm_cluster)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(args) == 2
+    assert "no Slurm on this machine: salloc, srun, squeue" in capsys.readouterr().err
+
+
+def test_slurm_section_errors_name_file_line_key(tmp_path):
+    path = slurm_yaml(tmp_path)
+    for bad, line, message in (("container: pyxis", 3, "slurm.container: 'pyxis': only native so far"),
+                               ("time_limit: 0", 3, "slurm.time_limit: must be more than 0"),
+                               ("queue: x", 3, "queue: unknown key; known: account")):
+        path.write_text(f"schema_version: 1\nslurm:\n  {bad}\n  partition: debug\n  shared_dir: /srv/kit\n")
+        with pytest.raises(ConfigError) as err:
+            load_hosts(path)
+        assert f"{path}:{line}: {message}" in str(err.value)
+    path.write_text("schema_version: 1\nslurm:\n  partition: debug\n")
+    with pytest.raises(ConfigError, match=r":2: slurm.shared_dir: missing required key"):
+        load_hosts(path)
