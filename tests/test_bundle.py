@@ -71,7 +71,8 @@ def test_bundle_of_a_real_run_verifies_and_carries_everything(real_run, tmp_path
     assert bundle.is_file() and "signature: unsigned" in capsys.readouterr().out
     assert main(["verify", str(bundle)]) == 0
     out = capsys.readouterr().out
-    assert "UNSIGNED" in out and "OK: every file intact" in out
+    assert "UNSIGNED" in out and "\nCONSISTENT, authenticity NOT checked: every file intact" in out
+    assert "\nOK" not in out and "give --allowed-signers FILE" in out
     for rule in ("repeats_as_declared", "every_rank_logged", "results_recomputed", "report_recomputed",
                  "environment_consistent", "warmup_skipped", "measured_steps"):
         assert f"OK   {rule}:" in out, rule
@@ -166,9 +167,13 @@ def test_signatures_standard_openssh(real_run, tmp_path, signer, capsys):
     signed = bd.make_bundle(fresh_copy(real_run, tmp_path), tmp_path / "signed.tar.gz", sign_key=key,
                             submitter="Lab", system_name="box")
     assert main(["verify", str(signed), "--allowed-signers", str(allowed)]) == 0
-    assert "VALID - good signature by operator@lab" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "VALID - good signature by operator@lab" in out and "\nOK: every file intact" in out
     assert main(["verify", str(signed)]) == 0  # intact, signer not checked: said, not failed
-    assert "UNCHECKED" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "UNCHECKED" in out and "\nCONSISTENT, authenticity NOT checked: every file intact" in out
+    assert main(["verify", str(signed), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "CONSISTENT, authenticity NOT checked"
     root = unpacked(signed, tmp_path / "open")  # the same sig checks with ssh-keygen by hand
     done = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I", "operator@lab", "-n",
                            "kit-bundle", "-s", str(root / "manifest.json.sig")],
@@ -295,7 +300,7 @@ def test_the_auditors_kit_decides_the_rules_not_the_bundle(real_run, tmp_path, s
     assert {"integrity", "results_recomputed"} <= rules
     where = next(v for v in result.violations if v.rule == "integrity")
     assert where.where == "provenance.json" and "is not a rule set of this kit" in where.message
-    for hostile in ("../../../tmp/x", 1, "v1/../v1"):
+    for hostile in ("../../../tmp/x", 1, "v1/../v1", ["v1"], {"v1": 1}):  # a list or mapping: unhashable
         _forge(root, key, rules_version=hostile)
         assert "integrity" in {v.rule for v in verify_tree(root, allowed).violations}, hostile
     assert main(["verify", str(root), "--rules", "../../../tmp/x"]) == 2
@@ -474,3 +479,44 @@ def test_links_are_never_followed_out_of_the_run(real_run, tmp_path, capsys):
     listed = json.loads((root / "manifest.json").read_text())["files"]
     assert f"run/{run.name}/{log}" in listed and not [f for f in listed if "latest" in f or "current" in f]
     assert verify(bundle).ok
+
+
+def test_a_signature_stripped_bundle_verifies_only_as_consistent(real_run, tmp_path, signer, capsys):
+    key, allowed = signer
+    root = unpacked(bd.make_bundle(fresh_copy(real_run, tmp_path), sign_key=key, submitter="Lab",
+                                   system_name="box"), tmp_path / "open")
+    (root / "manifest.json.sig").unlink()
+    assert main(["verify", str(root)]) == 0
+    last = capsys.readouterr().out.splitlines()
+    assert last[-2].startswith("CONSISTENT, authenticity NOT checked: ") and "nothing shows who made it" in last[-1]
+    assert main(["verify", str(root), "--allowed-signers", str(allowed)]) == 1
+    assert "NOT OK: 1 violation(s)" in capsys.readouterr().out
+
+
+def test_a_renamed_copy_of_a_run_passes_its_own_bundle_check(real_run, tmp_path, capsys):
+    renamed = tmp_path / "runs" / "renamed-copy"
+    shutil.copytree(real_run, renamed)
+    assert main(["bundle", str(renamed), "--submitter", "Lab", "--system-name", "box"]) == 0, capsys.readouterr()
+    title = (renamed / "report.md").read_text().splitlines()[0]
+    assert title == f"# audit benchmark: {real_run.name}"  # the name it was run under, kept
+    (renamed / "report.md").write_text((renamed / "report.md").read_text().replace(title, "# v100 benchmark: x", 1))
+    result = verify(bd.make_bundle(renamed, tmp_path / "edited.tar.gz", submitter="Lab", system_name="box"))
+    assert [(v.rule, v.file, v.line) for v in result.violations] == [("report_recomputed", "report.md", 1)]
+
+
+def test_messages_name_what_the_user_gave(real_run, tmp_path, capsys):
+    run = fresh_copy(real_run, tmp_path)
+    shutil.rmtree(run / "env")
+    assert main(["bundle", str(run), "--submitter", "Lab", "--system-name", "box"]) == 2
+    assert capsys.readouterr().err == (f"kit bundle: {run / 'env'}: no environment captures (probes.json + raw "
+                                       "outputs) to describe the system from; runs made by kit bench/multinode "
+                                       "write them\n")
+    bundle = bd.make_bundle(fresh_copy(real_run, tmp_path / "b"), submitter="Lab", system_name="box")
+    empty = tmp_path / "empty_signers"
+    empty.write_text("# nobody yet\n")
+    for signers, said in (("/dev/null", "/dev/null: not a regular file (a pipe, socket or device)"),
+                          (tmp_path, f"{tmp_path}: is a directory"), (tmp_path / "none", "none: no such file"),
+                          (empty, "empty_signers: names no signer")):
+        assert main(["verify", str(bundle), "--allowed-signers", str(signers)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err, err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -110,3 +111,45 @@ def test_formats_lists_every_parser():
     r = kit("formats")
     names = [line.split()[0] for line in r.stdout.splitlines()]
     assert {"tf2-keras-timehistory", "dle-pytorch", "dle-tf1", "dle-mxnet", "paddleclas"} <= set(names)
+
+
+def _hostile_inputs(tmp_path, published):
+    (tmp_path / "hosts.yaml").write_text("schema_version: 1\nhosts:\n  - {name: a, address: 192.0.2.1}\n"
+                                         "  - {name: b, address: 192.0.2.2}\n")
+    hosts = ["--hosts-file", tmp_path / "hosts.yaml"]
+    (tmp_path / "a-file").write_text("x\n")
+    (tmp_path / "digits.log").write_text(':::KITLOG {"event": "step", "global_batch": ' + "1" * 5000
+                                         + ', "seconds": 1}\n')
+    (tmp_path / "deep.json").write_text('{"schema_version": 1, "groups": ' + "[" * 100000 + "]" * 100000 + "}\n")
+    os.mkfifo(tmp_path / "fifo.log")
+    runs = tmp_path / "runs"
+    return [
+        (["check-env", "--hosts", "", *hosts, "--runs-dir", runs], "--hosts '': no host named"),
+        (["check-env", "--hosts", "a,b,a", *hosts, "--runs-dir", runs], "--hosts 'a,b,a': a named twice"),
+        (["gather-logs", "--hosts", " , ", *hosts, "--run-dir", runs], "--hosts ' , ': no host named"),
+        (["stage-data", "--hosts", "b,b", *hosts, "--train-list", tmp_path / "a-file"], "b named twice"),
+        (["report", published / "dlperf-tf2-resnet50", "--out", tmp_path / "a-file"],
+         "a-file: exists and is not a folder"),
+        (["extract", tmp_path / "digits.log"], "digits.log:1: :::KITLOG line is not valid JSON (Exceeds the limit"),
+        (["compare", tmp_path / "deep.json", tmp_path / "deep.json"], "deep.json: not JSON (nested too deeply)"),
+        (["extract", "/dev/zero"], "/dev/zero: not a regular file (a pipe, socket or device)"),
+        (["extract", tmp_path / "fifo.log"], "fifo.log: not a regular file (a pipe, socket or device)"),
+    ]
+
+
+def test_hostile_inputs_are_one_line_exit_2_not_an_internal_error(published, tmp_path):
+    """Issue 15, item 9: each of these was exit 3 (or a hang, or unbounded memory)."""
+    for args, expected in _hostile_inputs(tmp_path, published):
+        r = subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert r.stderr.count("\n") == 1 and expected in r.stderr and "internal error" not in r.stderr, (args, r.stderr)
+    assert not (tmp_path / "runs").exists()  # check-env made no empty folder
+
+
+def test_scale_must_be_finite(published):
+    log = published / "dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log"
+    for scale, said in (("inf", "argument --scale: must be a finite number > 0, got inf"),
+                        ("1e308", "288.272 x scale 1e+308 is past the largest number")):
+        r = kit("extract", log, "--scale", scale)
+        assert r.returncode == 2 and said in r.stderr.splitlines()[-1] and "inf" not in r.stdout, r.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import statistics
 from pathlib import Path
@@ -255,6 +256,18 @@ def test_markdown_of_a_small_example():
     assert sum(line.startswith("Note: 3 vs 3 repeats") for line in lines) == 1
     only = cmp.to_markdown(_rows(a, b), "run-a", "run-b", only_changed=True)
     assert "1n2g" not in only and only.rstrip().endswith("; 1 unchanged case(s) not shown.")
+
+
+
+def test_case_names_with_a_pipe_or_a_newline_stay_in_their_table_cell(tmp_path):
+    a = _make({("tor|ch", "res\nnet|50", 1, 1): [100, 101, 102], ("torch", "vgg16", 1, 1): [10, 11, 12]},
+              unit="samples/s|x")
+    lines = cmp.to_markdown(_rows(a, a), "run|a\n# injected", "run-b").splitlines()
+    assert lines[0] == "# Throughput comparison: run\\|a # injected → run-b"
+    rows = [line for line in lines if line.startswith("| ") and "·" in line]
+    assert len(rows) == 2 and rows[1].startswith("| tor\\|ch · res net\\|50 · batch 16 · fp32 · 1n1g | samples/s\\|x |")
+    for row in rows:  # 7 cells: 8 pipes that are not escaped
+        assert len(re.findall(r"(?<!\\)\|", row)) == 8, row
 
 
 # ----- command line -----

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -313,4 +314,44 @@ def test_a_control_character_is_a_config_error_with_its_line(tmp_path):
     path = tmp_path / "hosts.yaml"
     path.write_text("schema_version: 1\nhosts:\n  - {name: a, add\x11ress: 192.0.2.1}\n")
     with pytest.raises(ConfigError, match=r"hosts.yaml:3: malformed YAML: control character #x0011"):
+        load_hosts(path, env={})
+
+
+@pytest.mark.parametrize(("value", "env"), [(".inf", "inf"), (".nan", "nan"), ("601", "601"), ("1.0e+309", "1e309")])
+def test_a_connect_timeout_must_be_finite_and_bounded(tmp_path, value, env):
+    text = f"schema_version: 1\nssh: {{connect_timeout: {value}}}\nhosts:\n  - {{name: a, address: b}}\n"
+    with pytest.raises(ConfigError) as err:
+        load_hosts(write(tmp_path, text), env={})
+    assert (err.value.line, err.value.key) == (2, "connect_timeout") and "at most 600 seconds" in err.value.reason
+    with pytest.raises(ConfigError, match=r"^environment: KIT_CONNECT_TIMEOUT: .*at most 600 seconds"):
+        load_hosts(write(tmp_path, MINIMAL), env={"KIT_CONNECT_TIMEOUT": env})
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path):
+    """Ten levels of ten aliases each: 10**10 values once expanded; the secret scan used to walk them all."""
+    lines = ["schema_version: 1", 'l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)]
+    path = write(tmp_path, "\n".join(lines + ["hosts: [*l9]"]) + "\n")
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r":1: more than 200000 values once its aliases \(\*name\) are expanded"):
+        load_hosts(path, env={})
+    assert time.monotonic() - start < 5
+    few = "schema_version: 1\ndefaults: {data_dir: &d /srv/kit}\nhosts:\n  - {name: a, address: b, work_dir: *d}\n"
+    assert load_hosts(write(tmp_path, few), env={}).hosts[0].work_dir == "/srv/kit"  # an alias or two is fine
+
+
+def test_deeply_nested_or_huge_yaml_is_a_config_error(tmp_path):
+    path = write(tmp_path, "schema_version: 1\nhosts: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:2: nested deeper than 64 levels"):
+        load_hosts(path, env={})
+    with open(path, "wb") as f:
+        f.truncate(17 * 2**20)
+    with pytest.raises(ConfigError, match="larger than 16777216 bytes"):
+        load_hosts(path, env={})
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "2020-13-45"])
+def test_a_value_yaml_cannot_construct_is_a_config_error_with_its_line(tmp_path, value):
+    path = write(tmp_path, f"schema_version: 1\nhosts:\n  - {{name: a, address: b, port: {value}}}\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:3: unreadable value \((Exceeds the limit|month must be)"):
         load_hosts(path, env={})

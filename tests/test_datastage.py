@@ -201,3 +201,36 @@ def test_fab_stage_data_puts_the_list_on_both_hosts(ssh_hosts, tmp_path):
     assert out.stdout.count("6 images, 2 classes") == 2 and "NOT OK" not in out.stdout
     for name in ("h1", "h2"):
         assert len(list((tmp_path / "data" / name / "train").rglob("*.JPEG"))) == 6
+
+
+def test_a_host_without_sftp_is_named_with_the_reason_not_channel_closed(ssh_hosts, tmp_path, dataset, capsys):
+    """A second sshd on h2, port 2222, with no sftp Subsystem: stage-data says why, and prints no 'None images'."""
+    from kit.cli import main
+
+    h2 = ssh_hosts.host("h2")
+    config = (ssh_hosts.workdir / "h2" / "sshd_config").read_text()
+    config = config.replace(f"ListenAddress {h2.address}:{h2.port}", f"ListenAddress {h2.address}:2222")
+    config = config.replace("Subsystem sftp internal-sftp\n", "").replace("sshd.pid", "sshd-nosftp.pid")
+    assert "Subsystem" not in config and ":2222" in config
+    (tmp_path / "sshd_config").write_text(config)
+    known = [line.split(" ", 1) for line in ssh_hosts.known_hosts.read_text().splitlines()]
+    (tmp_path / "known_hosts").write_text("".join(f"[{h2.address}]:2222 {key}\n" for who, key in known
+                                                  if who == h2.address))
+    started = ssh_hosts.run("h2", ["/usr/sbin/sshd", "-f", str(tmp_path / "sshd_config")])  # daemonizes
+    assert started.returncode == 0, started.stderr
+    pidfile = ssh_hosts.workdir / "h2" / "sshd-nosftp.pid"
+    try:
+        hosts = [{"name": "nosftp", "address": h2.address, "port": 2222, "user": h2.user, "key_file": str(h2.key_file),
+                  "data_dir": str(tmp_path / "data"), "work_dir": str(tmp_path / "work"), "runtime": "native",
+                  "python": sys.executable}]
+        (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({"schema_version": 1, "hosts": hosts, "ssh": {
+            "known_hosts": str(tmp_path / "known_hosts"), "connect_timeout": 5}}))
+        rc = main(["stage-data", "--hosts", "nosftp", "--hosts-file", str(tmp_path / "hosts.yaml"),
+                   "--train-list", str(dataset)])
+        out = capsys.readouterr().out
+        assert rc == 1 and "None" not in out and "SSHException" not in out, out
+        assert out.splitlines()[0] == "nosftp: NOT staged"
+        assert "  problem: nosftp: its SSH server opens no SFTP session (Channel closed.); the kit copies files " \
+               "over SFTP: enable it in the host's sshd_config (Subsystem sftp ...)" in out.splitlines()
+    finally:
+        ssh_hosts.run("h2", ["sh", "-c", f"kill $(cat {pidfile})"])

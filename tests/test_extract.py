@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kit.results.extract import Method, MethodError, compute_figure, format_number
@@ -89,7 +91,9 @@ def test_several_ranks_use_the_lowest_and_say_so():
         ({"reduce": "average"}, "unknown reduce"),
         ({"skip": -1}, "skip must be >= 0"),
         ({"count": 0}, "count must be >= 1"),
-        ({"scale": 0}, "scale must be a positive number"),
+        ({"scale": 0}, "scale must be a finite number > 0"),
+        ({"scale": math.inf}, "scale must be a finite number > 0, got inf"),
+        ({"batch": math.nan, "reduce": "wallclock"}, "batch must be a finite number > 0, got nan"),
         ({"round": 2, "sig": 5}, "round or sig"),
         ({"skip": "ten"}, "skip must be an integer"),
         ({"warmup": 3}, "unknown method key"),
@@ -107,3 +111,20 @@ def test_format_number():
         "1",
         "370.19444444444446",
     ]
+
+
+def test_a_scale_that_overflows_the_figure_is_refused_not_printed_as_inf(published):
+    with pytest.raises(MethodError, match=r"x scale 1e\+308 is past the largest number"):
+        fig(published, "perf-v100/pytorch/pytorch_gpu1_fp32_bs256.txt", scale=1e308)
+
+
+def test_steps_per_second_times_the_global_batch_is_samples_per_second(tmp_path):
+    from kit.results.extract import Method, compute_figure
+    from kit.results.parsers import parse_text
+
+    line = "epoch id: 0, step{}, train_loss: 6.9, total time cost = 0.5, step per second: 2.0, speed: 2.0"
+    text = "\n".join(line.format(step) for step in range(11, 14)) + "\n"  # FleetX's fit() line
+    parsed = parse_text(text, "vgg16.log", "fleetx-vgg")
+    assert compute_figure(parsed, Method()).unit == "steps/s"
+    figure = compute_figure(parsed, Method(scale=64))
+    assert (figure.value, figure.unit) == (128.0, "samples/s")

@@ -269,6 +269,10 @@ def test_wrong_or_missing_key_file_is_an_authentication_failure(ssh_hosts, tmp_p
     inv = inventory(ssh_hosts, tmp_path, key_file=str(tmp_path / "no_such_key"))
     with pytest.raises(AuthFailed, match=r"key file .*no_such_key does not exist"):
         connect(inv.hosts[0], inv)
+    (tmp_path / "keys").mkdir()
+    inv = inventory(ssh_hosts, tmp_path, key_file=str(tmp_path / "keys"))
+    with pytest.raises(AuthFailed, match=r"key file .*/keys is a directory, not a private key file$"):
+        connect(inv.hosts[0], inv)
 
 
 def test_check_reachable_names_only_the_failing_hosts(ssh_hosts, tmp_path):

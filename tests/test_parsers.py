@@ -246,3 +246,14 @@ def test_a_published_log_with_a_throughput_that_is_not_positive_is_refused_namin
     paddle = PADDLECLAS_VARIANTS[0][0].replace("ips: 394.81086", f"ips: {bad}")
     with pytest.raises(ParseError, match=r"x\.log:2: .*must be > 0"):
         parse_text(PADDLECLAS_VARIANTS[0][0] + "\n" + paddle + "\n", "x.log")
+
+
+def test_a_number_of_thousands_of_digits_is_a_parse_error_naming_file_and_line(published, tmp_path):
+    real = published / "dlperf-tf2-resnet50/2n8g/rn50_b128_fp32_3.log"
+    lines = real.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "examples/second between steps 100 and 200" in line)
+    lines[at] = lines[at].replace("between steps 100 and 200", "between steps 100 and " + "9" * 5000)
+    (tmp_path / "tf2.log").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ParseError) as err:
+        parse_log(tmp_path / "tf2.log")
+    assert str(err.value).startswith(f"{tmp_path / 'tf2.log'}:{at + 1}: a number that cannot be read (Exceeds")

@@ -120,3 +120,23 @@ def test_each_run_has_its_own_folder_for_side_files_precision_included():
     assert log_of_run_folder(run_folder(fp32)) == fp32 and log_of_run_folder(run_folder(amp)) == amp
     with pytest.raises(ValueError, match="not a run folder"):
         log_of_run_folder(run_folder(fp32).parent.parent)
+
+
+def test_a_case_or_group_mixing_log_formats_or_units_is_refused_naming_the_files(published, tmp_path):
+    tf2 = published / DLPERF
+    paddle = published / "perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C1_log"
+    for run in (1, 2):
+        _copy(tf2 / f"1n1g/rn50_b128_fp32_{run}.log", tmp_path / "case/1n1g" / f"rn50_b128_fp32_{run}.log")
+        _copy(tf2 / f"1n1g/rn50_b128_fp32_{run}.log", tmp_path / "group/1n1g" / f"rn50_b128_fp32_{run}.log")
+        _copy(paddle, tmp_path / "group/1n8g" / f"rn50_b128_fp32_{run}.log")
+    _copy(paddle, tmp_path / "case/1n1g/rn50_b128_fp32_3.log")
+    report = build_report(tmp_path / "case", Method())
+    assert not report.groups and len(report.failures) == 3
+    reason = report.failures[0][1]
+    assert "case 1n1g mixes log formats or units" in reason
+    assert "paddleclas in samples/s: 1n1g/rn50_b128_fp32_3.log" in reason
+    assert "tf2-keras-timehistory in images/s: 1n1g/rn50_b128_fp32_1.log, 1n1g/rn50_b128_fp32_2.log" in reason
+    report = build_report(tmp_path / "group", Method())
+    assert not report.groups and len(report.failures) == 4
+    assert "samples/s: 1n8g/rn50_b128_fp32_1.log" in report.failures[0][1]
+    assert "images/s/samples/s" not in to_markdown(report)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +70,20 @@ def test_kit_wide_variables_and_per_host_ones_share_only_kit_model_code():
     shared = {var for var, _flag, _parse in settings.SOURCES.values()} & set(hosts.ENV_VARS)
     assert shared == {"KIT_MODEL_CODE"}
     assert "kit.config.hosts.ENV_VARS" in settings.__doc__
+
+
+def test_a_missing_hosts_file_is_an_error_whether_named_by_flag_or_environment(tmp_path, monkeypatch):
+    """KIT_HOSTS_FILE follows --hosts-file's rule: named and missing is an error, never placeholder hosts."""
+    monkeypatch.chdir(tmp_path)
+    assert settings.optional_hosts_file(None, {}) is None  # nothing configured, no hosts.yaml: placeholders
+    missing = tmp_path / "missing.yaml"
+    assert settings.optional_hosts_file(None, {"KIT_HOSTS_FILE": str(missing)}) == missing
+    assert settings.optional_hosts_file(missing, {}) == missing
+    (tmp_path / "hosts.yaml").write_text("schema_version: 1\n")
+    assert settings.optional_hosts_file(None, {}) == Path("hosts.yaml")
+    (tmp_path / "hosts.yaml").unlink()
+    kit = [sys.executable, "-m", "kit", "bench", "--suite", "local", "--dry-run"]
+    by_env = subprocess.run(kit, capture_output=True, text=True, env={**os.environ, "KIT_HOSTS_FILE": str(missing)})
+    by_flag = subprocess.run([*kit, "--hosts-file", str(missing)], capture_output=True, text=True)
+    for done in (by_env, by_flag):
+        assert done.returncode == 2 and done.stderr == f"kit: {missing}: no such file\n", done.stderr

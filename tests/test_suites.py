@@ -190,3 +190,21 @@ def test_a_hostile_suite_name_creates_nothing_outside_the_runs_dir(tmp_path, cap
     assert main(["bench", "--suite", str(path), "--runs-dir", str(tmp_path / "runs")]) == 2
     assert "must be a plain name" in capsys.readouterr().err
     assert not (tmp_path / "escaped").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "line", "key", "words"), [
+    ("    image_size: 32\n", "    repeats: 100000000\n", 9, "repeats", "<= 1000, got 100000000"),
+    ("    batch_size: [2, 4]\n", "    batch_size: 10000000\n", 8, "batch_size", "<= 65536"),
+    ("    image_size: 32\n", "    measure_steps: 100000000\n", 9, "measure_steps", "<= 10000000"),
+    ("    image_size: 32\n", "    warmup_steps: 100000000\n", 9, "warmup_steps", "<= 1000000"),
+    ("    image_size: 32\n", "    timeout_s: .inf\n", 9, "timeout_s", "<= 604800, got inf"),
+    ("    image_size: 32\n", "    timeout_s: .nan\n", 9, "timeout_s", "got nan"),
+    ("    image_size: 32\n", "    repeats: 1000\n    precision: [fp32, amp]\n", 6, "cases", "more than 10000 runs"),
+    ("    image_size: 32\n", f"    measure_steps: [{', '.join(map(str, range(1, 400)))}]\n"
+     f"    warmup_steps: [{', '.join(map(str, range(400)))}]\n", 6, "cases", "expand to 1276800 cases"),
+])
+def test_repeats_steps_batch_and_timeouts_are_bounded(tmp_path, old, new, line, key, words):
+    path = write(tmp_path, MINIMAL.replace(old, new))
+    with pytest.raises(ConfigError) as err:
+        suites.load_suite(path)
+    assert str(err.value).startswith(f"{path}:{line}: {key}: ") and words in str(err.value)

@@ -38,7 +38,7 @@ from kit import REPO_ROOT, __version__
 from kit.audit.redact import redact_text
 from kit.audit.rules.engine import newest
 from kit.core.files import stamped, write_json, write_text
-from kit.core.inputs import KitError
+from kit.core.inputs import KitError, parse_json
 
 NAMESPACE = "kit-bundle"
 MANIFEST = "manifest.json"  # its SCHEMA_VERSIONS entry is provenance.json's version too
@@ -96,8 +96,10 @@ def _commands(meta: dict) -> dict:
     return json.loads(text)
 
 
-def system_description(run_dir: Path, pins_file: Path | None, submitter: str, system_name: str) -> dict:
-    """The system description of a run from its env captures, logs, images.json and pins."""
+def system_description(run_dir: Path, pins_file: Path | None, submitter: str, system_name: str,
+                       shown: str | Path | None = None) -> dict:
+    """The system description of a run from its env captures, logs, images.json and pins; errors name the run
+    folder as `shown` (the run itself, not the temporary copy read)."""
     from kit.audit import sysdesc
     from kit.hosts import capture as ec
     from kit.results.parsers.kitlog import read_run_start
@@ -105,8 +107,8 @@ def system_description(run_dir: Path, pins_file: Path | None, submitter: str, sy
     captures = [ec.capture_from_dir(d.name, d) for d in sorted((run_dir / "env").iterdir()) if d.is_dir()] \
         if (run_dir / "env").is_dir() else []
     if not captures:
-        raise BundleError(f"{run_dir / 'env'}: no environment captures (probes.json + raw outputs) to describe "
-                          "the system from; runs made by kit bench/multinode write them")
+        raise BundleError(f"{Path(shown or run_dir) / 'env'}: no environment captures (probes.json + raw outputs) "
+                          "to describe the system from; runs made by kit bench/multinode write them")
     frameworks = {}
     for log in sorted((run_dir / "logs").rglob("*.log")):
         start = read_run_start(log) or {}
@@ -119,9 +121,10 @@ def system_description(run_dir: Path, pins_file: Path | None, submitter: str, sy
 
 def software_stack(run_dir: Path, pins_file: Path | None) -> dict[str, str]:
     """CUDA/cuDNN/NCCL/DALI/Python of the images the run used (pins), or the host's Python for native runs."""
-    images = json.loads((run_dir / "images.json").read_text()) if (run_dir / "images.json").is_file() else {}
+    images = _json_object(run_dir / "images.json", "images.json").get("images") or {}
     stack: dict[str, str] = {}
-    specs = [e.get("image") for e in (images.get("images") or {}).values() if e.get("image")]
+    entries = images.values() if isinstance(images, dict) else ()
+    specs = [e.get("image") for e in entries if isinstance(e, dict) and isinstance(e.get("image"), str)]
     if specs and pins_file is not None and pins_file.is_file():
         from kit.images.spec import load_pins
 
@@ -134,10 +137,23 @@ def software_stack(run_dir: Path, pins_file: Path | None) -> dict[str, str]:
             for name in ("cuda", "cudnn", "nccl", "dali", "python"):
                 if versions.get(name):
                     stack[name] = " / ".join(sorted({*stack.get(name, "").split(" / "), versions[name]} - {""}))
-    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
-    if "python" not in stack and (meta.get("host") or {}).get("python"):
-        stack["python"] = meta["host"]["python"]
+    host = _json_object(run_dir / "run.json", "run.json").get("host")
+    if "python" not in stack and isinstance(host, dict) and isinstance(host.get("python"), str):
+        stack["python"] = host["python"]
     return stack
+
+
+def _json_object(path: Path, shown: str | Path) -> dict:
+    """A JSON object file of a run ({} when there is none); BundleError naming it as `shown` otherwise."""
+    if not path.is_file():
+        return {}
+    try:
+        data = parse_json(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{shown}: not readable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BundleError(f"{shown}: not a JSON object")
+    return data
 
 
 def run_files(run_dir: Path) -> tuple[list[Path], dict[str, str]]:
@@ -188,7 +204,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
     out = output_path(Path(out) if out else run_dir.parent / f"{run_dir.name}.bundle.tar.gz", run_dir, force)
     rules_version = rules_version or newest()
     pins_file = pins_file or REPO_ROOT / "docker" / "pins.yaml"
-    meta = json.loads((run_dir / "run.json").read_text())
+    meta = _json_object(run_dir / "run.json", run_dir / "run.json")
     top = f"kit-bundle-{run_dir.name}"
     with tempfile.TemporaryDirectory(prefix="kit-bundle-") as tmp:
         root = Path(tmp) / top
@@ -210,7 +226,8 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
             shutil.copyfile(pins_file, root / "pins.yaml")
         system = system_description(root / "run" / run_dir.name, root / "pins.yaml",
                                     submitter or os.environ.get("USER") or "unknown",
-                                    system_name or (meta.get("host") or {}).get("hostname") or run_dir.name)
+                                    system_name or (meta.get("host") or {}).get("hostname") or run_dir.name,
+                                    shown=run_dir)
         for name, data in (("system.json", system), ("commands.json", _commands(meta))):
             write_text(root / name, json.dumps(data, indent=2, sort_keys=True) + "\n")  # unversioned
         write_json(root / "provenance.json", {

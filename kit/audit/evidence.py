@@ -7,14 +7,13 @@ rule ever trusts a figure the run wrote about itself.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from kit.config.suites import Case, Suite, load_suite
-from kit.core.inputs import InputError, KitError
+from kit.core.inputs import InputError, KitError, parse_json
 from kit.core.layout import RunLog, run_folder
 from kit.core.yamlio import LineDict, load_yaml
 from kit.hosts import capture as ec
@@ -45,8 +44,8 @@ class Evidence:
         if not path.is_file():
             return None
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = parse_json(path.read_bytes())
+        except (OSError, ValueError) as exc:
             self.problems.append((name, f"not valid JSON: {exc}"))
             return None
         if not isinstance(data, dict):
@@ -95,8 +94,8 @@ class Evidence:
             return None
         try:
             return compose_report(self.root, self.suite)
-        except READ_ERRORS as exc:
-            self.problems.append(("logs/", f"cannot recompute the report: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - as in the rules engine: a damaged file is a finding, not a crash
+            self.problems.append(("logs/", f"cannot recompute the report: {type(exc).__name__}: {exc}"[:300]))
             return None
 
     def runs(self) -> list[tuple[str, RunLog, object]]:

@@ -1,7 +1,9 @@
 """`kit verify BUNDLE`: hashes, signature, system description and every rule, figures recomputed from raw logs.
 
 Needs no GPU, no host and no Docker: only this package, Python and (for signatures) ssh-keygen.
-Exit 0 only when every file is intact, the signature (if any) holds and every rule holds.
+Exit 0 only when every file is intact, the signature (if any) holds and every rule holds. Without
+--allowed-signers that proves consistency only (anyone can rebuild a manifest): the verdict says
+"CONSISTENT, authenticity NOT checked"; "OK" needs a good signature by an allowed signer.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from kit.audit import bundle as bd
 from kit.audit import rules as rl
 from kit.audit.evidence import READ_ERRORS, Evidence
 from kit.core.files import SCHEMA_VERSIONS
+from kit.core.inputs import InputError, parse_json, read_input
 
 INTEGRITY = "integrity"
 SIGNATURE_RULE = "signature"
@@ -47,6 +50,15 @@ class Compliance:
     def ok(self) -> bool:
         return not self.violations
 
+    @property
+    def authentic(self) -> bool:
+        """Signed by a key of the auditor's allowed-signers file (else only consistency was checked)."""
+        return self.signature is not None and self.signature.state == "valid"
+
+    @property
+    def verdict(self) -> str:
+        return "NOT OK" if not self.ok else "OK" if self.authentic else "CONSISTENT, authenticity NOT checked"
+
     def lines(self) -> list[str]:
         sig = self.signature.state.upper() if self.signature else "NOT CHECKED"
         out = [f"kit verify {self.bundle}",
@@ -62,12 +74,16 @@ class Compliance:
             out += [f"  [{v.rule}] {v.where}: {v.message}" for v in self.violations]
             out.append(f"NOT OK: {len(self.violations)} violation(s); {self.figures} figure(s) recomputed")
         else:
-            out.append(f"OK: every file intact, every rule holds; {self.figures} figure(s) recomputed from the raw "
-                       f"logs in {self.seconds:.1f} s")
+            out.append(f"{self.verdict}: every file intact, every rule holds; {self.figures} figure(s) recomputed "
+                       f"from the raw logs in {self.seconds:.1f} s")
+            if not self.authentic:
+                out.append("  the bundle agrees with itself, but nothing shows who made it (a forger can rebuild "
+                           "the manifest); give --allowed-signers FILE to require a signature by a key you trust")
         return out
 
     def to_dict(self) -> dict:
-        return {"bundle": self.bundle, "ok": self.ok, "files": self.files, "figures": self.figures,
+        return {"bundle": self.bundle, "ok": self.ok, "verdict": self.verdict, "authentic": self.authentic,
+                "files": self.files, "figures": self.figures,
                 "signature": self.signature.__dict__ if self.signature else None,
                 "rules": [{"rule": f.rule.name, "predicate": f.rule.predicate, "checked": f.checked,
                            "violations": len(f.violations), "note": f.note} for f in self.findings],
@@ -82,7 +98,7 @@ def check_files(root: Path) -> tuple[int, list[rl.Violation]]:
     raw = manifest_path.read_bytes()
     problems = []
     try:
-        manifest = json.loads(raw)
+        manifest = parse_json(raw)
         files = manifest["files"]
         version = SCHEMA_VERSIONS[bd.MANIFEST]
         if manifest.get("schema_version") != version or not isinstance(files, dict):
@@ -112,10 +128,13 @@ def check_system(root: Path, run_dir: Path) -> list[rl.Violation]:
     """system.json equals the description recomputed from the raw captures (submitter and name as written)."""
     path = root / "system.json"
     try:
-        written = json.loads(path.read_text(encoding="utf-8"))
-        again = bd.system_description(run_dir, root / "pins.yaml", written["submitter"], written["system_name"])
-    except (*READ_ERRORS, KeyError, TypeError) as exc:
+        written = parse_json(path.read_bytes())
+        again = bd.system_description(run_dir, root / "pins.yaml", written["submitter"], written["system_name"],
+                                      shown=run_dir.relative_to(root))
+    except READ_ERRORS as exc:
         return [rl.Violation(SYSTEM_RULE, f"cannot be recomputed: {exc}", "system.json")]
+    except Exception as exc:  # noqa: BLE001 - as in the rules engine: a damaged file is a finding, not a crash
+        return [rl.Violation(SYSTEM_RULE, f"cannot be recomputed: {type(exc).__name__}: {exc}"[:300], "system.json")]
     again = json.loads(json.dumps(again))
     diff = sorted(k for k in set(written) | set(again) if written.get(k) != again.get(k))
     if diff:
@@ -127,6 +146,11 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
                 label: str | None = None) -> Compliance:
     start = time.monotonic()
     result = Compliance(label or str(root))
+    special = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if not (p.is_file() or p.is_dir()))
+    if special:  # a pipe would block the first reader: nothing is read
+        result.integrity = [rl.Violation(INTEGRITY, "not a regular file or folder (a pipe, socket, device or broken "
+                                         "link): refused before reading anything", name) for name in special]
+        return result
     result.files, result.integrity = check_files(root)
     result.signature = bd.check_signature(root, allowed_signers)
     runs = sorted(p for p in (root / "run").iterdir() if p.is_dir()) if (root / "run").is_dir() else []
@@ -135,7 +159,7 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
         return result
     provenance = {}
     try:
-        provenance = json.loads((root / "provenance.json").read_text(encoding="utf-8"))
+        provenance = parse_json((root / "provenance.json").read_bytes())
     except (OSError, ValueError) as exc:
         result.extra.append(rl.Violation(INTEGRITY, f"unreadable: {exc}", "provenance.json"))
     provenance = provenance if isinstance(provenance, dict) else {}
@@ -180,8 +204,11 @@ def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str
     bundle = Path(bundle)
     if not bundle.exists():
         raise bd.BundleError(f"{bundle}: no such bundle")
-    if allowed_signers is not None and not Path(allowed_signers).is_file():
-        raise bd.BundleError(f"{allowed_signers}: no such allowed-signers file")
+    if allowed_signers is not None:
+        text = read_input(allowed_signers, "file of allowed signers").decode("utf-8", errors="replace")
+        if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
+            raise InputError(allowed_signers, "names no signer (an OpenSSH allowed-signers file: one "
+                             "'principal [options] key' per line)")
     if bundle.is_dir():
         return verify_tree(bundle, allowed_signers, rules_version)
     start = time.monotonic()

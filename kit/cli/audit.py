@@ -11,6 +11,18 @@ from kit.config import settings
 from kit.core.inputs import InputError, KitError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
+VERIFY_EXIT = """\
+Check a bundle: hashes, signature, rules; recompute every figure from the raw logs.
+
+exit status:
+  0  every file intact, every rule holds, the signature (if any) intact. With --allowed-signers the verdict
+     is "OK": signed by a key you allow. Without it the verdict is "CONSISTENT, authenticity NOT checked":
+     the bundle agrees with itself, but an unsigned or signature-stripped bundle proves nothing about who
+     made it (anyone can rebuild a manifest)
+  1  a violation (a changed file, a corrupt archive, a rule that fails, a bad or missing required
+     signature), each listed
+  2  bad input: no such bundle, an unreadable allowed-signers file, a bad flag (one line)
+"""
 
 
 def add_parser(sub) -> None:
@@ -25,7 +37,8 @@ def add_parser(sub) -> None:
     p.add_argument("--claims", type=Path, help="published claims (kit crosscheck format) to carry and verify")
     p.add_argument("--hosts-file", type=Path, help="read system: from this hosts file (default: hosts.yaml, "
                                                    "$KIT_HOSTS_FILE)")
-    p = sub.add_parser("verify", help="check a bundle: hashes, signature, rules; recompute every figure")
+    p = sub.add_parser("verify", help="check a bundle: hashes, signature, rules; recompute every figure",
+                       description=VERIFY_EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bundle", type=Path, help="a .tar.gz from kit bundle (or its unpacked folder)")
     p.add_argument("--allowed-signers", type=Path, help="OpenSSH allowed-signers file; requires a valid signature")
     p.add_argument("--rules", help="rule set of this kit, e.g. v1 (default: the newest; a bundle never chooses it)")
@@ -39,9 +52,7 @@ def add_parser(sub) -> None:
 def _system_names(args: argparse.Namespace) -> tuple[str | None, str | None]:
     from kit.config.hosts import load_hosts
 
-    path = settings.configured_hosts_file(args.hosts_file)
-    if path is None and settings.DEFAULT_HOSTS_FILE.is_file():
-        path = settings.DEFAULT_HOSTS_FILE
+    path = settings.optional_hosts_file(args.hosts_file)
     submitter = system_name = None
     if path is not None:
         inv = load_hosts(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import fields
 from pathlib import Path
 
@@ -29,8 +30,8 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
 
 
@@ -84,8 +85,13 @@ def inventory(args: argparse.Namespace):
     """The inventory and the hosts named by --hosts, in that order."""
     from kit.config.hosts import load_hosts
 
-    inv = load_hosts(hosts_file(args))
     names = [n.strip() for n in args.hosts.split(",") if n.strip()]
+    if not names:
+        raise UsageError(f"--hosts {args.hosts!r}: no host named (comma-separated names from the inventory)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"--hosts {args.hosts!r}: {', '.join(twice)} named twice (name each host once)")
+    inv = load_hosts(hosts_file(args))
     return inv, [inv.get(name) for name in names]
 
 

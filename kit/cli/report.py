@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from kit.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_method_flags, method_from, progress_console
+from kit.core.inputs import InputError
 
 
 def add_parser(sub) -> None:
@@ -32,6 +33,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not args.dir.is_dir():
         raise UsageError(f"{args.dir}: not a directory")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise InputError(args.out, "exists and is not a folder (--out names the folder the report files go to)")
     method = method_from(args)
     console = progress_console()
     with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
@@ -44,7 +47,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not result.groups and not result.failures:
         raise UsageError(f"{args.dir}: no logs in the DLPerf layout (<N>n<G>g/<model>_b<B>_<precision>_<run>.log)")
     out = args.out or _default_out(args.dir)
-    written = exporters.write_outputs(result, out)
+    try:
+        written = exporters.write_outputs(result, out)
+    except OSError as exc:  # --out names a file, or a folder that cannot be written
+        raise InputError(exc.filename or out, f"cannot write the report there: {exc.strerror or exc}") from None
     print(exporters.to_markdown(result), end="")
     print(f"\nwrote: {', '.join(str(p) for p in written)}", file=sys.stderr)
     for path, reason in result.failures:

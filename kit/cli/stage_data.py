@@ -27,6 +27,9 @@ def cmd_stage_data(args: argparse.Namespace) -> int:
 
     statuses = datastage.stage_data(inv, hosts, args.train_list, images=args.images, progress=progress)
     for st in statuses:
+        if st.error:  # no counts to show: the reason is among the problems below
+            print(f"{st.name}: NOT staged")
+            continue
         print(f"{st.name}: {st.images} images, {st.classes} classes, list sha256 {st.list_sha256}, "
               f"{'ok' if st.ok else 'NOT OK'}{' (list copied)' if st.copied else ''}")
     problems = datastage.compare(statuses)

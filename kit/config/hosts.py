@@ -69,6 +69,19 @@ SSH_KEYS: dict[str, tuple[tuple, Any]] = {
     "connect_timeout": ((int, float), 10.0),
 }
 SYSTEM_KEYS = {"submitter": "organisation named in the bundle", "name": "system name in the bundle"}
+# `slurm:` (kit cluster --scheduler slurm, kit.run.slurm): key -> (accepted types, default); no default: required
+SLURM_KEYS: dict[str, tuple[tuple, Any]] = {
+    "partition": ((str,), None),
+    "account": ((str, None), None),
+    "time_limit": ((int, None), None),  # minutes per case (each job step's srun --time); None: the case's timeout
+    "gpus_per_node": ((int,), 0),  # --gpus-per-node of the allocation; 0: CPU only
+    "container": ((str,), "native"),  # only native so far (pyxis / docker inside the step: not yet)
+    "shared_dir": ((str,), None),  # a directory every node and this machine see at the same path
+    "python": ((str,), "python3"),
+    "nic": ((str, None), None),
+    "pending_timeout": ((int, float), 300),  # seconds an allocation may pend before the kit gives up
+}
+SLURM_CONTAINERS = ("native",)
 PER_HOST = ("name", "address")
 HOST_DEFAULTS = {k: d for k, (_, d) in HOST_KEYS.items() if k not in PER_HOST}
 SSH_DEFAULTS = {k: d for k, (_, d) in SSH_KEYS.items()}
@@ -116,6 +129,20 @@ class HostConfig:
         return f"{self.name} ({f'[{self.address}]' if ':' in self.address else self.address}:{self.port})"
 
 
+@dataclass(frozen=True, kw_only=True)
+class SlurmConfig:
+    partition: str
+    shared_dir: str
+    account: str | None = None
+    time_limit: int | None = None
+    gpus_per_node: int = 0
+    container: str = "native"
+    python: str = "python3"
+    nic: str | None = None
+    pending_timeout: float = 300.0
+    line: int = 0
+
+
 @dataclass(frozen=True)
 class Inventory:
     path: Path
@@ -126,6 +153,7 @@ class Inventory:
     schema_version: int = SCHEMA_VERSION
     submitter: str | None = None  # system: section, for the auditor bundle's system description
     system_name: str | None = None
+    slurm: SlurmConfig | None = None  # `slurm:` section (kit cluster --scheduler slurm)
 
     @property
     def names(self) -> list[str]:
@@ -170,7 +198,7 @@ def load_hosts(path: str | Path, env: Mapping[str, str] = os.environ,
     _refuse_secrets(data, path)
     if not isinstance(data, LineDict):
         raise ConfigError(path, "top level must be a mapping (schema_version, ssh, defaults, hosts)", 1)
-    _reject_unknown(data, {"schema_version", "ssh", "defaults", "hosts", "system"}, path, "")
+    _reject_unknown(data, {"schema_version", "ssh", "defaults", "hosts", "system", "slurm"}, path, "")
     if "schema_version" not in data:
         raise ConfigError(path, f"missing required key (this kit reads schema_version: {SCHEMA_VERSION})", 1,
                           "schema_version")
@@ -183,7 +211,10 @@ def load_hosts(path: str | Path, env: Mapping[str, str] = os.environ,
     defaults = _section(data, "defaults", path)
     _reject_unknown(defaults, set(HOST_KEYS) - set(PER_HOST), path, "defaults")
     entries = data.get("hosts")
-    if not isinstance(entries, list) or not entries:
+    slurm = _slurm(data, path)
+    if slurm is not None and "hosts" not in data:  # a Slurm cluster's nodes come from its allocations
+        entries = []
+    elif not isinstance(entries, list) or not entries:
         line = data.line_of("hosts") if "hosts" in data else 1
         raise ConfigError(path, "expected a non-empty list of hosts ({name: ..., address: ...})", line, "hosts")
     base = path.resolve().parent
@@ -225,7 +256,45 @@ def load_hosts(path: str | Path, env: Mapping[str, str] = os.environ,
         hosts.append(host)
     system = _system(data, path)
     return Inventory(path, hosts, ssh["known_hosts"], ssh["accept_new_host_keys"], float(ssh["connect_timeout"]),
-                     submitter=system.get("submitter"), system_name=system.get("name"))
+                     submitter=system.get("submitter"), system_name=system.get("name"), slurm=slurm)
+
+
+def _slurm(data: LineDict, path: Path) -> SlurmConfig | None:
+    """`slurm: {partition: ..., shared_dir: ..., ...}` checked key by key (errors name slurm.<key>)."""
+    if "slurm" not in data:
+        return None
+    section = _section(data, "slurm", path)
+    _reject_unknown(section, set(SLURM_KEYS), path, "slurm")
+    values: dict[str, Any] = {}
+    for key, (kinds, _default) in SLURM_KEYS.items():
+        if key not in section:
+            if _default is None and None not in kinds:
+                raise ConfigError(path, "missing required key", data.line_of("slurm"), f"slurm.{key}")
+            continue
+        raw, where = section[key], Where(path, section.line_of(key), f"slurm.{key}", None)
+        types = tuple(k for k in kinds if k is not None)
+        if None in kinds and raw is None:
+            values[key] = None
+            continue
+        if not isinstance(raw, types) or isinstance(raw, bool):
+            raise where.error(f"expected {kind_name(types)}, got {'null' if raw is None else type(raw).__name__}")
+        if isinstance(raw, str) and (not raw.strip() or CONTROL_RE.search(raw)):
+            raise where.error("expected a non-empty one-line string")
+        values[key] = _SLURM_CHECKS.get(key, lambda v, w: v)(raw, where)
+    return SlurmConfig(**values, line=data.line_of("slurm") or 0)
+
+
+def _positive(value: float, where: Where) -> float:
+    if not 0 < value < float("inf"):
+        raise where.error(f"must be more than 0, got {value}")
+    return value
+
+
+def _container(value: str, where: Where) -> str:
+    if value not in SLURM_CONTAINERS:
+        raise where.error(f"{value!r}: only {', '.join(SLURM_CONTAINERS)} so far (pyxis and docker inside the "
+                          "job step are not implemented)")
+    return value
 
 
 def _system(data: LineDict, path: Path) -> dict[str, str]:
@@ -432,5 +501,17 @@ _VALIDATORS = {
     "runtime": _runtime,
     "connect_timeout": _timeout,
 }
+_SLURM_CHECKS = {
+    "partition": _no_dash,
+    "account": _no_dash,
+    "time_limit": _positive,
+    "gpus_per_node": _gpus,
+    "container": _container,
+    "shared_dir": _remote_dir,
+    "python": _no_dash,
+    "nic": _no_space,
+    "pending_timeout": _positive,
+}
 
-__all__ = ["ConfigError", "HostConfig", "Inventory", "load_hosts", "ENV_VARS", "HOST_DEFAULTS", "SSH_DEFAULTS"]
+__all__ = ["ConfigError", "HostConfig", "Inventory", "SlurmConfig", "load_hosts", "ENV_VARS", "HOST_DEFAULTS",
+           "SSH_DEFAULTS"]

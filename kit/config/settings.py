@@ -82,3 +82,12 @@ def hosts_file(flag: str | Path | None = None, env: Mapping[str, str] = os.envir
 def configured_hosts_file(flag: str | Path | None = None, env: Mapping[str, str] = os.environ) -> Path | None:
     """The hosts file if one is configured (--hosts-file, else $KIT_HOSTS_FILE), else None."""
     return resolve({"hosts_file": flag}, env).hosts_file
+
+
+def optional_hosts_file(flag: str | Path | None = None, env: Mapping[str, str] = os.environ) -> Path | None:
+    """Where a hosts file is optional: the configured one (--hosts-file or $KIT_HOSTS_FILE alike: missing, it is
+    an error when loaded), else hosts.yaml when present, else None."""
+    configured = configured_hosts_file(flag, env)
+    if configured is not None:
+        return configured
+    return DEFAULT_HOSTS_FILE if DEFAULT_HOSTS_FILE.is_file() else None

@@ -6,7 +6,13 @@ is one line for the user: 'file[:line]: [key: ]reason'.
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from pathlib import Path
+from typing import Any, BinaryIO
+
+MAX_INPUT_BYTES = 2**30  # a log, list or results file the kit reads whole
 
 
 class KitError(Exception):
@@ -20,11 +26,30 @@ class InputError(Exception):
         super().__init__(f"{where}: {key + ': ' if key else ''}{reason}")
 
 
-def read_input(path: str | Path, what: str, error: type[InputError] = InputError) -> bytes:
-    """The bytes of a file the user named; any failure is `error` saying why in plain words."""
+class NotRegularFile(OSError):
+    """A pipe, socket or device where a file was expected."""
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """A regular file opened for reading; a FIFO, socket or device raises NotRegularFile at once (never blocks),
+    a folder IsADirectoryError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise IsADirectoryError(path) if stat.S_ISDIR(mode) else NotRegularFile(path)
+    return os.fdopen(fd, "rb")
+
+
+def read_input(path: str | Path, what: str, error: type[InputError] = InputError,
+               max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file the user named, at most max_bytes; any failure is `error` saying why."""
     p = Path(path)
     try:
-        return p.read_bytes()
+        with open_regular(p) as f:
+            data = f.read(max_bytes + 1) if os.fstat(f.fileno()).st_size <= max_bytes else None
+    except NotRegularFile:
+        raise error(p, f"not a regular file (a pipe, socket or device), so not a {what}") from None
     except IsADirectoryError:
         raise error(p, f"is a directory, not a {what}") from None
     except FileNotFoundError:
@@ -33,3 +58,15 @@ def read_input(path: str | Path, what: str, error: type[InputError] = InputError
         raise error(p, "permission denied") from None
     except OSError as exc:
         raise error(p, f"cannot read: {exc.strerror or exc}") from None
+    if data is None or len(data) > max_bytes:
+        raise error(p, f"larger than {max_bytes} bytes, too large for a {what}")
+    return data
+
+
+def parse_json(text: str | bytes) -> Any:
+    """json.loads whose every failure is a ValueError (also an integer of thousands of digits, or nesting past
+    the interpreter's recursion limit)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None

@@ -9,6 +9,10 @@ import yaml
 
 from kit.core.inputs import InputError, read_input
 
+MAX_YAML_BYTES = 16 * 2**20  # a hosts, suite, pins or claims file
+MAX_YAML_NODES = 200_000  # values once every alias is expanded (a "billion laughs" alias bomb stops here)
+MAX_YAML_DEPTH = 64  # nesting: PyYAML's scanner slows down quadratically with it
+
 
 class ConfigError(InputError):
     """Bad input in a YAML file; str() is one line: 'file:line: key: reason'."""
@@ -25,7 +29,30 @@ class LineDict(dict):
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    depth = 0
+
+    def _deeper(self) -> None:
+        if self.depth >= MAX_YAML_DEPTH or self.flow_level >= MAX_YAML_DEPTH:
+            raise ConfigError(self.name, f"nested deeper than {MAX_YAML_DEPTH} levels", self.get_mark().line + 1)
+
+    def fetch_flow_collection_start(self, token_class) -> None:
+        self._deeper()
+        super().fetch_flow_collection_start(token_class)
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:  # an integer of thousands of digits, a 13th month
+            raise ConfigError(self.name, f"unreadable value ({str(exc).split(';')[0]})", node.start_mark.line + 1
+                              ) from None
+
+    def compose_node(self, parent, index):
+        self._deeper()
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
@@ -50,7 +77,7 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 def load_yaml(path: str | Path) -> Any:
     p = Path(path)
     try:
-        text = read_input(p, "YAML file", ConfigError).decode("utf-8")
+        text = read_input(p, "YAML file", ConfigError, MAX_YAML_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(p, "not UTF-8 text (binary file?)") from None
     if "\x00" in text:
@@ -62,9 +89,15 @@ def load_yaml(path: str | Path) -> Any:
         raise ConfigError(p, f"malformed YAML: control character #x{exc.character:04x} is not allowed", line) from None
     loader.name = str(p)
     try:
-        data = loader.get_single_data()
+        node = loader.get_single_node()
+        if node is not None and _expanded_size(node, {}) > MAX_YAML_NODES:
+            raise ConfigError(p, f"more than {MAX_YAML_NODES} values once its aliases (*name) are expanded "
+                              "(an alias bomb?)", node.start_mark.line + 1)
+        data = loader.construct_document(node) if node is not None else None
     except ConfigError:
         raise
+    except RecursionError:
+        raise ConfigError(p, "malformed YAML: nested too deeply") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -76,6 +109,21 @@ def load_yaml(path: str | Path) -> Any:
     if data is None:
         raise ConfigError(p, "empty YAML file")
     return data
+
+
+def _expanded_size(node: yaml.Node, seen: dict) -> int:
+    """How many values the document holds with every alias expanded (an alias is the same node object again)."""
+    if id(node) not in seen:
+        seen[id(node)] = 0  # a recursive alias counts once
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else \
+            node.value if isinstance(node, yaml.SequenceNode) else []
+        total = 1
+        for child in children:
+            total += _expanded_size(child, seen)
+            if total > MAX_YAML_NODES:
+                break
+        seen[id(node)] = total
+    return seen[id(node)]
 
 
 def require(entry: LineDict, key: str, kind: type | tuple, path: Path) -> Any:

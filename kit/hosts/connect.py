@@ -206,7 +206,9 @@ class HostConnection(Connection):
             return None
         host, path = self.kit_host, self.known_hosts_path
         if host.key_file and not os.path.isfile(host.key_file):
-            raise AuthFailed(host, f"key file {host.key_file} does not exist")
+            why = "is a directory, not a private key file" if os.path.isdir(host.key_file) else \
+                "is not a regular file (a private key file)" if os.path.exists(host.key_file) else "does not exist"
+            raise AuthFailed(host, f"key file {host.key_file} {why}")
         _load_known_hosts(host, path, into=self.client.get_host_keys())
         try:
             return super().open()
@@ -220,6 +222,15 @@ class HostConnection(Connection):
             if converted is exc:
                 raise
             raise converted from exc
+
+    def sftp(self):
+        """The SFTP session (file copies), or InventoryError naming the host when its server offers none."""
+        try:
+            return super().sftp()
+        except paramiko.SSHException as exc:
+            raise InventoryError(self.kit_host, f"its SSH server opens no SFTP session ({exc or 'refused'}); the kit "
+                                 "copies files over SFTP: enable it in the host's sshd_config (Subsystem sftp ...)"
+                                 ) from exc
 
 
 def _convert(host: HostConfig, inv: Inventory, path: Path, exc: Exception, authenticating: bool) -> Exception:

@@ -32,13 +32,13 @@ slower; 2 bad input (missing or unreadable results.json, other schema, units tha
 
 from __future__ import annotations
 
-import json
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from kit.core.inputs import InputError, read_input
+from kit.core.inputs import InputError, parse_json, read_input
 from kit.core.layout import GroupKey, RunLog, case_name, classify
 from kit.results import stats
 
@@ -178,7 +178,7 @@ def load_results(path) -> Results:
     if path.is_dir():
         path = path / "results.json"
     try:
-        data = json.loads(read_input(path, "results.json"))
+        data = parse_json(read_input(path, "results.json"))
     except ValueError as exc:
         raise InputError(path, f"not JSON ({exc})") from None
     return parse_results(data, path)
@@ -296,12 +296,18 @@ def compare(results_a: Results, results_b: Results, factor: float = DEFAULT_FACT
     return rows
 
 
+def _cell(text: str) -> str:
+    """Text from results.json made safe for one Markdown table cell or heading: '|' escaped, no line breaks."""
+    return re.sub(r"[\x00-\x1f\x7f\u2028\u2029]+", " ", str(text)).replace("|", "\\|")
+
+
 def _num(value: float | None, fmt: str = ".2f") -> str:
     return "-" if value is None else format(value, fmt)
 
 
 def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: float = DEFAULT_FACTOR,
                 alpha: float = DEFAULT_ALPHA, only_changed: bool = False) -> str:
+    a_name, b_name = _cell(a_name), _cell(b_name)
     lines = [
         f"# Throughput comparison: {a_name} → {b_name}", "",
         f"A (baseline) = {a_name}, B = {b_name}; ratio = B/A of the case medians. A case changed only when the "
@@ -313,8 +319,8 @@ def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: f
     shown = [r for r in rows if not (only_changed and r.verdict in UNCHANGED)]
     if shown:
         lines += ["| case | unit | A | B | ratio | verdict | why |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {r.label} | {r.unit} | {_num(r.median_a)} | {_num(r.median_b)} | {_num(r.ratio, '.3f')} "
-                  f"| {r.verdict} | {r.reason} |" for r in shown]
+        lines += [f"| {_cell(r.label)} | {_cell(r.unit)} | {_num(r.median_a)} | {_num(r.median_b)} "
+                  f"| {_num(r.ratio, '.3f')} | {r.verdict} | {_cell(r.reason)} |" for r in shown]
     else:
         lines.append("No case changed.")
     for m, n in sorted({(len(r.a), len(r.b)) for r in rows if r.test == CI}):

@@ -7,6 +7,7 @@ plus metric, kind and rank to choose the series, and steps/batch for wallclock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -69,8 +70,11 @@ class Method:
             raise MethodError(f"skip must be >= 0, got {self.skip}")
         if self.count is not None and self.count < 1:
             raise MethodError(f"count must be >= 1, got {self.count}")
-        if not isinstance(self.scale, (int, float)) or isinstance(self.scale, bool) or self.scale <= 0:
-            raise MethodError(f"scale must be a positive number, got {self.scale!r}")
+        for name in ("scale", "batch"):
+            value = getattr(self, name)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if (value is not None or name == "scale") and not (number and 0 < value < math.inf):
+                raise MethodError(f"{name} must be a finite number > 0, got {value!r}")
         if self.round is not None and self.sig is not None:
             raise MethodError("give round or sig, not both")
         if self.sig is not None and self.sig < 1:
@@ -173,6 +177,8 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
             if len(values) >= 3 and spread > UNSTABLE_CV:
                 warnings.append(WARNINGS["unstable"].format(cv=spread))
     value = raw * method.scale
+    if not math.isfinite(value):
+        raise MethodError(f"{raw:g} x scale {method.scale:g} is past the largest number (a wrong --scale?)")
     if method.round is not None:
         value = stats.round_decimals(value, method.round)
     elif method.sig is not None:
@@ -184,6 +190,8 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
         warnings.append(WARNINGS["unterminated"])
     if unit == "steps/s" and method.scale == 1:
         warnings.append(WARNINGS["steps_per_second"])
+    elif unit == "steps/s":  # times the global batch (--scale, or a recipe's): samples/s
+        unit = "samples/s"
     return Figure(
         value=value,
         unit=unit,

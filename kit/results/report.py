@@ -106,8 +106,7 @@ class GroupResult:
 
     @property
     def unit(self) -> str:
-        units = {r.figure.unit for c in self.cases for r in c.runs}
-        return units.pop() if len(units) == 1 else "/".join(sorted(units))
+        return self.cases[0].runs[0].figure.unit  # one per group (build_report refuses mixed units)
 
 
 @dataclass
@@ -161,6 +160,19 @@ def _auto_scale(figure: Figure, log: RunLog) -> float:
     return 1.0
 
 
+def _refuse_mixed(what: str, runs: list[RunResult], root: Path, failures: list[tuple[Path, str]],
+                  kind=lambda f: f"{f.format} in {f.unit}") -> bool:
+    """Runs that differ in format or unit (`kind`) have no one median or speedup: each log becomes a failure."""
+    kinds: dict[str, list[str]] = {}
+    for r in runs:
+        kinds.setdefault(kind(r.figure), []).append(rel_path(r.log.path, root))
+    if len(kinds) < 2:
+        return False
+    detail = "; ".join(f"{k}: {', '.join(files)}" for k, files in sorted(kinds.items()))
+    failures += [(r.log.path, f"{what} mixes log formats or units ({detail})") for r in runs]
+    return True
+
+
 def figure_for(log: RunLog, method: Method, fmt: str, scale_given: bool) -> Figure:
     parsed = parse_log(log.path, fmt)
     if scale_given:
@@ -194,6 +206,10 @@ def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: boo
     groups = []
     for key in sorted(by_group):
         cases = [CaseResult(n, g, runs) for (n, g), runs in sorted(by_group[key].items())]
+        cases = [c for c in cases if not _refuse_mixed(f"case {c.name}", c.runs, root, failures)]
+        if not cases or _refuse_mixed(key.label(), [r for c in cases for r in c.runs], root, failures,
+                                      lambda f: f.unit):
+            continue
         group = GroupResult(key, cases)
         base = next((c for c in cases if c.nodes == 1 and c.gpus_per_node == 1), None)
         if base is None:

@@ -6,9 +6,9 @@ its published reference. Pure: reads the run directory's run.json and the logs' 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from kit.core.inputs import parse_json
 from kit.core.layout import SIDECAR_SUFFIX
 from kit.results.parsers.kitlog import read_run_start
 
@@ -61,8 +61,10 @@ def program_data_section(logs: Path) -> str:
     rows = []
     for sidecar in sorted(Path(logs).rglob("*" + SIDECAR_SUFFIX)):
         try:
-            data = json.loads(sidecar.read_text()).get("data") or {}
+            data = parse_json(sidecar.read_bytes()).get("data") or {}
         except (OSError, ValueError, AttributeError):
+            continue
+        if not isinstance(data, dict):
             continue
         if data.get("mode") == "synthetic":
             what = f"synthetic: the program's own mode ({data.get('synthetic')})"
@@ -84,8 +86,9 @@ def _run_starts(run_dir: Path) -> list[dict]:
 
 def settings_section(run_dir: Path, suite) -> str:
     """What was run, on what: the lines a reader needs before trusting the tables."""
-    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
-    host = meta.get("host", {})
+    meta = parse_json((run_dir / "run.json").read_bytes()) if (run_dir / "run.json").is_file() else {}
+    meta = meta if isinstance(meta, dict) else {}
+    host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
     starts = _run_starts(run_dir)
     lines = [f"Suite `{suite.name}` ({suite.description})."]
     if host:
@@ -94,9 +97,9 @@ def settings_section(run_dir: Path, suite) -> str:
     versions = sorted({f"{s.get('framework')} {s.get('framework_version')}" for s in starts})
     if versions:
         lines.append("Frameworks: " + ", ".join(versions) + ".")
-    shapes = sorted({(s.get("model"), s.get("image_size"), s.get("num_classes"), s.get("warmup_steps"),
-                      s.get("measure_steps"), s.get("data"), s.get("device"), s.get("threads"), s.get("ranks"))
-                     for s in starts}, key=str)
+    shapes = [shape for _, shape in sorted({str(t): t for t in (  # by str: a value may be a list
+        (s.get("model"), s.get("image_size"), s.get("num_classes"), s.get("warmup_steps"), s.get("measure_steps"),
+         s.get("data"), s.get("device"), s.get("threads"), s.get("ranks")) for s in starts)}.items())]
     if shapes:
         lines.append("\n| model | image size | classes | warm-up steps | measured steps | data | device | "
                      "threads/process | processes |")
@@ -113,8 +116,8 @@ def settings_section(run_dir: Path, suite) -> str:
     if any(s.get("precision") == "amp" and not s.get("amp_effective") for s in starts):
         lines.append("**AMP was requested on a CPU: those runs are FP32** (AMP needs a GPU); their tables say amp "
                      "only because the suite asked for it.")
-    skipped = meta.get("skipped_cases") or []
-    if skipped:
+    skipped = meta.get("skipped_cases")
+    if skipped and isinstance(skipped, list):
         lines.append(f"Not run on this host: {len(skipped)} case(s) (other runners or several nodes), see run.json.")
     refs = [c for c in suite.cases if c.reference]
     if refs:

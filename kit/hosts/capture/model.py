@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kit.core.inputs import parse_json
 from kit.hosts.capture.errors import EnvCaptureError
 from kit.hosts.capture.smi import SmiReport, parse_query_xml
 from kit.hosts.capture.system import CpuInfo, parse_cpuinfo, parse_meminfo, parse_os_release
@@ -89,13 +89,18 @@ def capture_from_dir(name: str, host_dir: Path) -> HostCapture:
     """Parse a host's kept raw probe outputs again (env/<host>/probes.json + <probe>.txt), as an auditor does."""
     probes_file = host_dir / "probes.json"
     try:
-        probes = json.loads(probes_file.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        probes = parse_json(probes_file.read_bytes())
+    except (OSError, ValueError) as exc:
         raise EnvCaptureError(str(probes_file), f"cannot read: {exc}") from None
+    if not isinstance(probes, dict) or not all(isinstance(e, dict) for e in probes.values()):
+        raise EnvCaptureError(str(probes_file), "not a JSON object of probe entries")
     raw = {}
     for probe, entry in probes.items():
         text_file = host_dir / f"{probe}.txt"
-        raw[probe] = (int(entry.get("exit", 1)), text_file.read_text() if text_file.is_file() else "")
+        code = entry.get("exit", 1)
+        if not isinstance(code, int):
+            raise EnvCaptureError(str(probes_file), f"{probe}: exit {code!r} is not an integer")
+        raw[probe] = (code, text_file.read_text() if text_file.is_file() else "")
     for needed in ("cpuinfo", "meminfo", "os-release", "kernel"):
         if needed not in raw:
             raise EnvCaptureError(str(probes_file), f"no {needed!r} probe recorded")

@@ -96,7 +96,10 @@ def detect_format(text: str, path: str | Path) -> LogFormat:
 
 def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:
     log_format = detect_format(text, path) if fmt == "auto" else get_format(fmt)
-    records = log_format.parse_text(text, path)
+    try:
+        records = log_format.parse_text(text, path)
+    except ValueError as exc:  # a number past what int() reads, outside the line scanner
+        raise ParseError(path, f"a number that cannot be read ({str(exc).split(';')[0]})") from None
     if not records:
         raise ParseError(path, f"no throughput line of format {log_format.name} ({log_format.description})")
     wrong = next((r for r in records if not r.value > 0), None)  # also NaN

@@ -152,7 +152,10 @@ def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path:
         if line.endswith("\r"):
             line = line[:-1]
         fragments = split_rank_fragments(line) if tagged else ((None, line),)
-        found = [r for rank, fragment in fragments for r in parse_line(fragment, lineno, rank)]
+        try:
+            found = [r for rank, fragment in fragments for r in parse_line(fragment, lineno, rank)]
+        except ValueError as exc:  # int() of a number of thousands of digits
+            raise ParseError(path, f"a number that cannot be read ({str(exc).split(';')[0]})", lineno) from None
         if not terminated and (not found or _NUMBER_AT_END.search(line)):
             raise ParseError(path, "log cut mid-line: the last throughput line is incomplete", lineno)
         records.extend(found)

@@ -7,11 +7,11 @@ JSON backend: 'DLLL {"timestamp": ..., "step": [0, 210], "data": {...}}'.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from kit.core.inputs import parse_json
 from kit.results.parsers.base import PER_EPOCH, PER_STEP, SUMMARY, LogFormat, ParseError, Record, posix_time, to_float
 
 # time, then the step: Summary: | PARAMETER | Epoch: e [Iteration: i] | Iteration: i | (e, i) | ()
@@ -84,9 +84,9 @@ class DLLoggerFormat(LogFormat):
 
     def _parse_json(self, payload: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         try:
-            entry = json.loads(payload)
-        except json.JSONDecodeError as exc:
-            raise ParseError(path, f"DLLL line is not valid JSON ({exc.msg})", lineno) from None
+            entry = parse_json(payload)
+        except ValueError as exc:
+            raise ParseError(path, f"DLLL line is not valid JSON ({getattr(exc, 'msg', exc)})", lineno) from None
         if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
             return
         ks = _json_kind_and_step(entry.get("step"))

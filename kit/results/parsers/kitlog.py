@@ -16,6 +16,7 @@ mlcommons/logging mlperf_logging/mllog (mllog.get_mllogger().event(key=..., valu
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.core.inputs import open_regular, parse_json
 from kit.results.parsers.base import PER_STEP, SUMMARY, LogFormat, ParseError, Record
 
 KITLOG = ":::KITLOG "
@@ -35,9 +37,11 @@ _RUN_STOP = re.compile(r':::KITLOG \{[^\n]*"event":\s*"run_stop"')
 def _json_after(line: str, marker: str, lineno: int, path: str | Path) -> dict:
     start = line.find(marker)
     try:
-        data = json.loads(line[start + len(marker) :])
+        data = parse_json(line[start + len(marker) :])
     except json.JSONDecodeError as exc:
         raise ParseError(path, f"{marker.strip()} line is not valid JSON ({exc.msg} at column {exc.colno})", lineno) from None
+    except ValueError as exc:  # an integer of thousands of digits, nesting too deep
+        raise ParseError(path, f"{marker.strip()} line is not valid JSON ({str(exc).split(';')[0]})", lineno) from None
     if not isinstance(data, dict):
         raise ParseError(path, f"{marker.strip()} line holds a {type(data).__name__}, not a JSON object", lineno)
     return data
@@ -68,14 +72,14 @@ def events(path: str | Path) -> list[LogEvent]:
     Lines that are not JSON objects are left out here: the parser judges them."""
     found = []
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace") as f:  # a FIFO: no events
             for lineno, line in enumerate(f, 1):
                 at = line.find(KITLOG)
                 if at < 0:
                     continue
                 try:
-                    data = json.loads(line[at + len(KITLOG):])
-                except json.JSONDecodeError:
+                    data = parse_json(line[at + len(KITLOG):])
+                except ValueError:
                     continue
                 if isinstance(data, dict):
                     found.append(LogEvent(lineno, data))
