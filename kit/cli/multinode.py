@@ -108,7 +108,6 @@ def cmd_multinode(args: argparse.Namespace) -> int:
 def cmd_cluster(args: argparse.Namespace) -> int:
     from kit.config.hosts import load_hosts
     from kit.run import multinode
-    from kit.run.plan import cluster_plan
 
     inv = load_hosts(hosts_file(args))
     if args.scheduler == "slurm":
@@ -122,12 +121,21 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             print(line)
         return EXIT_OK
     multinode.preflight(inv, inv.hosts)
+    run_dir, suite, groups, console = _cluster_groups(args, inv.names, f"{len(inv.names)} host(s)")
+    return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster")
+
+
+def _cluster_groups(args: argparse.Namespace, names: list[str], fits: str):
+    """(run directory, suite, host groups, console) of `kit cluster` over `names` (kit.run.plan.cluster_plan);
+    what cannot run is said; UsageError when no case fits."""
+    from kit.run.plan import cluster_plan
+
     plan: dict = {}
 
     def check(suite) -> None:
-        plan["groups"], plan["skipped"] = cluster_plan(suite, inv.names)
+        plan["groups"], plan["skipped"] = cluster_plan(suite, names)
         if not plan["groups"]:
-            raise UsageError(f"suite {suite.name}: no case fits {len(inv.names)} host(s)")
+            raise UsageError(f"suite {suite.name}: no case fits {fits}")
 
     run_dir, suite = _run_dir_for(args, check)
     if "groups" not in plan:
@@ -135,34 +143,21 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     console = progress_console()
     for line in plan["skipped"]:
         console.print(f"kit cluster: not run: {line}", soft_wrap=True, markup=False)
-    groups = [hosts for hosts, _nodes in plan["groups"]]
-    return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster")
+    return run_dir, suite, [hosts for hosts, _nodes in plan["groups"]], console
 
 
 def _slurm_cluster(args: argparse.Namespace, inv) -> int:
     """kit cluster --scheduler slurm: each group of n-node cases one allocation of the partition (kit.run.slurm)."""
     from kit.run import slurm
-    from kit.run.plan import cluster_plan
 
     if inv.slurm is None:
         raise UsageError(f"{inv.path}: no slurm: section (partition, shared_dir, ...); --scheduler slurm needs it")
     if args.dry_run:
         raise UsageError("--dry-run with --scheduler slurm is not implemented")
     nodes = slurm.partition_nodes(inv.slurm)  # no Slurm, no controller, unknown partition: one line, nothing started
-    plan: dict = {}
-
-    def check(suite) -> None:
-        plan["groups"], plan["skipped"] = cluster_plan(suite, nodes)
-        if not plan["groups"]:
-            raise UsageError(f"suite {suite.name}: no case fits partition {inv.slurm.partition} ({len(nodes)} nodes)")
-
-    run_dir, suite = _run_dir_for(args, check)
-    if "groups" not in plan:
-        check(suite)
-    console = progress_console()
-    for line in plan["skipped"]:
-        console.print(f"kit cluster: not run: {line}", soft_wrap=True, markup=False)
-    return _host_jobs(args, inv, [hosts for hosts, _n in plan["groups"]], run_dir, suite, console,
+    run_dir, suite, groups, console = _cluster_groups(args, nodes,
+                                                      f"partition {inv.slurm.partition} ({len(nodes)} nodes)")
+    return _host_jobs(args, inv, groups, run_dir, suite, console,
                       "kit cluster --scheduler slurm",
                       job=lambda group, progress: slurm.run_slurm_job(inv.slurm, len(group), suite, run_dir,
                                                                       args.on_failure, progress))

@@ -39,47 +39,47 @@ def program_runs(ev: Evidence) -> list[tuple[str, RunLog, list[tuple[str, Path]]
     return out
 
 
-def _record(ev: Evidence, path: Path, out: Finding) -> dict | None:
-    try:
-        meta = json.loads(path.read_text())
-        if not isinstance(meta, dict):
-            raise ValueError("not a JSON object")
-        return meta
-    except (OSError, ValueError) as exc:
-        out.fail(f"the run's command record cannot be read: {exc}"[:300], ev.rel(path))
-        return None
+def judged_records(ev: Evidence, out: Finding):
+    """(case key, log, host, record path, record, every (host, path) of the run) of each readable record, counted
+    on `out`; an unreadable one is a violation."""
+    for key, log, records in program_runs(ev):
+        for host, path in records:
+            out.checked += 1
+            try:
+                meta = json.loads(path.read_text())
+                if not isinstance(meta, dict):
+                    raise ValueError("not a JSON object")
+            except (OSError, ValueError) as exc:
+                out.fail(f"the run's command record cannot be read: {exc}"[:300], ev.rel(path))
+                continue
+            yield key, log, host, path, meta, records
 
 
 @predicate()
 def program_command_is_recipe(ev: Evidence, out: Finding) -> None:
     """Each record names the job its log's place says (program, model, batch, precision, nodes, GPUs), and its
     argv, working directory, environment and patch are what this kit's recipe builds for that job there."""
-    for key, log, records in program_runs(ev):
-        for host, path in records:
-            out.checked += 1
-            meta = _record(ev, path, out)
-            if meta is None:
-                continue
-            where = ev.rel(path)
-            g = log.group
-            want = {"impl": g.framework, "model": g.model, "batch_size": g.batch, "precision": g.precision,
-                    "nodes": log.nodes, "gpus_per_node": log.gpus_per_node}
-            wrong = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
-            if wrong:
-                out.fail(f"{key} ({host}): the record names another job than its log's place: {wrong}", where)
-                continue
-            try:
-                built = reference.rebuild(meta)
-            except RECORD_ERRORS as exc:
-                out.fail(f"{key} ({host}): no recipe builds the recorded job: {exc}"[:300], where)
-                continue
-            have = {"argv": meta.get("argv"), "cwd": meta.get("cwd"), "env": meta.get("env"),
-                    "work_copy": meta.get("work_copy"), "patch": meta.get("patch"), "add": meta.get("add")}
-            recipe = {"argv": built.argv, "cwd": built.cwd, "env": reference.redact(built.env),
-                      "work_copy": built.work_copy, "patch": built.patch, "add": list(built.add)}
-            for field, value in recipe.items():
-                if have[field] != value:
-                    out.fail(f"{key} ({host}): {field} {have[field]!r} is not the recipe's {value!r}"[:600], where)
+    for key, log, host, path, meta, _records in judged_records(ev, out):
+        where = ev.rel(path)
+        g = log.group
+        want = {"impl": g.framework, "model": g.model, "batch_size": g.batch, "precision": g.precision,
+                "nodes": log.nodes, "gpus_per_node": log.gpus_per_node}
+        wrong = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
+        if wrong:
+            out.fail(f"{key} ({host}): the record names another job than its log's place: {wrong}", where)
+            continue
+        try:
+            built = reference.rebuild(meta)
+        except RECORD_ERRORS as exc:
+            out.fail(f"{key} ({host}): no recipe builds the recorded job: {exc}"[:300], where)
+            continue
+        have = {"argv": meta.get("argv"), "cwd": meta.get("cwd"), "env": meta.get("env"),
+                "work_copy": meta.get("work_copy"), "patch": meta.get("patch"), "add": meta.get("add")}
+        recipe = {"argv": built.argv, "cwd": built.cwd, "env": reference.redact(built.env),
+                  "work_copy": built.work_copy, "patch": built.patch, "add": list(built.add)}
+        for field, value in recipe.items():
+            if have[field] != value:
+                out.fail(f"{key} ({host}): {field} {have[field]!r} is not the recipe's {value!r}"[:600], where)
 
 
 @predicate()
@@ -87,25 +87,20 @@ def program_code_pinned(ev: Evidence, out: Finding) -> None:
     """Each run's model code was at the commit docker/pins.yaml pins, or run.json records it as forced."""
     forced = {(m.get("host"), m.get("case")) for m in ev.meta.get("model_code_forced") or [] if isinstance(m, dict)}
     noted = 0
-    for key, _log, records in program_runs(ev):
-        for host, path in records:
-            out.checked += 1
-            meta = _record(ev, path, out)
-            if meta is None:
-                continue
-            try:
-                pin = pin_of(reference.BY_NAME[meta["impl"]].code)
-            except RECORD_ERRORS as exc:
-                out.fail(f"{key} ({host}): unknown program in the record: {exc}"[:300], ev.rel(path))
-                continue
-            commit = meta.get("model_code_commit")
-            if commit == pin:
-                continue
-            if (host, key) in forced:
-                noted += 1
-                continue
-            out.fail(f"{key} ({host}): ran model code {commit or 'of no git commit'}, docker/pins.yaml pins {pin}, "
-                     "and run.json does not record the run as forced", ev.rel(path))
+    for key, _log, host, path, meta, _records in judged_records(ev, out):
+        try:
+            pin = pin_of(reference.BY_NAME[meta["impl"]].code)
+        except RECORD_ERRORS as exc:
+            out.fail(f"{key} ({host}): unknown program in the record: {exc}"[:300], ev.rel(path))
+            continue
+        commit = meta.get("model_code_commit")
+        if commit == pin:
+            continue
+        if (host, key) in forced:
+            noted += 1
+            continue
+        out.fail(f"{key} ({host}): ran model code {commit or 'of no git commit'}, docker/pins.yaml pins {pin}, "
+                 "and run.json does not record the run as forced", ev.rel(path))
     if noted:
         out.note = f"{noted} run record(s) ran forced off the pin (run.json model_code_forced)"
 
@@ -114,25 +109,20 @@ def program_code_pinned(ev: Evidence, out: Finding) -> None:
 def program_ranks_logged(ev: Evidence, out: Finding) -> None:
     """Every host that started a rank left its output; Paddle's launcher left a workerlog per rank of each host;
     one mpirun's tagged output holds every rank."""
-    for key, log, records in program_runs(ev):
-        for host, path in records:
-            out.checked += 1
-            meta = _record(ev, path, out)
-            if meta is None:
-                continue
-            argv, folder = meta.get("argv") or [], path.parent
-            gpus = int(meta.get("gpus_per_node") or 1)
-            if host != "local" and not (folder / "stdout.log").is_file():
-                out.fail(f"{key} ({host}): no stdout.log of this host's ranks", ev.rel(folder))
-            if "paddle.distributed.launch" in argv:
-                workers = {p.name for p in folder.rglob("workerlog.*") if p.is_file()}
-                if len(workers) < gpus:
-                    out.fail(f"{key} ({host}): {len(workers)} workerlog(s) for {gpus} rank(s) on this host",
-                             ev.rel(folder))
-            if "-tag-output" in argv and host in ("local", records[0][0]):
-                text = (folder / "stdout.log" if host != "local" else log.path).read_text(errors="replace")
-                ranks = gpus * int(meta.get("nodes") or 1)
-                missing = [r for r in range(ranks) if f"[1,{r}]<stdout>" not in text]
-                if missing:
-                    out.fail(f"{key} ({host}): mpirun's output has no line of rank(s) "
-                             f"{', '.join(map(str, missing[:10]))} of {ranks}", ev.rel(log.path))
+    for key, log, host, path, meta, records in judged_records(ev, out):
+        argv, folder = meta.get("argv") or [], path.parent
+        gpus = int(meta.get("gpus_per_node") or 1)
+        if host != "local" and not (folder / "stdout.log").is_file():
+            out.fail(f"{key} ({host}): no stdout.log of this host's ranks", ev.rel(folder))
+        if "paddle.distributed.launch" in argv:
+            workers = {p.name for p in folder.rglob("workerlog.*") if p.is_file()}
+            if len(workers) < gpus:
+                out.fail(f"{key} ({host}): {len(workers)} workerlog(s) for {gpus} rank(s) on this host",
+                         ev.rel(folder))
+        if "-tag-output" in argv and host in ("local", records[0][0]):
+            text = (folder / "stdout.log" if host != "local" else log.path).read_text(errors="replace")
+            ranks = gpus * int(meta.get("nodes") or 1)
+            missing = [r for r in range(ranks) if f"[1,{r}]<stdout>" not in text]
+            if missing:
+                out.fail(f"{key} ({host}): mpirun's output has no line of rank(s) "
+                         f"{', '.join(map(str, missing[:10]))} of {ranks}", ev.rel(log.path))
