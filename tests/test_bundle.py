@@ -258,6 +258,11 @@ def test_bad_input_is_refused_clearly(tmp_path, capsys):
     assert "not a run directory (needs run.json and logs/)" in capsys.readouterr().err
     assert main(["verify", str(tmp_path / "nope.tar.gz")]) == 2
     assert "no such bundle" in capsys.readouterr().err
+    os.mkfifo(tmp_path / "pipe.tar.gz")
+    for special in (tmp_path / "pipe.tar.gz", Path("/dev/zero")):  # a pipe used to hang, /dev/zero to be read
+        assert main(["verify", str(special)]) == 2
+        assert capsys.readouterr().err == f"kit verify: {special}: not a regular file or folder (a pipe, socket " \
+                                          "or device), so not a bundle\n"
     (tmp_path / "truncated.tar.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
     assert main(["verify", str(tmp_path / "truncated.tar.gz")]) == 1
     assert "[integrity] truncated.tar.gz: corrupt or truncated archive" in capsys.readouterr().out

@@ -204,6 +204,8 @@ def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str
     bundle = Path(bundle)
     if not bundle.exists():
         raise bd.BundleError(f"{bundle}: no such bundle")
+    if not (bundle.is_file() or bundle.is_dir()):  # a pipe would block the reader
+        raise bd.BundleError(f"{bundle}: not a regular file or folder (a pipe, socket or device), so not a bundle")
     if allowed_signers is not None:
         text = read_input(allowed_signers, "file of allowed signers").decode("utf-8", errors="replace")
         if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
