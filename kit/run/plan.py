@@ -135,7 +135,11 @@ def plan_for_nodes(suite: Suite, nodes: int, accept: Callable[[Case], bool] | No
 
 def unfit(case: Case, hosts: list, hardware: str) -> str | None:
     """Why these hosts cannot run the case as planned (fewer GPUs than it starts per node, by the inventory's
-    `gpus:`), or None. A CPU suite's gpus_per_node counts processes: any host runs them."""
+    `gpus:`; TensorFlow's mpirun across docker hosts), or None. A CPU suite's gpus_per_node counts processes."""
+    boxed = [h.name for h in hosts if h.runtime == "docker"]
+    if case.impl == "reference" and case.framework == "tensorflow" and case.nodes > 1 and boxed:
+        return (f"one mpirun over {case.nodes} hosts cannot start ranks in the other hosts' containers yet; "
+                f"{', '.join(boxed)} {'has' if len(boxed) == 1 else 'have'} runtime docker (run it on native hosts)")
     short = [h for h in hosts if hardware == "gpu" and h.gpus < case.gpus_per_node]
     if not short:
         return None
