@@ -34,6 +34,7 @@ class Impl:
     source: str  # where the recipe was read
     data_format: str | None = None  # the format it reads (data_prep/convert.py --to), under <data_dir>/<format>/
     synthetic: str | None = None  # its own synthetic-data mode, as the program spells it; None: it has none
+    tagged_output: bool = False  # its ranks' output goes through Open MPI's tagging (mpirun, horovodrun)
 
 
 IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
@@ -53,11 +54,11 @@ IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
     Impl("ngc-tensorflow", "tensorflow", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (TensorFlow 1)",
          "dle", "TensorFlow/Classification/ConvNets", "dle-tf1",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/TensorFlow/scripts/{tf_test_all.sh,tf_test_dist_all.sh}",
-         data_format="tfrecord", synthetic="no --data_dir"),
+         data_format="tfrecord", synthetic="no --data_dir", tagged_output=True),
     Impl("ngc-mxnet", "mxnet", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (MXNet)", "dle",
          "MxNet/Classification/RN50v1.5", "dle-mxnet",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/MxNet/scripts/mxnet_test_all.sh",
-         data_format="recordio", synthetic="--data-backend synthetic"),
+         data_format="recordio", synthetic="--data-backend synthetic", tagged_output=True),
 )}
 
 
@@ -76,6 +77,13 @@ def implementation(framework: str, model: str) -> Impl:
     return impl
 
 
+def default_data(framework: str, model: str) -> str:
+    """What a program reads unless a case says otherwise: the dataset it was published on, or its own samples
+    where it reads none (PLSC)."""
+    impl = IMPLS.get((framework, model))
+    return "synthetic" if impl and impl.data_format is None else "imagenet"
+
+
 @dataclass(frozen=True)
 class RefJob:
     framework: str
@@ -87,9 +95,8 @@ class RefJob:
     data: str | None = None  # imagenet | synthetic (Impl.synthetic); None: imagenet where the program reads a dataset
 
     def __post_init__(self) -> None:
-        impl = IMPLS.get((self.framework, self.model))
         if self.data is None:
-            object.__setattr__(self, "data", "synthetic" if impl and impl.data_format is None else "imagenet")
+            object.__setattr__(self, "data", default_data(self.framework, self.model))
 
     @property
     def gpus(self) -> int:

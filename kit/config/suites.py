@@ -295,7 +295,7 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
                               f"{values['framework']} (use impl: reference)", entry.line_of(where), where)
         values["impl"] = impl
         if impl == "reference" and "data" not in entry and "data" not in defaults:
-            values["data"] = programs.RefJob(values["framework"], values["model"], "fp32", 1, 1).data  # as published
+            values["data"] = programs.default_data(values["framework"], values["model"])
         values["timeout_s"] = float(values["timeout_s"])
         case = Case(**values, line=entry.line)
         if impl == "reference":

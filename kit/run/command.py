@@ -291,7 +291,7 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
         python = "python3" if boxed else site.python
         # Open MPI tags each chunk it reads from a rank: Python writing print()'s text and its newline apart
         # (PYTHONUNBUFFERED) splits the lines; "" is unset for Python and overrides an image's ENV
-        kit_env = {"PYTHONUNBUFFERED": "" if ref.impl.name in ("ngc-tensorflow", "ngc-mxnet") else "1"}
+        kit_env = {"PYTHONUNBUFFERED": "" if ref.impl.tagged_output else "1"}
         if site.launcher_logs and "paddle.distributed.launch" in ref.argv:
             kit_env["PADDLE_LOG_DIR"] = site.launcher_logs  # every rank's workerlog.N, gathered with the run
         inner = Command(launch_argv(python, here.scripts, ref, job, cluster, record), {**kit_env, **ref.env})
