@@ -196,9 +196,25 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc={w / 'jobcomp.txt'}
 JobAcctGatherType=jobacct_gather/none
+TaskProlog={self._task_prolog()}
 {nodes}
 PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """)
+
+    def _task_prolog(self) -> Path:
+        """Each node's tasks get DOCKER_HOST of the node's own engine, once NetHosts.start_docker started one (as a
+        site's TaskProlog sets up a task's environment)."""
+        script = self.workdir / "task-prolog.sh"
+        lines = [f'{n}) s={self.net.docker_socket(n)} ;;' for n in NODES]
+        script.write_text("#!/bin/sh\n# written by tests/slurmhosts.py\ncase \"$SLURMD_NODENAME\" in\n"
+                          + "\n".join(lines) + "\n*) exit 0 ;;\nesac\n"
+                          + '[ -S "$s" ] && echo "export DOCKER_HOST=unix://$s"\nexit 0\n')
+        script.chmod(0o755)
+        return script
+
+    def start_docker(self, node: str) -> Path:
+        """The node's own Docker engine (NetHosts.start_docker); its tasks reach it through DOCKER_HOST."""
+        return self.net.start_docker(node)
 
     def _start_slurmd(self, node: str) -> None:
         (self.workdir / f"spool-{node}").mkdir(exist_ok=True)

@@ -160,7 +160,7 @@ def _slurm_cluster(args: argparse.Namespace, inv) -> int:
     return _host_jobs(args, inv, groups, run_dir, suite, console,
                       "kit cluster --scheduler slurm",
                       job=lambda group, progress: slurm.run_slurm_job(inv.slurm, len(group), suite, run_dir,
-                                                                      args.on_failure, progress))
+                                                                      args.on_failure, progress, args.force))
 
 
 def cmd_gather_logs(args: argparse.Namespace) -> int:

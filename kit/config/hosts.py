@@ -75,13 +75,16 @@ SLURM_KEYS: dict[str, tuple[tuple, Any]] = {
     "account": ((str, None), None),
     "time_limit": ((int, None), None),  # minutes per case (each job step's srun --time); None: the case's timeout
     "gpus_per_node": ((int,), 0),  # --gpus-per-node of the allocation; 0: CPU only
-    "container": ((str,), "native"),  # only native so far (pyxis / docker inside the step: not yet)
+    "container": ((str,), "auto"),  # auto | native | docker (docker run inside the step) | pyxis (srun --container-image)
+    "images": ((str, dict, None), None),  # docker/pyxis: one image reference, or framework -> reference
+    "model_code": ((str, None), None),  # the published programs' checkouts on the nodes (as a host's model_code)
+    "data_dir": ((str, None), None),  # the data root on the nodes (<data_dir>/<format>/, as a host's data_dir)
     "shared_dir": ((str,), None),  # a directory every node and this machine see at the same path
     "python": ((str,), "python3"),
     "nic": ((str, None), None),
     "pending_timeout": ((int, float), 300),  # seconds an allocation may pend before the kit gives up
 }
-SLURM_CONTAINERS = ("native",)
+SLURM_CONTAINERS = ("auto", "native", "docker", "pyxis")
 PER_HOST = ("name", "address")
 HOST_DEFAULTS = {k: d for k, (_, d) in HOST_KEYS.items() if k not in PER_HOST}
 SSH_DEFAULTS = {k: d for k, (_, d) in SSH_KEYS.items()}
@@ -136,10 +139,16 @@ class SlurmConfig:
     account: str | None = None
     time_limit: int | None = None
     gpus_per_node: int = 0
-    container: str = "native"
+    container: str = "auto"
+    images: dict[str, str] | None = None  # framework -> image reference (docker / pyxis)
+    model_code: str | None = None
+    data_dir: str | None = None
     python: str = "python3"
     nic: str | None = None
     pending_timeout: float = 300.0
+
+    def image(self, framework: str) -> str | None:
+        return (self.images or {}).get(framework)
     line: int = 0
 
 
@@ -292,9 +301,30 @@ def _positive(value: float, where: Where) -> float:
 
 def _container(value: str, where: Where) -> str:
     if value not in SLURM_CONTAINERS:
-        raise where.error(f"{value!r}: only {', '.join(SLURM_CONTAINERS)} so far (pyxis and docker inside the "
-                          "job step are not implemented)")
+        raise where.error(f"{value!r}: one of {', '.join(SLURM_CONTAINERS)}")
     return value
+
+
+def _images(value: str | dict, where: Where) -> dict[str, str]:
+    """One reference for every framework, or framework -> reference (a framework left out has no image)."""
+    from kit.config.suites import FRAMEWORKS
+
+    if isinstance(value, str):
+        return dict.fromkeys(FRAMEWORKS, _image_ref(value, where))
+    out = {}
+    for framework, ref in value.items():
+        if framework not in FRAMEWORKS:
+            raise where.error(f"{framework!r}: not a framework ({', '.join(FRAMEWORKS)})")
+        if not isinstance(ref, str):
+            raise where.error(f"{framework}: expected an image reference, got {type(ref).__name__}")
+        out[framework] = _image_ref(ref, where)
+    return out
+
+
+def _image_ref(ref: str, where: Where) -> str:
+    if not ref.strip() or ref.startswith("-") or any(c.isspace() or c in ",\"'" for c in ref):
+        raise where.error(f"{ref!r}: not an image reference (no spaces, commas or quotes; not starting with '-')")
+    return ref
 
 
 def _system(data: LineDict, path: Path) -> dict[str, str]:
@@ -507,6 +537,9 @@ _SLURM_CHECKS = {
     "time_limit": _positive,
     "gpus_per_node": _gpus,
     "container": _container,
+    "images": _images,
+    "model_code": _remote_dir,
+    "data_dir": _remote_dir,
     "shared_dir": _remote_dir,
     "python": _no_dash,
     "nic": _no_space,

@@ -214,6 +214,7 @@ class Container:
     user: str | None = None  # "uid:gid"; None: the image's user
     shm_size: str = "16g"
     workdir: str | None = None
+    engine: str = "docker"  # docker: `docker run` wraps the rank; pyxis: the scheduler starts the step in the image
 
 
 @dataclass(frozen=True)
@@ -304,9 +305,9 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
             data_list=site.train_list, device="cpu" if hardware == "cpu" else "gpu",
             launcher_log_dir=site.launcher_logs if case.processes > 1 else None)
         ref = None
-    if not boxed:
-        return RunCommand(program, inner, ref)
     box = site.container
+    if not boxed or box.engine != "docker":
+        return RunCommand(program, Command(inner.argv, {**inner.env, "HOME": "/tmp"}) if boxed else inner, ref)
     wrapped = docker_command(Command(inner.argv, {**inner.env, "HOME": "/tmp"}), DockerRun(
         image=box.image, run_id=run_id, case_key=case.key, name=container_name(run_id, case.key, repeat, site.name),
         gpus=case.gpus_per_node if hardware == "gpu" else 0, shm_size=box.shm_size, mounts=box.mounts,

@@ -70,14 +70,8 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
         runner.images = deliver_images(inv, docker_hosts, suite, runs, Path(run_dir), image, progress)
     forced = runner.stage(runs, force)
     meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts])
-    if refused:
-        known = {s["case"] for s in meta.get("skipped_cases", [])}
-        meta["skipped_cases"] = meta.get("skipped_cases", []) + [
-            {"case": k, "reason": w} for k, w in refused.items() if k not in known]
-        records.save_run_meta(run_dir, meta)
-    if forced:  # checkouts not at the pinned commit, run anyway (--force): the auditor sees which
-        meta["model_code_forced"] = [m for m in meta.get("model_code_forced", []) if m not in forced] + forced
-        records.save_run_meta(run_dir, meta)
+    records.note_skipped(run_dir, meta, refused)
+    records.note_forced(run_dir, meta, forced)
     outcomes = []
     for run in runs:
         if records.is_done(Path(run_dir), run):

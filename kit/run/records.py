@@ -167,6 +167,22 @@ def save_run_meta(run_dir: Path, meta: dict) -> None:
     write_json(Path(run_dir) / "run.json", meta, "run.json")
 
 
+def note_skipped(run_dir: Path, meta: dict, refused: dict[str, str]) -> None:
+    """Cases the plan does not run, with why, into run.json `skipped_cases` (once each, across resumes)."""
+    if refused:
+        known = {s["case"] for s in meta.get("skipped_cases", [])}
+        meta["skipped_cases"] = meta.get("skipped_cases", []) + [
+            {"case": k, "reason": w} for k, w in refused.items() if k not in known]
+        save_run_meta(run_dir, meta)
+
+
+def note_forced(run_dir: Path, meta: dict, forced: list[dict]) -> None:
+    """Checkouts not at the pinned commit, run anyway (--force), into run.json `model_code_forced`."""
+    if forced:
+        meta["model_code_forced"] = [m for m in meta.get("model_code_forced", []) if m not in forced] + forced
+        save_run_meta(run_dir, meta)
+
+
 def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: float | None, seconds: float,
                reason: str, **extra) -> None:
     """One run's outcome into run.json, written at once so an interruption loses nothing."""

@@ -15,6 +15,13 @@ gather copies them into runs/<id>/hosts/<node>/ and runs/<id>/slurm/, rank 0's s
 timeout, a node Slurm stops hearing from, or Ctrl-C: `scancel` of the step (the allocation is cancelled when
 the group ends, or at once on Ctrl-C). States come from srun and `scontrol show job`; `sacct` is asked first
 and used where the cluster keeps accounting.
+
+Containers (slurm.container): `pyxis` starts the step in the case's image (srun --container-image, the shared
+directory, data, scripts and model code mounted); `docker` has each node's task `docker run` its rank (the
+node's own engine holds the image; its id is recorded); `native` runs slurm.python; `auto` picks pyxis where
+srun knows --container-image and images are named, docker where only images are named, else native.
+Before the first run of an allocation one step checks every node (kit.run.needs): data and model code of the
+published programs at their pins, and in docker mode the image; a node that lacks one refuses the runs.
 """
 
 from __future__ import annotations
@@ -28,17 +35,19 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from kit.config.hosts import HostConfig, SlurmConfig
 from kit.config.suites import Suite
 from kit.hosts.connect import quote_cmd, remote_env
-from kit.run import gather, records
+from kit.run import gather, records, reference
 from kit.run.bench import write_report
-from kit.run.command import HARNESS, command_for
-from kit.run.plan import PlannedRun, plan_for_nodes
+from kit.run.command import HARNESS, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
+from kit.run.needs import needs_script, read_needs
+from kit.run.plan import PlannedRun, describe_mismatch, plan_for_nodes
 from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, RunOutcome, execute, master_port
-from kit.run.ssh import HARNESS_FILES, harness_dir, ssh_site
+from kit.run.ssh import HARNESS_FILES, harness_dir, scripts_dir, ssh_site
 
 TOOLS = ("salloc", "srun", "squeue", "scancel", "scontrol", "sinfo")
 Progress = Callable[[str, str, str], None]
@@ -84,6 +93,22 @@ def partition_nodes(cfg: SlurmConfig) -> list[str]:
     return list(dict.fromkeys(res.stdout.split()))
 
 
+def has_pyxis() -> bool:
+    """Whether this srun takes --container-image (the pyxis SPANK plugin)."""
+    res = slurm(["srun", "--help"])
+    return "--container-image" in res.stdout + res.stderr
+
+
+def container_mode(cfg: SlurmConfig) -> str:
+    """native, docker or pyxis: slurm.container, `auto` resolved against this srun and slurm.images."""
+    if cfg.container == "auto":
+        return "native" if not cfg.images else "pyxis" if has_pyxis() else "docker"
+    if cfg.container == "pyxis" and not has_pyxis():
+        raise SlurmError("slurm.container is pyxis, but this srun has no --container-image (the pyxis plugin is "
+                         "not installed on this cluster); use container: docker or native")
+    return cfg.container
+
+
 def _fields(line: str) -> dict[str, str]:
     """`scontrol show ... -o` output: Key=Value words."""
     return dict(w.split("=", 1) for w in line.split() if "=" in w)
@@ -95,8 +120,10 @@ class SlurmRunner(Runner):
         self.run_dir = Path(run_dir).resolve()
         self.run_id = self.run_dir.name
         self.progress = progress or (lambda host, what, detail: None)
+        self.mode = container_mode(cfg)
         self.job_id: str | None = None
         self.nodes: list[HostConfig] = []
+        self.image_ids: dict[str, dict[str, str]] = {}  # docker mode: node -> image reference -> id there
         self._run: PlannedRun | None = None
         self._srun: subprocess.Popen | None = None
         self._lines: dict[str, str] = {}
@@ -107,12 +134,70 @@ class SlurmRunner(Runner):
 
     # ---- the allocation ------------------------------------------------------------------------
 
-    def stage(self) -> None:
-        """The harness into the shared directory (content-addressed, as on SSH hosts)."""
-        where = Path(harness_dir(self._node("stage", "127.0.0.1")))
-        where.mkdir(parents=True, exist_ok=True)
-        for name in HARNESS_FILES:
-            shutil.copyfile(HARNESS.parent / name, where / name)
+    def stage(self, runs: list[PlannedRun]) -> None:
+        """The harness (content-addressed, as on SSH hosts) and, for published programs, the kit's launcher,
+        drivers and patch into the shared directory."""
+        node = self._node("stage", "127.0.0.1")
+        files = [(HARNESS.parent / n, Path(harness_dir(node), n)) for n in HARNESS_FILES]
+        if any(r.case.impl == "reference" for r in runs):
+            files += [(SCRIPTS / n, Path(scripts_dir(node), n)) for n in SCRIPT_FILES]
+        for local, there in files:
+            there.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(local, there)
+        if not self.cfg.data_dir:  # the default data root (a container mounts it): <shared_dir>/data
+            Path(node.data_dir).mkdir(parents=True, exist_ok=True)
+
+    def image_for(self, run: PlannedRun) -> str | None:
+        return None if self.mode == "native" else self.cfg.image(run.case.framework)
+
+    def check(self, runs: list[PlannedRun], force: bool = False) -> list[dict]:
+        """One step on every node of the allocation: the published programs' data and model code (at their
+        pins), and in docker mode each image in the node's engine. SlurmError naming every node and what it
+        lacks; nothing has run then. Checkouts off the pin refuse the runs unless `force`: then they are
+        returned (node added) for run.json."""
+        programs = sorted({r.case.key: r.case for r in runs if r.case.impl == "reference"}.items())
+        images = sorted({i for r in runs if (i := self.image_for(r))}) if self.mode == "docker" else []
+        if not programs and not images:
+            return []
+        node = self.nodes[0]
+        where = Path(self.cfg.shared_dir, "runs", self.run_id, "steps", "check")
+        if where.exists():
+            shutil.rmtree(where)
+        where.mkdir(parents=True)
+        script = [f"if i=$(docker image inspect --format '{{{{.Id}}}}' {quote_cmd([ref])} 2>&1); then "
+                  f"printf 'image\\t%s\\t%s\\n' {quote_cmd([ref])} \"$i\"; else printf 'noimage\\t%s\\t%s\\n' "
+                  f"{quote_cmd([ref])} \"$(echo $i | head -c 300)\"; fi" for ref in images]
+        (where / "check.sh").write_text("\n".join(script) + "\n" + needs_script(
+            programs, node.data_dir, node.model_code, check_code=self.mode == "native" or bool(node.model_code)))
+        out = quote_cmd([str(where)]) + '/"$SLURMD_NODENAME".out'
+        res = slurm(["srun", "--jobid", self.job_id, "-N", str(len(self.nodes)), "--ntasks-per-node", "1",
+                     "--time=5", "-J", "kit-check", "bash", "-c", f"bash {quote_cmd([str(where / 'check.sh')])} "
+                     f"> {out} 2>&1"], timeout=600)
+        problems, mismatches = [], []
+        for n in self.nodes:
+            try:
+                said = (where / f"{n.name}.out").read_text(errors="replace")
+            except OSError:
+                problems.append(f"{n.name}: the check step left no answer (srun: {_first_line(res)})")
+                continue
+            found, off_pin = read_needs(programs, said)
+            problems += [f"{n.name}: {f}" for f in found]
+            mismatches += [{"host": n.name, **m} for m in off_pin]
+            for line in said.splitlines():
+                what, *fields = line.split("\t")
+                if what == "image" and len(fields) == 2:
+                    self.image_ids.setdefault(n.name, {})[fields[0]] = fields[1]
+                elif what == "noimage" and len(fields) == 2:
+                    problems.append(f"{n.name}: no image {fields[0]} in the node's docker engine ({fields[1]}); "
+                                    "load or pull it on every node")
+        if not force:
+            problems += [f"{m['host']}: {describe_mismatch(m)}; pass --force to run it anyway (the run records it)"
+                         for m in mismatches]
+        if problems:
+            raise SlurmError("not every node has what the runs need, nothing started: " + "; ".join(problems))
+        for m in mismatches:
+            self.progress(m["host"], "forced", describe_mismatch(m))
+        return sorted(mismatches, key=lambda m: (m["host"], m["case"]))
 
     def allocate(self, nodes: int, runs: int = 1) -> None:
         """A job holding `nodes` nodes of the partition (kept while it lives); SlurmError when it pends longer
@@ -174,9 +259,11 @@ class SlurmRunner(Runner):
 
     def _node(self, name: str, address: str) -> HostConfig:
         """A node as the SSH runner's host: its work_dir is the shared directory (ssh_site builds the Site)."""
-        return HostConfig(name=name, address=address, user=os.environ.get("USER") or "slurm", runtime="native",
-                          work_dir=self.cfg.shared_dir, python=self.cfg.python, nic=self.cfg.nic,
-                          gpus=self.cfg.gpus_per_node)
+        return HostConfig(name=name, address=address, user=os.environ.get("USER") or "slurm",
+                          runtime="docker" if self.mode == "docker" else "native", work_dir=self.cfg.shared_dir,
+                          python=self.cfg.python, nic=self.cfg.nic, gpus=self.cfg.gpus_per_node,
+                          data_dir=self.cfg.data_dir or posixpath.join(self.cfg.shared_dir, "data"),
+                          model_code=self.cfg.model_code)
 
     def _gone(self, done: Callable[[], bool], limit: float = STOP_WAIT_S) -> bool:
         end = time.monotonic() + limit
@@ -194,11 +281,28 @@ class SlurmRunner(Runner):
     def step_dir(self, run: PlannedRun) -> Path:
         return Path(self.cfg.shared_dir, "runs", self.run_id, "steps", run.folder.as_posix())
 
+    def pyxis_mounts(self) -> tuple[Mount, ...]:
+        """What a pyxis step sees of the nodes: the shared directory; data, scripts and model code read-only."""
+        node = self.nodes[0]
+        mounts = [Mount(self.cfg.shared_dir, self.cfg.shared_dir),
+                  Mount(scripts_dir(node), reference.SCRIPTS_DIR, read_only=True)]
+        if self.cfg.data_dir:
+            mounts.append(Mount(self.cfg.data_dir, self.cfg.data_dir, read_only=True))
+        if self.cfg.model_code:
+            mounts.append(Mount(self.cfg.model_code, reference.CODE_ROOT, read_only=True))
+        return tuple(mounts)
+
     def step_script(self, run: PlannedRun, port: int) -> str:
-        sites = [ssh_site(n, self.workdir(n, run), run.log_rel.name, None) for n in self.nodes]
+        image, program = self.image_for(run), run.case.impl == "reference"
+        sites = [ssh_site(n, self.workdir(n, run), run.log_rel.name, image, program) for n in self.nodes]
+        if self.mode == "pyxis":
+            sites = [replace(s, container=Container(image or "", self.pyxis_mounts(), engine="pyxis")) for s in sites]
         cases = []
         for rank, node in enumerate(self.nodes):
             cmd = command_for(run.case, run.repeat, rank, sites, port, self.hardware, self.run_id).launched
+            if not cmd.argv:
+                raise SlurmError(f"{run.case.key}: rank {rank} is started by rank 0's launcher, which a Slurm "
+                                 "step cannot hold")
             line = f"exec {remote_env(cmd.env)} {quote_cmd(cmd.argv)}"
             self._lines[node.name] = line
             cases.append(f"{rank}) d={quote_cmd([self.workdir(node, run)])}; line={quote_cmd([line])} ;;")
@@ -221,8 +325,11 @@ class SlurmRunner(Runner):
         script.write_text(self.step_script(run, master_port()))
         limit = self.cfg.time_limit or math.ceil(run.case.timeout_s / 60) + 1  # Slurm's backstop to the kit's own
         argv = ["srun", "--jobid", self.job_id, "-N", str(len(self.nodes)), "-n", str(len(self.nodes)),
-                "--ntasks-per-node", "1", "--kill-on-bad-exit=1", f"--time={limit}", "-J", run.label.replace(" ", ""),
-                "bash", str(script)]
+                "--ntasks-per-node", "1", "--kill-on-bad-exit=1", f"--time={limit}", "-J", run.label.replace(" ", "")]
+        if self.mode == "pyxis":
+            argv += [f"--container-image={self.image_for(run)}", "--container-mounts=" + ",".join(
+                f"{m.source}:{m.target}" + (":ro" if m.read_only else "") for m in self.pyxis_mounts())]
+        argv += ["bash", str(script)]
         for node in self.nodes:
             self.progress(node.name, "start", run.label)
         with open(steps / "srun.log", "wb") as log:
@@ -273,6 +380,10 @@ class SlurmRunner(Runner):
             if self._srun.poll() is None:
                 self._srun.kill()
                 self._srun.wait()
+        live = [n.name for n in self.nodes if n.name not in self._lost]
+        if self.mode == "docker" and self.job_id and live:  # a container whose `docker run` client died lives on
+            slurm(["srun", "--jobid", self.job_id, "-N", str(len(live)), "-w", ",".join(live), "--ntasks-per-node",
+                   "1", "--time=2", "-J", "kit-cleanup", *cleanup_command(self.run_id)], timeout=180)
 
     def statuses(self) -> list[HostStatus]:
         if self._run is None:
@@ -324,9 +435,13 @@ class SlurmRunner(Runner):
         acct = slurm(["sacct", "-n", "-P", "-j", step, "-o", "State"]) if step and shutil.which("sacct") else None
         if acct is not None and acct.returncode == 0 and acct.stdout.strip():
             state, source = acct.stdout.split()[0], "sacct"
+        image = self.image_for(self._run)
         return {"job_id": self.job_id, "step": step, "partition": self.cfg.partition, "srun_exit": code,
                 "step_state": state, "job_state": self._job_state(), "state_source": source,
-                "nodes": {n.name: {"exit_code": self._exit_code(n), "lost": self._lost.get(n.name)}
+                "container": self.mode, "image": image,
+                "nodes": {n.name: {"exit_code": self._exit_code(n), "lost": self._lost.get(n.name),
+                                   **({"image_id": self.image_ids.get(n.name, {}).get(image)}
+                                      if self.mode == "docker" else {})}
                           for n in self.nodes}}
 
 
@@ -340,29 +455,29 @@ def _job_in(lines: list[str]) -> str | None:
 
 
 def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, policy: str = "continue",
-                  progress: Progress | None = None) -> tuple[list[RunOutcome], list[Path]]:
+                  progress: Progress | None = None, force: bool = False) -> tuple[list[RunOutcome], list[Path]]:
     """Every case of the suite for `nodes` nodes through one allocation (kit.run.multinode.run_job's loop, with
     Slurm's record of each run), then the report. The allocation is cancelled at the end, on error or Ctrl-C."""
     progress = progress or (lambda host, what, detail: None)
     run_dir = Path(run_dir)
+    runner = SlurmRunner(cfg, run_dir, suite.hardware, progress)
     planned = plan_for_nodes(suite, nodes)
-    refused = {r.case.key: why for r in planned if (why := _unfit(r.case, cfg, suite.hardware))}
+    refused = {r.case.key: why for r in planned if (why := unfit(r.case, cfg, runner.mode, suite.hardware))}
     for key, why in refused.items():
         progress("plan", "not run", f"{key}: {why}")
     runs = [r for r in planned if r.case.key not in refused and not records.is_done(run_dir, r)]
     meta = records.open_run_meta(run_dir, suite, scheduler="slurm", partition=cfg.partition)
-    if refused:
-        known = {s["case"] for s in meta.get("skipped_cases", [])}
-        meta["skipped_cases"] = meta.get("skipped_cases", []) + [
-            {"case": k, "reason": w} for k, w in refused.items() if k not in known]
-        records.save_run_meta(run_dir, meta)
-    runner = SlurmRunner(cfg, run_dir, suite.hardware, progress)
+    records.note_skipped(run_dir, meta, refused)
     outcomes = []
     if runs:
-        runner.stage()
+        runner.stage(runs)
+    checked = False
     try:
         for run in runs:
             runner.allocate(nodes, len(runs))
+            if not checked:
+                records.note_forced(run_dir, meta, runner.check(runs, force))
+                checked = True
             meta["hosts"] = [n.name for n in runner.nodes]
             records.clear_for_rerun(run_dir, run)
             outcome = execute(runner, run, run_dir)
@@ -376,9 +491,13 @@ def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, pol
     return outcomes, write_report(run_dir, suite)
 
 
-def _unfit(case, cfg: SlurmConfig, hardware: str) -> str | None:
-    if case.impl == "reference":
-        return "published programs through Slurm: not implemented yet (the kit's harness runs)"
+def unfit(case, cfg: SlurmConfig, mode: str, hardware: str) -> str | None:
+    """Why the case cannot run through this Slurm as configured, or None."""
+    if case.impl == "reference" and case.framework == "tensorflow" and case.nodes > 1:
+        return ("one mpirun over the nodes starts TensorFlow's ranks itself; under Slurm each rank is a task of "
+                "the kit's step (run it on SSH hosts, or as 1 node)")
+    if mode != "native" and not cfg.image(case.framework):
+        return f"no image for {case.framework} in slurm.images (container: {mode})"
     if hardware == "gpu" and cfg.gpus_per_node < case.gpus_per_node:
         return f"needs {case.gpus_per_node} GPU(s) per node; slurm.gpus_per_node is {cfg.gpus_per_node}"
     return None

@@ -33,7 +33,8 @@ from kit.run.command import (
     command_for,
     sidecar_name,
 )
-from kit.run.plan import PlannedRun, code_dir, describe_mismatch, head_mismatch
+from kit.run.needs import needs_script, read_needs
+from kit.run.plan import PlannedRun, describe_mismatch
 from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, master_port
 
 HARNESS_FILES = ("train.py", "models_torch.py", "models_paddle.py", "data.py")
@@ -155,22 +156,12 @@ class SshRunner(Runner):
                 for local, remote in files:
                     conn.put(str(local), remote)
                 problems = _differ(conn, files)
-                for key, case in programs:
-                    if where := reference.data_path(host.data_dir, case.ref_job()):
-                        if conn.run(quote_cmd(["test", "-d", where]), hide=True, warn=True).exited != 0:
-                            fmt = reference.implementation(case.framework, case.model).data_format
-                            problems.append(f"no {fmt} data at {where} (case {key}; data_prep/convert.py --to {fmt}, "
-                                            f"then fab stage_data; or data: synthetic where the program has it)")
-                for key, case in programs if host.runtime != "docker" or host.model_code else ():
-                    where = code_dir(case, host.model_code or reference.CODE_ROOT)
-                    if conn.run(quote_cmd(["test", "-d", where]), hide=True, warn=True).exited != 0:
-                        problems.append(f"no model code at {where} (case {key}; set the host's model_code)")
-                        continue
-                    head = conn.run(quote_cmd(["git", "-c", f"safe.directory={where}", "-C", where, "rev-parse",
-                                               "HEAD"]), hide=True, warn=True)
-                    differs = head_mismatch(case, where, head.stdout.strip() if head.exited == 0 else None)
-                    if differs:
-                        mismatches.append({"host": host.name, **differs})
+                if programs:
+                    check = needs_script(programs, host.data_dir, host.model_code,
+                                         check_code=host.runtime != "docker" or bool(host.model_code))
+                    found, off_pin = read_needs(programs, conn.run(check, hide=True, warn=True).stdout)
+                    problems += found
+                    mismatches.extend({"host": host.name, **m} for m in off_pin)
             self.progress(host.name, "staged", f"{len(files)} file(s)")
             return problems
 

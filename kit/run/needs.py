@@ -1,0 +1,53 @@
+"""What a host must hold before a published program runs there, checked in ONE shell script per host.
+
+    script = needs_script(programs, data_dir, model_code, check_code=True)   # run on the host (SSH or srun)
+    problems, mismatches = read_needs(programs, output)                      # its stdout, read back
+
+The script prints one tab-separated line per finding: `nodata <case> <path>`, `nocode <case> <path>`, and
+`head <case> <path> <commit or ->` for every checkout it found. The SSH runner runs it over each host's
+connection, the Slurm runner as one step on every node of the allocation; both read it back here.
+"""
+
+from __future__ import annotations
+
+from kit.config.suites import Case
+from kit.hosts.connect import quote_cmd
+from kit.run import reference
+from kit.run.plan import code_dir, head_mismatch
+
+Programs = list[tuple[str, Case]]  # (case key, case), the published-program cases of the runs
+
+
+def needs_script(programs: Programs, data_dir: str | None, model_code: str | None, check_code: bool = True) -> str:
+    """A POSIX shell script checking the data and (check_code) the model code of every program on one host."""
+    lines = []
+    for key, case in programs:
+        if where := reference.data_path(data_dir, case.ref_job()):
+            lines.append(f"[ -d {quote_cmd([where])} ] || printf 'nodata\\t%s\\t%s\\n' {quote_cmd([key, where])}")
+        if check_code:
+            where = code_dir(case, model_code or reference.CODE_ROOT)
+            head = quote_cmd(["git", "-c", f"safe.directory={where}", "-C", where, "rev-parse", "HEAD"])
+            lines.append(f"if [ -d {quote_cmd([where])} ]; then h=$({head} 2>/dev/null) || h=-; "
+                         f"printf 'head\\t%s\\t%s\\t%s\\n' {quote_cmd([key, where])} \"${{h:--}}\"; "
+                         f"else printf 'nocode\\t%s\\t%s\\n' {quote_cmd([key, where])}; fi")
+    return "\n".join([*lines, "exit 0", ""])
+
+
+def read_needs(programs: Programs, output: str) -> tuple[list[str], list[dict]]:
+    """(what is missing, one line each; checkouts off the pin, as kit.run.plan.head_mismatch records them)."""
+    cases = dict(programs)
+    problems, mismatches = [], []
+    for line in output.splitlines():
+        what, *fields = line.rstrip("\n").split("\t")
+        if what == "nodata" and len(fields) == 2 and fields[0] in cases:
+            key, where = fields
+            fmt = reference.implementation(cases[key].framework, cases[key].model).data_format
+            problems.append(f"no {fmt} data at {where} (case {key}; data_prep/convert.py --to {fmt}, "
+                            f"then fab stage_data; or data: synthetic where the program has it)")
+        elif what == "nocode" and len(fields) == 2 and fields[0] in cases:
+            problems.append(f"no model code at {fields[1]} (case {fields[0]}; set the host's model_code)")
+        elif what == "head" and len(fields) == 3 and fields[0] in cases:
+            key, where, head = fields
+            if differs := head_mismatch(cases[key], where, None if head == "-" else head):
+                mismatches.append(differs)
+    return problems, mismatches
