@@ -6,14 +6,15 @@
 # (dockerd for image builds/runs), iproute2 (ip netns / veth), debootstrap (base image
 # without a registry), docker-registry (local registry on 127.0.0.1:5000), rsync (staging),
 # openmpi-bin (mpirun: the launcher NGC's TensorFlow and MXNet programs are started with, real in the tests),
-# slurmctld slurmd slurm-client munge (a real Slurm for kit cluster --scheduler slurm's tests, tests/slurmhosts.py).
+# slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client (a real Slurm with accounting for
+# kit cluster --scheduler slurm's tests, tests/slurmhosts.py).
 set -euo pipefail
 
-PACKAGES=(python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin slurmctld slurmd slurm-client munge)
+PACKAGES=(python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client)
 
 case "${1:-}" in
   --list) echo "${PACKAGES[*]}"; exit 0 ;;
-  -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
   "") ;;
   *) echo "install_system_deps.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 esac

@@ -11,12 +11,13 @@
 
 Each daemon runs inside its host's namespaces (network, UTS, PID, mount; as NetHosts.start_docker starts
 dockerd), so `kill_node("h3")` (NetHosts.stop_host) kills slurmd, slurmstepd and every task on h3 at once, and
-`restart_node("h3")` brings it back (ReturnToService=2 puts it into service again). No accounting daemon:
-AccountingStorageType=accounting_storage/none, JobCompType=jobcomp/filetxt (<workdir>/jobcomp.txt); job and
-step states come from scontrol/squeue. No cgroups: ProctrackType=proctrack/linuxproc, TaskPlugin=task/none.
+`restart_node("h3")` brings it back (ReturnToService=2 puts it into service again). Accounting as sites keep it:
+slurmdbd on h1 storing into a MariaDB server of its own (h1, 127.0.0.1, a data directory under the workdir), the
+cluster registered with sacctmgr, so `sacct` answers for every job and step. No cgroups:
+ProctrackType=proctrack/linuxproc, TaskPlugin=task/none.
 
-Needs root, what NetHosts needs, and Debian's slurmctld, slurmd, slurm-client and munge;
-`start()` raises RuntimeError naming the missing package.
+Needs root, what NetHosts needs, and Debian's slurmctld, slurmd, slurmdbd, slurm-client, munge and
+mariadb-server; `start()` raises RuntimeError naming the missing package.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ CONTROLLER = "h1"
 READY_TIMEOUT_S = 60.0
 TOOLS = (("slurmctld", "slurmctld"), ("slurmd", "slurmd"), ("srun", "slurm-client"), ("salloc", "slurm-client"),
          ("squeue", "slurm-client"), ("scancel", "slurm-client"), ("scontrol", "slurm-client"),
-         ("sinfo", "slurm-client"), ("munged", "munge"), ("mungekey", "munge"))
+         ("sinfo", "slurm-client"), ("sacct", "slurm-client"), ("sacctmgr", "slurm-client"), ("slurmdbd", "slurmdbd"),
+         ("munged", "munge"), ("mungekey", "munge"), ("mariadbd", "mariadb-server"),
+         ("mariadb-install-db", "mariadb-server"), ("mariadb", "mariadb-client"))
+DB_USER, DB_PASS, DB_PORT, DBD_PORT = "slurm", "kit-test-only", 3306, 6819  # inside h1's network namespace
 
 
 def missing_prerequisites() -> list[str]:
@@ -73,6 +77,7 @@ class SlurmHosts:
             self.net = start_free(3, self.workdir / "hosts", prefix=self.prefix, subnet=self.subnet)
             self._start_munged()
             self._write_conf()
+            self._start_accounting()
             self._start_daemon(CONTROLLER, ["slurmctld", "-D", "-i", "-f", str(self.conf)])
             for node in NODES:
                 self._start_slurmd(node)
@@ -153,6 +158,57 @@ class SlurmHosts:
                                    + (self.workdir / "munged.err").read_text(errors="replace")[-2000:])
             time.sleep(0.05)
 
+    def _start_accounting(self) -> None:
+        """MariaDB (its own data directory) and slurmdbd on h1; the cluster registered for sacct."""
+        w, ctl = self.workdir, self.net.host(CONTROLLER)
+        data, sock = w / "mariadb", w / "mariadb.sock"
+        made = subprocess.run([_which("mariadb-install-db"), "--no-defaults", f"--datadir={data}", "--user=root",
+                               "--auth-root-authentication-method=socket", "--skip-test-db"],
+                              capture_output=True, text=True)
+        if made.returncode != 0:
+            raise RuntimeError(f"mariadb-install-db failed: {(made.stderr or made.stdout)[-2000:]}")
+        self._start_daemon("mariadb", ["mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={sock}",
+                                       "--user=root", "--bind-address=127.0.0.1", f"--port={DB_PORT}",
+                                       f"--pid-file={w / 'mariadb.pid'}", f"--log-error={w / 'mariadb.log'}"],
+                           host=CONTROLLER)
+        sql = (f"CREATE USER '{DB_USER}'@'127.0.0.1' IDENTIFIED BY '{DB_PASS}'; "
+               f"GRANT ALL ON slurm_acct_db.* TO '{DB_USER}'@'127.0.0.1';")
+        self._until(lambda: subprocess.run([_which("mariadb"), f"--socket={sock}", "-e", sql],
+                                           capture_output=True).returncode == 0, "MariaDB", "mariadb.log")
+        dbd = self.conf.with_name("slurmdbd.conf")  # slurmdbd reads it beside SLURM_CONF's slurm.conf
+        dbd.write_text(f"""\
+# written by tests/slurmhosts.py
+AuthType=auth/munge
+AuthInfo=socket={self.munge_socket}
+DbdHost={CONTROLLER}
+DbdAddr={ctl.address}
+DbdPort={DBD_PORT}
+SlurmUser=root
+PidFile={w / 'slurmdbd.pid'}
+LogFile={w / 'slurmdbd.log'}
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={DB_PORT}
+StorageUser={DB_USER}
+StoragePass={DB_PASS}
+StorageLoc=slurm_acct_db
+""")
+        dbd.chmod(0o600)
+        self._start_daemon("slurmdbd", ["slurmdbd", "-D"], host=CONTROLLER)
+        self._until(lambda: self.run(["sacctmgr", "-n", "list", "cluster"]).returncode == 0, "slurmdbd",
+                    "slurmdbd.log")
+        added = self.run(["sacctmgr", "-i", "add", "cluster", "kittest"])
+        if added.returncode != 0 and "already exists" not in added.stdout + added.stderr:
+            raise RuntimeError(f"sacctmgr add cluster failed: {added.stdout}{added.stderr}")
+
+    def _until(self, ready, what: str, log: str) -> None:
+        end = time.monotonic() + READY_TIMEOUT_S
+        while not ready():
+            if time.monotonic() > end:
+                tail = (self.workdir / log).read_text(errors="replace")[-2000:] if (self.workdir / log).exists() else ""
+                raise RuntimeError(f"{what} did not come up in {READY_TIMEOUT_S:.0f} s:\n{tail}\n{self.logs()}")
+            time.sleep(0.5)
+
     def _write_conf(self) -> None:
         w, net = self.workdir, self.net
         (w / "state").mkdir(exist_ok=True)
@@ -192,9 +248,10 @@ MessageTimeout=5
 KillWait=5
 InactiveLimit=0
 MinJobAge=600
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc={w / 'jobcomp.txt'}
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost={ctl.address}
+AccountingStoragePort={DBD_PORT}
+AccountingStoragePass={self.munge_socket}
 JobAcctGatherType=jobacct_gather/none
 TaskProlog={self._task_prolog()}
 {nodes}
@@ -224,9 +281,9 @@ PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE S
             raise RuntimeError(f"mounting cgroups on test node {node} failed: {mounted.stderr.strip()}")
         self._start_daemon(node, ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
 
-    def _start_daemon(self, name: str, argv: list[str]) -> None:
-        """argv inside host `name`'s namespaces (as NetHosts.start_docker starts dockerd)."""
-        sshd = self.net._sshd_pid(self.net.host(name))
+    def _start_daemon(self, name: str, argv: list[str], host: str | None = None) -> None:
+        """argv inside host `host`'s namespaces (default: `name`'s; as NetHosts.start_docker starts dockerd)."""
+        sshd = self.net._sshd_pid(self.net.host(host or name))
         if sshd is None:
             raise RuntimeError(f"test host {name} is not running")
         enter = [_which("nsenter") or "nsenter", f"--target={sshd}", "--net", "--uts", "--pid", "--mount", "--"]

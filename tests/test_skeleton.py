@@ -19,7 +19,7 @@ import kit
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PACKAGES = ("python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin "
-                   "slurmctld slurmd slurm-client munge")
+                   "slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client")
 
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:

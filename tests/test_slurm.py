@@ -77,9 +77,10 @@ def test_slurm_paddle_data_parallel_across_two_nodes(slurm_cluster, tmp_path, mo
     run_dir, entry = entry_of(tmp_path)
     assert entry["status"] == "ok" and set(entry["hosts"]) == {"h2", "h3"}
     record = entry["slurm"]
-    assert record["step"] == f"{record['job_id']}.0" and record["step_state"] == "COMPLETED"
+    assert record["step"] == f"{record['job_id']}.1" and record["step_state"] == "COMPLETED"  # step 0: check_env
     assert record["nodes"] == {"h2": {"exit_code": 0, "lost": None}, "h3": {"exit_code": 0, "lost": None}}
-    assert record["state_source"] == "srun+scontrol"  # the test cluster keeps no accounting (no slurmdbd)
+    assert record["sacct"]["state"] == "COMPLETED" and record["sacct"]["exit_code"] == "0:0"  # slurmdbd's record
+    assert record["sacct"]["nodes"] == "h[2-3]"
     start_line = next(json.loads(line.split(" ", 1)[1]) for line in (run_dir / LOG).read_text().splitlines()
                       if line.startswith(":::KITLOG") and '"run_start"' in line)
     assert start_line["ranks"] == 2 and start_line["global_batch"] == 4 and start_line["host"] == "h2"
@@ -88,6 +89,13 @@ def test_slurm_paddle_data_parallel_across_two_nodes(slurm_cluster, tmp_path, mo
         assert "train.py" in entry["hosts"][node]["command"]
     assert (run_dir / "slurm" / FOLDER / "step.sh").is_file() and (run_dir / "report.md").is_file()
     assert json.loads((run_dir / "run.json").read_text())["scheduler"] == "slurm"
+    # check_env's probes ran on each node in one step: raw outputs, captures and the verdict as for SSH hosts
+    assert json.loads((run_dir / "env" / "verdict.json").read_text())["ok"] is True
+    for node in ("h2", "h3"):
+        capture = json.loads((run_dir / "env" / node / "capture.json").read_text())
+        assert capture["host"] == node and capture["nic"] == "eth0"  # its operstate probe answered
+        assert (run_dir / "env" / node / "cpuinfo.txt").read_text() == Path("/proc/cpuinfo").read_text()
+        assert json.loads((run_dir / "env" / node / "probes.json").read_text())["kernel"]["exit"] == 0
     nothing_left(slurm_cluster)
 
 
@@ -96,6 +104,7 @@ def test_slurm_case_past_its_time_limit_is_cancelled(slurm_cluster, tmp_path, mo
     assert main(kit_cluster(tmp_path, LONG.replace("timeout_s: 240", "timeout_s: 30"))) == 1
     run_dir, entry = entry_of(tmp_path)
     assert entry["status"] == "timeout" and entry["slurm"]["step_state"] == "TIMEOUT", entry
+    assert entry["slurm"]["sacct"]["state"] == "CANCELLED"  # the kit's timeout came first: it scancelled the step
     nothing_left(slurm_cluster)
     assert '"event": "step"' in (run_dir / "hosts" / "h2" / FOLDER / "stdout.log").read_text()  # rank 0 logs steps
     assert (run_dir / "hosts" / "h3" / FOLDER / "stdout.log").is_file()
@@ -118,6 +127,7 @@ def test_slurm_node_killed_mid_job_fails_the_run_naming_it_and_resume_redoes_it(
     run_dir, entry = entry_of(tmp_path)
     assert entry["status"] == "failed" and "h3: node lost" in entry["reason"], entry
     assert entry["slurm"]["step_state"] == "NODE_FAIL" and entry["slurm"]["nodes"]["h3"]["lost"]
+    assert entry["slurm"]["sacct"]["state"] in ("NODE_FAIL", "CANCELLED", "FAILED"), entry["slurm"]["sacct"]
     assert '"event": "step"' in (run_dir / "hosts" / "h2" / FOLDER / "stdout.log").read_text()  # kept
     nothing_left(slurm_cluster)
     (run_dir / "suite.yaml").write_text(TWO_NODE_SUITE)  # a short step count for the redo
@@ -177,3 +187,21 @@ def test_slurm_section_errors_name_file_line_key(tmp_path):
     path.write_text("schema_version: 1\nslurm:\n  partition: debug\n")
     with pytest.raises(ConfigError, match=r":2: slurm.shared_dir: missing required key"):
         load_hosts(path)
+
+
+def test_slurm_dry_run_lists_each_rank_and_starts_nothing(slurm_cluster, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    suite = TWO_NODE_SUITE + ("  - {framework: tensorflow, impl: reference, model: resnet50, nodes: 2, "
+                              "gpus_per_node: 1, batch_size: 256, data: synthetic}\n")
+    assert main(kit_cluster(tmp_path, suite, "--dry-run")) == 0
+    out = capsys.readouterr().out
+    h2, h3 = (slurm_cluster.net.host(n).address for n in ("h2", "h3"))
+    assert "of Slurm partition debug; nothing is started." in out
+    assert "each run one step (srun --jobid J -N n --ntasks-per-node 1 bash step.sh" in out
+    assert f"2-node cases: h2 ({h2}, native, 0 GPUs), h3 ({h3}, native, 0 GPUs)" in out
+    for node in ("h2", "h3"):
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"  {node}: "))
+        assert "paddle.distributed.launch" in line and f"--master {h2}:" in line
+    assert "skipped: one mpirun over the nodes starts TensorFlow's ranks itself" in out
+    assert out.rstrip().endswith("1 case(s) would run, 1 skipped.")
+    assert slurm_cluster.jobs() == [] and not (tmp_path / "runs").exists()

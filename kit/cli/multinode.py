@@ -153,7 +153,13 @@ def _slurm_cluster(args: argparse.Namespace, inv) -> int:
     if inv.slurm is None:
         raise UsageError(f"{inv.path}: no slurm: section (partition, shared_dir, ...); --scheduler slurm needs it")
     if args.dry_run:
-        raise UsageError("--dry-run with --scheduler slurm is not implemented")
+        from kit.config.suites import load_suite
+        from kit.run import records
+
+        suite = records.resume(args.resume) if args.resume else load_suite(args.suite)
+        for line in slurm.dry_run(inv.slurm, suite, f"of Slurm partition {inv.slurm.partition}", args.resume):
+            print(line)
+        return EXIT_OK
     nodes = slurm.partition_nodes(inv.slurm)  # no Slurm, no controller, unknown partition: one line, nothing started
     run_dir, suite, groups, console = _cluster_groups(args, nodes,
                                                       f"partition {inv.slurm.partition} ({len(nodes)} nodes)")

@@ -38,7 +38,7 @@ PROBES = {
 Runner = Callable[[str, int], tuple[int, str]]  # (shell command, timeout s) -> (exit code, stdout)
 
 
-def _run_probes(run: Runner, host: HostConfig | None,
+def _run_probes(run: Runner, nic: str | None,
                 out_dir: Path) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
     """Run every probe; keep each raw output byte-exact in <probe>.txt. Returns (exit, stdout) and commands."""
     raw: dict[str, tuple[int, str]] = {}
@@ -48,9 +48,8 @@ def _run_probes(run: Runner, host: HostConfig | None,
         raw[name] = run(command, 60)
         if name != "has-nvidia-smi":
             write_text(out_dir / f"{name}.txt", raw[name][1])
-    commands = dict(PROBES)
-    if host is not None and host.nic:
-        commands["nic"] = f"cat /sys/class/net/{quote_cmd([host.nic])}/operstate"
+    commands = _commands(nic)
+    if nic:
         raw["nic"] = run(commands["nic"], 30)
     return raw, commands
 
@@ -72,7 +71,7 @@ def _local_runner(command: str, timeout: int) -> tuple[int, str]:
 
 def probe_host(host: HostConfig, inv: Inventory, out_dir: Path) -> ec.HostCapture:
     with connect(host, inv) as conn:
-        raw, commands = _run_probes(_fabric_runner(conn), host, out_dir)
+        raw, commands = _run_probes(_fabric_runner(conn), host.nic, out_dir)
     return _capture(host.name, host.nic, raw, commands, out_dir)
 
 
@@ -81,6 +80,41 @@ def probe_local(name: str, out_dir: Path) -> ec.HostCapture:
     out_dir.mkdir(parents=True, exist_ok=True)
     raw, commands = _run_probes(_local_runner, None, out_dir)
     return _capture(name, None, raw, commands, out_dir)
+
+
+def probe_script(nic: str | None, out_dir: str, node_var: str | None = None) -> str:
+    """Every probe in one shell script (for a scheduler's job step): <out_dir>[/$node_var]/<probe>.out and .rc
+    on the node; probe_from_files reads them back as if each had run over a connection."""
+    where = quote_cmd([out_dir]) + (f'/"${node_var}"' if node_var else "")
+    lines = [f"mkdir -p {where} || exit 1"]
+    for name, command in _commands(nic).items():
+        lines.append(f"( {command} ) > {where}/{name}.out 2>/dev/null; echo $? > {where}/{name}.rc")
+    return "\n".join([*lines, "exit 0", ""])
+
+
+def probe_from_files(name: str, nic: str | None, answers: Path, out_dir: Path) -> ec.HostCapture:
+    """A node's capture from what probe_script left in `answers` (a probe with no answer: exit 127)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    by_command = {command: probe for probe, command in _commands(nic).items()}
+
+    def run(command: str, timeout: int) -> tuple[int, str]:
+        probe = by_command[command]
+        try:
+            code = int((answers / f"{probe}.rc").read_text().strip())
+            return code, (answers / f"{probe}.out").read_text(errors="replace")
+        except (OSError, ValueError):
+            return 127, ""
+
+    raw, commands = _run_probes(run, nic, out_dir)
+    return _capture(name, nic, raw, commands, out_dir)
+
+
+def _commands(nic: str | None) -> dict[str, str]:
+    return {**PROBES, **({"nic": _nic_probe(nic)} if nic else {})}
+
+
+def _nic_probe(nic: str) -> str:
+    return f"cat /sys/class/net/{quote_cmd([nic])}/operstate"
 
 
 def _capture(name: str, nic: str | None, raw: dict[str, tuple[int, str]], commands: dict[str, str],

@@ -10,6 +10,7 @@ Every line comes from the one command builder (kit.run.command.command_for) the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from kit.config.hosts import HostConfig
@@ -107,13 +108,17 @@ def render(suite: Suite, runner: LocalRunner, hosts: list[HostConfig] | None, ho
     return lines
 
 
-def render_cluster(suite: Suite, hosts: list[HostConfig], hosts_source: str, run_dir: Path | None = None) -> list[str]:
+def render_cluster(suite: Suite, hosts: list[HostConfig], hosts_source: str, run_dir: Path | None = None,
+                   why_not: Callable[[Case, list[HostConfig]], str | None] | None = None,
+                   intro: tuple[str, ...] = ()) -> list[str]:
     """`kit cluster --dry-run`: the host groups, then every case with its exact command on every host of its
-    group (harness and published programs), and each case that will not run with the reason."""
+    group (harness and published programs), and each case that will not run with the reason. A scheduler
+    gives its own `why_not` (default: kit.run.plan.unfit) and `intro` lines (how it starts the groups)."""
+    why_not = why_not or (lambda case, group: unfit(case, group, suite.hardware))
     groups, unplaced = cluster_plan(suite, [h.name for h in hosts])
     by_nodes = {nodes: hosts[:nodes] for _names, nodes in groups}
     lines = [f"kit cluster --dry-run: suite {suite.name} ({suite.hardware}), {len(suite.cases)} cases on "
-             f"{len(hosts)} host(s) {hosts_source}; nothing is started.", "host groups:"]
+             f"{len(hosts)} host(s) {hosts_source}; nothing is started.", *intro, "host groups:"]
     lines += [f"  {nodes}-node cases: {', '.join(f'{h.name} ({h.address}, {h.runtime}, {h.gpus} GPUs)' for h in group)}"
               for nodes, group in sorted(by_nodes.items())]
     lines += [f"  not run: {why}" for why in unplaced]
@@ -128,7 +133,7 @@ def render_cluster(suite: Suite, hosts: list[HostConfig], hosts_source: str, run
         lines += _header(case, done)
         group = by_nodes.get(case.nodes)
         why = (f"needs {case.nodes} hosts; the inventory has {len(hosts)}" if group is None
-               else unfit(case, group, suite.hardware))
+               else why_not(case, group))
         if why:
             skipped += 1
             lines.append(f"  skipped: {why}")

@@ -13,8 +13,9 @@ first node) and picks its own by $SLURM_NODEID. Everything is written to the sha
 
 gather copies them into runs/<id>/hosts/<node>/ and runs/<id>/slurm/, rank 0's stdout.log into logs/. A case
 timeout, a node Slurm stops hearing from, or Ctrl-C: `scancel` of the step (the allocation is cancelled when
-the group ends, or at once on Ctrl-C). States come from srun and `scontrol show job`; `sacct` is asked first
-and used where the cluster keeps accounting.
+the group ends, or at once on Ctrl-C). The step's state is what the kit saw (srun's exit, Slurm's node states,
+its own timeout or cancel); `sacct`'s record of the step (state, exit code, nodes, elapsed) is kept beside it
+where the cluster keeps accounting.
 
 Containers (slurm.container): `pyxis` starts the step in the case's image (srun --container-image, the shared
 directory, data, scripts and model code mounted); `docker` has each node's task `docker run` its rank (the
@@ -27,6 +28,7 @@ published programs at their pins, and in docker mode the image; a node that lack
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import posixpath
@@ -146,6 +148,29 @@ class SlurmRunner(Runner):
             shutil.copyfile(local, there)
         if not self.cfg.data_dir:  # the default data root (a container mounts it): <shared_dir>/data
             Path(node.data_dir).mkdir(parents=True, exist_ok=True)
+
+    def capture_env(self, env_dir: Path, require_gpu: bool):
+        """check_env's probes on every node of the allocation in one step; raw outputs, captures and the
+        cross-node verdict under env_dir as for SSH hosts (kit.hosts.probe)."""
+        from kit.core.files import write_text
+        from kit.hosts import probe
+        from kit.hosts.consistency import consistency
+
+        where = Path(self.cfg.shared_dir, "runs", self.run_id, "steps", "env")
+        if where.exists():
+            shutil.rmtree(where)
+        where.mkdir(parents=True)
+        (where / "probes.sh").write_text(probe.probe_script(self.cfg.nic, str(where), "SLURMD_NODENAME"))
+        res = slurm(["srun", "--jobid", self.job_id, "-N", str(len(self.nodes)), "--ntasks-per-node", "1",
+                     "--time=5", "-J", "kit-check-env", "bash", str(where / "probes.sh")], timeout=600)
+        if res.returncode != 0:
+            raise SlurmError(f"check_env step on {', '.join(n.name for n in self.nodes)} failed: {_first_line(res)}")
+        env_dir.mkdir(parents=True, exist_ok=True)
+        captures = [probe.probe_from_files(n.name, self.cfg.nic, where / n.name, env_dir / n.name)
+                    for n in self.nodes]
+        verdict = consistency(captures, require_gpu=require_gpu)
+        write_text(env_dir / "verdict.json", json.dumps(verdict.to_dict(), indent=2) + "\n")
+        return verdict
 
     def image_for(self, run: PlannedRun) -> str | None:
         return None if self.mode == "native" else self.cfg.image(run.case.framework)
@@ -402,6 +427,22 @@ class SlurmRunner(Runner):
             out.append(HostStatus(node.name, code, error, self._seconds, self._lines.get(node.name, "")))
         return out
 
+    def _sacct(self, step: str, settle_s: float = 20.0) -> dict | None:
+        """The accounting record of the step (state, exit code, nodes, elapsed), or None where the cluster keeps
+        no accounting. The controller hands a step's end to slurmdbd a moment later: asked until it is final."""
+        if not shutil.which("sacct"):
+            return None
+        end = time.monotonic() + settle_s
+        while True:
+            res = slurm(["sacct", "-n", "-P", "-j", step, "-o", "State,ExitCode,NodeList,Elapsed"])
+            if res.returncode != 0:  # accounting disabled (or unreachable): no record
+                return None
+            rows = [_sacct_fields(ln) for ln in res.stdout.splitlines() if ln.strip()]
+            final = rows and rows[0]["state"] not in ("RUNNING", "PENDING", "REQUEUED")
+            if final or time.monotonic() > end:
+                return rows[0] if rows else None
+            time.sleep(POLL_S)
+
     def _exit_code(self, node: HostConfig) -> int | None:
         with contextlib.suppress(OSError, ValueError):
             return int(Path(self.workdir(node, self._run), "exit_code").read_text().strip())
@@ -431,18 +472,20 @@ class SlurmRunner(Runner):
         code = self._srun.returncode if self._srun else None
         state = ("NODE_FAIL" if self._lost else "TIMEOUT" if self._timed_out else "CANCELLED" if self._cancelled
                  else "COMPLETED" if code == 0 else "FAILED")
-        source = "srun+scontrol"
-        acct = slurm(["sacct", "-n", "-P", "-j", step, "-o", "State"]) if step and shutil.which("sacct") else None
-        if acct is not None and acct.returncode == 0 and acct.stdout.strip():
-            state, source = acct.stdout.split()[0], "sacct"
+        acct = self._sacct(step) if step else None  # Slurm's own record; step_state is what the kit saw
         image = self.image_for(self._run)
         return {"job_id": self.job_id, "step": step, "partition": self.cfg.partition, "srun_exit": code,
-                "step_state": state, "job_state": self._job_state(), "state_source": source,
-                "container": self.mode, "image": image,
+                "step_state": state, "job_state": self._job_state(),
+                "sacct": acct, "container": self.mode, "image": image,
                 "nodes": {n.name: {"exit_code": self._exit_code(n), "lost": self._lost.get(n.name),
                                    **({"image_id": self.image_ids.get(n.name, {}).get(image)}
                                       if self.mode == "docker" else {})}
                           for n in self.nodes}}
+
+
+def _sacct_fields(line: str) -> dict:
+    state, code, nodes, elapsed = (line.split("|") + ["", "", "", ""])[:4]
+    return {"state": state.split()[0] if state else "", "exit_code": code, "nodes": nodes, "elapsed": elapsed}
 
 
 def _job_in(lines: list[str]) -> str | None:
@@ -476,6 +519,7 @@ def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, pol
         for run in runs:
             runner.allocate(nodes, len(runs))
             if not checked:
+                env_check(runner.capture_env(run_dir / "env", suite.hardware == "gpu"), run_dir, force, progress)
                 records.note_forced(run_dir, meta, runner.check(runs, force))
                 checked = True
             meta["hosts"] = [n.name for n in runner.nodes]
@@ -489,6 +533,32 @@ def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, pol
     finally:
         runner.release()
     return outcomes, write_report(run_dir, suite)
+
+
+def dry_run(cfg: SlurmConfig, suite: Suite, source: str, resume: Path | None = None) -> list[str]:
+    """`kit cluster --scheduler slurm --dry-run`: the partition's nodes as the host groups, each rank's command as
+    its step would run it, what is refused and why; asks sinfo/scontrol, starts nothing."""
+    from kit.run import dryrun
+
+    runner = SlurmRunner(cfg, Path(resume or "dry-run"), suite.hardware)
+    nodes = [runner._node(n, runner._address(n)) for n in partition_nodes(cfg)]
+    image = f", images {cfg.images}" if runner.mode != "native" else ""
+    intro = (f"slurm: each group one allocation (salloc --no-shell -N n -p {cfg.partition}), each run one step "
+             f"(srun --jobid J -N n --ntasks-per-node 1 bash step.sh, rank = $SLURM_NODEID); container: "
+             f"{runner.mode}{image}; logs under {cfg.shared_dir}/runs/",)
+    return dryrun.render_cluster(suite, nodes, source, resume, why_not=lambda case, group: unfit(
+        case, cfg, runner.mode, suite.hardware), intro=intro)
+
+
+def env_check(verdict, run_dir: Path, force: bool, progress: Progress) -> None:
+    """check_env's verdict over the allocation's nodes: refused unless --force (as on SSH hosts)."""
+    if verdict.ok:
+        return
+    if not force:
+        raise SlurmError(f"check_env refuses these nodes ({'; '.join(verdict.lines()[:8])}); captures in "
+                         f"{run_dir / 'env'}; fix them or pass --force")
+    for line in verdict.lines():
+        progress("check_env", "forced", line)
 
 
 def unfit(case, cfg: SlurmConfig, mode: str, hardware: str) -> str | None:
