@@ -10,8 +10,8 @@ Parsing (kit.hosts.capture) and comparison (kit.hosts.consistency) are pure; thi
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 from kit.config.hosts import HostConfig, Inventory
@@ -33,88 +33,73 @@ PROBES = {
     "docker": "docker version --format '{{.Server.Version}}'",
     "infiniband": "ls /sys/class/infiniband",
 }
+PROBE_TIMEOUT_S = 180
 
 
-Runner = Callable[[str, int], tuple[int, str]]  # (shell command, timeout s) -> (exit code, stdout)
+def probe_script(nic: str | None, nonce: str) -> str:
+    """Every probe in ONE shell script (one SSH command, or one scheduler step per node): each output framed
+    by `::kit-probe <nonce> begin <name>` and `::kit-probe <nonce> end <name> <exit>` lines on stdout."""
+    lines = []
+    for name, command in _commands(nic).items():
+        lines.append(f"echo '::kit-probe {nonce} begin {name}'; ( {command} ) 2>/dev/null; rc=$?; "
+                     f"echo; echo \"::kit-probe {nonce} end {name} $rc\"")
+    return "\n".join([*lines, "exit 0", ""])
 
 
-def _run_probes(run: Runner, nic: str | None,
-                out_dir: Path) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
-    """Run every probe; keep each raw output byte-exact in <probe>.txt. Returns (exit, stdout) and commands."""
+def read_probes(text: str, nic: str | None, nonce: str) -> dict[str, tuple[int, str]]:
+    """probe -> (exit code, output exactly as printed) from probe_script's stdout; a probe with no frame: 127."""
     raw: dict[str, tuple[int, str]] = {}
-    for name, command in PROBES.items():
-        if name.startswith("nvidia-smi") and raw.get("has-nvidia-smi", (1, ""))[0] != 0:
+    for name in _commands(nic):
+        begin, end = f"::kit-probe {nonce} begin {name}\n", f"\n::kit-probe {nonce} end {name} "
+        i = text.find(begin)
+        j = text.find(end, i + len(begin)) if i >= 0 else -1
+        if i < 0 or j < 0:
+            raw[name] = (127, "")
             continue
-        raw[name] = run(command, 60)
-        if name != "has-nvidia-smi":
-            write_text(out_dir / f"{name}.txt", raw[name][1])
-    commands = _commands(nic)
-    if nic:
-        raw["nic"] = run(commands["nic"], 30)
-    return raw, commands
+        code = text[j + len(end):].split("\n", 1)[0].strip()
+        raw[name] = (int(code) if code.lstrip("-").isdigit() else 127, text[i + len(begin):j])
+    return raw
 
 
-def _fabric_runner(conn) -> Runner:
-    def run(command: str, timeout: int) -> tuple[int, str]:
-        result = conn.run(command, hide=True, warn=True, timeout=timeout)
-        return result.exited, result.stdout
-    return run
-
-
-def _local_runner(command: str, timeout: int) -> tuple[int, str]:
-    try:
-        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return 124, ""
-    return done.returncode, done.stdout
+def _record(raw: dict[str, tuple[int, str]], nic: str | None,
+            out_dir: Path) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
+    """Keep each raw output byte-exact in <probe>.txt; the nvidia-smi probes count only where it exists."""
+    gpu = raw.get("has-nvidia-smi", (1, ""))[0] == 0
+    kept = {name: out for name, out in raw.items() if gpu or not name.startswith("nvidia-smi")}
+    for name, (_code, text) in kept.items():
+        if name not in ("has-nvidia-smi", "nic"):
+            write_text(out_dir / f"{name}.txt", text)
+    return kept, _commands(nic)
 
 
 def probe_host(host: HostConfig, inv: Inventory, out_dir: Path) -> ec.HostCapture:
+    nonce = secrets.token_hex(8)
     with connect(host, inv) as conn:
-        raw, commands = _run_probes(_fabric_runner(conn), host.nic, out_dir)
-    return _capture(host.name, host.nic, raw, commands, out_dir)
+        result = conn.run(probe_script(host.nic, nonce), hide=True, warn=True, timeout=PROBE_TIMEOUT_S)
+    return probe_from_output(host.name, host.nic, result.stdout, nonce, out_dir)
 
 
 def probe_local(name: str, out_dir: Path) -> ec.HostCapture:
     """The same probes on this machine (kit bench): runs/<id>/env/<name>/ as for a remote host."""
+    nonce = secrets.token_hex(8)
+    try:
+        done = subprocess.run(["bash", "-c", probe_script(None, nonce)], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S)
+        text = done.stdout
+    except subprocess.TimeoutExpired as exc:
+        text = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+    return probe_from_output(name, None, text, nonce, out_dir)
+
+
+def probe_from_output(name: str, nic: str | None, text: str, nonce: str, out_dir: Path) -> ec.HostCapture:
+    """A host's capture from probe_script's stdout (over SSH, here, or a scheduler step's output file)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw, commands = _run_probes(_local_runner, None, out_dir)
-    return _capture(name, None, raw, commands, out_dir)
-
-
-def probe_script(nic: str | None, out_dir: str, node_var: str | None = None) -> str:
-    """Every probe in one shell script (for a scheduler's job step): <out_dir>[/$node_var]/<probe>.out and .rc
-    on the node; probe_from_files reads them back as if each had run over a connection."""
-    where = quote_cmd([out_dir]) + (f'/"${node_var}"' if node_var else "")
-    lines = [f"mkdir -p {where} || exit 1"]
-    for name, command in _commands(nic).items():
-        lines.append(f"( {command} ) > {where}/{name}.out 2>/dev/null; echo $? > {where}/{name}.rc")
-    return "\n".join([*lines, "exit 0", ""])
-
-
-def probe_from_files(name: str, nic: str | None, answers: Path, out_dir: Path) -> ec.HostCapture:
-    """A node's capture from what probe_script left in `answers` (a probe with no answer: exit 127)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    by_command = {command: probe for probe, command in _commands(nic).items()}
-
-    def run(command: str, timeout: int) -> tuple[int, str]:
-        probe = by_command[command]
-        try:
-            code = int((answers / f"{probe}.rc").read_text().strip())
-            return code, (answers / f"{probe}.out").read_text(errors="replace")
-        except (OSError, ValueError):
-            return 127, ""
-
-    raw, commands = _run_probes(run, nic, out_dir)
+    raw, commands = _record(read_probes(text, nic, nonce), nic, out_dir)
     return _capture(name, nic, raw, commands, out_dir)
 
 
 def _commands(nic: str | None) -> dict[str, str]:
-    return {**PROBES, **({"nic": _nic_probe(nic)} if nic else {})}
-
-
-def _nic_probe(nic: str) -> str:
-    return f"cat /sys/class/net/{quote_cmd([nic])}/operstate"
+    return {**PROBES, **({"nic": f"cat /sys/class/net/{quote_cmd([nic])}/operstate"} if nic else {})}
 
 
 def _capture(name: str, nic: str | None, raw: dict[str, tuple[int, str]], commands: dict[str, str],

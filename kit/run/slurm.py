@@ -32,6 +32,7 @@ import json
 import math
 import os
 import posixpath
+import secrets
 import shutil
 import subprocess
 import threading
@@ -160,14 +161,17 @@ class SlurmRunner(Runner):
         if where.exists():
             shutil.rmtree(where)
         where.mkdir(parents=True)
-        (where / "probes.sh").write_text(probe.probe_script(self.cfg.nic, str(where), "SLURMD_NODENAME"))
+        nonce = secrets.token_hex(8)
+        (where / "probes.sh").write_text(probe.probe_script(self.cfg.nic, nonce))
+        out = quote_cmd([str(where)]) + '/"$SLURMD_NODENAME".out'
         res = slurm(["srun", "--jobid", self.job_id, "-N", str(len(self.nodes)), "--ntasks-per-node", "1",
-                     "--time=5", "-J", "kit-check-env", "bash", str(where / "probes.sh")], timeout=600)
+                     "--time=5", "-J", "kit-check-env", "bash", "-c",
+                     f"bash {quote_cmd([str(where / 'probes.sh')])} > {out}"], timeout=600)
         if res.returncode != 0:
             raise SlurmError(f"check_env step on {', '.join(n.name for n in self.nodes)} failed: {_first_line(res)}")
         env_dir.mkdir(parents=True, exist_ok=True)
-        captures = [probe.probe_from_files(n.name, self.cfg.nic, where / n.name, env_dir / n.name)
-                    for n in self.nodes]
+        captures = [probe.probe_from_output(n.name, self.cfg.nic, _read(where / f"{n.name}.out"), nonce,
+                                            env_dir / n.name) for n in self.nodes]
         verdict = consistency(captures, require_gpu=require_gpu)
         write_text(env_dir / "verdict.json", json.dumps(verdict.to_dict(), indent=2) + "\n")
         return verdict
@@ -481,6 +485,12 @@ class SlurmRunner(Runner):
                                    **({"image_id": self.image_ids.get(n.name, {}).get(image)}
                                       if self.mode == "docker" else {})}
                           for n in self.nodes}}
+
+
+def _read(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        return path.read_text(errors="replace")
+    return ""
 
 
 def _sacct_fields(line: str) -> dict:
