@@ -54,13 +54,15 @@ def test_report_of_read_only_tree_writes_under_cwd(published, tmp_path):
 
 
 def test_crosscheck_exit_status_and_summary(published):
+    # the one figure the claims file declares 'derives: false' is a finding (flagged), not a failure
     r = kit("crosscheck", published / "expected.yaml")
-    assert r.returncode == 1
-    assert "33 match, 1 mismatch (1 declared 'derives: false' by the claims file), 0 error of 34 claims" in r.stdout
-    flagged = [l for l in r.stdout.splitlines() if "mismatch" in l and "pure_fp16_DP_N1C1" in l]
+    assert r.returncode == 0
+    assert "33 match, 1 flagged (published figures that do not derive from their logs, as the claims file " \
+           "declares), 0 mismatch, 0 error of 34 claims" in r.stdout
+    flagged = [l for l in r.stdout.splitlines() if "flagged" in l and "pure_fp16_DP_N1C1" in l]
     assert len(flagged) == 1 and "1432.066966" in flagged[0] and "1438.518" in flagged[0]
     data = json.loads(kit("crosscheck", published / "expected.yaml", "--json").stdout)
-    assert data["counts"] == {"match": 33, "mismatch": 1, "error": 0}
+    assert data["counts"] == {"match": 33, "flagged": 1, "mismatch": 0, "error": 0}
 
 
 def _bad_inputs(tmp_path, published):

@@ -2,11 +2,16 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
+import yaml
 
 from kit.core.yamlio import ConfigError
-from kit.results.crosscheck import ERROR, MATCH, MISMATCH, check_claims
+from kit.results.crosscheck import ERROR, FLAGGED, MATCH, MISMATCH, check_claims
+
+REPO = Path(__file__).resolve().parents[1]
+PERF_MODELS_CLAIMS = REPO / "kit" / "claims" / "perf-models.yaml"
 
 
 def test_published_claims(published):
@@ -17,7 +22,7 @@ def test_published_claims(published):
     assert len(derivable) == 21 and all(v.status == MATCH for v in derivable)
     assert len(suite) == 12 and all(v.status == MATCH for v in suite)
     (flagged,) = [v for v in logs if not v.declared_derives]
-    assert flagged.status == MISMATCH
+    assert flagged.status == FLAGGED
     assert flagged.claim.endswith("PaddleClas_ResNet50_bs256_pure_fp16_DP_N1C1_log")
     assert round(flagged.recomputed, 2) == 1432.07 and flagged.published == 1438.518
     assert flagged.rel_diff == pytest.approx(-0.004484, abs=1e-6)
@@ -36,6 +41,47 @@ def test_a_changed_figure_is_caught(published, tmp_path):
     )
     statuses = [v.status for v in check_claims(tmp_path / "claims.yaml")]
     assert statuses == [MATCH, MISMATCH, ERROR]
+
+
+def test_derives_false_is_flagged_only_while_the_log_gives_what_the_claims_file_says(published, tmp_path):
+    shutil.copytree(published / "perf-v100/tensorflow", tmp_path / "tf")
+    (tmp_path / "claims.yaml").write_text(
+        textwrap.dedent("""\
+        logs:
+          - {file: tf/tf_gpu1_fp32_bs256.txt, method: {skip: 5}, published: 420.0, derives: false, recomputed: 415.786}
+          - {file: tf/tf_gpu1_fp32_bs256.txt, method: {skip: 5}, published: 420.0, derives: false, recomputed: 418.0}
+          - {file: tf/tf_gpu1_fp32_bs256.txt, method: {skip: 5}, published: 415.786, rel_tol: 0.00002, derives: false}
+          - {file: tf/tf_gpu1_fp32_bs256.txt, method: {skip: 5}, published: 420.0, derives: false, note: "a typo?"}
+        """)
+    )
+    verdicts = check_claims(tmp_path / "claims.yaml")
+    assert [v.status for v in verdicts] == [FLAGGED, MISMATCH, MISMATCH, FLAGGED]
+    assert "DISAGREES" in verdicts[1].detail and "yet it matches" in verdicts[2].detail
+    assert verdicts[3].detail.endswith("note: a typo?")
+
+
+def test_perf_models_claims(published):
+    """The 58 published figures of PaddlePaddle/Perf's BERT, Transformer, HRNet-W18 and DeepLabV3+ tables."""
+    verdicts = check_claims(PERF_MODELS_CLAIMS)
+    assert len(verdicts) == 58
+    by_status = {s: [v for v in verdicts if v.status == s] for s in (MATCH, FLAGGED, MISMATCH, ERROR)}
+    assert len(by_status[MATCH]) == 50 and all(v.declared_derives for v in by_status[MATCH])
+    assert len(by_status[FLAGGED]) == 8 and not by_status[MISMATCH] and not by_status[ERROR]
+    flagged = {v.claim.split("perf-models/")[1]: (v.published, v.recomputed) for v in by_status[FLAGGED]}
+    assert flagged == {
+        "Transformer/OtherReports/PyTorch/logs/V100_LOG/pytorch_gpu32_fp32_bs2560": (166352.6, 166408.7),
+        "HRNetW18/logs/paddle/Hrnet_FP16_BS8-N32.log": (422, 428),
+        "HRNetW18/logs/paddle/Hrnet_FP32_BS8-N32.log": (428, 431),
+        "HRNetW18/OtherReports/PyTorch/logs/hrnet_torch_bs8_fp16_gpu1": (17.448, 17.488),
+        "HRNetW18/OtherReports/PyTorch/logs/hrnet_c32_fp16.log": (246, 237),
+        "HRNetW18/OtherReports/PyTorch/logs/hrnet_c32_fp32.log": (243, 240),
+        "DeepLabV3P/logs/paddle/Deeplabv3_FP16_BS4-N32.log": (373.76, 356.66),
+        "DeepLabV3P/logs/paddle/Deeplabv3_FP32_BS4-N32.log": (176, 174.73),
+    }
+    # every claim is one PUBLISHED.yaml entry with a figure, with that figure
+    listed = yaml.safe_load((published / "perf-models/PUBLISHED.yaml").read_text())
+    figures = {e["file"]: e["published"] for e in listed if e["published"] is not None}
+    assert {v.claim.split("perf-models/")[1]: v.published for v in verdicts} == figures
 
 
 @pytest.mark.parametrize(
@@ -66,3 +112,14 @@ def test_malformed_claims_name_file_line_and_key(tmp_path, body, message):
     with pytest.raises(ConfigError) as info:
         check_claims(path)
     assert str(info.value).startswith(str(path)) and message in str(info.value)
+
+
+def test_perf_models_claims_from_the_repo_exit_0():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "kit", "crosscheck", "kit/claims/perf-models.yaml"], cwd=REPO,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().endswith("50 match, 8 flagged (published figures that do not derive from their logs, "
+                                      "as the claims file declares), 0 mismatch, 0 error of 58 claims")

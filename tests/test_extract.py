@@ -95,6 +95,11 @@ def test_several_ranks_use_the_lowest_and_say_so():
         ({"scale": math.inf}, "scale must be a finite number > 0, got inf"),
         ({"batch": math.nan, "reduce": "wallclock"}, "batch must be a finite number > 0, got nan"),
         ({"round": 2, "sig": 5}, "round or sig"),
+        ({"round": 2, "trunc": 2}, "round or sig or trunc"),
+        ({"trunc": -1}, "trunc must be >= 0"),
+        ({"trim": -1}, "trim must be >= 0"),
+        ({"trim": 1.5}, "trim must be an integer"),
+        ({"trim": 2, "reduce": "last_summary"}, "reduce last_summary reduces no window"),
         ({"skip": "ten"}, "skip must be an integer"),
         ({"warmup": 3}, "unknown method key"),
     ],
@@ -128,3 +133,33 @@ def test_steps_per_second_times_the_global_batch_is_samples_per_second(tmp_path)
     assert compute_figure(parsed, Method()).unit == "steps/s"
     figure = compute_figure(parsed, Method(scale=64))
     assert (figure.value, figure.unit) == (128.0, "samples/s")
+
+
+PM = "perf-models"
+
+
+def test_trim_drops_the_lowest_and_highest_of_the_window(published):
+    """PaddlePaddle/benchmark's rule on PaddleNLP BERT (Bert/README.md): skip 10, sort, drop 5 each side, x cards."""
+    log = f"{PM}/Bert/logs/V100_LOG/PaddleNLP_bert_base_seqlen128_bs96_fp16_DP_N1C8_log"
+    f = fig(published, log, skip=10, trim=5, scale=8, round=3)
+    assert (f.value, f.unit, f.used, f.available) == (5355.659, "sequences/s", 30, 50)
+    assert fig(published, log, skip=10, scale=8, round=3).value != 5355.659  # without the trim it does not derive
+    with pytest.raises(MethodError, match="trim 20 drops all 40 value"):
+        fig(published, log, skip=10, trim=20)
+
+
+def test_trunc_cuts_where_round_would_round_up(published):
+    log = f"{PM}/HRNetW18/OtherReports/PyTorch/logs/hrnet_torch_bs8_fp16_gpu8"  # published 59.709
+    exact = fig(published, log, skip=5, reduce="harmonic_mean", scale=8).value
+    assert 59.7098 < exact < 59.7099
+    assert fig(published, log, skip=5, reduce="harmonic_mean", scale=8, trunc=3).value == 59.709
+    assert fig(published, log, skip=5, reduce="harmonic_mean", scale=8, round=3).value == 59.71
+
+
+def test_truncate_decimals_works_on_the_decimal_text():
+    from kit.results.extract import truncate_decimals
+
+    assert [truncate_decimals(v, d) for v, d in ((0.29, 2), (5055.566265125031, 2), (-1.239, 2), (7.0, 0))] == [
+        0.29, 5055.56, -1.23, 7.0]
+    assert truncate_decimals(1.7e308, 3) == 1.7e308 and truncate_decimals(1e-300, 400) == 1e-300
+    assert truncate_decimals(123456.789, 0) == 123456.0 and truncate_decimals(2.5e-7, 6) == 0.0

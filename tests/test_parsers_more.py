@@ -20,6 +20,9 @@ from kit.results.parsers.base import read_log_text
 
 ORIGINAL_FORMATS = {"tf2-keras-timehistory", "dle-pytorch", "dle-tf1", "dle-mxnet", "paddleclas"}
 NEW_FORMATS = {"plsc", "fleetx-vgg", "paddle-models-1.8", "oneflow", "nvlog-tf"}
+# the Perf family's other models (tests/test_parsers_perf_models.py reads their real logs)
+PERF_MODELS_FORMATS = {"paddlenlp-bert", "paddlenlp-transformer", "paddleseg", "dle-bert-pytorch", "dle-bert-tf1",
+                       "mmseg", "dle-transformer-pytorch"}
 
 
 def utc(text: str, fmt: str = "%Y-%m-%d %H:%M:%S") -> float:
@@ -555,11 +558,11 @@ def test_auto_detection_chooses_the_format(name):
     text = "noise before the run\n" + "\n".join(SAMPLES[name]) + "\nnoise after\n"
     assert detect_format(text, "x.log").name == name
     assert [f for f in NEW_FORMATS if FORMATS[f].detect(text)] == [name]  # no other new format claims it
-    assert not [f for f in ORIGINAL_FORMATS if FORMATS[f].detect(text)]
+    assert not [f for f in ORIGINAL_FORMATS | PERF_MODELS_FORMATS if FORMATS[f].detect(text)]
 
 
 def test_new_formats_are_registered_with_distinct_priorities():
-    assert set(FORMATS) == ORIGINAL_FORMATS | NEW_FORMATS | {"kitlog"}
+    assert set(FORMATS) == ORIGINAL_FORMATS | NEW_FORMATS | PERF_MODELS_FORMATS | {"kitlog"}
     priorities = [f.priority for f in FORMATS.values()]
     assert len(set(priorities)) == len(priorities)
     for name in NEW_FORMATS:
@@ -568,7 +571,7 @@ def test_new_formats_are_registered_with_distinct_priorities():
 
 
 def test_no_published_fixture_is_detected_as_a_new_format(published):
-    # perf-models/ holds BERT/Transformer/HRNet/DeepLabV3+ logs in formats of their own (no parser reads them yet)
+    # perf-models/ holds BERT/Transformer/HRNet/DeepLabV3+ logs in formats of their own (PERF_MODELS_FORMATS)
     files = [p for p in sorted(published.rglob("*")) if p.is_file() and p.suffix not in (".md", ".yaml")
              and "perf-models" not in p.relative_to(published).parts]
     assert len(files) >= 50

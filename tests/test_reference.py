@@ -494,7 +494,7 @@ def test_unknown_combinations_are_refused_with_the_list():
     with pytest.raises(reference.ReferenceError) as err:
         reference.implementation("torch", "vgg16")
     assert "torch/vgg16" in str(err.value) and "paddle/arcface (plsc)" in str(err.value)
-    assert len(reference.combinations()) == 6
+    assert len(reference.combinations()) == 10
     with pytest.raises(reference.ReferenceError, match="need as many host addresses"):
         build(RefJob("torch", "resnet50", "fp32", 256, 8, 2), Cluster(0, ("a",)))
 
@@ -844,3 +844,135 @@ def test_make_bench_v100_dry_run_prints_the_cluster_plan(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kit cluster --dry-run: suite v100 (gpu)") and lines[-1].endswith(" 2 skipped.")
+
+
+# ---- PaddlePaddle/Perf's other models: BERT and Transformer (perf-models/) --------------------------------------
+
+PM = "perf-models"
+
+
+def perf_models_job(rel: str) -> RefJob:
+    """The job a perf-models log ran, from its file name (DP_N1C<G> / gpu<G>, fp16 = AMP)."""
+    name = Path(rel).name
+    gpus = int(re.search(r"(?:N1C|gpu)(\d+)", name)[1])
+    batch = int(re.search(r"bs(\d+)", name)[1])
+    precision = "fp32" if "fp32" in name else "amp"
+    framework, model = next(fm for prefix, fm in (("Bert/logs/", ("paddle", "bert")),
+                                                   ("Bert/OtherReports/PyTorch/", ("torch", "bert")),
+                                                   ("Transformer/OtherReports/PyTorch/", ("torch", "transformer")),
+                                                   ("HRNetW18/logs/paddle/", ("paddle", "hrnetw18")))
+                            if rel.startswith(prefix))
+    return RefJob(framework, model, precision, batch, gpus, 1)
+
+
+def namespace(text: str) -> dict:
+    """The first 'Namespace(key=value, ...)' a program printed, as {key: python value}."""
+    body = re.search(r"Namespace\((.*?)\)(?:\"\]|\s*$)", text, re.M)[1]
+    call = ast.parse(f"f({body})", mode="eval").body
+    return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+
+
+PADDLENLP_BERT_LOGS = [f"Bert/logs/{d}_LOG/PaddleNLP_bert_base_seqlen128_bs96_{p}_DP_N1C{g}_log"
+                       for d in ("V100", "A100") for p in ("fp16", "fp32") for g in (1, 8)]
+
+
+@pytest.mark.parametrize("rel", PADDLENLP_BERT_LOGS)
+def test_paddlenlp_bert_argv_is_the_logged_command(published, rel):
+    text = (published / PM / rel).read_text(errors="replace")
+    job = perf_models_job(rel)
+    assert (job.framework, job.model) == ("paddle", "bert")
+    cmd = build(job, recipe_only=True)
+    logged = next(line for line in text.splitlines() if "run_pretrain.py --" in line).strip()
+    # the publisher ran from a folder one level below the checkout; the recipe runs the same file from the checkout
+    logged = logged.replace("../examples/language_model/bert/static//run_pretrain.py",
+                            "examples/language_model/bert/static/run_pretrain.py")
+    assert cmd.argv == logged.split() and cmd.cwd == "/opt/models/PaddleNLP"
+    ns = namespace(text)
+    assert (ns["batch_size"], ns["gradient_merge_steps"], ns["max_steps"], ns["logging_steps"]) == (96, 88, 500, 10)
+    assert ns["input_dir"] == "./data/wikicorpus_en_seqlen128" and ns["fuse_transformer"] is True
+    assert bool(ns["use_amp"]) == (job.precision == "amp")
+
+
+def test_paddlenlp_is_refused_for_runs_until_its_code_is_pinned():
+    job = RefJob("paddle", "bert", "amp", 96, 8)
+    with pytest.raises(reference.ReferenceError, match="PaddleNLP is not pinned in docker/pins.yaml"):
+        build(job)
+    with pytest.raises(reference.ReferenceError, match="32-GPU BERT log .2021. records no launch command"):
+        build(RefJob("paddle", "bert", "amp", 96, 8, 4), Cluster(0, ("a", "b", "c", "d")), recipe_only=True)
+
+
+NGC_BERT_LOGS = [f"Bert/OtherReports/PyTorch/logs/{d}_LOG/bert_base_lamb_pretraining.pyt_bert_pretraining_phase1_{n}.log"
+                 for d, n in (("A100", "fp16_bs128_gpu1"), ("A100", "fp16_bs128_gpu8"), ("A100", "fp32_bs128_gpu1"),
+                              ("V100", "fp16_bs96_gpu1"), ("V100", "fp16_bs96_gpu8"), ("V100", "fp32_bs96_gpu8"))]
+
+
+@pytest.mark.parametrize("rel", NGC_BERT_LOGS)
+def test_ngc_bert_argv_is_the_traced_command_and_gives_the_logged_config(published, rel):
+    text = (published / PM / rel).read_text()
+    job = perf_models_job(rel)
+    cmd = build(job)  # DeepLearningExamples is pinned: a runnable recipe
+    traced = next(line for line in text.splitlines() if line.startswith("+ python3 -m torch.distributed.launch"))
+    assert cmd.argv == traced[2:].replace("/workspace/bert/run_pretraining.py", "run_pretraining.py").split()
+    assert cmd.cwd == "/opt/models/DeepLearningExamples/PyTorch/LanguageModeling/BERT"
+    ns = namespace(text)
+    flags = dict(a[2:].split("=", 1) for a in cmd.argv if a.startswith("--") and "=" in a)
+    accumulation = int(flags["gradient_accumulation_steps"])
+    # run_pretraining.py divides --train_batch_size by the accumulation: the per-GPU batch the log names
+    assert ns["train_batch_size"] == int(flags["train_batch_size"]) // accumulation == job.batch_size
+    assert ns["gradient_accumulation_steps"] == accumulation and ns["fp16"] == (job.precision == "amp")
+    assert int(flags["train_batch_size"]) * job.gpus == reference.BERT_SEQUENCES_PER_STEP
+
+
+TRANSFORMER_LOGS = [f"Transformer/OtherReports/PyTorch/logs/{d}_LOG/transformer_pytorch_bs5120_{p}_gpu{g}"
+                    for d in ("V100", "A100") for p in ("fp16", "fp32") for g in (1, 8)]
+
+
+@pytest.mark.parametrize("rel", TRANSFORMER_LOGS)
+def test_ngc_transformer_argv_is_the_logged_first_line(published, rel):
+    text = (published / PM / rel).read_text()
+    job = perf_models_job(rel)
+    cmd = build(job)
+    assert cmd.argv == text.splitlines()[0].split()
+    assert cmd.cwd == "/opt/models/DeepLearningExamples/PyTorch/Translation/Transformer"
+    ns = namespace(text)
+    assert (ns["max_tokens"], ns["amp"], ns["fp16"], ns["distributed_world_size"]) == (
+        5120, job.precision == "amp", False, job.gpus)
+
+
+PADDLESEG_LOGS = [f"HRNetW18/logs/paddle/PaddleSeg_fcn_hrnetw18_bs8_{p}_DP_N1C{g}_log" for p in ("fp16", "fp32")
+                  for g in (1, 8)]
+
+
+@pytest.mark.parametrize("rel", PADDLESEG_LOGS)
+def test_paddleseg_hrnetw18_argv_is_the_logged_command(published, rel, monkeypatch):
+    text = (published / PM / rel).read_text()
+    job = perf_models_job(rel)
+    cmd = build(job, recipe_only=True)
+    logged = next(line for line in text.splitlines() if line.startswith("python") and "tools/train.py --config" in line)
+    assert cmd.argv == logged.split() and cmd.cwd == "/opt/models/PaddleSeg"
+    if job.gpus > 1:  # the launcher's own view of it: 'LAUNCH INFO ... training_script(_args)'
+        config = launch_configuration(text)
+        parsed = paddle_launch_parse(cmd.argv[3:], monkeypatch)
+        assert parsed.training_script == config["training_script"] == "tools/train.py"
+        assert parsed.training_script_args == ast.literal_eval(config["training_script_args"])
+        assert str(parsed.devices) == config["devices"]
+    with pytest.raises(reference.ReferenceError, match="PaddleSeg is not pinned"):
+        build(job)
+
+
+@pytest.mark.parametrize("rel", PADDLENLP_BERT_LOGS + NGC_BERT_LOGS + TRANSFORMER_LOGS + PADDLESEG_LOGS)
+def test_perf_models_publisher_methods_give_the_published_figures(published, tmp_path, rel):
+    claims = {e["file"].split(f"{PM}/", 1)[1]: e for e in load_yaml(REPO / "kit/claims/perf-models.yaml")["logs"]}
+    entry = claims[rel]
+    job = perf_models_job(rel)
+    cluster = Cluster()
+    cmd = build(job, cluster, recipe_only=True)
+    assert cmd.impl.log_format == entry["format"] and entry.get("derives", True)
+    log = tmp_path / Path(rel).name
+    shutil.copyfile(published / PM / rel, log)
+    records.sidecar_path(log).write_text(json.dumps(reference.record(cmd, job, cluster)))
+    figures = records.reference_figures(log)
+    # NGC BERT's README cells are the summary cut or rounded to varying digits: the recipe keeps the whole figure
+    tolerance = 1e-5 if cmd.impl.name == "ngc-pytorch-bert" else entry["rel_tol"]
+    assert figures["publisher"] == pytest.approx(entry["published"], rel=tolerance)
+    assert figures["kit"] > 0

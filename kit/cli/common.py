@@ -47,6 +47,8 @@ def add_method_flags(p: argparse.ArgumentParser, scale_default: float | None) ->
     g.add_argument("--rank", type=int, help="mpirun rank whose lines to use (default: the lowest)")
     g.add_argument("--skip", type=int, default=0, help="drop the first N records (warm-up)")
     g.add_argument("--count", type=int, help="keep exactly M records after the skip (default: all)")
+    g.add_argument("--trim", type=int, default=0, metavar="N",
+                   help="drop the N lowest and N highest values of the window before reducing")
     g.add_argument("--reduce", choices=REDUCE_CHOICES, default="mean", help="how to reduce the window")
     g.add_argument(
         "--scale",
@@ -58,6 +60,7 @@ def add_method_flags(p: argparse.ArgumentParser, scale_default: float | None) ->
     rounding = g.add_mutually_exclusive_group()
     rounding.add_argument("--round", type=int, metavar="D", help="round to D decimals")
     rounding.add_argument("--sig", type=int, metavar="S", help="round to S significant digits")
+    rounding.add_argument("--trunc", type=int, metavar="D", help="cut (toward zero) to D decimals")
     g.add_argument(
         "--steps", type=_steps, default=(20, 120), metavar="FROM:TO", help="wallclock: steps to time between [20:120]"
     )

@@ -18,10 +18,10 @@ def add_parser(sub) -> None:
 
 
 def cmd_crosscheck(args: argparse.Namespace) -> int:
-    from kit.results.crosscheck import ERROR, MATCH, MISMATCH, check_claims
+    from kit.results.crosscheck import ERROR, FLAGGED, MATCH, MISMATCH, check_claims
 
     verdicts = check_claims(args.claims)
-    counts = {s: sum(v.status == s for v in verdicts) for s in (MATCH, MISMATCH, ERROR)}
+    counts = {s: sum(v.status == s for v in verdicts) for s in (MATCH, FLAGGED, MISMATCH, ERROR)}
     if args.json:
         print(
             json.dumps(
@@ -37,9 +37,8 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
             diff = "-" if v.rel_diff is None else f"{v.rel_diff:+.2e}"
             note = f"  ({v.detail})" if v.status != MATCH and v.detail else ""
             print(f"{v.claim:<{width}}  {rec:>20}  {format_number(v.published):>12}  {diff:>10}  {v.status}{note}")
-        declared = sum(v.status == MISMATCH and not v.declared_derives for v in verdicts)
-        aside = f" ({declared} declared 'derives: false' by the claims file)" if declared else ""
-        tally = f"{counts[MATCH]} match, {counts[MISMATCH]} mismatch{aside}, {counts[ERROR]} error"
+        tally = (f"{counts[MATCH]} match, {counts[FLAGGED]} flagged (published figures that do not derive from "
+                 f"their logs, as the claims file declares), {counts[MISMATCH]} mismatch, {counts[ERROR]} error")
         print(f"\n{tally} of {len(verdicts)} claims")
     for v in verdicts:
         if v.status == ERROR:

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 CODE_ROOT = "/opt/models"  # kit.images.spec clones docker/pins.yaml model_code here (checked by a test)
 CODE_DIRS = {"paddleclas": "PaddleClas", "plsc": "PLSC", "fleetx": "FleetX", "dle": "DeepLearningExamples"}
+# Published programs whose code docker/pins.yaml does not pin yet: their recipes are kept (checked against the
+# recorded commands: tests/test_reference.py) and their logs re-derived (kit/claims/perf-models.yaml), but no image
+# checks them out, so the kit refuses to run them (check()) until a pin is added.
+UNPINNED_CODE_DIRS = {"paddlenlp": "PaddleNLP", "paddleseg": "PaddleSeg"}
 SCRIPTS_DIR = "/opt/kit/scripts"  # the kit's scripts/ inside a container (mounted by kit bench)
 PLSC_PATCH = "plsc/exit_at_batch_150.patch"  # relative to scripts/
 PRECISIONS = ("fp32", "amp")
@@ -59,6 +63,25 @@ IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
          "MxNet/Classification/RN50v1.5", "dle-mxnet",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/MxNet/scripts/mxnet_test_all.sh",
          data_format="recordio", synthetic="--data-backend synthetic", tagged_output=True),
+    # PaddlePaddle/Perf's other models (Bert/, HRNetW18/, Transformer/): the commands their logs record; PaddleNLP's
+    # Transformer sets batch and precision by editing its YAML (not in its command), NGC TF1 BERT and mmsegmentation
+    # record no command: no recipes for those
+    Impl("paddlenlp-bert", "paddle", "bert", "PaddleNLP BERT-base pre-training (static graph, seq len 128)",
+         "paddlenlp", "", "paddlenlp-bert",
+         "PaddlePaddle/Perf@e7a07c4d Bert/logs/*_LOG/PaddleNLP_bert_base_seqlen128_* (the command each log ends with)",
+         data_format="wikicorpus_en_seqlen128"),
+    Impl("paddleseg-hrnetw18", "paddle", "hrnetw18", "PaddleSeg FCN-HRNetW18, Cityscapes 1024x512 (test_tipc)",
+         "paddleseg", "", "paddleseg",
+         "PaddlePaddle/Perf@e7a07c4d HRNetW18/logs/paddle/PaddleSeg_fcn_hrnetw18_* (the command each log records)",
+         data_format="cityscapes"),
+    Impl("ngc-pytorch-bert", "torch", "bert", "NVIDIA DeepLearningExamples BERT-base pre-training, phase 1 (PyTorch)",
+         "dle", "PyTorch/LanguageModeling/BERT", "dle-bert-pytorch",
+         "PaddlePaddle/Perf@e7a07c4d Bert/OtherReports/PyTorch/logs/*_LOG/*.log ('+ python3 -m "
+         "torch.distributed.launch' trace, DLLogger 'PARAMETER Config')", data_format="bert-parquet"),
+    Impl("ngc-pytorch-transformer", "torch", "transformer", "NVIDIA DeepLearningExamples Transformer-big (PyTorch)",
+         "dle", "PyTorch/Translation/Transformer", "dle-transformer-pytorch",
+         "PaddlePaddle/Perf@e7a07c4d Transformer/OtherReports/PyTorch/logs/*_LOG/transformer_pytorch_* (first line, "
+         "Namespace)", data_format="wmt14_en_de_joined_dict_pytorch"),
 )}
 
 
@@ -103,9 +126,23 @@ class RefJob:
         return self.nodes * self.gpus_per_node
 
 
-def check(job: RefJob) -> None:
-    """ReferenceError when no published program covers the job (its placement aside)."""
+# the runs whose commands the logs record: one node (the 32-GPU logs of these programs record none)
+ONE_NODE_ONLY = {"paddlenlp-bert": "the 32-GPU BERT log (2021) records no launch command",
+                 "ngc-pytorch-bert": "the 32-GPU BERT log's mpirun command is not recorded",
+                 "ngc-pytorch-transformer": "the 32-GPU Transformer logs record no command",
+                 "paddleseg-hrnetw18": "the 32-GPU HRNetW18 logs (2021) record no launch command"}
+
+
+def check(job: RefJob, recipe_only: bool = False) -> None:
+    """ReferenceError when no published program covers the job (its placement aside). recipe_only: the command
+    is wanted, not a run (a program whose code no image checks out has a recipe all the same)."""
     impl = implementation(job.framework, job.model)
+    if impl.code in UNPINNED_CODE_DIRS and not recipe_only:
+        raise ReferenceError(f"{impl.title}: {UNPINNED_CODE_DIRS[impl.code]} is not pinned in docker/pins.yaml "
+                             "(model_code), so no image checks it out and the kit cannot run it yet; its recipe and "
+                             "its publisher's method are kept (kit.run.reference, kit/claims/perf-models.yaml)")
+    if impl.name in ONE_NODE_ONLY and job.nodes > 1:
+        raise ReferenceError(f"{impl.title}: one node only ({ONE_NODE_ONLY[impl.name]})")
     if job.precision not in PRECISIONS:
         raise ReferenceError(f"precision {job.precision!r}: one of {', '.join(PRECISIONS)}")
     if job.batch_size < 1 or job.gpus_per_node < 1 or job.nodes < 1:

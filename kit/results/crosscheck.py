@@ -3,8 +3,13 @@
 Claims file schema (the fixtures' expected.yaml is the reference):
   suites: [{name, dir?, format?, method, per_device_batch?, precision?,
             published_median: {<case>: v}, published_speedup?: {<case>: v}, rel_tol}]
-  logs:   [{file, format?, gpus?, method, published, rel_tol?, derives?, recomputed?}]
+  logs:   [{file, format?, gpus?, method, published, rel_tol?, derives?, recomputed?, note?}]
 Paths are relative to the claims file.
+
+Verdicts: match; flagged (the claims file says `derives: false`, and the log indeed gives another
+figure, the one it declares as `recomputed` where it gives one): a finding about the publisher, not a
+failure of the check; mismatch (the figure does not follow, or a `derives: false` claim that does, or
+whose declared recomputed figure the log does not give); error (no figure could be computed).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from kit.results.report import SPEEDUP_DECIMALS
 
 DEFAULT_REL_TOL = 1e-4
 DECLARED_RECOMPUTED_REL_TOL = 1e-5
-MATCH, MISMATCH, ERROR = "match", "mismatch", "error"
+MATCH, FLAGGED, MISMATCH, ERROR = "match", "flagged", "mismatch", "error"
 
 
 @dataclass
@@ -119,6 +124,7 @@ def _plan_log(entry: LineDict, path: Path) -> dict:
         "rel_tol": float(optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
         "derives": optional(entry, "derives", bool, path, True),
         "declared": _number(entry, "recomputed", path) if "recomputed" in entry else None,
+        "note": optional(entry, "note", str, path, ""),
         "line": entry.line,
     }
 
@@ -149,9 +155,17 @@ def _check_log(plan: dict, path: Path) -> Verdict:
     if not plan["derives"]:
         verdict.detail += "; claims file says it does not derive"
         declared = plan["declared"]
+        same = True
         if declared is not None:
             same = abs(stats.relative_difference(figure.value, declared)) <= DECLARED_RECOMPUTED_REL_TOL
             verdict.detail += f" (declared recomputed {declared:g}: {'agrees' if same else 'DISAGREES'})"
+        if verdict.status == MATCH:
+            verdict.status = MISMATCH
+            verdict.detail += ", yet it matches: correct the claims file"
+        elif same:
+            verdict.status = FLAGGED
+    if plan["note"] and verdict.status != MATCH:
+        verdict.detail += f"; note: {plan['note']}"
     return verdict
 
 

@@ -1,8 +1,10 @@
 """From parsed records to one throughput figure by a stated method (pure).
 
 The method vocabulary is the publishers' (see the fixtures' expected.yaml): skip, count,
-reduce (mean | harmonic_mean | median | last_summary | wallclock), scale, round, sig;
+trim, reduce (mean | harmonic_mean | median | last_summary | wallclock), scale, round, trunc, sig;
 plus metric, kind and rank to choose the series, and steps/batch for wallclock.
+Order: window (skip, count) -> trim (drop the trim lowest and trim highest values of the window,
+PaddlePaddle/benchmark's analysis rule) -> reduce -> x scale -> round | trunc | sig.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from decimal import ROUND_DOWN, Decimal, localcontext
 from typing import Any
 
 from kit.results import stats
@@ -41,6 +44,8 @@ class Method:
     scale: float = 1.0
     round: int | None = None
     sig: int | None = None
+    trim: int = 0  # drop the `trim` lowest and the `trim` highest values of the window before reducing
+    trunc: int | None = None  # cut (toward zero) to D decimals, as a publisher who printed '%.Nf' of a cut value
     metric: str | None = None
     kind: str | None = None
     rank: int | None = None
@@ -62,7 +67,7 @@ class Method:
         """Every Method is valid: bad values raise MethodError when it is made."""
         if self.reduce not in REDUCE_CHOICES:
             raise MethodError(f"unknown reduce {self.reduce!r}; known: {', '.join(REDUCE_CHOICES)}")
-        for name in ("skip", "count", "round", "sig", "rank"):
+        for name in ("skip", "count", "round", "sig", "rank", "trim", "trunc"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise MethodError(f"{name} must be an integer, got {value!r}")
@@ -75,8 +80,14 @@ class Method:
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if (value is not None or name == "scale") and not (number and 0 < value < math.inf):
                 raise MethodError(f"{name} must be a finite number > 0, got {value!r}")
-        if self.round is not None and self.sig is not None:
-            raise MethodError("give round or sig, not both")
+        if self.trim < 0:
+            raise MethodError(f"trim must be >= 0, got {self.trim}")
+        if self.trim and self.reduce in ("last_summary", "wallclock"):
+            raise MethodError(f"trim drops values of a window; reduce {self.reduce} reduces no window")
+        if sum(x is not None for x in (self.round, self.sig, self.trunc)) > 1:
+            raise MethodError("give round or sig or trunc, not more than one")
+        if self.trunc is not None and self.trunc < 0:
+            raise MethodError(f"trunc must be >= 0 decimals, got {self.trunc}")
         if self.sig is not None and self.sig < 1:
             raise MethodError(f"sig must be >= 1, got {self.sig}")
         if len(self.steps) != 2 or self.steps[0] >= self.steps[1]:
@@ -145,6 +156,7 @@ def _pick_rank(records: list[Record], rank: int | None, warnings: list[str]) -> 
 def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
     fmt: LogFormat = parsed.format
     warnings: list[str] = []
+    used: int | None = None  # values reduced, where trim leaves fewer than the window's records
     if method.reduce == "last_summary":
         wanted = method.metric or fmt.summary_metric or fmt.default_metric
         summaries = [r for r in parsed.records if r.kind == SUMMARY]
@@ -172,6 +184,11 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
             except stats.StatsError as exc:
                 raise MethodError(f"{metric}: {exc}") from None
             chosen = series[method.skip : method.skip + len(values)]
+            if method.trim:
+                if len(values) <= 2 * method.trim:
+                    raise MethodError(f"{metric}: trim {method.trim} drops all {len(values)} value(s) of the window")
+                values = sorted(values)[method.trim : len(values) - method.trim]
+            used = len(values)
             raw = stats.reduce(values, method.reduce)
             spread = stats.cv(values)
             if len(values) >= 3 and spread > UNSTABLE_CV:
@@ -181,6 +198,8 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
         raise MethodError(f"{raw:g} x scale {method.scale:g} is past the largest number (a wrong --scale?)")
     if method.round is not None:
         value = stats.round_decimals(value, method.round)
+    elif method.trunc is not None:
+        value = truncate_decimals(value, method.trunc)
     elif method.sig is not None:
         value = stats.round_significant(value, method.sig)
     unit = chosen[0].unit
@@ -198,7 +217,7 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
         metric=metric,
         kind=chosen[0].kind,
         format=fmt.name,
-        used=len(chosen),
+        used=len(chosen) if used is None else used,
         available=available,
         first_line=chosen[0].line,
         last_line=chosen[-1].line,
@@ -224,6 +243,17 @@ def _wallclock(series: list[Record], method: Method) -> tuple[float, list[Record
         raise MethodError(f"wallclock: step {last} is not later than step {first} (lines {start.line}, {end.line})")
     assert method.batch is not None
     return (last - first) * method.batch / elapsed, [start, end]
+
+
+def truncate_decimals(value: float, decimals: int) -> float:
+    """value cut toward zero to `decimals` decimals, on its shortest decimal text (59.70984... -> 59.709)."""
+    exact = Decimal(repr(value))
+    shape = exact.as_tuple()
+    if not isinstance(shape.exponent, int) or shape.exponent >= -decimals:  # no more decimals than that
+        return value
+    with localcontext() as ctx:
+        ctx.prec = len(shape.digits) + 1  # the cut value has fewer digits than the text it is cut from
+        return float(exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_DOWN))
 
 
 def format_number(value: float) -> str:

@@ -22,6 +22,7 @@ from kit.config.programs import (  # noqa: F401  (the catalog, also read through
     CODE_ROOT,
     PLSC_PATCH,
     SCRIPTS_DIR,
+    UNPINNED_CODE_DIRS,
     Impl,
     ReferenceError,
     RefJob,
@@ -186,6 +187,78 @@ def _ngc_mxnet(job: RefJob, data_dir: str | None) -> tuple[list[str], dict[str, 
     return argv + (["--data-root", data_dir] if data_dir else []), {}
 
 
+# ---- PaddlePaddle/Perf's other models: the commands their logs record (tests/test_reference.py checks them) ----
+
+def _paddlenlp_bert(job: RefJob, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
+    # The command each Bert/logs/*_LOG/PaddleNLP_* log ends with. The publisher ran it from a folder one level
+    # below the checkout ('../examples/language_model/bert/static//run_pretrain.py'); from the checkout, the same file.
+    script = "examples/language_model/bert/static/run_pretrain.py"
+    flags = ["--max_predictions_per_seq", "80", "--learning_rate", "5e-5", "--weight_decay", "0.0",
+             "--adam_epsilon", "1e-8", "--warmup_steps", "0", "--output_dir", "./tmp2/", "--logging_steps", "10",
+             "--save_steps", "20000", "--max_steps", "500", "--input_dir", data_dir or "./data/wikicorpus_en_seqlen128",
+             "--model_type", "bert", "--model_name_or_path", "bert-base-uncased", "--batch_size", str(job.batch_size),
+             "--use_amp", "True" if job.precision == "amp" else "False", "--gradient_merge_steps", "88",
+             "--fuse_transformer", "true"]
+    if job.gpus == 1:
+        return ["python", "-u", script, *flags], {}
+    return ["python", "-m", "paddle.distributed.launch", "--log_dir=./mylog", f"--gpus={_devices(job.gpus)}", script,
+            *flags], {}
+
+
+def _paddleseg_hrnetw18(job: RefJob) -> tuple[list[str], dict[str, str]]:
+    # The command of each HRNetW18/logs/paddle/PaddleSeg_fcn_hrnetw18_* log (PaddleSeg's test_tipc benchmark);
+    # the README's AMP is --precision=fp16 --amp_level=O2. Cityscapes is read where the config says (data/cityscapes).
+    amp = job.precision == "amp"
+    devices = _devices(job.gpus)
+    train = ["tools/train.py", "--config", "test_tipc/configs/fcn_hrnetw18/fcn_hrnetw18_1024x512_cityscapes.yml",
+             "--device", "gpu", "--save_interval", "500", "--seed", "100", "--num_workers", "8", "--device=gpu",
+             f"--save_dir=./test_tipc/output/fcn_hrnetw18/benchmark_train/norm_train_gpus_{devices}_autocast_"
+             f"{'fp16' if amp else 'fp32'}", "--iters=400", f"--precision={'fp16' if amp else 'fp32'}",
+             f"--batch_size={job.batch_size}", *(["--amp_level=O2"] if amp else []), "--log_iters", "15",
+             "--repeats", "500"]
+    if job.gpus == 1:
+        return ["python", *train], {}
+    return ["python", "-m", "paddle.distributed.launch", f"--devices={devices}", *train], {}
+
+
+BERT_SEQUENCES_PER_STEP = 67584  # DLE's phase-1 global batch: train_batch_size x GPUs = 67584 in every log
+
+
+def _ngc_pytorch_bert(job: RefJob, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
+    # The '+ python3 -m torch.distributed.launch ...' trace of each Bert/OtherReports/PyTorch log (DLE's
+    # scripts/run_pretraining.sh, phase 1): --train_batch_size is per GPU and per optimizer step (batch x
+    # accumulation), the accumulation keeps 67584 sequences per step, and run_pretraining.py divides it back.
+    per_step = job.batch_size * job.gpus
+    if BERT_SEQUENCES_PER_STEP % per_step:
+        raise ReferenceError(f"NGC BERT phase 1: {job.batch_size} x {job.gpus} GPU(s) does not divide the "
+                             f"{BERT_SEQUENCES_PER_STEP} sequences of its optimizer step")
+    accumulation = BERT_SEQUENCES_PER_STEP // per_step
+    flags = [f"--input_dir={data_dir or '/workspace/bert/data/pretrain/phase1/unbinned/parquet/'}",
+             "--output_dir=/workspace/bert/results/checkpoints", "--config_file=bert_config_base.json",
+             "--vocab_file=vocab/vocab", f"--train_batch_size={BERT_SEQUENCES_PER_STEP // job.gpus}",
+             "--max_seq_length=128", "--max_predictions_per_seq=20", "--max_steps=20", "--warmup_proportion=0.2843",
+             "--num_steps_per_checkpoint=200", "--learning_rate=6e-3", "--seed=12439",
+             *(["--fp16"] if job.precision == "amp" else []), f"--gradient_accumulation_steps={accumulation}",
+             "--allreduce_post_accumulation", "--allreduce_post_accumulation_fp16", "--do_train",
+             "--json-summary", "/workspace/bert/results/dllogger.json", "--disable_progress_bar", "--num_workers=4"]
+    return ["python3", "-m", "torch.distributed.launch", f"--nproc_per_node={job.gpus}", "run_pretraining.py",
+            *flags], {}
+
+
+def _ngc_pytorch_transformer(job: RefJob, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
+    # The first line of each Transformer/OtherReports/PyTorch/logs/*_LOG/transformer_pytorch_* log; the README's
+    # 'FP16' column is --amp (Namespace amp=True, fp16=False). --max-tokens is per GPU (the batch size here).
+    flags = [data_dir or "/data/wmt14_en_de_joined_dict_pytorch", "--arch", "transformer_wmt_en_de_big_t2t",
+             "--share-all-embeddings", "--optimizer", "adam", "--adam-betas", "0.9", "0.997", "--adam-eps", "1e-9",
+             "--clip-norm", "0.0", "--lr-scheduler", "inverse_sqrt", "--warmup-init-lr", "0.0", "--warmup-updates",
+             "4000", "--lr", "0.000846", "--min-lr", "0.0", "--dropout", "0.1", "--weight-decay", "0.0",
+             "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--max-tokens",
+             str(job.batch_size), "--seed", "1", "--max-epoch", "1", "--no-epoch-checkpoints", "--fuse-layer-norm",
+             "--log-interval", "10", "--save-dir", "/workspace/checkpoint",
+             *(["--amp"] if job.precision == "amp" else [])]
+    return ["python", "-m", "torch.distributed.run", f"--nproc_per_node={job.gpus}", "train.py", *flags], {}
+
+
 def methods(impl: Impl, job: RefJob) -> tuple[Method | None, Method]:
     """(the publisher's reduction, the kit's): expected.yaml's rules per log; the kit's drops the same warm-up
     and takes the harmonic mean of per-step throughputs (samples / time, as the harness does), in global samples/s."""
@@ -200,6 +273,16 @@ def methods(impl: Impl, job: RefJob) -> tuple[Method | None, Method]:
         return Method(skip=1, reduce="harmonic_mean", sig=5), Method(skip=1, reduce="harmonic_mean")
     if name == "paddleclas":  # per-card ips: scaled by the GPUs
         return Method(skip=10, scale=job.gpus), Method(skip=10, reduce="harmonic_mean", scale=job.gpus)
+    if name == "paddlenlp-bert":  # PaddlePaddle/benchmark analysis: sort, drop the 5 lowest and highest (claims)
+        return Method(skip=10, trim=5, scale=job.gpus, round=3), Method(skip=10, reduce="harmonic_mean", scale=job.gpus)
+    if name == "paddleseg-hrnetw18":  # as PaddleNLP's: skip 2 (30 iterations), trim 5, x cards, 3 decimals (claims)
+        return Method(skip=2, trim=5, scale=job.gpus, round=3), Method(skip=2, reduce="harmonic_mean", scale=job.gpus)
+    if name == "ngc-pytorch-bert":  # the end-of-run training_sequences_per_second (the whole job's)
+        return Method(reduce="last_summary"), Method(reduce="last_summary")
+    if name == "ngc-pytorch-transformer":  # the mean of the last 3000 (1 GPU) / 350 (8 GPUs) records, '%g'
+        skip = 149 if job.gpus == 1 else 44 if job.gpus == 8 else None
+        kit = Method(skip=10, reduce="harmonic_mean")
+        return (Method(skip=skip, sig=6) if skip is not None else None), kit
     if name == "plsc":  # DLPerf extract_paddle_logs.py: np.mean(records[50//10*n : 150//10*n]), 2 decimals; a numpy
         # slice keeps what is there, and the patch ends every trainer at batch 150 (15 records), so: all after 5n
         return Method(skip=5 * n, round=2), Method(skip=5 * n, reduce="harmonic_mean")
@@ -220,13 +303,15 @@ def log_reduction(log: RunLog) -> tuple[Method, str] | None:
 
 
 def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = None, data_dir: str | None = None,
-          scripts_dir: str = SCRIPTS_DIR) -> RefCommand:
-    check(job)
+          scripts_dir: str = SCRIPTS_DIR, recipe_only: bool = False) -> RefCommand:
+    """recipe_only: the command of a program no image checks out yet (kit.config.programs.UNPINNED_CODE_DIRS)."""
+    check(job, recipe_only)
     impl = implementation(job.framework, job.model)
     if len(cluster.hosts) != job.nodes or not 0 <= cluster.rank < job.nodes:
         raise ReferenceError(f"{job.nodes} node(s) need as many host addresses and a rank below that; got rank "
                              f"{cluster.rank} of {len(cluster.hosts)} host(s)")
-    cwd = "/".join(p for p in ((code_root or CODE_ROOT).rstrip("/"), CODE_DIRS[impl.code], impl.subdir) if p)
+    folder = CODE_DIRS.get(impl.code) or UNPINNED_CODE_DIRS[impl.code]
+    cwd = "/".join(p for p in ((code_root or CODE_ROOT).rstrip("/"), folder, impl.subdir) if p)
     work_copy = patch = None
     add: tuple[str, ...] = ()
     if impl.name == "paddleclas":
@@ -240,6 +325,14 @@ def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = 
         argv, env = _ngc_pytorch(job, cluster, data_dir)
     elif impl.name == "ngc-tensorflow":
         argv, env = _ngc_tensorflow(job, cluster, data_dir)
+    elif impl.name == "paddlenlp-bert":
+        argv, env = _paddlenlp_bert(job, data_dir)
+    elif impl.name == "paddleseg-hrnetw18":
+        argv, env = _paddleseg_hrnetw18(job)
+    elif impl.name == "ngc-pytorch-bert":
+        argv, env = _ngc_pytorch_bert(job, data_dir)
+    elif impl.name == "ngc-pytorch-transformer":
+        argv, env = _ngc_pytorch_transformer(job, data_dir)
     else:
         argv, env = _ngc_mxnet(job, data_dir)
     if cluster.nic and argv:
@@ -281,7 +374,9 @@ def outputs(impl: Impl, argv: list[str]) -> tuple[str, ...]:
     """The files a program's flags make it write besides its output: DLE's DLLogger raport (PyTorch
     --raport-file, MXNet -o) and results folder (TensorFlow --results_dir). Paddle's launcher logs go to
     PADDLE_LOG_DIR (kit.run.command); PLSC runs in a work copy inside the run's folder."""
-    flag = {"ngc-pytorch": "--raport-file", "ngc-mxnet": "-o", "ngc-tensorflow": "--results_dir"}.get(impl.name)
+    flag = {"ngc-pytorch": "--raport-file", "ngc-mxnet": "-o", "ngc-tensorflow": "--results_dir",
+            "paddlenlp-bert": "--output_dir", "ngc-pytorch-bert": "--json-summary", "paddleseg-hrnetw18": "--save_dir",
+            "ngc-pytorch-transformer": "--save-dir"}.get(impl.name)
     if flag is None:
         return ()
     found = [value for key, value in zip(argv, argv[1:], strict=False) if key == flag]

@@ -19,15 +19,22 @@ from kit.results.parsers.base import (
     Record,
     read_log_text,
 )
+from kit.results.parsers.dle_bert_pytorch import DLEBertPyTorch
+from kit.results.parsers.dle_bert_tf1 import DLEBertTF1
 from kit.results.parsers.dle_mxnet import DLEMXNet
 from kit.results.parsers.dle_pytorch import DLEPyTorch
 from kit.results.parsers.dle_tf1 import DLETensorFlow1
+from kit.results.parsers.fairseq_transformer import FairseqTransformer
 from kit.results.parsers.fleetx_vgg import FleetXVGG
 from kit.results.parsers.kitlog import KitLog
+from kit.results.parsers.mmseg import MMSeg
 from kit.results.parsers.nvlog_tf import NVLogTF
 from kit.results.parsers.oneflow import OneFlow
 from kit.results.parsers.paddle_models18 import PaddleModels18
 from kit.results.parsers.paddleclas import PaddleClas
+from kit.results.parsers.paddlenlp_bert import PaddleNLPBert
+from kit.results.parsers.paddlenlp_transformer import PaddleNLPTransformer
+from kit.results.parsers.paddleseg import PaddleSeg
 from kit.results.parsers.plsc import PLSC
 from kit.results.parsers.tf2_keras import TF2KerasTimeHistory
 
@@ -61,6 +68,14 @@ _ALL: list[LogFormat] = [
     OneFlow(),
     NVLogTF(),
     KitLog(),
+    # the Perf family's other models (PaddlePaddle/Perf Bert, Transformer, HRNetW18, DeepLabV3P)
+    PaddleNLPBert(),
+    PaddleNLPTransformer(),
+    PaddleSeg(),
+    DLEBertPyTorch(),
+    DLEBertTF1(),
+    MMSeg(),
+    FairseqTransformer(),
 ]
 FORMATS: dict[str, LogFormat] = {f.name: f for f in sorted(_ALL, key=lambda f: f.name)}
 

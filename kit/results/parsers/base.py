@@ -23,6 +23,9 @@ SUMMARY = "summary"  # a figure the tool itself printed for the whole run
 KINDS = (PER_STEP, PER_CARD, PER_EPOCH, SUMMARY)
 
 BINARY_SNIFF_BYTES = 8192
+# Real text logs can carry a stray NUL (Paddle 2.5 prints 'WARNING: device: \x00.' on a cuDNN mismatch):
+# a file is binary when NULs are more than this share of its first BINARY_SNIFF_BYTES, not at the first one.
+BINARY_NUL_SHARE = 1 / 1000
 
 
 class Record(NamedTuple):
@@ -54,7 +57,8 @@ def read_log_text(path: str | Path) -> str:
 def decode_log_bytes(data: bytes, path: str | Path) -> str:
     if not data.strip():
         raise ParseError(path, "empty file")
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+    head_bytes = data[:BINARY_SNIFF_BYTES]
+    if head_bytes.count(0) > max(1, int(len(head_bytes) * BINARY_NUL_SHARE)):
         raise ParseError(path, "binary file (NUL bytes), not a text log")
     text = data.decode("utf-8", errors="replace")
     head = text[:BINARY_SNIFF_BYTES]
@@ -124,12 +128,16 @@ LineParser = Callable[[str, int, int | None], Iterable[Record]]
 _NUMBER_AT_END = re.compile(r"(?:^|[\s:=,(\[])[-+]?\.?\d[\d.eE+-]*$")
 
 
-def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path: str | Path) -> list[Record]:
+def scan_lines(
+    text: str, needle: re.Pattern[str], parse_line: LineParser, path: str | Path, delimited: bool = False
+) -> list[Record]:
     """Run parse_line on every line containing a needle match.
 
     The needle is searched over the whole text (fast), so only candidate lines are parsed.
     A final line without a newline that holds a throughput needle but cannot be parsed
     whole, or ends right on its number, is a log cut mid-line: an error, never a figure.
+    delimited: the format's line regex reads a value only when a unit or separator follows
+    it, so a parsed final line is complete even when it ends on a number (another field).
     """
     records: list[Record] = []
     lineno = 1
@@ -156,7 +164,7 @@ def scan_lines(text: str, needle: re.Pattern[str], parse_line: LineParser, path:
             found = [r for rank, fragment in fragments for r in parse_line(fragment, lineno, rank)]
         except ValueError as exc:  # int() of a number of thousands of digits
             raise ParseError(path, f"a number that cannot be read ({str(exc).split(';')[0]})", lineno) from None
-        if not terminated and (not found or _NUMBER_AT_END.search(line)):
+        if not terminated and (not found or (not delimited and _NUMBER_AT_END.search(line))):
             raise ParseError(path, "log cut mid-line: the last throughput line is incomplete", lineno)
         records.extend(found)
     return records
@@ -179,14 +187,61 @@ class LogFormat:
     summary_metric: str = ""  # the metric of the tool's own end-of-run line, if it prints one
     series_kind: str = PER_STEP  # the record kind skip/count/reduce work on
     priority: int = 0  # breaks detection ties: higher wins
+    # True when parse_line reads a value only with the unit or separator that follows it (see scan_lines)
+    value_delimited: bool = False
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         raise NotImplementedError
 
+    # Optional fast path for logs without mpirun tags: one regex over the whole text that matches a throughput
+    # line's payload (starting with literal characters, never crossing a newline), and record_of() turning a
+    # match into its Record. It must give exactly what scan_lines + parse_line give (tests check both ways).
+    line_regex: re.Pattern[str] | None = None
+
+    def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
+        """The Record of a line_regex match; prefix is the line's text before the match."""
+        raise NotImplementedError
+
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
-        return scan_lines(text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path)
+        if self.line_regex is not None and "<std" not in text:
+            return self.scan_fast(text, path)
+        return scan_lines(
+            text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path, self.value_delimited
+        )
+
+    def scan_fast(self, text: str, path: str | Path) -> list[Record]:
+        """line_regex over the whole text: the first match of each line, as scan_lines would read it."""
+        assert self.line_regex is not None and self.value_delimited
+        records: list[Record] = []
+        lineno, counted_to, last_start = 1, 0, -1
+        for m in self.line_regex.finditer(text):
+            start = text.rfind("\n", 0, m.start()) + 1
+            if start == last_start:
+                continue
+            last_start = start
+            lineno += text.count("\n", counted_to, start)
+            counted_to = start
+            records.append(self.record_of(m, text[start : m.start()], lineno, None, path))
+        if not text.endswith("\n"):  # a final line holding the needle but no whole throughput line: cut mid-line
+            start = text.rfind("\n") + 1
+            if start != last_start and self.needle.search(text, start):
+                raise ParseError(path, "log cut mid-line: the last throughput line is incomplete",
+                                 text.count("\n") + 1)
+        return records
 
     def detect(self, text: str) -> bool:
         if self.detect_literals and not any(literal in text for literal in self.detect_literals):
             return False
         return any(d.search(text) is not None for d in self.detectors)
+
+
+def known_unit(raw: str, units: dict[str, str], path: str | Path, line: int) -> str:
+    """The kit's spelling of a unit the log printed; ParseError naming it when the format does not know it."""
+    try:
+        return units[raw]
+    except KeyError:
+        known = ", ".join(sorted(set(units) - {""}))
+        raise ParseError(path, f"unknown throughput unit {raw!r} (this format prints: {known})", line) from None
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -1,0 +1,49 @@
+"""NGC PyTorch BERT (DeepLearningExamples PyTorch/LanguageModeling/BERT run_pretraining.py): DLLogger text.
+
+Per iteration (no throughput): 'DLL 2023-07-28 15:18:20.1 - Training Epoch: 0 Training Iteration: 22
+                                 average_loss : 8.306  step_loss : 8.320  learning_rate : 0.0031'
+End of run, one line (the figure):
+    'DLL 2023-07-28 15:25:07.507816 -  e2e_train_time : 428.12 s training_sequences_per_second :
+     5055.566265125031 sequences/s final_loss : 8.566617012023926 None raw_train_time : 400.44 s'
+Older releases print no units ('training_sequences_per_second : 16610.595729661483  final_loss : ...'),
+often behind mpirun's 'Thu Jun  9 09:17:45 2022[1,0]<stdout>:'. The figure is the whole job's
+sequences/s, as the script computed it over the timed steps: a summary record.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kit.results.parsers.base import NUMBER, SUMMARY, LogFormat, Record, known_unit, posix_time, to_float
+
+_HEAD = re.compile(r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))? - ")
+_ITEM = re.compile(
+    r"(?P<name>training_sequences_per_second) : (?P<value>" + NUMBER + r")(?= |$)(?: (?P<next>\S+)(?P<key> :)?)?"
+)
+_UNITS = {"sequences/s": "sequences/s", "seq/s": "sequences/s", "sequences/sec": "sequences/s"}
+METRIC = "training_sequences_per_second"
+
+
+class DLEBertPyTorch(LogFormat):
+    name = "dle-bert-pytorch"
+    description = "NGC PyTorch BERT DLLogger: 'training_sequences_per_second : 5055.57 sequences/s' (end of run)"
+    needle = re.compile(r"training_sequences_per_second : ")
+    detectors = (re.compile(r"training_sequences_per_second : "),)
+    detect_literals = ("training_sequences_per_second : ",)
+    default_metric = METRIC
+    summary_metric = METRIC
+    series_kind = SUMMARY
+    priority = 33
+
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
+        head = _HEAD.search(line)
+        if head is None:
+            return []
+        found = []
+        for m in _ITEM.finditer(line, head.end()):
+            value = to_float(m["value"], path, lineno)
+            # the token after the value is its unit, unless it is the next 'name :' (the unitless releases)
+            unit = "sequences/s" if m["next"] is None or m["key"] else known_unit(m["next"], _UNITS, path, lineno)
+            found.append(Record(value, unit, METRIC, SUMMARY, lineno, None, None, posix_time(*head.groups()), rank))
+        return found

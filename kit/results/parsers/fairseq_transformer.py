@@ -1,0 +1,41 @@
+"""NGC PyTorch Transformer (DeepLearningExamples PyTorch/Translation/Transformer, fairseq-derived train.py).
+
+Every log_interval steps, on rank 0:
+    'Transformer | epoch 0 | step 100 |avg loss 12.415 |avg tokens 36320.000 |tokens/s 65689.780 |walltime 67.142 |'
+  (multi-node runs behind mpirun's 'Thu Feb 25 12:11:25 2021[1,0]<stdout>:' tag).
+'tokens/s' is the whole job's source+target tokens per second over the interval (every card's
+tokens). Not read: the end-of-epoch line 'Transformer | epoch 0 | step () |avg loss 4.774 |walltime ...'
+(no figure), 'Epoch time: ...', '| done training in ... seconds' and the evaluation's
+'| Translated 3003 sentences (...) in 2.6s (1133.53 sentences/s, 21597.18 tokens/s)' (inference).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kit.results.parsers.base import NUMBER, PER_STEP, LogFormat, Record, to_float
+
+_LINE = re.compile(
+    r"Transformer \| epoch (?P<epoch>\d+) \| step (?P<step>\d+) \|[^\n]*?\|tokens/s (?P<value>" + NUMBER + r") \|"
+)
+
+
+class FairseqTransformer(LogFormat):
+    name = "dle-transformer-pytorch"
+    description = "NGC PyTorch Transformer (fairseq): 'Transformer | epoch 0 | step 100 |... |tokens/s 65689.78 |'"
+    needle = re.compile(r"\|tokens/s ")
+    detectors = (re.compile(r"\| step \d+ \|avg loss [\d.]+ \|avg tokens [\d.]+ \|tokens/s "),)
+    detect_literals = ("|tokens/s ",)
+    default_metric = "tokens/s"
+    priority = 43
+    value_delimited = True
+    line_regex = _LINE
+
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
+        m = _LINE.search(line)
+        return [] if m is None else [self.record_of(m, line[: m.start()], lineno, rank, path)]
+
+    def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
+        value = to_float(m["value"], path, lineno)
+        return Record(value, "tokens/s", "tokens/s", PER_STEP, lineno, int(m["step"]), int(m["epoch"]), None, rank)

@@ -1,0 +1,46 @@
+"""PaddleSeg (tools/train.py, paddleseg/core/train.py): per-card 'ips' of the [TRAIN] lines.
+
+Every log_iters iterations, on every card:
+    '2023-07-27 12:54:59 [INFO]\\t[TRAIN] epoch: 1, iter: 30/400, loss: 1.4993, lr: 0.009345,
+     batch_cost: 0.5432, reader_cost: 0.01917, ips: 14.7280 samples/sec | ETA 00:03:20'
+'ips' is one card's images/s (batch_size / batch_cost): the job's figure is ips x cards (--scale).
+The launcher's 'ips: 127.0.0.1' (a host list) is not a [TRAIN] line and is never read.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kit.results.parsers.base import NUMBER, PER_CARD, LogFormat, Record, known_unit, posix_time, to_float
+
+_LINE = re.compile(
+    r"\[TRAIN\] epoch: (?P<epoch>\d+), iter: (?P<step>\d+)/\d+, [^\n]*?"
+    r"ips: (?P<value>" + NUMBER + r") (?P<unit>[^\s|]+)"
+)
+_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+_UNITS = {"samples/sec": "samples/s", "samples/s": "samples/s", "images/sec": "images/s", "images/s": "images/s"}
+
+
+class PaddleSeg(LogFormat):
+    name = "paddleseg"
+    description = "PaddleSeg: per-card '[TRAIN] epoch: 1, iter: 30/400, ... ips: 14.7280 samples/sec'"
+    needle = re.compile(r"\[TRAIN\] epoch: ")
+    detectors = (re.compile(r"\[TRAIN\] epoch: \d+, iter: \d+/\d+, "),)
+    detect_literals = ("[TRAIN] epoch: ",)
+    default_metric = "ips"
+    series_kind = PER_CARD
+    priority = 65  # its 'ips: 14.7 samples/sec' would also satisfy PaddleClas's (50) detector
+    value_delimited = True
+    line_regex = _LINE
+
+    def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
+        m = _LINE.search(line)
+        return [] if m is None else [self.record_of(m, line[: m.start()], lineno, rank, path)]
+
+    def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
+        value = to_float(m["value"], path, lineno)
+        unit = known_unit(m["unit"].rstrip(",."), _UNITS, path, lineno)
+        t = _TIME.match(prefix)
+        ts = posix_time(*t.groups()) if t else None
+        return Record(value, unit, "ips", PER_CARD, lineno, int(m["step"]), int(m["epoch"]), ts, rank)
