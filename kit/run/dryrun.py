@@ -31,7 +31,7 @@ def placeholder_hosts(count: int) -> list[HostConfig]:
 def _method(method) -> str:
     if method is None:
         return "none published"
-    shown = {"skip": 0, "count": None, "reduce": None, "scale": 1.0, "round": None, "sig": None}
+    shown = {"skip": 0, "count": None, "reduce": None, "scale": 1.0, "round": None, "sig": None, "trim": 0, "trunc": None}
     data = {k: v for k, v in method.to_dict().items() if k in shown and v != shown[k]}
     return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in data.items())
 
