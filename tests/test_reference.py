@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.yamlio import load_yaml
+from kit.results.extract import Method
 from kit.run import records, reference
 from kit.run.reference import Cluster, RefJob, build
 
@@ -461,7 +462,9 @@ def test_fleetx_vgg16_command_and_steps_per_second_scale():
     assert cmd.argv == ["python", "-m", "paddle.distributed.launch", "--gpus", "0,1,2,3,4,5,6,7",
                         "/opt/kit/scripts/fleetx/vgg16_benchmark.py", "--batch-size", "64", "--amp"]
     assert cmd.cwd == "/opt/models/FleetX/python" and cmd.env == {"PYTHONPATH": "."}
-    assert cmd.publisher_method is None and cmd.kit_method.scale == 64 * 8  # steps/s x global batch
+    # seed 000: skip 20 steps, the mean of the next 100; steps/s x global batch
+    assert cmd.publisher_method == Method(skip=20, count=100, scale=64 * 8)
+    assert cmd.kit_method == Method(skip=20, reduce="harmonic_mean", scale=64 * 8)
     source = (SCRIPTS / "fleetx" / "vgg16_benchmark.py").read_text()
     for setting in ("fuse_elewise_add_act_ops = True", "fuse_bn_act_ops = True", "dist_strategy.amp = args.amp",
                     "enable_inplace = False", "num_iteration_per_drop_scope = 100"):

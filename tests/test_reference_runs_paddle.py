@@ -164,10 +164,12 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
     data = tmp_path / "data" / "paddle"
     job = RefJob("paddle", "vgg16", "fp32", 32, 1, 2)
     pub, kit = methods(implementation("paddle", "vgg16"), job)
-    assert pub is None and kit == Method(skip=10, reduce="harmonic_mean", scale=32 * 2)  # steps/s x global batch
-    measured = standin_speeds()[10:]
-    figure = len(measured) / sum(1 / s for s in measured) * 32 * 2  # harmonic mean of steps/s after 10, x 64
-    assert figure == pytest.approx(8 / 3 * 64)
+    # seed 000's rule: skip 20 steps, the mean of the next 100, steps/s x global batch; the kit's: samples / time
+    assert pub == Method(skip=20, count=100, scale=32 * 2)
+    assert kit == Method(skip=20, reduce="harmonic_mean", scale=32 * 2)
+    measured = standin_speeds()[20:120]
+    figure = sum(measured) / len(measured) * 32 * 2
+    assert figure == pytest.approx(3 * 64)
 
     root = tmp_path / "models"
     shutil.copytree(STANDIN / "fleetx" / "fleetx", root / "FleetX" / "python" / "fleetx")
@@ -193,7 +195,7 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
         assert (env["PADDLE_TRAINER_ID"], env["PADDLE_TRAINERS_NUM"], env["POD_IP"]) == (str(rank), "2", host.address)
         assert env["PADDLE_MASTER"].split(":")[0] == h1.address and env["PYTHONPATH"] == "."
         assert [e.split(":")[0] for e in env["PADDLE_TRAINER_ENDPOINTS"].split(",")] == [h1.address, h2.address]
-        assert len(re.findall(r"^epoch id: \d+, step1[12], train_loss: ", stdout, re.MULTILINE)) == 20
+        assert len(re.findall(r"^epoch id: \d+, step(1[1-9]|2[0-2]), train_loss: ", stdout, re.MULTILINE)) == 120
         assert re.search(r"^vgg16_benchmark\.py: Paddle 3\.[\d.]+ has no ExecutionStrategy", stdout, re.MULTILINE)
         sidecar = json.loads((here / "vgg16_b32_fp32_1.cmd.json").read_text())
         argv = sidecar["argv"]
@@ -212,7 +214,7 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
         assert said((here / "launcher" / "workerlog.0").read_text(), "fleetx") == [me]
     report = (run_dir / "report.md").read_text()
     section = report.split("## fleetx · vgg16 · batch 32 · fp32\n", 1)[1]  # FleetX publishes no figure: no reference
-    assert section.lstrip().startswith("Method per run: skip 10, all records, harmonic mean, scale 64.\n"
-                                       "samples/s, median of 1 run(s)")  # the kit's method: steps/s x global batch
+    assert section.lstrip().startswith("Method per run: skip 20, count 100, mean, scale 64.\n"
+                                       "samples/s, median of 1 run(s)")  # seed 000's rule: steps/s x global batch
     assert f"| 2 | 2 | {figure:.2f} |  |" in section and f"| 2n1g | 1 | {figure:.2f} | {figure:.2f} |" in section
     assert f"| fleetx/vgg16/bz32/2n1g/vgg16_b32_fp32_1 | paddle data at {data} |" in report

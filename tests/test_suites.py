@@ -55,9 +55,14 @@ def test_builtin_suites_load_and_mirror_the_seeds():
     tf = by_key["ngc-tensorflow/resnet50/bz256/1n1g/fp32"]
     assert (tf.framework, tf.impl, tf.runner) == ("tensorflow", "reference", "reference")
     assert by_key["paddle/arcface/bz128/1n1g/fp32"].image_size == 112
-    assert all(c.repeats == 5 and c.warmup_steps == 20 and c.measure_steps == 100 for c in v100.cases)
-    for name in ("a100", "h100"):
-        assert {c.key for c in suites.load_suite(name).cases} == keys
+    assert all(c.repeats == (7 if c.log_framework == "fleetx" else 5) and c.warmup_steps == 20  # seed 000: 7 runs
+               and c.measure_steps == 100 for c in v100.cases)
+    assert {f"fleetx/vgg16/bz{bs}/2n8g/{p}" for bs in (32, 64, 128) for p in ("fp32", "amp")} <= keys
+    assert {f"fleetx/vgg16/bz256/{c}/amp" for c in ("1n1g", "1n8g", "2n8g", "4n8g")} <= keys
+    assert {c.key for c in suites.load_suite("h100").cases} == keys
+    mxnet_fp32 = {f"ngc-mxnet/resnet50/bz{{}}/{c}/fp32" for c in ("1n1g", "1n8g")}
+    a100 = {c.key for c in suites.load_suite("a100").cases}  # seed 004's A100 MXNet FP32 ran at batch 256
+    assert a100 == keys - {k.format(128) for k in mxnet_fp32} | {k.format(256) for k in mxnet_fp32}
 
 
 def test_local_suite_is_cpu_paddle_and_torch_harness_only():

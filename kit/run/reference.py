@@ -286,8 +286,10 @@ def methods(impl: Impl, job: RefJob) -> tuple[Method | None, Method]:
     if name == "plsc":  # DLPerf extract_paddle_logs.py: np.mean(records[50//10*n : 150//10*n]), 2 decimals; a numpy
         # slice keeps what is there, and the patch ends every trainer at batch 150 (15 records), so: all after 5n
         return Method(skip=5 * n, round=2), Method(skip=5 * n, reduce="harmonic_mean")
-    # fleetx: 'speed' is steps/s; FleetX publishes no reduction rule, so the kit's only
-    return None, Method(skip=10, reduce="harmonic_mean", scale=job.batch_size * job.gpus)
+    # fleetx: 'speed' is steps/s. Seed 000 (FleetX VGG16 baseline): skip the first 20 steps, the mean throughput of
+    # the next 100 (the median of 7 runs: the suite's repeats); the kit's: the same steps, samples / time
+    scale = job.batch_size * job.gpus
+    return Method(skip=20, count=100, scale=scale), Method(skip=20, reduce="harmonic_mean", scale=scale)
 
 
 def log_reduction(log: RunLog) -> tuple[Method, str] | None:
