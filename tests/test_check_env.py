@@ -88,3 +88,26 @@ def test_hosts_without_gpus_are_reported_as_such(ssh_hosts, tmp_path, capsys):
     rc = main(["check-env", "--hosts", "h1,h2", "--hosts-file", str(inventory(ssh_hosts, tmp_path)),
                "--runs-dir", str(tmp_path / "runs2"), "--require-gpu"])
     assert rc == 1
+
+
+def test_cudnn_parity_of_the_frameworks_a_suite_compares(ssh_hosts, tmp_path, capsys):
+    from kit.config.suites import load_suite
+    from kit.images.parity import cudnn_of, parity_warning
+    from kit.images.spec import load_pins
+
+    pins = load_pins()
+    # seed 003: frameworks compared must share the cuDNN minor; 7.0.2 against 7.1.4 is a difference, 8.2 vs 8.2.1 not
+    assert parity_warning({"paddle": ("p", "8.2"), "torch": ("t", "8.2.1")}) is None
+    said = parity_warning({"paddle": ("paddle/x", "7.1.4"), "torch": ("pytorch/x", "7.0.2"), "mxnet": ("m", None)})
+    assert said.startswith("cuDNN differs across the frameworks compared: paddle 7.1.4 (paddle/x), torch 7.0.2 "
+                           "(pytorch/x); not pinned: mxnet. Seed 003: a cuDNN minor version moved ResNet50")
+    assert cudnn_of(load_suite("local")) == {}  # a CPU suite: no GPU images to compare
+    h100 = cudnn_of(load_suite("h100"))
+    assert h100["paddle"] == ("paddle/h100", pins.get("paddle/h100").versions.get("cudnn"))
+    rc = main(["check-env", "--hosts", "h1,h2", "--hosts-file", str(inventory(ssh_hosts, tmp_path)),
+               "--runs-dir", str(tmp_path / "runs"), "--suite", "h100"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "  cuDNN: " in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("  cuDNN: "))
+    warning = parity_warning(h100)
+    assert line == f"  cuDNN: {warning}" if warning else line.startswith("  cuDNN: the same minor version: paddle ")

@@ -75,7 +75,7 @@ SLURM_KEYS: dict[str, tuple[tuple, Any]] = {
     "account": ((str, None), None),
     "time_limit": ((int, None), None),  # minutes per case (each job step's srun --time); None: the case's timeout
     "gpus_per_node": ((int,), 0),  # --gpus-per-node of the allocation; 0: CPU only
-    "container": ((str,), "auto"),  # auto | native | docker (docker run inside the step) | pyxis (srun --container-image)
+    "container": ((str,), "auto"),  # auto, native, docker (docker run in the step), pyxis (srun --container-image)
     "images": ((str, dict, None), None),  # docker/pyxis: one image reference, or framework -> reference
     "model_code": ((str, None), None),  # the published programs' checkouts on the nodes (as a host's model_code)
     "data_dir": ((str, None), None),  # the data root on the nodes (<data_dir>/<format>/, as a host's data_dir)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kit.config.hosts import HostConfig
 from kit.config.suites import Case, Suite
+from kit.images.parity import cudnn_of, parity_warning
 from kit.run import records, reference
 from kit.run.command import RunCommand, command_for
 from kit.run.local import LocalRunner
@@ -31,7 +32,8 @@ def placeholder_hosts(count: int) -> list[HostConfig]:
 def _method(method) -> str:
     if method is None:
         return "none published"
-    shown = {"skip": 0, "count": None, "reduce": None, "scale": 1.0, "round": None, "sig": None, "trim": 0, "trunc": None}
+    shown = {"skip": 0, "count": None, "reduce": None, "scale": 1.0, "round": None, "sig": None, "trim": 0,
+             "trunc": None}
     data = {k: v for k, v in method.to_dict().items() if k in shown and v != shown[k]}
     return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in data.items())
 
@@ -122,6 +124,8 @@ def render_cluster(suite: Suite, hosts: list[HostConfig], hosts_source: str, run
     lines += [f"  {nodes}-node cases: {', '.join(f'{h.name} ({h.address}, {h.runtime}, {h.gpus} GPUs)' for h in group)}"
               for nodes, group in sorted(by_nodes.items())]
     lines += [f"  not run: {why}" for why in unplaced]
+    if warning := parity_warning(cudnn_of(suite)):
+        lines.append(f"warning: {warning}")
     if any(c.impl == "reference" for c in suite.cases):
         lines.append("reference cases: the publisher's command; the kit starts it through scripts/reference/launch.py "
                      "(staged to <work_dir>/kit-scripts), which records <log stem>.cmd.json. Ports are picked per run "

@@ -72,6 +72,7 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts])
     records.note_skipped(run_dir, meta, refused)
     records.note_forced(run_dir, meta, forced)
+    records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
     outcomes = []
     for run in runs:
         if records.is_done(Path(run_dir), run):
@@ -85,6 +86,16 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
             break
     files = write_report(Path(run_dir), suite)
     return outcomes, files
+
+
+def cudnn_warning(suite: Suite, progress: Callable[[str, str, str], None]) -> str | None:
+    """check_env's cuDNN-parity line for the frameworks the suite compares (kit.images.parity), said and returned."""
+    from kit.images.parity import cudnn_of, parity_warning
+
+    warning = parity_warning(cudnn_of(suite))
+    if warning:
+        progress("check_env", "warning", warning)
+    return warning
 
 
 def deliver_images(inv: Inventory, hosts: list[HostConfig], suite: Suite, runs: list[PlannedRun],

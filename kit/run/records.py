@@ -176,6 +176,13 @@ def note_skipped(run_dir: Path, meta: dict, refused: dict[str, str]) -> None:
         save_run_meta(run_dir, meta)
 
 
+def note_warning(run_dir: Path, meta: dict, warning: str | None) -> None:
+    """A warning about the whole run (e.g. cuDNN parity) into run.json `warnings`, once."""
+    if warning and warning not in meta.get("warnings", []):
+        meta["warnings"] = meta.get("warnings", []) + [warning]
+        save_run_meta(run_dir, meta)
+
+
 def note_forced(run_dir: Path, meta: dict, forced: list[dict]) -> None:
     """Checkouts not at the pinned commit, run anyway (--force), into run.json `model_code_forced`."""
     if forced:

@@ -47,6 +47,7 @@ from kit.hosts.connect import quote_cmd, remote_env
 from kit.run import gather, records, reference
 from kit.run.bench import write_report
 from kit.run.command import HARNESS, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
+from kit.run.multinode import cudnn_warning
 from kit.run.needs import needs_script, read_needs
 from kit.run.plan import PlannedRun, describe_mismatch, plan_for_nodes
 from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, RunOutcome, execute, master_port
@@ -521,6 +522,8 @@ def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, pol
     runs = [r for r in planned if r.case.key not in refused and not records.is_done(run_dir, r)]
     meta = records.open_run_meta(run_dir, suite, scheduler="slurm", partition=cfg.partition)
     records.note_skipped(run_dir, meta, refused)
+    if runner.mode != "native":
+        records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
     outcomes = []
     if runs:
         runner.stage(runs)

@@ -1,0 +1,42 @@
+"""cuDNN parity of the frameworks one report compares (seed 003: a cuDNN minor version apart, 7.0.2 against 7.1.4,
+moved ResNet50 by more than 5 %, so frameworks compared must share it).
+
+    cudnn_of(suite)            -> {framework: (image key, pinned cuDNN or None)} of the images its cases run in
+    parity_warning(versions)   -> one line naming every version when the minors differ, else None
+"""
+
+from __future__ import annotations
+
+from kit.config.suites import Suite
+
+
+def cudnn_of(suite: Suite) -> dict[str, tuple[str, str | None]]:
+    """The pinned cuDNN of each framework's image for this suite (docker/pins.yaml); empty for CPU suites."""
+    from kit.images.spec import load_pins
+
+    if suite.hardware != "gpu":
+        return {}
+    pins, out = load_pins(), {}
+    for framework in sorted({c.framework for c in suite.cases}):
+        try:
+            spec = pins.for_case(framework, suite.hardware, suite.name)
+        except KeyError:  # no image of this generation: nothing pinned to compare
+            continue
+        out[framework] = (spec.key, spec.versions.get("cudnn"))
+    return out
+
+
+def minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def parity_warning(versions: dict[str, tuple[str, str | None]]) -> str | None:
+    """A warning when the frameworks' cuDNN minor versions differ; unknown (null) pins are named, not compared."""
+    known = {fw: v for fw, (_key, v) in versions.items() if v}
+    if len({minor(v) for v in known.values()}) <= 1:
+        return None
+    listed = ", ".join(f"{fw} {v} ({versions[fw][0]})" for fw, v in sorted(known.items()))
+    unknown = sorted(fw for fw, (_key, v) in versions.items() if not v)
+    tail = f"; not pinned: {', '.join(unknown)}" if unknown else ""
+    return (f"cuDNN differs across the frameworks compared: {listed}{tail}. Seed 003: a cuDNN minor version "
+            "moved ResNet50 by more than 5 %; compare frameworks on the same cuDNN minor")
