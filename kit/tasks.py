@@ -24,6 +24,7 @@ __all__ = [
     "stage_data",
     "run_single",
     "run_multinode",
+    "cluster",
     "gather_logs",
     "report",
     "crosscheck",
@@ -161,6 +162,23 @@ def run_single(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, f
     _run_kit(argv)
 
 
+@task(help={"suite": "suite name or YAML (default: v100)", "scheduler": "ssh (hosts.yaml's hosts) or slurm "
+            "(hosts.yaml's slurm: section)", "hosts-file": "inventory (default: hosts.yaml)",
+            "runs-dir": "where the run directory goes", "resume": "run directory to finish",
+            "dry-run": "print the plan and every command; start nothing", "force": "run what check_env or the pins "
+            "would refuse (run.json records it)"})
+def cluster(c, suite="v100", scheduler="ssh", hosts_file=None, runs_dir="runs", resume=None, dry_run=False,
+            force=False):
+    """Run a whole suite on the inventory's hosts or through Slurm (kit cluster)."""
+    argv = ["cluster", "--scheduler", scheduler, "--runs-dir", runs_dir]
+    argv += ["--resume", resume] if resume else ["--suite", suite]
+    hosts_file = _hosts_file(hosts_file)
+    if hosts_file:
+        argv += ["--hosts-file", hosts_file]
+    argv += ["--dry-run"] * dry_run + ["--force"] * force
+    _run_kit(argv)
+
+
 @task
 def _gather_job(c):
     _run_registered("gather_logs", "gather-logs")
@@ -177,12 +195,17 @@ def _stage_job(c):
     _run_registered("stage_data", "stage-data")
 
 
-@task(post=[_stage_job], help={"train-list": "local train_list.txt", "images": "also rsync the JPEG tree",
-                               "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)"})
-def stage_data(c, train_list, images=False, hosts_file=None):
-    """Put train_list.txt (and the images) on ALL -H hosts; verify counts and sha256 on each, in parallel."""
-    _register("stage_data", c, {"train_list": train_list, "images": images,
-                                "hosts_file": _hosts_file(hosts_file)})
+@task(post=[_stage_job], help={"format": "paddle, folder, tfrecord or recordio: stage a data_prep/convert.py "
+                                         "output to <data_dir>/<format>/ (with --source)",
+                               "source": "the local convert.py output directory of that format",
+                               "delete": "remove files the source lacks from <data_dir>/<format>/",
+                               "train-list": "list mode: local train_list.txt", "images": "list mode: also rsync "
+                               "the JPEG tree", "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)"})
+def stage_data(c, format=None, source=None, delete=False, train_list=None, images=False, hosts_file=None):
+    """Stage a dataset on ALL -H hosts at once (a format to <data_dir>/<format>/, or train_list.txt [+ images]);
+    verify counts and sha256 on each, in parallel."""
+    _register("stage_data", c, {"format": format, "source": source, "delete": delete, "train_list": train_list,
+                                "images": images, "hosts_file": _hosts_file(hosts_file)})
 
 
 @task

@@ -205,3 +205,9 @@ def test_slurm_dry_run_lists_each_rank_and_starts_nothing(slurm_cluster, tmp_pat
     assert "skipped: one mpirun over the nodes starts TensorFlow's ranks itself" in out
     assert out.rstrip().endswith("1 case(s) would run, 1 skipped.")
     assert slurm_cluster.jobs() == [] and not (tmp_path / "runs").exists()
+    fab = subprocess.run([str(REPO / ".venv" / "bin" / "fab"), "cluster", "--scheduler", "slurm", "--dry-run",
+                          "--suite", str(tmp_path / "two.yaml"), "--hosts-file", str(tmp_path / "hosts.yaml"),
+                          "--runs-dir", str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True,
+                         env=dict(os.environ, SLURM_CONF=str(slurm_cluster.conf)), timeout=120)
+    assert fab.returncode == 0, fab.stderr
+    assert fab.stdout == out  # `fab cluster` is `kit cluster`
