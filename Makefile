@@ -7,10 +7,15 @@ SHELL := /bin/bash
 VENV        ?= .venv
 VENV_PY     := $(VENV)/bin/python
 VENV_STAMP  := $(VENV)/.setup-stamp
+# the frameworks' own data readers for tests/test_convert.py (tensorflow-cpu, mxnet: numpy pins apart from .venv's)
+READERS     := .venv-readers
+READER_STAMPS := $(READERS)/tensorflow/.stamp $(READERS)/mxnet/.stamp
 RUNS_DIR    ?= runs
 # newest run directory (by modification time); override with `make report RUN=runs/<id>`
 RUN         ?= $(shell ls -1dt $(RUNS_DIR)/*/ 2>/dev/null | head -n 1)
 REPORT_ARGS ?=
+# bench-overhead's models (each at its CPU preset, bench/harness_overhead.py); OVERHEAD_ARGS replaces the lot
+OVERHEAD_MODELS ?= resnet50,se_resnext50,deeplabv3p,bert,transformer,cyclegan
 RUNTIME     ?= native
 IMAGES      ?= cpu
 CLAIMS      ?= ../shared/fixtures/published-logs/expected.yaml
@@ -19,7 +24,7 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps test lint report images bench-images bench-local bench-v100 bench-a100 bench-h100 bench-parse bench-overhead bench-fanout crosscheck bundle verify clean distclean check-venv
+.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-overhead bench-fanout bench-convert crosscheck bundle verify clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -61,8 +66,16 @@ $(VENV_STAMP): requirements.lock pyproject.toml | $(VENV_PY)
 check-venv:
 	@[ -x $(VENV_PY) ] || { echo "no $(VENV): run 'make setup' first" >&2; exit 1; }
 
-test: check-venv ## run the test suite (pytest)
-	$(VENV_PY) -m pytest -q
+$(READERS)/%/.stamp: tests/readers/%.lock | $(VENV_PY)
+	"$$($(VENV_PY) -c 'import sys; print(sys._base_executable)')" -m venv --clear $(READERS)/$*
+	$(READERS)/$*/bin/python -m pip install --disable-pip-version-check -q -r $<
+	@touch $@
+
+readers: $(READER_STAMPS) ## the venvs with tensorflow-cpu and mxnet that read converted data back in the tests
+
+test: check-venv $(READER_STAMPS) ## run the test suite (pytest)
+	KIT_TF_PYTHON=$(CURDIR)/$(READERS)/tensorflow/bin/python KIT_MXNET_PYTHON=$(CURDIR)/$(READERS)/mxnet/bin/python \
+	  $(VENV_PY) -m pytest -q
 
 lint: check-venv ## ruff on the Python code; hadolint on docker/**/Dockerfile*
 	$(VENV)/bin/ruff check $(LINT_PATHS)
@@ -94,11 +107,17 @@ bench-images: check-venv ## delivering a ~1 GB image to 3 SSH test hosts / to 1 
 bench-parse: check-venv ## benchmark the kit's own log parsing speed (bench/bench_parse.py)
 	$(VENV_PY) bench/bench_parse.py
 
-bench-overhead: check-venv ## harness samples/s / bare training loop samples/s (target >= 0.99), interleaved runs
-	$(VENV_PY) bench/harness_overhead.py $(OVERHEAD_ARGS)
+bench-overhead: check-venv ## harness / bare training loop throughput (target >= 0.99), interleaved runs, every model
+	$(VENV_PY) bench/harness_overhead.py $(or $(OVERHEAD_ARGS),--models $(OVERHEAD_MODELS))
 
-bench-fanout: check-venv ## check_env wall time on 4 SSH test hosts / on 1 (target <= 1.3); needs root (network namespaces)
-	$(VENV_PY) bench/fanout.py
+bench-seed003: check-venv ## seed 003's five models on this CPU, Paddle vs PyTorch (~15 min on 2 cores) + report
+	$(VENV_PY) bench/seed003.py --runs-dir $(RUNS_DIR) $(SEED003_ARGS)
+
+bench-fanout: check-venv ## check_env and a no-op launch on HOSTS (default 4) SSH test hosts / on 1 (target <= 1.3); needs root
+	$(VENV_PY) bench/fanout.py --hosts $(or $(HOSTS),4)
+
+bench-convert: check-venv ## data_prep/convert.py img/s per format vs a plain read (target <= 2x); staging 2 hosts / 1 (<= 1.3); root
+	$(VENV_PY) bench/convert_bench.py $(CONVERT_ARGS)
 
 crosscheck: check-venv ## re-derive published figures from logs: CLAIMS=<claims.yaml>
 	$(VENV)/bin/kit crosscheck $(CLAIMS)

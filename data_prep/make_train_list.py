@@ -19,6 +19,7 @@ import hashlib
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png"}
@@ -29,11 +30,32 @@ class InputError(Exception):
     """Bad input: reported as one line on stderr, exit code 2."""
 
 
-def build_lines(train_dir: Path) -> tuple[list[str], dict]:
-    """Return the list lines and counts for TRAIN_DIR (pure apart from reading the tree)."""
+@dataclass
+class Tree:
+    """An ImageNet-shaped train/ directory as read: class directories (wnids) in sorted order, each with its
+    image file names in sorted order. A class's label is its index in `classes`."""
+
+    train_dir: Path
+    classes: list[str]
+    images: dict[str, list[str]]  # wnid -> sorted image file names
+    skipped_files: int = 0  # non-image entries inside class directories
+    stray_entries: int = 0  # non-directory entries directly in train_dir
+
+    @property
+    def empty_classes(self) -> list[str]:
+        return [wnid for wnid in self.classes if not self.images[wnid]]
+
+    def entries(self):
+        """(label, wnid, file name) for every image, by class then name: the order of the list's lines."""
+        for label, wnid in enumerate(self.classes):
+            for name in self.images[wnid]:
+                yield label, wnid, name
+
+
+def scan_tree(train_dir: Path) -> Tree:
+    """Read TRAIN_DIR's classes and images (hidden entries ignored; only .jpeg/.jpg/.png files, any case)."""
     if not train_dir.is_dir():
         raise InputError(f"{train_dir}: not a directory")
-    prefix = train_dir.name
     class_dirs = []
     stray_entries = 0
     for entry in os.scandir(train_dir):
@@ -46,11 +68,9 @@ def build_lines(train_dir: Path) -> tuple[list[str], dict]:
     class_dirs.sort()
     if not class_dirs:
         raise InputError(f"{train_dir}: no class directories (expected train/<wnid>/<image>)")
-
-    lines: list[str] = []
+    images: dict[str, list[str]] = {}
     skipped = 0
-    empty_classes: list[str] = []
-    for label, wnid in enumerate(class_dirs):
+    for wnid in class_dirs:
         names = []
         for entry in os.scandir(train_dir / wnid):
             if entry.is_file() and Path(entry.name).suffix.lower() in IMAGE_SUFFIXES:
@@ -58,21 +78,35 @@ def build_lines(train_dir: Path) -> tuple[list[str], dict]:
             else:
                 skipped += 1
         names.sort()
-        if not names:
-            empty_classes.append(wnid)
-        for name in names:
-            rel = f"{prefix}/{wnid}/{name}"
-            if any(ch.isspace() for ch in rel):
-                raise InputError(
-                    f"{train_dir / wnid / name}: path contains whitespace; a '<path> <label>' list cannot represent it"
-                )
-            lines.append(f"{rel} {label}")
+        images[wnid] = names
+    return Tree(train_dir, class_dirs, images, skipped, stray_entries)
+
+
+def list_lines(tree: Tree, prefix: str | None = None) -> list[str]:
+    """The train list's lines for TREE: `<prefix>/<wnid>/<file> <label>`, sorted by class then name
+    (prefix: the train directory's own name unless given)."""
+    prefix = tree.train_dir.name if prefix is None else prefix
+    lines: list[str] = []
+    for label, wnid, name in tree.entries():
+        rel = f"{prefix}/{wnid}/{name}"
+        if any(ch.isspace() for ch in rel):
+            raise InputError(
+                f"{tree.train_dir / wnid / name}: path contains whitespace; a '<path> <label>' list cannot represent it"
+            )
+        lines.append(f"{rel} {label}")
+    return lines
+
+
+def build_lines(train_dir: Path) -> tuple[list[str], dict]:
+    """Return the list lines and counts for TRAIN_DIR (pure apart from reading the tree)."""
+    tree = scan_tree(train_dir)
+    lines = list_lines(tree)
     counts = {
         "images": len(lines),
-        "classes": len(class_dirs),
-        "empty_classes": empty_classes,
-        "skipped_files": skipped,
-        "stray_entries": stray_entries,
+        "classes": len(tree.classes),
+        "empty_classes": tree.empty_classes,
+        "skipped_files": tree.skipped_files,
+        "stray_entries": tree.stray_entries,
     }
     return lines, counts
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 import yaml
 
 from kit.config.hosts import load_hosts
-from kit.hosts.stage import DataStageError, compare, rsync_argv, stage_data
+from kit.hosts.stage import DataStageError, compare, rsync_argv, stage_data, stage_format
 
 REPO = Path(__file__).resolve().parent.parent
 SYNTH = REPO / "data_prep" / "make_synthetic_imagenet.py"
@@ -234,3 +235,130 @@ def test_a_host_without_sftp_is_named_with_the_reason_not_channel_closed(ssh_hos
                "over SFTP: enable it in the host's sshd_config (Subsystem sftp ...)" in out.splitlines()
     finally:
         ssh_hosts.run("h2", ["sh", "-c", f"kill $(cat {pidfile})"])
+
+
+# --- a convert.py output to <data_dir>/<format>/ (stage_format, --format) ----------------------------------
+
+CONVERT = REPO / "data_prep" / "convert.py"
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> dict[str, Path]:
+    """Each format made from the synthetic tree by data_prep/convert.py (tfrecord in 3 shards)."""
+    out = tmp_path_factory.mktemp("converted")
+    made = {}
+    for fmt in ("paddle", "folder", "tfrecord", "recordio"):
+        extra = ["--shards", "3"] if fmt == "tfrecord" else []
+        proc = subprocess.run([sys.executable, str(CONVERT), str(dataset.parent / "train"), str(out / fmt),
+                               "--to", fmt, *extra], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        made[fmt] = out / fmt
+    return made
+
+
+def local_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("fmt", ["paddle", "folder", "tfrecord", "recordio"])
+def test_format_is_staged_to_data_dir_format_on_both_hosts_and_verified(ssh_hosts, tmp_path, converted, fmt):
+    from kit.config.programs import RefJob
+    from kit.run.reference import data_path
+
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    events = []
+    statuses = stage_format(inv, hosts, fmt, converted[fmt], progress=lambda *e: events.append(e))
+    want = local_files(converted[fmt])
+    manifest_sha = sha(converted[fmt] / "manifest.json")
+    for s, host in zip(statuses, hosts, strict=True):
+        assert s.error == "" and s.ok and s.verified and s.problems == [], s
+        assert (s.format, s.images, s.classes, s.list_sha256, s.local_sha256) == (fmt, 8, 2, manifest_sha,
+                                                                                  manifest_sha)
+        assert s.files_sent == len(want)
+        target = Path(host.data_dir) / fmt
+        assert local_files(target) == want  # hard links locally, whole files there; nothing else (no partials)
+        assert s.checked == str(target / "manifest.json")
+    assert compare(statuses) == []
+    assert {(h, what) for h, what, _ in events} >= {(h, w) for h in HOSTS for w in ("rsync", "rsynced", "verified")}
+    # where the reference runs read this format under the host's data root
+    framework = {"paddle": "paddle", "folder": "torch", "tfrecord": "tensorflow", "recordio": "mxnet"}[fmt]
+    job = RefJob(framework, "resnet50", "fp32", 64, 1)
+    assert data_path(hosts[0].data_dir, job) == str(Path(hosts[0].data_dir) / fmt)
+
+
+def test_format_rerun_sends_nothing_and_a_damaged_shard_is_named_then_repaired(ssh_hosts, tmp_path, converted):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    assert all(s.ok for s in stage_format(inv, hosts, "tfrecord", converted["tfrecord"]))
+    again = stage_format(inv, hosts, "tfrecord", converted["tfrecord"])
+    assert [(s.ok, s.files_sent) for s in again] == [(True, 0), (True, 0)] and compare(again) == []
+
+    shard = Path(hosts[1].data_dir) / "tfrecord" / "train-00001-of-00003"
+    data, stat = shard.read_bytes(), shard.stat()
+    shard.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size and mtime: rsync's quick check misses it
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    statuses = stage_format(inv, hosts, "tfrecord", converted["tfrecord"])
+    assert statuses[0].ok and not statuses[1].ok and statuses[1].error == ""
+    problems = compare(statuses)
+    assert problems and all(p.startswith("h2: ") for p in problems), problems
+    assert any("train-00001-of-00003: sha256 differs from the manifest's" in p for p in problems), problems
+
+    shard.write_bytes(data[: len(data) // 2])  # truncated: size differs, so the next run sends it again
+    statuses = stage_format(inv, hosts, "tfrecord", converted["tfrecord"])
+    assert [s.files_sent for s in statuses] == [0, 1] and all(s.ok for s in statuses) and compare(statuses) == []
+    assert shard.read_bytes() == data
+
+
+def test_stale_file_the_program_would_read_is_a_problem_until_delete(ssh_hosts, tmp_path, converted):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    stage_format(inv, hosts, "tfrecord", converted["tfrecord"])
+    stale = Path(hosts[0].data_dir) / "tfrecord" / "train-00007-of-01024"  # an older conversion's shard
+    stale.write_bytes(b"old")
+    statuses = stage_format(inv, hosts, "tfrecord", converted["tfrecord"])
+    problems = compare(statuses)
+    assert len(problems) == 1 and problems[0].startswith("h1: ") and "train-00007-of-01024" in problems[0], problems
+    statuses = stage_format(inv, hosts, "tfrecord", converted["tfrecord"], delete=True)
+    assert all(s.ok for s in statuses) and compare(statuses) == [] and not stale.exists()
+
+
+def test_format_without_a_manifest_is_refused_before_any_host(ssh_hosts, tmp_path, dataset):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    with pytest.raises(DataStageError, match=r"manifest .*manifest\.json: no such file"):
+        stage_format(inv, hosts, "folder", dataset.parent)
+    with pytest.raises(DataStageError, match="unknown data format 'jpeg'"):
+        stage_format(inv, hosts, "jpeg", dataset.parent)
+    for host in hosts:
+        assert not Path(host.data_dir).exists()
+
+
+def test_format_of_another_kind_is_refused(ssh_hosts, tmp_path, converted):
+    inv, hosts = inventory(ssh_hosts, tmp_path)
+    with pytest.raises(DataStageError, match="is not a recordio manifest"):
+        stage_format(inv, hosts, "recordio", converted["tfrecord"])
+
+
+def test_fab_stage_data_format_on_both_hosts(ssh_hosts, tmp_path, converted):
+    hosts = [{"name": h.name, "address": h.address, "port": h.port, "user": h.user, "key_file": str(h.key_file),
+              "data_dir": str(tmp_path / "data" / h.name), "work_dir": str(tmp_path / "work" / h.name),
+              "runtime": "native", "python": sys.executable} for h in ssh_hosts.hosts]
+    inventory_file = tmp_path / "hosts.yaml"
+    inventory_file.write_text(yaml.safe_dump({"schema_version": 1, "ssh": {"known_hosts": str(ssh_hosts.known_hosts)},
+                                              "hosts": hosts}))
+    out = subprocess.run([str(Path(sys.executable).parent / "fab"), "-H", "h1,h2", "stage_data", "--format",
+                          "recordio", "--source", str(converted["recordio"]), "--hosts-file", str(inventory_file)],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    manifest_sha = sha(converted["recordio"] / "manifest.json")
+    for name in ("h1", "h2"):
+        assert (f"{name}: recordio at {tmp_path / 'data' / name}/recordio/: 8 images, 2 classes, manifest sha256 "
+                f"{manifest_sha}, ok (4 file(s) sent)") in out.stdout.splitlines()
+        assert local_files(tmp_path / "data" / name / "recordio") == local_files(converted["recordio"])
+    assert "rsynced" in out.stderr and "verified" in out.stderr  # progress, per host
+
+
+def test_cli_refuses_mixed_modes(capsys, tmp_path):
+    from kit.cli import main
+
+    assert main(["stage-data", "--hosts", "h1", "--format", "folder"]) == 2
+    assert "give --format F --source DIR" in capsys.readouterr().err
+    assert main(["stage-data", "--hosts", "h1", "--format", "folder", "--source", str(tmp_path), "--train-list",
+                 str(tmp_path / "l.txt")]) == 2

@@ -1,6 +1,19 @@
-"""stage_data: put train_list.txt (and, if asked, its image tree) on every host, verify it there, compare.
+"""stage_data: put a dataset on every host, verify it there, compare.
 
-For each host, all hosts at once (one thread per host):
+Two modes, all hosts at once (one thread per host):
+  stage_format(inv, hosts, FORMAT, SOURCE): a data_prep/convert.py output SOURCE (paddle | folder | tfrecord |
+    recordio, with its manifest.json) to <data_dir>/<FORMAT>/ on every host, where the reference runs read it
+    (kit.run.reference.data_path):
+    1. mkdir -p <data_dir>/<FORMAT> and <work_dir>/tools; data_prep/verify.py and its sibling modules are
+       staged to <work_dir>/tools/ (each sftp'd to a temporary name, then all moved by one `mv` command)
+    2. `rsync -a` of SOURCE/ into <data_dir>/<FORMAT>/ (partial files in a hidden .rsync-partial/, so a cut
+       transfer never leaves a half file under a name a program reads; a re-run sends only files whose size
+       or mtime differ: convert.py gives a re-run's files the same mtime); delete=True also removes files
+       the source does not have. rsync's per-file output is streamed as progress (files sent so far)
+    3. verify.py <data_dir>/<FORMAT> --format FORMAT --json on the host: every file's size and sha256
+       against the manifest, the format read back, images per class; its manifest's sha256 must be the
+       local one's
+  stage_data(inv, hosts, TRAIN_LIST[, images=True]): the older list mode, train_list.txt into <data_dir>/:
     1. mkdir -p <data_dir> and <work_dir>/tools
     2. <data_dir>/train_list.txt: copied (sftp to a temporary name, then `mv`: atomic) when it is
        missing or its sha256 differs from the local list's
@@ -22,6 +35,8 @@ import posixpath
 import shlex
 import shutil
 import subprocess
+import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -30,13 +45,19 @@ from pathlib import Path
 
 from kit import REPO_ROOT
 from kit.config.hosts import HostConfig, Inventory
-from kit.core.inputs import InputError, KitError, read_input
+from kit.core.inputs import InputError, KitError, parse_json, read_input
 from kit.hosts.connect import InventoryError, connect, quote_cmd
 from kit.hosts.fanout import on_all, values
 
 LIST_NAME = "train_list.txt"
 IMAGE_TREE = "train"  # the subtree of the list's directory that images=True sends
 VERIFY_TOOL = REPO_ROOT / "data_prep" / "verify_list.py"
+FORMATS = ("paddle", "folder", "tfrecord", "recordio")  # data_prep/convert.py --to; <data_dir>/<format>/
+MANIFEST_NAME = "manifest.json"
+# verify.py and the modules it imports (found beside it on the host)
+FORMAT_TOOLS = tuple(REPO_ROOT / "data_prep" / name for name in (
+    "verify.py", "manifest.py", "imagecheck.py", "recordio.py", "tfrecord.py", "verify_list.py"))
+PROGRESS_EVERY_S = 2.0
 HASH_TIMEOUT_S = 600
 VERIFY_TIMEOUT_S = 3600
 COMMAND_TIMEOUT_S = 120
@@ -77,8 +98,11 @@ class HostDataStatus:
     verified: bool = False  # verify_list.py ran and its checks held
     ok: bool = False  # verified, the list is the local one, and no error
     copied: bool = False  # train_list.txt was (re)written on the host
-    files_sent: int | None = None  # images=True: files rsync transferred (0: the tree was already there)
+    files_sent: int | None = None  # images=True / a format: files rsync transferred (0: already there)
     error: str = ""  # why the host could not be staged or verified ('' when it could)
+    format: str = ""  # stage_format: the format staged to <data_dir>/<format>/ ('' in list mode)
+    checked: str = ""  # the remote file whose sha256 is list_sha256: the list, or the format's manifest.json
+    problems: list[str] = field(default_factory=list)  # stage_format: what verify.py found wrong on the host
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,23 +137,49 @@ def ssh_command(host: HostConfig, inv: Inventory) -> str:
             "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
             "-o", _ssh_option("UserKnownHostsFile", str(inv.known_hosts_file())),
             "-o", "GlobalKnownHostsFile=/dev/null",
-            "-o", f"ConnectTimeout={max(1, round(inv.connect_timeout))}"]
+            "-o", f"ConnectTimeout={max(1, round(inv.connect_timeout))}",
+            # AES-GCM first (AES-NI: several times cheaper per byte than chacha20-poly1305, OpenSSH's first
+            # choice); `^` puts them at the head of the defaults, so a server without them still negotiates
+            "-o", "Ciphers=^aes128-gcm@openssh.com,aes256-gcm@openssh.com"]
     if host.key_file:
         argv += ["-o", _ssh_option("IdentityFile", host.key_file), "-o", "IdentitiesOnly=yes"]
     return shlex.join(argv)
 
 
-def rsync_argv(host: HostConfig, inv: Inventory, tree: Path) -> list[str]:
-    """rsync of the local tree (a directory) into <data_dir>/ on host; an argv list, run without a shell."""
+def rsync_argv(host: HostConfig, inv: Inventory, tree: Path, fmt: str | None = None, delete: bool = False) -> list[str]:
+    """rsync of the local tree (a directory) into <data_dir>/ on host, or with FMT its contents into
+    <data_dir>/<FMT>/ (partial files kept apart in .rsync-partial/; delete: remove files the tree lacks);
+    an argv list, run without a shell."""
     address = f"[{host.address}]" if ":" in host.address else host.address
     # -s: the paths go over the rsync protocol, not through the remote shell (no splitting, no $(...))
-    return ["rsync", "-a", "--partial", "-s", "--out-format=%i %n", "-e", ssh_command(host, inv),
-            "--", str(tree), f"{address}:{host.data_dir.rstrip('/')}/"]
+    argv = ["rsync", "-a", "-s", "--out-format=%i %n", "-e", ssh_command(host, inv)]
+    if fmt is None:
+        return [*argv, "--partial", "--", str(tree), f"{address}:{host.data_dir.rstrip('/')}/"]
+    argv += ["--partial-dir=.rsync-partial"] + (["--delete", "--delete-delay"] if delete else [])
+    return [*argv, "--", f"{str(tree).rstrip('/')}/", f"{address}:{posixpath.join(host.data_dir, fmt)}/"]
 
 
-def _sent(out: str) -> int:
-    """Regular files rsync sent, from --out-format=%i lines ('<f...' is a file sent to the remote)."""
-    return sum(1 for line in out.splitlines() if line.startswith("<f"))
+def _run_rsync(argv: list[str], host: str, progress: Progress, total: int | None = None) -> int:
+    """Run rsync, telling progress every PROGRESS_EVERY_S s (files sent so far); return the regular files it
+    sent, from its --out-format=%i lines ('<f...': a file sent to the remote)."""
+    sent, last = 0, time.monotonic()
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, errors="replace") as proc:
+        err: list[str] = []
+        reader = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)
+        reader.start()
+        for line in proc.stdout:
+            if line.startswith("<f"):
+                sent += 1
+                if time.monotonic() - last >= PROGRESS_EVERY_S:
+                    last = time.monotonic()
+                    progress(host, "rsyncing", f"{sent} file(s) sent" + (f" (of {total} in the source)"
+                                                                         if total else ""))
+        proc.wait()
+        reader.join()
+    if proc.returncode != 0:
+        raise _Failed(f"rsync failed (exit {proc.returncode}): {_last_line(''.join(err))}")
+    return sent
 
 
 def _last_line(text: str) -> str:
@@ -148,6 +198,23 @@ def _put_atomic(conn, sftp, local: Path, remote: str, host: HostConfig) -> None:
     if res.exited != 0:
         conn.run(quote_cmd(["rm", "-f", "--", tmp]), hide=True, warn=True, timeout=COMMAND_TIMEOUT_S)
         raise _Failed(f"cannot move {LIST_NAME} into place ({_last_line(res.stderr) or f'exit {res.exited}'})")
+
+
+def _put_tools(conn, sftp, tools: Sequence[Path], remote_dir: str, host: HostConfig) -> None:
+    """_put_atomic for several files: each to a temporary name, then one remote command moves them all."""
+    moves = []
+    for tool in tools:
+        remote = posixpath.join(remote_dir, tool.name)
+        tmp = posixpath.join(remote_dir, f".{tool.name}.{host.name}.{uuid.uuid4().hex[:12]}.tmp")
+        sftp.put(str(tool), tmp)
+        moves.append((tmp, remote))
+    res = conn.run(" && ".join(quote_cmd(["mv", "-f", "--", tmp, remote]) for tmp, remote in moves), hide=True,
+                   warn=True, timeout=COMMAND_TIMEOUT_S)
+    if res.exited != 0:
+        conn.run(quote_cmd(["rm", "-f", "--", *(tmp for tmp, _ in moves)]), hide=True, warn=True,
+                 timeout=COMMAND_TIMEOUT_S)
+        why = _last_line(res.stderr) or f"exit {res.exited}"
+        raise _Failed(f"cannot move the data tools into {remote_dir} ({why})")
 
 
 class _Failed(Exception):
@@ -181,11 +248,7 @@ def _stage_host(host: HostConfig, inv: Inventory, local: Path, local_sha: str, t
 
         if tree is not None:
             progress(host.name, "rsync", f"{tree} -> {host.data_dir}/")
-            proc = subprocess.run(rsync_argv(host, inv, tree), stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, errors="replace", check=False)
-            if proc.returncode != 0:
-                raise _Failed(f"rsync of {tree} failed (exit {proc.returncode}): {_last_line(proc.stderr)}")
-            status.files_sent = _sent(proc.stdout)
+            status.files_sent = _run_rsync(rsync_argv(host, inv, tree), host.name, progress)
             progress(host.name, "rsynced", f"{status.files_sent} file(s) sent")
 
         res = conn.run(quote_cmd([host.python, remote_tool, remote_list, "--json"]), hide=True, warn=True,
@@ -206,6 +269,61 @@ def _stage_host(host: HostConfig, inv: Inventory, local: Path, local_sha: str, t
     progress(host.name, "verified", f"{status.images} images, {status.classes} classes, {status.missing} missing")
 
 
+def read_local_format(source: str | Path, fmt: str) -> tuple[Path, dict, str]:
+    """(absolute directory, manifest, manifest sha256) of a local convert.py output; DataStageError otherwise."""
+    if fmt not in FORMATS:
+        raise DataStageError(f"unknown data format {fmt!r}; one of {', '.join(FORMATS)}")
+    path = Path(source).expanduser().absolute()
+    if not path.is_dir():
+        raise DataStageError(f"local {fmt} data {path}: not a directory (make it with data_prep/convert.py "
+                             f"SRC {path} --to {fmt})")
+    try:
+        data = read_input(path / MANIFEST_NAME, "manifest")
+        manifest = parse_json(data)
+    except InputError as exc:
+        raise DataStageError(f"local {fmt} data: manifest {exc} (made by data_prep/convert.py)") from None
+    except ValueError as exc:
+        raise DataStageError(f"local {fmt} data: {path / MANIFEST_NAME}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != fmt or not isinstance(manifest.get("files"), list):
+        raise DataStageError(f"local {fmt} data: {path / MANIFEST_NAME} is not a {fmt} manifest "
+                             f"(format {manifest.get('format') if isinstance(manifest, dict) else None!r})")
+    return path, manifest, hashlib.sha256(data).hexdigest()
+
+
+def _stage_format_host(host: HostConfig, inv: Inventory, fmt: str, source: Path, manifest: dict, local_sha: str,
+                       delete: bool, status: HostDataStatus, progress: Progress) -> None:
+    target = posixpath.join(host.data_dir, fmt)
+    tools = posixpath.join(host.work_dir, "tools")
+    status.checked = posixpath.join(target, MANIFEST_NAME)
+    with connect(host, inv) as conn:
+        res = conn.run(quote_cmd(["mkdir", "-p", "--", target, tools]), hide=True, warn=True,
+                       timeout=COMMAND_TIMEOUT_S)
+        if res.exited != 0:
+            raise _Failed(f"cannot create {target} / {tools} ({_last_line(res.stderr) or f'exit {res.exited}'})")
+        _put_tools(conn, conn.sftp(), FORMAT_TOOLS, tools, host)
+        progress(host.name, "rsync", f"{source}/ -> {target}/ ({len(manifest['files'])} files)")
+        status.files_sent = _run_rsync(rsync_argv(host, inv, source, fmt, delete), host.name, progress,
+                                       len(manifest["files"]) + 1)  # + manifest.json
+        progress(host.name, "rsynced", f"{status.files_sent} file(s) sent")
+        progress(host.name, "verifying", f"sha256 of {len(manifest['files'])} files, {fmt} read back")
+        res = conn.run(quote_cmd([host.python, posixpath.join(tools, "verify.py"), target, "--format", fmt,
+                                  "--json"]), hide=True, warn=True, timeout=VERIFY_TIMEOUT_S)
+    if res.exited not in (0, 1):
+        raise _Failed(f"verify.py failed (exit {res.exited}): {_last_line(res.stderr) or _last_line(res.stdout)}")
+    try:
+        result = json.loads(res.stdout)
+        status.list_sha256 = str(result["manifest_sha256"])
+        status.images, status.classes = int(result["images"]), int(result["classes"])
+        status.missing, status.missing_first = int(result["missing"]), list(result.get("missing_first", []))
+        status.problems = [str(p) for p in result["problems"]]
+        status.verified = bool(result["ok"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _Failed(f"verify.py printed no usable JSON ({type(exc).__name__}: {exc})") from None
+    status.ok = status.verified and status.list_sha256 == local_sha
+    progress(host.name, "verified", f"{status.images} images, {status.classes} classes, "
+                                    f"{len(status.problems)} problem(s)")
+
+
 # --- all hosts -------------------------------------------------------------------------------
 
 def stage_data(inv: Inventory, hosts: Sequence[HostConfig], train_list: str | Path, *, images: bool = False,
@@ -215,11 +333,7 @@ def stage_data(inv: Inventory, hosts: Sequence[HostConfig], train_list: str | Pa
     Returns one status per host, in the order given; a host that fails has .error set (the others go on).
     Raises DataStageError before touching any host when the local list (or tree) cannot be used.
     """
-    hosts = list(hosts)
-    if not hosts:
-        raise DataStageError("no hosts given")
-    if len({h.name for h in hosts}) != len(hosts):
-        raise DataStageError(f"a host is named twice: {', '.join(h.name for h in hosts)}")
+    hosts = _check_hosts(hosts)
     local, _data, local_sha = read_local_list(train_list)
     tree = None
     if images:
@@ -234,19 +348,57 @@ def stage_data(inv: Inventory, hosts: Sequence[HostConfig], train_list: str | Pa
     tell = progress or (lambda host, what, detail: None)
 
     def one(host: HostConfig) -> HostDataStatus:
-        status = HostDataStatus(host.name, data_dir=host.data_dir, local_sha256=local_sha)
-        try:
-            _stage_host(host, inv, local, local_sha, tree, status, tell)
-        except InventoryError as exc:
-            status.error = exc.reason
-        except _Failed as exc:
-            status.error = str(exc)
-        except Exception as exc:  # a lost connection, an sftp error, a timeout: this host only
-            status.error = f"{type(exc).__name__}: {exc}".rstrip(": ")
-        if status.error:
-            status.ok = False
-            tell(host.name, "failed", status.error)
-        return status
+        status = HostDataStatus(host.name, data_dir=host.data_dir, local_sha256=local_sha,
+                                checked=posixpath.join(host.data_dir, LIST_NAME))
+        return _guarded(host, status, tell, lambda: _stage_host(host, inv, local, local_sha, tree, status, tell))
+
+    return values(on_all(hosts, one))
+
+
+def _check_hosts(hosts: Sequence[HostConfig]) -> list[HostConfig]:
+    hosts = list(hosts)
+    if not hosts:
+        raise DataStageError("no hosts given")
+    if len({h.name for h in hosts}) != len(hosts):
+        raise DataStageError(f"a host is named twice: {', '.join(h.name for h in hosts)}")
+    return hosts
+
+
+def _guarded(host: HostConfig, status: HostDataStatus, tell: Progress, work: Callable[[], None]) -> HostDataStatus:
+    """Run one host's staging; whatever goes wrong there becomes its status.error (the other hosts go on)."""
+    try:
+        work()
+    except InventoryError as exc:
+        status.error = exc.reason
+    except _Failed as exc:
+        status.error = str(exc)
+    except Exception as exc:  # a lost connection, an sftp error, a timeout: this host only
+        status.error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    if status.error:
+        status.ok = False
+        tell(host.name, "failed", status.error)
+    return status
+
+
+def stage_format(inv: Inventory, hosts: Sequence[HostConfig], fmt: str, source: str | Path, *, delete: bool = False,
+                 progress: Progress | None = None) -> list[HostDataStatus]:
+    """Stage a data_prep/convert.py output (SOURCE, format FMT) to <data_dir>/<FMT>/ on every host at once;
+    verify it there against its manifest. One status per host, in the order given (a failed host has .error).
+    Raises DataStageError before touching any host when the local output cannot be used."""
+    hosts = _check_hosts(hosts)
+    local, manifest, local_sha = read_local_format(source, fmt)
+    for tool in ("rsync", "ssh"):
+        if shutil.which(tool) is None:
+            raise DataStageError(f"`{tool}` is not installed on this machine (staging sends the data with rsync)")
+    missing = [str(t) for t in FORMAT_TOOLS if not t.is_file()]
+    if missing:
+        raise DataStageError(f"{', '.join(missing)} missing from the kit")
+    tell = progress or (lambda host, what, detail: None)
+
+    def one(host: HostConfig) -> HostDataStatus:
+        status = HostDataStatus(host.name, data_dir=host.data_dir, local_sha256=local_sha, format=fmt)
+        return _guarded(host, status, tell, lambda: _stage_format_host(host, inv, fmt, local, manifest, local_sha,
+                                                                       delete, status, tell))
 
     return values(on_all(hosts, one))
 
@@ -260,8 +412,9 @@ def compare(statuses: Sequence[HostDataStatus]) -> list[str]:
             problems.append(f"{s.name}: {s.error}")
             continue
         if s.local_sha256 and s.list_sha256 != s.local_sha256:
-            problems.append(f"{s.name}: {s.data_dir}/{LIST_NAME} has sha256 {s.list_sha256[:16]}…, the local list "
-                            f"{s.local_sha256[:16]}…")
+            what = "manifest" if s.format else "list"
+            problems.append(f"{s.name}: {s.checked or posixpath.join(s.data_dir, LIST_NAME)} has sha256 "
+                            f"{s.list_sha256[:16]}…, the local {what} {s.local_sha256[:16]}…")
         if s.missing:
             first = ", ".join(s.missing_first[:3])
             problems.append(f"{s.name}: {s.missing} listed file(s) missing under {s.data_dir}"
@@ -270,7 +423,8 @@ def compare(statuses: Sequence[HostDataStatus]) -> list[str]:
             problems.append(f"{s.name}: {s.duplicates} path(s) listed twice")
         for conflict in s.label_conflicts:
             problems.append(f"{s.name}: label conflict: {conflict}")
-        if not s.verified and not (s.missing or s.duplicates or s.label_conflicts):
+        problems += [f"{s.name}: {p}" for p in s.problems if not (s.missing and "missing" in p)]
+        if not s.verified and not (s.missing or s.duplicates or s.label_conflicts or s.problems):
             problems.append(f"{s.name}: verification failed")
     counted = [s for s in statuses if not s.error and s.images is not None]
     if len(counted) > 1:
@@ -285,5 +439,5 @@ def compare(statuses: Sequence[HostDataStatus]) -> list[str]:
     return problems
 
 
-__all__ = ["DataStageError", "HostDataStatus", "compare", "read_local_list", "rsync_argv", "ssh_command",
-           "stage_data"]
+__all__ = ["FORMATS", "DataStageError", "HostDataStatus", "compare", "read_local_format", "read_local_list",
+           "rsync_argv", "ssh_command", "stage_data", "stage_format"]
