@@ -13,6 +13,7 @@ or a version that cannot be read, exits 1 and fails the build. Keys for --expect
   nccl                   libnccl ncclGetVersion() (else torch.cuda.nccl.version())
   dali                   nvidia.dali.__version__
   paddle torch tensorflow mxnet   <module>.__version__
+  paddle_commit          paddle.version.commit (the commit a Paddle was built at)
 Dotted numbers match on the components both sides give (pin 11.1.1 vs libcudart's 11.1: checked to
 11.1, and said so); anything else (1.8.0a0+1606899, 2.13.0+cpu) must match exactly.
 Needs no GPU: only library versions are read. Runs on Python >= 3.6 (older NGC images); no kit imports.
@@ -168,6 +169,7 @@ PROBES = {
     ],
     "dali": [("nvidia.dali.__version__", lambda: _module_version("nvidia.dali"))],
     "paddle": [("paddle.__version__", lambda: _module_version("paddle"))],
+    "paddle_commit": [("paddle.version.commit", lambda: __import__("paddle").version.commit)],
     "torch": [("torch.__version__", lambda: _module_version("torch"))],
     "tensorflow": [("tensorflow.__version__", lambda: _module_version("tensorflow"))],
     "mxnet": [("mxnet.__version__", lambda: _module_version("mxnet"))],

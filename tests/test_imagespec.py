@@ -40,9 +40,12 @@ LOCK = REPO / "requirements.lock"
 PINS = load_pins()
 SPECS = PINS.specs()
 GPU_SPECS = [s for s in SPECS if s.name != "cpu"]
+SEED_ENVIRONMENTS = {"paddle": ("seed000", "seed001", "seed002"), "pytorch": ("seed001",), "tensorflow": ("seed001",),
+                     "mxnet": ("seed001",)}
 ALL_KEYS = [
     "cpu",
-    *(f"{n}/{g}" for n in ("paddle", "pytorch", "tensorflow", "mxnet") for g in ("v100", "a100", "h100")),
+    *(f"{n}/{g}" for n in ("paddle", "pytorch", "tensorflow", "mxnet")
+      for g in ("v100", "a100", "h100", *SEED_ENVIRONMENTS[n])),
 ]
 
 
@@ -89,7 +92,7 @@ def test_render_all_covers_exactly_the_dockerfiles_in_docker_dir():
     rendered = render_all(PINS)
     on_disk = {p.relative_to(REPO) for p in (REPO / "docker").rglob("Dockerfile*")}
     assert set(rendered) == on_disk
-    assert len(rendered) == 13
+    assert len(rendered) == 19
 
 
 def test_no_drift_on_the_repo():
@@ -767,7 +770,7 @@ def test_build_context_digest_differs_per_image(tmp_path: Path):
 def test_cli_render_check_passes_on_the_repo(capsys: pytest.CaptureFixture[str]):
     assert cli.main(["images", "render", "--check"]) == 0
     out, err = capsys.readouterr()
-    assert out == f"docker/: 13 Dockerfiles match {PINS_FILE}\n"
+    assert out == f"docker/: {len(ALL_KEYS)} Dockerfiles match {PINS_FILE}\n"
     assert err == ""
 
 
@@ -798,3 +801,136 @@ def test_cli_render_check_bad_pins_is_one_line(tmp_path: Path, capsys: pytest.Ca
     assert out == ""
     line = REAL_TEXT.splitlines().index("schema_version: 1") + 1
     assert err == (f"kit: {pins_file}:{line}: schema_version: schema_version 2 is not supported (this kit reads 1)\n")
+
+
+# ---- seed environments (issue 20): images per seed, selectable by key --------------------------
+
+# typed by hand from the seeds' environment tables (/work/shared/seeds/) and the NGC release notes each entry names
+SEED_IMAGES = {
+    "paddle/seed000": ("hub.baidubce.com/paddlepaddle/paddle", "latest-dev-cuda10.1-cudnn7-gcc82",
+                       {"python": "3.7", "cuda": "10.1", "cudnn": "7.6.5", "nccl": "2.4.7", "dali": "0.24.0",
+                        "paddle_commit": "b6711e24ea5e17fa24e9b1ba516fe03186dd4a2c"}, "000_2bebc35fa2127610.txt"),
+    "paddle/seed001": ("hub.baidubce.com/paddlepaddle/paddle", "latest-dev-cuda10.1-cudnn7-gcc82",
+                       {"cuda": "10.1", "cudnn": "7.6.5", "paddle": "2.0"}, "001_35bd56ed9f798634.txt"),
+    "paddle/seed002": ("nvidia/cuda", "10.2-cudnn7-devel-ubuntu16.04",
+                       {"cuda": "10.2", "cudnn": "7.6.5", "nccl": "2.7.3", "paddle": "1.8.5"},
+                       "002_80919e09aecdb16c.txt"),
+    "pytorch/seed001": ("nvcr.io/nvidia/pytorch", "20.07-py3",
+                        {"cuda": "11.0", "cudnn": "8.0.1", "torch": "1.6.0a0+9907a3e"}, "001_35bd56ed9f798634.txt"),
+    "tensorflow/seed001": ("nvcr.io/nvidia/tensorflow", "20.06-tf1-py3",
+                           {"ubuntu": "18.04", "python": "3.6", "cuda": "11.0.167", "cudnn": "8.0.1", "nccl": "2.7.5",
+                            "dali": "0.22", "tensorflow": "1.15.2"}, "rel_20-06.html"),
+    "mxnet/seed001": ("nvcr.io/nvidia/mxnet", "19.07-py3",
+                      {"ubuntu": "18.04", "python": "3.5", "cuda": "10.1.168", "cudnn": "7.6.1", "nccl": "2.4.7",
+                       "dali": "0.11.0", "mxnet": "1.5.0"}, "rel_19-07.html"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(SEED_IMAGES))
+def test_seed_image_pins_its_seeds_versions_with_sources(key: str):
+    image, tag, versions, source = SEED_IMAGES[key]
+    spec = PINS.get(key)
+    assert (spec.base.image, spec.base.tag) == (image, tag)
+    assert spec.versions == versions
+    assert source in spec.source
+    assert spec.base.source and spec.note
+    text = (REPO / spec.dockerfile).read_text()
+    assert text == render(spec)
+    verify = instructions(text)[-2]
+    assert verify.startswith(f"RUN python {VERIFY_SCRIPT}")  # the self-check, last build step as everywhere
+    for k, v in versions.items():
+        assert f"--expect {k}={v}" in verify
+
+
+def test_seed_images_carry_the_seeds_model_code_and_packages():
+    assert [m.name for m in PINS.get("paddle/seed000").model_code] == ["fleetx"]
+    assert PINS.get("paddle/seed000").model_code[0].commit == "296e0d71a33a8d250f6626733bc2535465f5f6e0"
+    assert [m.name for m in PINS.get("paddle/seed002").model_code] == ["plsc"]
+    assert PINS.get("paddle/seed002").pip == {"paddlepaddle-gpu": "1.8.5.post107"}
+    assert PINS.get("paddle/seed002").apt == {"libnccl2": "2.7.3-1+cuda10.2", "libnccl-dev": "2.7.3-1+cuda10.2"}
+    assert "440.33.01" in PINS.get("paddle/seed002").sources["driver"]
+    for key in ("pytorch/seed001", "tensorflow/seed001", "mxnet/seed001"):
+        assert [m.name for m in PINS.get(key).model_code] == ["dle"]
+
+
+@pytest.mark.parametrize("spec", GPU_SPECS, ids=ids(GPU_SPECS))
+def test_every_null_nccl_dali_cudnn_says_why(spec: ImageSpec):
+    """A GPU image pins NCCL/DALI/cuDNN where a release note or seed states them; null ones are explained."""
+    keys = ("nccl", "cudnn") + (() if spec.name == "paddle" else ("dali",))
+    prose = (spec.note + " " + " ".join(spec.sources.values())).lower()
+    for key in keys:
+        assert key in spec.versions or key in prose, f"{spec.key}: {key} is null and its note does not say why"
+
+
+def test_release_note_versions_filled_where_published():
+    assert PINS.get("mxnet/h100").versions["nccl"] == "2.15.5" and PINS.get("mxnet/h100").versions["dali"] == "1.18.0"
+    for key in ("tensorflow/seed001", "mxnet/seed001"):
+        spec = PINS.get(key)
+        assert {"cudnn", "nccl", "dali"} <= set(spec.versions)
+        assert spec.source.startswith("https://docs.nvidia.com/deeplearning/")
+
+
+@pytest.mark.parametrize(
+    "framework,image,key",
+    [
+        ("paddle", "seed000", "paddle/seed000"),
+        ("paddle", "paddle/seed002", "paddle/seed002"),
+        ("paddle", "h100", "paddle/h100"),
+        ("torch", "seed001", "pytorch/seed001"),
+        ("tensorflow", "tensorflow/seed001", "tensorflow/seed001"),
+        ("mxnet", "seed001", "mxnet/seed001"),
+        ("torch", "cpu", "cpu"),
+    ],
+)
+def test_for_case_with_an_image(framework: str, image: str, key: str):
+    assert PINS.image_key(framework, image) == key
+    for hardware, generation in (("gpu", "v100"), ("gpu", "not-a-generation"), ("cpu", None)):
+        assert PINS.for_case(framework, hardware, generation, image).key == key
+    # no image: the default choice, as before
+    assert PINS.for_case(framework, "gpu", "v100").key == PINS.for_case(framework, "gpu", "v100", None).key
+
+
+@pytest.mark.parametrize(
+    "framework,image,says",
+    [
+        ("torch", "seed000", "no image 'pytorch/seed000'"),
+        ("paddle", "paddle/seed009", "paddle images: paddle/v100, paddle/a100, paddle/h100, paddle/seed000"),
+        ("torch", "paddle/seed000", "is the paddle image, not torch's"),
+    ],
+)
+def test_for_case_with_an_unknown_image(framework: str, image: str, says: str):
+    with pytest.raises(KeyError) as info:
+        PINS.for_case(framework, "gpu", "v100", image)
+    assert says in str(info.value.args[0])
+
+
+def test_seed_environment_generation_loads_and_others_still_do_not(tmp_path: Path):
+    text = edited("      seed001:\n        base:\n          image: nvcr.io/nvidia/mxnet\n",
+                  "      seed123:\n        base:\n          image: nvcr.io/nvidia/mxnet\n")
+    path = tmp_path / "pins.yaml"
+    path.write_text(text)
+    assert "mxnet/seed123" in [s.key for s in load_pins(path).specs()]
+    text = edited("      seed001:\n        base:\n          image: nvcr.io/nvidia/mxnet\n",
+                  "      seedling:\n        base:\n          image: nvcr.io/nvidia/mxnet\n")
+    err, path = load_error(tmp_path, text)
+    assert_names(err, path, line_no(text, "      seedling:"), "images.mxnet.generations.seedling", "unknown generation",
+                 "seedNNN")
+
+
+def test_paddle_image_may_pin_a_commit_instead_of_a_version(tmp_path: Path):
+    spec = PINS.get("paddle/seed000")
+    assert "paddle" not in spec.versions
+    assert "--expect paddle_commit=b6711e24ea5e17fa24e9b1ba516fe03186dd4a2c" in verify_args(spec)
+    old = "          paddle_commit: b6711e24ea5e17fa24e9b1ba516fe03186dd4a2c\n"
+    text = edited(old, "")
+    err, path = load_error(tmp_path, text)
+    assert err.key == "images.paddle.generations.seed000.versions.paddle" and "must pin paddle" in err.reason
+
+
+def test_cli_build_and_make_images_take_a_seed_image_key():
+    from kit.cli.images import _spec
+
+    for key in SEED_IMAGES:
+        assert _spec(PINS, key).key == key
+    makefile = (REPO / "Makefile").read_text()
+    assert "$(VENV)/bin/kit images build $(IMAGES)" in makefile  # IMAGES='paddle/seed000 ...' goes straight through

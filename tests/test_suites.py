@@ -213,3 +213,43 @@ def test_repeats_steps_batch_and_timeouts_are_bounded(tmp_path, old, new, line, 
     with pytest.raises(ConfigError) as err:
         suites.load_suite(path)
     assert str(err.value).startswith(f"{path}:{line}: {key}: ") and words in str(err.value)
+
+
+# ---- image: a docker/pins.yaml image per suite (defaults) or case (issue 20) --------------------
+
+SEED_SUITE = """\
+schema_version: 1
+name: seeds
+hardware: gpu
+defaults: {repeats: 1, image: seed001}
+cases:
+  - {framework: paddle, model: resnet50, batch_size: 128, impl: reference}
+  - {framework: tensorflow, model: resnet50, batch_size: 128}
+  - {framework: paddle, model: arcface, batch_size: 128, image: paddle/seed002, impl: reference}
+  - {framework: torch, model: resnet50, batch_size: 64}
+"""
+
+
+def test_image_key_from_defaults_and_case(tmp_path):
+    suite = suites.load_suite(write(tmp_path, SEED_SUITE))
+    assert [c.image for c in suite.cases] == ["seed001", "seed001", "paddle/seed002", "seed001"]
+    assert suite.cases[2].to_dict()["image"] == "paddle/seed002"
+    plain = suites.load_suite(write(tmp_path, MINIMAL, "plain.yaml"))
+    assert all(c.image is None and "image" not in c.to_dict() for c in plain.cases)  # unchanged without image:
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "words"),
+    [
+        ("image: paddle/seed002", "image: paddle/seed009", 8, "no image 'paddle/seed009'"),
+        ("image: paddle/seed002", "image: pytorch/seed001", 8, "is the pytorch image, not paddle's"),
+        ("image: seed001}", "image: seed002}", 4, "no image 'tensorflow/seed002'"),
+        ("image: paddle/seed002", "image: 7", 8, "expected a string"),
+    ],
+)
+def test_unknown_image_names_file_line_and_key(tmp_path, old, new, line, words):
+    path = write(tmp_path, SEED_SUITE.replace(old, new))
+    with pytest.raises(ConfigError) as err:
+        suites.load_suite(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:{line}: image: ") and words in message, message

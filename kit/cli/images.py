@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
     _pins(b)
 
     b = isub.add_parser("build", help="build images (default: cpu); the build fails if a pin does not hold")
-    b.add_argument("image", nargs="*", default=["cpu"], help="cpu, paddle/v100, pytorch/a100, ...")
+    b.add_argument("image", nargs="*", default=["cpu"], help="cpu, paddle/v100, pytorch/a100, paddle/seed002, ...")
     _pins(b)
 
     for name, text in (("push", "push to a registry; with --hosts every host pulls it"),
@@ -143,7 +143,8 @@ def images_for_bench(run_dir: Path, suite, runs, explicit: str | None, console) 
 
     client = build.docker_client()
     say = lambda who, line: console.print(f"[{who}] {line}", markup=False, highlight=False)  # noqa: E731
-    pinned = build.pinned_images(client, suite, sorted({r.case.framework for r in runs}), explicit, say)
+    pinned = build.pinned_images(client, suite, sorted({r.case.framework for r in runs}), explicit, say,
+                                  cases=[r.case for r in runs])
     for ref, spec in pinned.values():
         image_id = build.image_id(client, ref)
         deliver.record(run_dir, ref, image_id, spec_key=spec.key if spec else None,

@@ -20,6 +20,7 @@ UNPINNED_CODE_DIRS = {"paddlenlp": "PaddleNLP", "paddleseg": "PaddleSeg"}
 SCRIPTS_DIR = "/opt/kit/scripts"  # the kit's scripts/ inside a container (mounted by kit bench)
 PLSC_PATCH = "plsc/exit_at_batch_150.patch"  # relative to scripts/
 PRECISIONS = ("fp32", "amp")
+FLUID_REMOVED = (2, 6)  # paddle.fluid is gone from Paddle 2.6 on (scripts/fleetx/vgg16_benchmark.py says the same)
 
 
 class ReferenceError(ValueError):
@@ -39,6 +40,12 @@ class Impl:
     data_format: str | None = None  # the format it reads (data_prep/convert.py --to), under <data_dir>/<format>/
     synthetic: str | None = None  # its own synthetic-data mode, as the program spells it; None: it has none
     tagged_output: bool = False  # its ranks' output goes through Open MPI's tagging (mpirun, horovodrun)
+    needs_fluid: bool = False  # it imports paddle.fluid, which Paddle >= FLUID_REMOVED no longer has (kit.run.plan)
+
+    @property
+    def short(self) -> str:
+        """Its name in one word, for messages: PLSC, FleetX, PaddleClas, NVIDIA ..."""
+        return self.title.split()[0].rstrip(",")
 
 
 IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
@@ -50,7 +57,9 @@ IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
          data_format="paddle"),
     Impl("plsc", "paddle", "arcface", "PLSC ArcFace, ResNet50 backbone (DLPerf)", "plsc", "", "plsc",
          "Oneflow-Inc/DLPerf PaddlePaddle/PLSC/{README.md,scripts/runner.sh,scripts/train.py}",
-         synthetic="random 3x112x112 samples: DLPerf's train.py reads no dataset"),
+         synthetic="random 3x112x112 samples: DLPerf's train.py reads no dataset",
+         # plsc/entry.py: `import paddle.fluid as fluid` (read at PaddlePaddle/PLSC@01995771; 9bba9c90 is as old)
+         needs_fluid=True),
     Impl("ngc-pytorch", "torch", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch)", "dle",
          "PyTorch/Classification/ConvNets", "dle-pytorch",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}",

@@ -11,6 +11,9 @@ A suite file:
          gpus_per_node: [1, 8], nodes: 1, impl: harness,
          references: [{gpus_per_node: 1, precision: fp32, framework: paddle,
                        value: 393.561, lower: -0.05, upper: 0.05, unit: samples/s, source: ...}]}
+`image:` (in defaults or a case) names the docker/pins.yaml image the case runs in: a key (paddle/seed000) or a
+generation / seed environment (seed001: the framework's image of it); none: the framework's image of the suite's
+generation (kit.images.spec.Pins.for_case). An unknown image is an error at file:line:image.
 A list value is expanded (the cartesian product of every list-valued key). A reference is
 (value, lower, upper, unit) as in ReFrame: lower/upper are relative bounds (-0.05 = 5 % below),
 null for unbounded; its other keys select the expanded cases it applies to.
@@ -68,6 +71,7 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
     "channels_last": ((bool,), False),
     "impl": ((str,), None),
     "timeout_s": ((int, float), 1800),
+    "image": ((str,), None),  # a docker/pins.yaml image key (paddle/seed000) or generation (seed001); None: the default
 }
 CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS}
 MINIMUM = {"batch_size": 1, "nodes": 1, "gpus_per_node": 1, "warmup_steps": 0, "measure_steps": 1, "repeats": 1,
@@ -122,6 +126,7 @@ class Case:
     timeout_s: float
     line: int = 0
     reference: Reference | None = None
+    image: str | None = None  # the pins image it names (`image:`); None: the default (Pins.for_case)
 
     @property
     def case_dir(self) -> str:
@@ -161,7 +166,7 @@ class Case:
                             self.precision, repeat)
 
     def to_dict(self) -> dict:
-        data = {k: getattr(self, k) for k in CASE_KEYS}
+        data = {k: getattr(self, k) for k in CASE_KEYS if k != "image" or self.image}
         data["reference"] = self.reference.to_dict() if self.reference else None
         data["implementation"] = self.log_framework if self.impl == "reference" else None
         return data
@@ -297,6 +302,8 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
         if impl == "reference" and "data" not in entry and "data" not in defaults:
             values["data"] = programs.default_data(values["framework"], values["model"])
         values["timeout_s"] = float(values["timeout_s"])
+        if values["image"] is not None:
+            _check_image(values["framework"], values["image"], entry if "image" in entry else defaults, path)
         case = Case(**values, line=entry.line)
         if impl == "reference":
             try:
@@ -305,6 +312,16 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
                 raise ConfigError(path, str(exc), entry.line_of(where), where) from None
         cases.append(case)
     return _attach_references(entry, cases, path)
+
+
+def _check_image(framework: str, image: str, entry: LineDict, path: Path) -> None:
+    """`image:` must name an image of docker/pins.yaml that the case's framework runs in (kit.images.spec)."""
+    from kit.images.spec import current_pins
+
+    try:
+        current_pins().image_key(framework, image)
+    except KeyError as exc:
+        raise ConfigError(path, str(exc.args[0]), entry.line_of("image"), "image") from None
 
 
 def _attach_references(entry: LineDict, cases: list[Case], path: Path) -> list[Case]:

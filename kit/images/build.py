@@ -3,7 +3,7 @@
     make_base(client, spec)                       debootstrap + docker import (no registry needed)
     built = build(client, spec)                   context assembled here; streamed progress; tag by hash
     push(client, built.ref, "127.0.0.1:5000")     -> the registry's manifest digest
-    pinned_images(client, suite, frameworks, ...) each framework's pinned image, built when missing
+    pinned_images(client, suite, frameworks, ...) each framework's pinned image (or its cases' image:), built if missing
     check_pins(pins) / write_rendered(pins)       the Dockerfiles on disk against their rendering of the pins
 
 Putting images on hosts is kit.images.deliver's job.
@@ -250,18 +250,36 @@ def push(client, ref: str, registry: str, progress: Progress = quiet) -> tuple[s
 
 
 def pinned_images(client, suite, frameworks: list[str], explicit: str | None,
-                  progress: Progress = quiet) -> dict[str, tuple[str, ImageSpec | None]]:
-    """framework -> (image reference, its spec): `explicit` for all, else each framework's pinned image of the
-    suite's hardware/generation, built here when missing."""
+                  progress: Progress = quiet, cases=None) -> dict[str, tuple[str, ImageSpec | None]]:
+    """framework -> (image reference, its spec): `explicit` for all, else each framework's pinned image (the one
+    its cases name with `image:`, else the suite's hardware/generation's), built here when missing. `cases`: those
+    to run (default: the suite's)."""
     if explicit:
         if image_id(client, explicit) is None:
             raise ImageError(f"{explicit}: not in the local engine")
         return {fw: (explicit, None) for fw in frameworks}
     pins = load_pins()
     out = {}
-    for fw in frameworks:
-        spec = pins.for_case(fw, suite.hardware, suite.name)
+    for fw, spec in images_by_framework(pins, suite, frameworks, cases).items():
         out[fw] = (build(client, spec, progress).ref, spec)
+    return out
+
+
+def images_by_framework(pins: Pins, suite, frameworks: list[str], cases=None) -> dict[str, ImageSpec]:
+    """framework -> the pinned image its cases run in (Pins.for_case with each case's `image:`). One image per
+    framework in one run: cases of a framework naming different images are an ImageError (run them apart)."""
+    cases = [c for c in (suite.cases if cases is None else cases) if c.framework in frameworks]
+    out: dict[str, ImageSpec] = {}
+    for fw in frameworks:
+        images = sorted({getattr(c, "image", None) or "" for c in cases if c.framework == fw}) or [""]
+        try:
+            specs = {pins.for_case(fw, suite.hardware, suite.name, image or None).key: image for image in images}
+        except KeyError as exc:
+            raise ImageError(str(exc.args[0])) from None
+        if len(specs) > 1:
+            raise ImageError(f"the {fw} cases of suite {suite.name} run in {len(specs)} images "
+                             f"({', '.join(sorted(specs))}); one run takes one image per framework: run them apart")
+        out[fw] = pins.get(next(iter(specs)))
     return out
 
 

@@ -16,13 +16,17 @@ def cudnn_of(suite: Suite) -> dict[str, tuple[str, str | None]]:
 
     if suite.hardware != "gpu":
         return {}
-    pins, out = load_pins(), {}
-    for framework in sorted({c.framework for c in suite.cases}):
+    pins, found = load_pins(), {}
+    for case in suite.cases:  # each case's image: its `image:`, else its framework's of the suite's generation
         try:
-            spec = pins.for_case(framework, suite.hardware, suite.name)
+            spec = pins.for_case(case.framework, suite.hardware, suite.name, case.image)
         except KeyError:  # no image of this generation: nothing pinned to compare
             continue
-        out[framework] = (spec.key, spec.versions.get("cudnn"))
+        found.setdefault(case.framework, {})[spec.key] = spec.versions.get("cudnn")
+    out = {}
+    for framework, images in sorted(found.items()):
+        for key, cudnn in sorted(images.items()):  # a framework in two images is named with each
+            out[framework if len(images) == 1 else f"{framework} ({key})"] = (key, cudnn)
     return out
 
 

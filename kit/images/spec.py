@@ -25,8 +25,13 @@ from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 SCHEMA_VERSION = SCHEMA_VERSIONS["pins.yaml"]
 PINS_FILE = REPO_ROOT / "docker" / "pins.yaml"
 GENERATIONS = ("v100", "a100", "h100")
-# what verify_pins.py can read from the libraries themselves
-VERSION_KEYS = ("ubuntu", "python", "cuda", "cudnn", "nccl", "dali", "paddle", "torch", "tensorflow", "mxnet")
+# a seed environment: the stack one seed report ran (images.<name>.generations.seed000 -> image key paddle/seed000);
+# chosen by a suite or case `image:`, never by the suite's generation
+ENVIRONMENT_RE = re.compile(r"^seed[0-9]{3}$")
+# what verify_pins.py can read from the libraries themselves (paddle_commit: paddle.version.commit, for a Paddle
+# built at a commit, as seed 000 ran it)
+VERSION_KEYS = ("ubuntu", "python", "cuda", "cudnn", "nccl", "dali", "paddle", "paddle_commit", "torch", "tensorflow",
+                "mxnet")
 FRAMEWORK_KEY = {"cpu": None, "paddle": "paddle", "pytorch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet"}
 IMAGE_NAMES = tuple(FRAMEWORK_KEY)
 LABEL_PREFIX = "io.kit.pins"
@@ -67,7 +72,7 @@ class Base:
 @dataclass(frozen=True)
 class ImageSpec:
     name: str  # cpu, paddle, pytorch, tensorflow, mxnet
-    generation: str | None  # v100/a100/h100; None for the cpu image
+    generation: str | None  # v100/a100/h100 or a seed environment (seed000, ...); None for the cpu image
     base: Base
     versions: dict[str, str]  # VERSION_KEYS -> the version the library must report
     source: str
@@ -118,15 +123,48 @@ class Pins:
                 return spec
         raise KeyError(f"no image {key!r} in {self.path} (have: {', '.join(s.key for s in self.images)})")
 
-    def for_case(self, framework: str, hardware: str, generation: str | None) -> ImageSpec:
-        """The image a case runs in: the cpu image on CPU suites, else the framework's image of that generation."""
+    def for_case(self, framework: str, hardware: str, generation: str | None, image: str | None = None) -> ImageSpec:
+        """The image a case runs in: the one its `image:` names (image_key), else the cpu image on CPU suites, else
+        the framework's image of that generation. KeyError (its message says why) when there is none."""
+        if image:
+            return self.get(self.image_key(framework, image))
         if hardware == "cpu":
             return self.get("cpu")
-        name = {v: k for k, v in FRAMEWORK_KEY.items() if v}[framework]
-        return self.get(f"{name}/{generation}")
+        return self.get(f"{image_name(framework)}/{generation}")
+
+    def image_key(self, framework: str, image: str) -> str:
+        """A suite's `image:` -> the pins key: a full key (paddle/seed000) or a bare generation or seed environment
+        (seed001 -> <the framework's image>/seed001). KeyError when no such image exists or it is another
+        framework's."""
+        name = image_name(framework)
+        key = image if "/" in image or image == "cpu" else f"{name}/{image}"
+        have = [s.key for s in self.images]
+        if key not in have:
+            mine = ", ".join(k for k in have if k.startswith(f"{name}/")) or "none"
+            raise KeyError(f"no image {key!r} in {self.path} ({framework} images: {mine})")
+        owner = key.split("/", 1)[0]
+        if owner not in (name, "cpu"):
+            raise KeyError(f"image {key!r} is the {owner} image, not {framework}'s ({name}/...)")
+        return key
+
+
+def image_name(framework: str) -> str:
+    """A suite's framework (paddle, torch, ...) -> its image name (paddle, pytorch, ...)."""
+    return {v: k for k, v in FRAMEWORK_KEY.items() if v}[framework]
 
 
 # ---- loading ----------------------------------------------------------------------------------
+
+
+def current_pins() -> Pins:
+    """docker/pins.yaml as it is now: read again only when the file changed (suite loading and planning ask often)."""
+    stamp = PINS_FILE.stat().st_mtime_ns
+    if _READ.get("stamp") != stamp:
+        _READ.update(stamp=stamp, pins=load_pins(PINS_FILE))
+    return _READ["pins"]
+
+
+_READ: dict = {}
 
 
 def load_pins(path: str | Path = PINS_FILE) -> Pins:
@@ -154,9 +192,9 @@ def load_pins(path: str | Path = PINS_FILE) -> Pins:
         shared = {"description": optional(entry, "description", str, path, "")}
         gens = _mapping(entry, "generations", path)
         for gen, gentry in gens.items():
-            if gen not in GENERATIONS:
-                raise ConfigError(path, f"unknown generation (known: {', '.join(GENERATIONS)})", gens.line_of(gen),
-                                  f"images.{name}.generations.{gen}")
+            if gen not in GENERATIONS and not (isinstance(gen, str) and ENVIRONMENT_RE.match(gen)):
+                raise ConfigError(path, f"unknown generation (known: {', '.join(GENERATIONS)}, or a seed environment "
+                                  "seedNNN)", gens.line_of(gen), f"images.{name}.generations.{gen}")
             images.append(_spec(name, gen, gentry, shared, code, path))
     return Pins(path, code, images)
 
@@ -251,7 +289,7 @@ def _spec(name: str, gen: str | None, entry, shared: dict, code: dict[str, Model
         if value is not None:  # null: not published anywhere we could read; not checked
             versions[key] = value
     fw = FRAMEWORK_KEY[name]
-    if fw and fw not in versions:
+    if fw and fw not in versions and not (fw == "paddle" and "paddle_commit" in versions):
         raise ConfigError(path, f"the {name} image must pin {fw}", versions_entry.line, f"{where}.versions.{fw}")
     names = optional(entry, "model_code", list, path, [])
     for n in names:

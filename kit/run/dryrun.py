@@ -116,7 +116,7 @@ def render_cluster(suite: Suite, hosts: list[HostConfig], hosts_source: str, run
     """`kit cluster --dry-run`: the host groups, then every case with its exact command on every host of its
     group (harness and published programs), and each case that will not run with the reason. A scheduler
     gives its own `why_not` (default: kit.run.plan.unfit) and `intro` lines (how it starts the groups)."""
-    why_not = why_not or (lambda case, group: unfit(case, group, suite.hardware))
+    why_not = why_not or (lambda case, group: unfit(case, group, suite.hardware, suite))
     groups, unplaced = cluster_plan(suite, [h.name for h in hosts])
     by_nodes = {nodes: hosts[:nodes] for _names, nodes in groups}
     lines = [f"kit cluster --dry-run: suite {suite.name} ({suite.hardware}), {len(suite.cases)} cases on "

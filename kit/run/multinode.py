@@ -49,7 +49,7 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     runs = plan_for_nodes(suite, len(hosts))
     if not runs:
         raise MultinodeError(f"suite {suite.name} has no case for {len(hosts)} node(s)")
-    refused = {r.case.key: why for r in runs if (why := unfit(r.case, hosts, suite.hardware))}
+    refused = {r.case.key: why for r in runs if (why := unfit(r.case, hosts, suite.hardware, suite))}
     for key, why in refused.items():
         progress("plan", "not run", f"{key}: {why}")
     runs = [r for r in runs if r.case.key not in refused]
@@ -105,7 +105,7 @@ def deliver_images(inv: Inventory, hosts: list[HostConfig], suite: Suite, runs: 
 
     client = build.docker_client()
     pinned = build.pinned_images(client, suite, sorted({r.case.framework for r in runs}), explicit,
-                                  lambda who, line: progress("image", who, line))
+                                  lambda who, line: progress("image", who, line), cases=[r.case for r in runs])
     for ref, spec in pinned.values():
         results = deliver.deliver_stream(client, inv, hosts, ref, lambda who, line: progress(who, "image", line))
         failed = [f"{r.host}: {r.error}" for r in results.values() if r.action == "failed"]

@@ -1,5 +1,8 @@
 """Plan: which runs (case x repeat) go where — this host, the first n hosts of an inventory — and which cannot.
 
+A case whose program cannot run in the image it would run in (docker/pins.yaml: a Paddle without paddle.fluid for a
+program that imports it, an image that does not check out its code) is refused here, with the reason.
+
 Repeats are interleaved (repeat 1 of every case, then repeat 2, ...) so slow drift of the machine spreads over
 all cases alike. A publisher's program (impl: reference) runs on this host only where its checkout is found
 under the model-code root (KIT_MODEL_CODE, else the images' /opt/models).
@@ -7,13 +10,12 @@ under the model-code root (KIT_MODEL_CODE, else the images' /opt/models).
 
 from __future__ import annotations
 
-import functools
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from kit.config import settings
+from kit.config import programs, settings
 from kit.config.suites import Case, Suite
 from kit.core.layout import run_folder
 from kit.run import reference
@@ -58,11 +60,10 @@ def missing_code(case: Case, root: str) -> str | None:
             f"checkouts; the images have them under {reference.CODE_ROOT})")
 
 
-@functools.cache
 def _pins():
-    from kit.images.spec import load_pins
+    from kit.images.spec import current_pins
 
-    return load_pins()
+    return current_pins()
 
 
 def pin_of(code: str) -> str:
@@ -108,13 +109,49 @@ def local_mismatches(suite: Suite, model_code: str) -> list[dict]:
     return found
 
 
+def image_of(case: Case, suite: Suite):
+    """The docker/pins.yaml image the case runs in (its `image:`, else its framework's image of the suite's
+    generation), or None where there is none (a suite not named after a generation, without `image:`)."""
+    try:
+        return _pins().for_case(case.framework, suite.hardware, suite.name, case.image)
+    except KeyError:
+        return None
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """'2.6.2' -> (2, 6, 2); None for what is not a dotted release number."""
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def image_refusal(case: Case, suite: Suite) -> str | None:
+    """Why the case's program cannot run in its image, or None (harness cases, programs the image can run, cases
+    with no pinned image). Checked at plan time so that `--dry-run` shows it and no run starts to fail."""
+    if case.impl != "reference":
+        return None
+    spec = image_of(case, suite)
+    if spec is None or spec.name == "cpu":
+        return None
+    impl = programs.implementation(case.framework, case.model)
+    paddle = spec.versions.get("paddle")
+    release = _release(paddle) if paddle else None
+    if impl.needs_fluid and release is not None and release[:2] >= programs.FLUID_REMOVED:
+        return f"{impl.short} imports paddle.fluid; image {spec.key} pins Paddle {paddle}, which has none"
+    if spec.model_code and impl.code not in {m.name for m in spec.model_code}:
+        return (f"{impl.short}: image {spec.key} does not check out its code ({impl.code}; it has "
+                f"{', '.join(m.name for m in spec.model_code)})")
+    return None
+
+
 def plan(suite: Suite, model_code: str, force: bool = False) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
     """Runs this host can do (interleaved repeats) and the cases it cannot, with the reason. A program whose
     checkout is not at the pinned commit runs only with `force` (kit.run.bench records it)."""
     skipped: list[tuple[Case, str]] = []
     differs = {m["case"]: m for m in local_mismatches(suite, model_code)} if not force else {}
     for case in suite.cases:
-        if case.nodes > 1:
+        if why := image_refusal(case, suite):
+            skipped.append((case, why))
+        elif case.nodes > 1:
             skipped.append((case, f"{case.nodes} nodes: run it with `fab -H ... run_multinode`"))
         elif case.impl == "reference" and (why := missing_code(case, model_code)):
             skipped.append((case, why))
@@ -133,9 +170,12 @@ def plan_for_nodes(suite: Suite, nodes: int, accept: Callable[[Case], bool] | No
     return [PlannedRun(c, r) for r in range(1, most + 1) for c in cases if r <= c.repeats]
 
 
-def unfit(case: Case, hosts: list, hardware: str) -> str | None:
-    """Why these hosts cannot run the case as planned (fewer GPUs than it starts per node, by the inventory's
-    `gpus:`; TensorFlow's mpirun across docker hosts), or None. A CPU suite's gpus_per_node counts processes."""
+def unfit(case: Case, hosts: list, hardware: str, suite: Suite | None = None) -> str | None:
+    """Why these hosts cannot run the case as planned (its program cannot run in its image, given the suite;
+    fewer GPUs than it starts per node, by the inventory's `gpus:`; TensorFlow's mpirun across docker hosts), or
+    None. A CPU suite's gpus_per_node counts processes."""
+    if suite is not None and (why := image_refusal(case, suite)):
+        return why
     boxed = [h.name for h in hosts if h.runtime == "docker"]
     if case.impl == "reference" and case.framework == "tensorflow" and case.nodes > 1 and boxed:
         return (f"one mpirun over {case.nodes} hosts cannot start ranks in the other hosts' containers yet; "
