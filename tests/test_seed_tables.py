@@ -82,3 +82,25 @@ def test_seed002_plsc_table_is_v100_references():
     for (nodes, gpus), value in SEED002.items():
         case = refs[("paddle", "arcface", 128, nodes, gpus, "fp32")]
         assert case.reference.value == value and case.precision == "fp32"
+
+
+# seed 001 (001_35bd56ed9f798634.txt), comparison table: only the 1-GPU NGC cells carry figures
+SEED001 = {("tensorflow", "fp32", 128): 398.257, ("torch", "fp32", 128): 355.69, ("mxnet", "fp32", 128): 376.18,
+           ("tensorflow", "amp", 256): 985.466, ("torch", "amp", 256): 797.38, ("mxnet", "amp", 256): 1398.8}
+
+
+def test_seed001_comparison_table_runs_in_seed001s_images():
+    from kit.images.parity import cudnn_of, parity_warning
+
+    suite = load_suite("seed001")
+    refs = references("seed001")
+    for (framework, precision, batch), value in SEED001.items():
+        assert refs[(framework, "resnet50", batch, 1, 1, precision)].reference.value == value
+    assert len(refs) == len(SEED001)
+    assert {(c.gpus_per_node * c.nodes) for c in suite.cases} == {1, 8, 32}
+    # the seed's own table: Paddle on cuDNN 7.6.5, the NGC images on 8.0.1 and 7.6.1 (seed 001's environment table)
+    versions = cudnn_of(suite)
+    assert {fw: (key, v) for fw, (key, v) in versions.items()} == {
+        "paddle": ("paddle/seed001", "7.6.5"), "tensorflow": ("tensorflow/seed001", "8.0.1"),
+        "torch": ("pytorch/seed001", "8.0.1"), "mxnet": ("mxnet/seed001", "7.6.1")}
+    assert parity_warning(versions).startswith("cuDNN differs across the frameworks compared: mxnet 7.6.1")
