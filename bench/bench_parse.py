@@ -3,7 +3,9 @@
 Each published fixture log is repeated to ~TARGET/len(fixtures) bytes, written to a temp
 folder, then read and parsed with --format auto detection, one process (= one core).
 Prints MB/s per format and overall, the median of REPEATS timings, and the ratio to the
-50 MB/s-per-core target.
+150 MB/s-per-core target (issue 21); exit status 0 when the overall figure reaches it, 1 when not.
+Wall-clock figures decide; the process's CPU time is printed beside them (on a shared, busy machine
+the wall clock also counts time the process waited for a core).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ sys.path.insert(0, str(REPO))
 from kit.results.parsers import parse_log  # noqa: E402
 
 FIXTURES = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared") / "fixtures" / "published-logs"
-TARGET_MB_PER_S = 50.0
+TARGET_MB_PER_S = 150.0
 
 
 def build_corpus(out: Path, total_bytes: int) -> list[Path]:
@@ -53,14 +55,14 @@ def main() -> int:
         sizes = {f: f.stat().st_size for f in files}
         total = sum(sizes.values())
         print(f"corpus: {len(files)} files, {total / 1e6:.1f} MB built from {FIXTURES}")
-        passes = []
+        passes, cpu_passes = [], []
         per_format: dict[str, list[float]] = defaultdict(list)
         records = 0
         for _ in range(args.repeats):
             spent: dict[str, float] = defaultdict(float)
             volume: dict[str, int] = defaultdict(int)
             records = 0
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             for f in files:
                 t0 = time.perf_counter()
                 parsed = parse_log(f)
@@ -68,15 +70,20 @@ def main() -> int:
                 volume[parsed.format.name] += sizes[f]
                 records += len(parsed.records)
             passes.append(time.perf_counter() - start)
+            cpu_passes.append(time.process_time() - cpu_start)
             for name in spent:
                 per_format[name].append(volume[name] / 1e6 / spent[name])
         seconds = statistics.median(passes)
         overall = total / 1e6 / seconds
+        cpu_overall = total / 1e6 / statistics.median(cpu_passes)
         print(f"records parsed per pass: {records:,}")
+        print(f"  {'format':<24} {'MB':>6} {'MB/s':>8}  (median of {args.repeats} passes, wall clock)")
         for name in sorted(per_format):
-            print(f"  {name:<24} {statistics.median(per_format[name]):8.1f} MB/s")
-        print(f"overall: {overall:.1f} MB/s per core (median of {args.repeats} passes, {seconds:.2f} s each)")
-        print(f"ratio to target {TARGET_MB_PER_S:.0f} MB/s: {overall / TARGET_MB_PER_S:.2f}x")
+            print(f"  {name:<24} {volume[name] / 1e6:6.1f} {statistics.median(per_format[name]):8.1f}")
+        print(f"overall: {overall:.1f} MB/s per core (median of {args.repeats} passes, {seconds:.2f} s each); "
+              f"CPU time: {cpu_overall:.1f} MB/s")
+        print(f"target {TARGET_MB_PER_S:.0f} MB/s per core: {overall / TARGET_MB_PER_S:.2f}x "
+              f"({'reached' if overall >= TARGET_MB_PER_S else 'NOT reached'})")
         return 0 if overall >= TARGET_MB_PER_S else 1
 
 

@@ -10,7 +10,9 @@ import calendar
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
-from functools import lru_cache
+from functools import lru_cache, partial
+from itertools import accumulate, compress, repeat
+from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import NamedTuple
 
@@ -55,7 +57,7 @@ def read_log_text(path: str | Path) -> str:
 
 
 def decode_log_bytes(data: bytes, path: str | Path) -> str:
-    if not data.strip():
+    if not data or data.isspace():  # what `not data.strip()` says, without copying the log
         raise ParseError(path, "empty file")
     head_bytes = data[:BINARY_SNIFF_BYTES]
     if head_bytes.count(0) > max(1, int(len(head_bytes) * BINARY_NUL_SHARE)):
@@ -109,13 +111,32 @@ def _day_start(year: int, month: int, day: int) -> int:
     return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0))
 
 
+_minute_starts: dict[tuple, int] = {}
+
+
+def minute_start(year, month, day, hh, mm) -> int:
+    """posix_time() of the minute's first second, an int (cached)."""
+    key = (year, month, day, hh, mm)
+    start = _minute_starts.get(key)
+    if start is None:
+        if len(_minute_starts) > 65536:
+            _minute_starts.clear()
+        start = _minute_starts[key] = _day_start(int(year), int(month), int(day)) + int(hh) * 3600 + int(mm) * 60
+    return start
+
+
 def posix_time(year, month, day, hh, mm, ss, frac: str | None = None) -> float:
     """Seconds since the epoch of a log's wall-clock time, read as UTC (only differences matter).
 
-    Takes ints or the digit strings a regex captured; frac is the digits after the point.
+    Takes ints or the digit strings a regex captured; frac is the digits after the point. The minute's
+    start is cached (logs print thousands of lines a minute); integer sums, so the float is exact.
     """
-    seconds = _day_start(int(year), int(month), int(day)) + int(hh) * 3600 + int(mm) * 60 + int(ss)
+    seconds = minute_start(year, month, day, hh, mm) + int(ss)
     return seconds + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
+new_record = tuple.__new__
+"""new_record(Record, (value, unit, metric, kind, line, step, epoch, timestamp, rank)): a Record, built in C."""
 
 
 # A throughput number as tools print it (nan/inf are matched so to_float can refuse them).
@@ -129,7 +150,8 @@ _NUMBER_AT_END = re.compile(r"(?:^|[\s:=,(\[])[-+]?\.?\d[\d.eE+-]*$")
 
 
 def scan_lines(
-    text: str, needle: re.Pattern[str], parse_line: LineParser, path: str | Path, delimited: bool = False
+    text: str, needle: re.Pattern[str], parse_line: LineParser, path: str | Path, delimited: bool = False,
+    first_line: int = 1,
 ) -> list[Record]:
     """Run parse_line on every line containing a needle match.
 
@@ -138,36 +160,116 @@ def scan_lines(
     whole, or ends right on its number, is a log cut mid-line: an error, never a figure.
     delimited: the format's line regex reads a value only when a unit or separator follows
     it, so a parsed final line is complete even when it ends on a number (another field).
+    first_line: the number of text's first line (text is the tail of a log).
     """
     records: list[Record] = []
-    lineno = 1
+    lineno = first_line
     counted_to = 0
     last_line_start = -1
     length = len(text)
     tagged = "<std" in text  # mpirun --tag-output somewhere in this log
+    rfind, find, count = text.rfind, text.find, text.count
     for m in needle.finditer(text):
-        start = text.rfind("\n", 0, m.start()) + 1
+        start = rfind("\n", 0, m.start()) + 1
         if start == last_line_start:
             continue
         last_line_start = start
-        end = text.find("\n", m.end())
+        end = find("\n", m.end())
         terminated = end != -1
         if not terminated:
             end = length
-        lineno += text.count("\n", counted_to, start)
+        lineno += count("\n", counted_to, start)
         counted_to = start
         line = text[start:end]
         if line.endswith("\r"):
             line = line[:-1]
-        fragments = split_rank_fragments(line) if tagged else ((None, line),)
         try:
-            found = [r for rank, fragment in fragments for r in parse_line(fragment, lineno, rank)]
+            if tagged:
+                found = [r for rank, fragment in split_rank_fragments(line) for r in parse_line(fragment, lineno, rank)]
+            else:
+                found = list(parse_line(line, lineno, None))
         except ValueError as exc:  # int() of a number of thousands of digits
             raise ParseError(path, f"a number that cannot be read ({str(exc).split(';')[0]})", lineno) from None
         if not terminated and (not found or (not delimited and _NUMBER_AT_END.search(line))):
             raise ParseError(path, "log cut mid-line: the last throughput line is incomplete", lineno)
         records.extend(found)
     return records
+
+
+TWO_TAGS = re.compile(r"<std[^\n]*<std")  # a line of two mpirun fragments: scan_lines joins them per rank
+
+
+class LineMatches(NamedTuple):
+    """The first match of each line of a regex over a whole text (see first_matches)."""
+
+    groups: list[list]  # one list per group of the regex, one item per match (None where it took no part)
+    lines: list[int]  # each match's 1-based line number
+    prefixes: list[str] | None  # the text before each match on its line, when asked for
+    last_on_final_line: bool  # the last match is on the text's final line
+    ranks: list[int] | None = None  # each line's mpirun rank, in a tagged log
+
+
+def first_matches(regex: re.Pattern[str], text: str, prefixes: bool = False) -> LineMatches:
+    """regex (whose matches never cross a newline) over the whole text, keeping each line's first match, as
+    scan_lines reads a line; one regex.split() and C-level maps, no Python code per match."""
+    k = regex.groups
+    parts = regex.split(text)  # gap 0, groups of match 1, gap 1, ..., the text after the last match
+    gaps = parts[0 :: k + 1]
+    n = len(gaps) - 1
+    newlines = list(map(str.count, gaps[:n], repeat("\n")))  # a match holds no newline: gaps count them all
+    keep = newlines.copy()
+    if n:
+        keep[0] = 1  # the first match is its line's first; a later one is when a newline came before it
+    lines = list(compress(accumulate(newlines, initial=1), [0, *keep]))
+    groups = [list(compress(parts[j :: k + 1], keep)) for j in range(1, k + 1)]
+    before = None
+    if prefixes:
+        before = list(map(itemgetter(2), map(str.rpartition, compress(gaps, keep), repeat("\n"))))
+    return LineMatches(groups, lines, before, n > 0 and "\n" not in gaps[n])
+
+
+def finite_floats(raws: list[str]) -> list[float] | None:
+    """float() of each, or None when one is not a finite float (the caller reads them one by one then)."""
+    try:
+        values = list(map(float, raws))
+    except (TypeError, ValueError):
+        return None
+    total = sum(values)
+    return None if total - total else values  # nan or inf in the values, or a sum past the float range
+
+
+def ints(raws: list[str]) -> list[int] | None:
+    try:
+        return list(map(int, raws))
+    except (TypeError, ValueError):
+        return None
+
+
+def make_records(*columns) -> list[Record]:
+    """Records from columns of equal length (a str or None column is repeated)."""
+    return list(map(new_record, repeat(Record), zip(*(repeat(c) if c is None or isinstance(c, str) else c
+                                                      for c in columns), strict=False)))
+
+
+def last_line_start(text: str) -> int:
+    """Where the final line without a newline starts; len(text) when the log ends with one."""
+    return len(text) if text.endswith("\n") else text.rfind("\n") + 1
+
+
+def cannot_read(path: str | Path, exc: ValueError, lineno: int) -> ParseError:
+    """scan_lines' error for int() of a number of thousands of digits."""
+    return ParseError(path, f"a number that cannot be read ({str(exc).split(';')[0]})", lineno)
+
+
+def read_number(raw: str, path: str | Path, line: int) -> float:
+    """to_float(), without its cost on the (many) numbers that read as finite floats."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return to_float(raw, path, line)  # raises, naming the text
+    if value - value:  # inf - inf and nan - nan are nan (true); a finite value gives 0.0
+        return to_float(raw, path, line)  # raises
+    return value
 
 
 class LogFormat:
@@ -193,40 +295,103 @@ class LogFormat:
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         raise NotImplementedError
 
-    # Optional fast path for logs without mpirun tags: one regex over the whole text that matches a throughput
-    # line's payload (starting with literal characters, never crossing a newline), and record_of() turning a
-    # match into its Record. It must give exactly what scan_lines + parse_line give (tests check both ways).
+    # Optional fast path: one regex over the whole text that matches a throughput line's payload (starting with
+    # literal characters, never crossing a newline), and record_of() turning a match into its Record. It must give
+    # exactly what scan_lines + parse_line give (tests check both ways).
     line_regex: re.Pattern[str] | None = None
 
     def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
         """The Record of a line_regex match; prefix is the line's text before the match."""
         raise NotImplementedError
 
+    # Optional, with line_regex: every Record at once from first_matches() (ranks set in a log whose lines each
+    # start with one mpirun tag), with C-level maps; None where any match needs more (a number float() or int()
+    # refuses, an unknown unit, a time int() refuses): then record_of() reads them one by one, errors included.
+    bulk_prefixes = False  # bulk_records reads the prefixes
+
+    def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
+        return None
+
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
-        if self.line_regex is not None and "<std" not in text:
+        if self.line_regex is not None:
             return self.scan_fast(text, path)
         return scan_lines(
-            text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path, self.value_delimited
+            text, self.needle, partial(self.parse_line, path=path), path, self.value_delimited
         )
 
     def scan_fast(self, text: str, path: str | Path) -> list[Record]:
-        """line_regex over the whole text: the first match of each line, as scan_lines would read it."""
+        """line_regex over the whole text: the first match of each line, as scan_lines would read it.
+
+        Lines behind one mpirun tag each are read here too (the tag's rank, the text after it); a log with a
+        line of two fragments (scan_lines joins them per rank) goes to scan_lines whole.
+        """
         assert self.line_regex is not None and self.value_delimited
+        tagged = "<std" in text
+        if tagged and TWO_TAGS.search(text):
+            return scan_lines(
+                text, self.needle, partial(self.parse_line, path=path), path, self.value_delimited
+            )
         records: list[Record] = []
+        append = records.append
+        record_of = self.record_of
+        rfind, count = text.rfind, text.count
         lineno, counted_to, last_start = 1, 0, -1
-        for m in self.line_regex.finditer(text):
-            start = text.rfind("\n", 0, m.start()) + 1
+        if not tagged:  # (a ValueError of record_of is parse_text's to report, as it always was)
+            found = first_matches(self.line_regex, text, self.bulk_prefixes)
+            bulk = self.bulk_records(found, path) if found.lines else []
+            if bulk is not None:
+                if not text.endswith("\n") and not found.last_on_final_line and self.needle.search(text, rfind("\n") + 1):
+                    raise ParseError(path, "log cut mid-line: the last throughput line is incomplete", count("\n") + 1)
+                return bulk
+            for m in self.line_regex.finditer(text):
+                begin = m.start()
+                start = rfind("\n", 0, begin) + 1
+                if start != last_start:
+                    last_start = start
+                    lineno += count("\n", counted_to, start)
+                    counted_to = start
+                    append(record_of(m, text[start:begin], lineno, None, path))
+            if not text.endswith("\n"):  # a final line holding the needle but no whole throughput line: cut mid-line
+                start = rfind("\n") + 1
+                if start != last_start and self.needle.search(text, start):
+                    raise ParseError(path, "log cut mid-line: the last throughput line is incomplete",
+                                     count("\n") + 1)
+            return records
+        stop = last_line_start(text)  # a cut last line: scan_lines reads it
+        found = first_matches(self.line_regex, text[:stop] if stop < len(text) else text, True)
+        tags = list(map(_MPI_TAG.match, found.prefixes))
+        if None not in tags:  # every line read behind one mpirun tag: its rank, and the text after the tag
+            prefixes = [p[t.end() :] for p, t in zip(found.prefixes, tags, strict=True)] if self.bulk_prefixes else None
+            ranks = list(map(int, map(methodcaller("group", 1), tags)))
+            bulk = self.bulk_records(found._replace(prefixes=prefixes, ranks=ranks), path) if found.lines else []
+            if bulk is not None:
+                if stop < len(text):
+                    bulk += scan_lines(text[stop:], self.needle, partial(self.parse_line, path=path),
+                                       path, self.value_delimited, count("\n", 0, stop) + 1)
+                return bulk
+        for m in self.line_regex.finditer(text, 0, stop):
+            begin = m.start()
+            start = rfind("\n", 0, begin) + 1
             if start == last_start:
                 continue
             last_start = start
-            lineno += text.count("\n", counted_to, start)
+            lineno += count("\n", counted_to, start)
             counted_to = start
-            records.append(self.record_of(m, text[start : m.start()], lineno, None, path))
-        if not text.endswith("\n"):  # a final line holding the needle but no whole throughput line: cut mid-line
-            start = text.rfind("\n") + 1
-            if start != last_start and self.needle.search(text, start):
-                raise ParseError(path, "log cut mid-line: the last throughput line is incomplete",
-                                 text.count("\n") + 1)
+            tag = _MPI_TAG.match(text, start)
+            try:
+                if tag is None:  # text before a tag, or no tag: split_rank_fragments decides
+                    end = text.find("\n", begin)
+                    line = text[start : end - 1] if text[end - 1] == "\r" else text[start:end]
+                    records += [r for rank, fragment in split_rank_fragments(line)
+                                for r in self.parse_line(fragment, lineno, rank, path)]
+                else:
+                    append(record_of(m, text[tag.end() : begin], lineno, int(tag.group(1)), path))
+            except ValueError as exc:
+                raise cannot_read(path, exc, lineno) from None
+        if stop < len(text):
+            lineno += count("\n", counted_to, stop)
+            records += scan_lines(text[stop:], self.needle, partial(self.parse_line, path=path),
+                                  path, self.value_delimited, lineno)
         return records
 
     def detect(self, text: str) -> bool:

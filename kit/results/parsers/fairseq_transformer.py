@@ -14,7 +14,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_STEP, LogFormat, Record, to_float
+from kit.results.parsers.base import (
+    NUMBER,
+    PER_STEP,
+    LineMatches,
+    LogFormat,
+    Record,
+    finite_floats,
+    ints,
+    make_records,
+    new_record,
+    read_number,
+)
 
 _LINE = re.compile(
     r"Transformer \| epoch (?P<epoch>\d+) \| step (?P<step>\d+) \|[^\n]*?\|tokens/s (?P<value>" + NUMBER + r") \|"
@@ -36,6 +47,14 @@ class FairseqTransformer(LogFormat):
         m = _LINE.search(line)
         return [] if m is None else [self.record_of(m, line[: m.start()], lineno, rank, path)]
 
+    def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
+        epochs, steps, raws = found.groups
+        values, steps, epochs = finite_floats(raws), ints(steps), ints(epochs)
+        if values is None or steps is None or epochs is None:
+            return None
+        return make_records(values, "tokens/s", "tokens/s", PER_STEP, found.lines, steps, epochs, None, found.ranks)
+
     def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
-        value = to_float(m["value"], path, lineno)
-        return Record(value, "tokens/s", "tokens/s", PER_STEP, lineno, int(m["step"]), int(m["epoch"]), None, rank)
+        epoch, step, raw = m.groups()
+        value = read_number(raw, path, lineno)
+        return new_record(Record, (value, "tokens/s", "tokens/s", PER_STEP, lineno, int(step), int(epoch), None, rank))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_CARD, LogFormat, Record, posix_time, to_float
+from kit.results.parsers.base import NUMBER, PER_CARD, LogFormat, Record, new_record, posix_time, read_number
 
 _IPS = re.compile(
     r"ips: ?(?P<value>" + NUMBER + r") ?"
@@ -44,26 +44,16 @@ class PaddleClas(LogFormat):
         m = _IPS.match(line, at) if at != -1 else None
         if m is None or "[Eval]" in line or "eval step" in line:
             return []
-        value = to_float(m["value"], path, lineno)
+        raw, unit = m.groups()
+        value = read_number(raw, path, lineno)
         ts = None
         if line.startswith("["):
             t = _TIME.match(line)
             if t:
                 ts = posix_time(*t.groups())
-        unit = m["unit"]
-        return [
-            Record(
-                value,
-                _UNITS.get(unit, unit),
-                "ips",
-                PER_CARD,
-                lineno,
-                _int_after(line, _STEP_MARKERS, at),
-                _int_after(line, _EPOCH_MARKERS, at),
-                ts,
-                rank,
-            )
-        ]
+        step = _int_after(line, _STEP_MARKERS, at)
+        epoch = _int_after(line, _EPOCH_MARKERS, at)
+        return [new_record(Record, (value, _UNITS.get(unit, unit), "ips", PER_CARD, lineno, step, epoch, ts, rank))]
 
 
 def _int_after(line: str, markers: tuple[str, ...], end: int) -> int | None:

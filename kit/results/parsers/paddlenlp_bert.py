@@ -10,12 +10,25 @@ sequences/s (avg_samples / avg_batch_cost): the job's figure is ips x cards (--s
 from __future__ import annotations
 
 import re
+from itertools import repeat
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_CARD, LogFormat, Record, known_unit, to_float
+from kit.results.parsers.base import (
+    NUMBER,
+    PER_CARD,
+    LineMatches,
+    LogFormat,
+    Record,
+    finite_floats,
+    ints,
+    known_unit,
+    make_records,
+    new_record,
+    read_number,
+)
 
 _LINE = re.compile(  # 'to[tb]al': total or tobal, starting with literal characters (fast over a whole log)
-    r"to[tb]al step: (?P<step>\d+), epoch: (?P<epoch>\d+), batch: \d+, [^\n]*?"
+    r"to[tb]al step: (?P<step>\d+), epoch: (?P<epoch>\d+), batch: \d+, (?:[^\ni]++|i)*?"  # = [^\n]*? (the first 'ips: ' that reads), skipping to each i
     r"ips: (?P<value>" + NUMBER + r") (?P<unit>[^\s\x1b]+)"  # the unit ends at a space or the logger's colour reset
 )
 _UNITS = {"sequences/sec": "sequences/s", "sequences/s": "sequences/s", "seqs/sec": "sequences/s",
@@ -39,7 +52,17 @@ class PaddleNLPBert(LogFormat):
         m = _LINE.search(line)
         return [] if m is None else [self.record_of(m, line[: m.start()], lineno, rank, path)]
 
+    def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
+        steps, epochs, raws, raw_units = found.groups
+        values, steps, epochs = finite_floats(raws), ints(steps), ints(epochs)
+        units = list(map(_UNITS.get, map(str.rstrip, raw_units, repeat(",."))))
+        if values is None or steps is None or epochs is None or None in units:
+            return None
+        return make_records(values, units, "ips", PER_CARD, found.lines, steps, epochs, None, found.ranks)
+
     def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
-        value = to_float(m["value"], path, lineno)
-        unit = known_unit(m["unit"].rstrip(",."), _UNITS, path, lineno)
-        return Record(value, unit, "ips", PER_CARD, lineno, int(m["step"]), int(m["epoch"]), None, rank)
+        step, epoch, raw, raw_unit = m.groups()
+        value = read_number(raw, path, lineno)
+        raw_unit = raw_unit.rstrip(",.")
+        unit = _UNITS.get(raw_unit) or known_unit(raw_unit, _UNITS, path, lineno)
+        return new_record(Record, (value, unit, "ips", PER_CARD, lineno, int(step), int(epoch), None, rank))

@@ -14,21 +14,27 @@ Every print_step steps, on every card. 2023 (the logger's prefix in ANSI colours
 from __future__ import annotations
 
 import re
+from itertools import repeat
 from pathlib import Path
 
 from kit.results.parsers.base import (
     ANSI_ESCAPE,
     NUMBER,
     PER_CARD,
+    LineMatches,
     LogFormat,
     Record,
+    finite_floats,
+    ints,
     known_unit,
+    make_records,
+    new_record,
     posix_time,
-    to_float,
+    read_number,
 )
 
 _LINE = re.compile(
-    r"step_idx: (?P<step>\d+), epoch: (?P<epoch>\d+), batch: \d+, [^\n]*?"
+    r"step_idx: (?P<step>\d+), epoch: (?P<epoch>\d+), batch: \d+, (?:[^\ni]++|i)*?"  # = [^\n]*? (the first 'ips: ' that reads), skipping to each i
     r"ips: (?P<value>" + NUMBER + r") (?P<unit>[^\s\x1b]+)"  # the unit ends at a space or the logger's colour reset
 )
 _TIME = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d+)")
@@ -51,11 +57,28 @@ class PaddleNLPTransformer(LogFormat):
         m = _LINE.search(line)
         return [] if m is None else [self.record_of(m, line[: m.start()], lineno, rank, path)]
 
+    bulk_prefixes = True
+
+    def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
+        steps, epochs, raws, raw_units = found.groups
+        values, steps, epochs = finite_floats(raws), ints(steps), ints(epochs)
+        units = list(map(_UNITS.get, map(str.rstrip, raw_units, repeat(",."))))
+        if values is None or steps is None or epochs is None or None in units:
+            return None
+        try:
+            times = [posix_time(*t.groups()) if t else None
+                     for t in map(_TIME.match, (ANSI_ESCAPE.sub("", p) if "\x1b" in p else p for p in found.prefixes))]
+        except ValueError:
+            return None
+        return make_records(values, units, "ips", PER_CARD, found.lines, steps, epochs, times, found.ranks)
+
     def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
-        value = to_float(m["value"], path, lineno)
-        unit = known_unit(m["unit"].rstrip(",."), _UNITS, path, lineno)
+        step, epoch, raw, raw_unit = m.groups()
+        value = read_number(raw, path, lineno)
+        raw_unit = raw_unit.rstrip(",.")
+        unit = _UNITS.get(raw_unit) or known_unit(raw_unit, _UNITS, path, lineno)
         if "\x1b" in prefix:  # the 2023 logger colours its '[time] [INFO]' prefix
             prefix = ANSI_ESCAPE.sub("", prefix)
         t = _TIME.match(prefix)
         ts = posix_time(*t.groups()) if t else None
-        return Record(value, unit, "ips", PER_CARD, lineno, int(m["step"]), int(m["epoch"]), ts, rank)
+        return new_record(Record, (value, unit, "ips", PER_CARD, lineno, int(step), int(epoch), ts, rank))

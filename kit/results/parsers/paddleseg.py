@@ -10,9 +10,23 @@ The launcher's 'ips: 127.0.0.1' (a host list) is not a [TRAIN] line and is never
 from __future__ import annotations
 
 import re
+from itertools import repeat
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_CARD, LogFormat, Record, known_unit, posix_time, to_float
+from kit.results.parsers.base import (
+    NUMBER,
+    PER_CARD,
+    LineMatches,
+    LogFormat,
+    Record,
+    finite_floats,
+    ints,
+    known_unit,
+    make_records,
+    new_record,
+    posix_time,
+    read_number,
+)
 
 _LINE = re.compile(
     r"\[TRAIN\] epoch: (?P<epoch>\d+), iter: (?P<step>\d+)/\d+, [^\n]*?"
@@ -38,9 +52,22 @@ class PaddleSeg(LogFormat):
         m = _LINE.search(line)
         return [] if m is None else [self.record_of(m, line[: m.start()], lineno, rank, path)]
 
+    bulk_prefixes = True
+
+    def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
+        epochs, steps, raws, raw_units = found.groups
+        values, steps, epochs = finite_floats(raws), ints(steps), ints(epochs)
+        units = list(map(_UNITS.get, map(str.rstrip, raw_units, repeat(",."))))
+        if values is None or steps is None or epochs is None or None in units:
+            return None
+        times = [posix_time(*t.groups()) if t else None for t in map(_TIME.match, found.prefixes)]
+        return make_records(values, units, "ips", PER_CARD, found.lines, steps, epochs, times, found.ranks)
+
     def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
-        value = to_float(m["value"], path, lineno)
-        unit = known_unit(m["unit"].rstrip(",."), _UNITS, path, lineno)
+        epoch, step, raw, raw_unit = m.groups()
+        value = read_number(raw, path, lineno)
+        raw_unit = raw_unit.rstrip(",.")
+        unit = _UNITS.get(raw_unit) or known_unit(raw_unit, _UNITS, path, lineno)
         t = _TIME.match(prefix)
         ts = posix_time(*t.groups()) if t else None
-        return Record(value, unit, "ips", PER_CARD, lineno, int(m["step"]), int(m["epoch"]), ts, rank)
+        return new_record(Record, (value, unit, "ips", PER_CARD, lineno, int(step), int(epoch), ts, rank))
