@@ -2,8 +2,11 @@
 """A minimal training loop: the yardstick for the harness's overhead (bench/harness_overhead.py).
 
 The same model module, optimizer, batch and threads as scripts/harness/train.py, but nothing else:
-no per-step timing, synchronisation, loss check or log line. Prints one number: samples/s over
-the measured steps (one clock read before and one after them).
+no per-step timing, synchronisation, loss check or log line. Prints one number: the figure over
+the measured steps (one clock read before and one after them) -- samples/s, or for seed 003's NLP
+models whole epochs of the same synthetic corpus: sequences/s (bert) or target tokens/s (transformer).
+Seed 003's models (se_resnext50, deeplabv3p, bert, transformer, cyclegan) step through the model
+module's Trainer (their publisher's optimizer), as the harness does.
 """
 
 from __future__ import annotations
@@ -16,6 +19,45 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "harness"))
 
+SEED003 = ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
+NLP = ("bert", "transformer")
+
+
+def seed003_step(a):
+    """(step function over a batch, list of device batches, counts per batch) for seed 003's models."""
+    import synthetic
+
+    if a.framework == "torch":
+        import models_torch as models
+        import torch
+
+        torch.set_num_threads(a.threads)
+        torch.manual_seed(0)
+
+        def to_device(arrays):
+            return tuple(torch.from_numpy(x) for x in arrays)
+    else:
+        import models_paddle as models
+        import paddle
+
+        paddle.set_device("cpu")
+        paddle.seed(0)
+
+        def to_device(arrays):
+            return tuple(paddle.to_tensor(x) for x in arrays)
+    classes = a.num_classes if a.model in ("se_resnext50", "deeplabv3p") else None
+    net = models.build_model(a.model, num_classes=classes, size=a.size)
+    net.train()
+    trainer = models.Trainer(a.model, net, batch_size=a.batch_size)
+    if a.model in NLP:
+        vocab = models.seed003_config(a.model, a.size)["vocab"]
+        make = synthetic.bert_corpus if a.model == "bert" else synthetic.transformer_corpus
+        corpus = make(a.corpus_size, a.batch_size, a.seq_len, vocab, 0)
+        count = [b.sequences if a.model == "bert" else b.tokens for b in corpus]
+        return trainer.step, [to_device(b.arrays) for b in corpus], count
+    arrays = synthetic.vision_batch(a.model, a.batch_size, a.image_size, classes or 0, 0)
+    return trainer.step, [to_device(arrays)], [a.batch_size]
+
 
 def main() -> int:
     p = argparse.ArgumentParser()
@@ -27,8 +69,32 @@ def main() -> int:
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--measure-steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--size", default="full")
+    p.add_argument("--seq-len", type=int, default=None)
+    p.add_argument("--corpus-size", type=int, default=None)
+    p.add_argument("--measure-epochs", type=int, default=1)
     a = p.parse_args()
     lr = 0.1 * a.batch_size / 256
+    if a.framework == "paddle":
+        os.environ["FLAGS_paddle_num_threads"] = os.environ["OMP_NUM_THREADS"] = str(a.threads)
+    if a.model in SEED003:
+        step, batches, counts = seed003_step(a)
+        for i in range(a.warmup_steps):
+            step(*batches[i % len(batches)])
+        if a.model in NLP:  # whole epochs of the corpus, as the harness times them
+            t0 = time.perf_counter()
+            for _ in range(a.measure_epochs):
+                for batch in batches:
+                    step(*batch)
+            seconds = time.perf_counter() - t0
+            print(f"{sum(counts) * a.measure_epochs / seconds:.4f}")
+            return 0
+        t0 = time.perf_counter()
+        for _ in range(a.measure_steps):
+            step(*batches[0])
+        seconds = time.perf_counter() - t0
+        print(f"{a.batch_size * a.measure_steps / seconds:.4f}")
+        return 0
     if a.framework == "torch":
         import models_torch
         import torch
@@ -45,7 +111,6 @@ def main() -> int:
             net(x, y).backward()
             opt.step()
     else:
-        os.environ["FLAGS_paddle_num_threads"] = os.environ["OMP_NUM_THREADS"] = str(a.threads)
         import models_paddle
         import numpy as np
         import paddle

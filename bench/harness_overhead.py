@@ -2,9 +2,13 @@
 """Harness overhead: the harness's samples/s / a bare training loop's samples/s, same everything else.
 
     python bench/harness_overhead.py [--frameworks torch,paddle] [--pairs 3] [--model resnet50] ...
+    python bench/harness_overhead.py --models resnet50,se_resnext50,deeplabv3p,bert,transformer,cyclegan
 
 Runs alternate harness / bare in ABBA order (so drift of a shared machine falls on both alike);
-the figure per framework is the median of the per-pair ratios. Target: >= 0.99.
+the figure per framework (and model) is the median of the per-pair ratios. Target: >= 0.99.
+--models runs each listed model at its CPU preset (PRESETS: seed 003's models at their "tiny" size,
+NLP over whole epochs of the synthetic corpus, figure in sequences/s or tokens/s as the harness reports it);
+--model runs one model with the shape flags below.
 """
 
 from __future__ import annotations
@@ -21,9 +25,26 @@ REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "scripts" / "harness" / "train.py"
 BARE = REPO / "bench" / "bare_loop.py"
 TARGET = 0.99
+# CPU shapes per model for --models (seconds per run on 2 cores); bert/transformer are timed over whole epochs
+PRESETS = {
+    "resnet50": ["--batch-size", "16", "--image-size", "64", "--num-classes", "1000", "--warmup-steps", "5",
+                 "--measure-steps", "20"],
+    "se_resnext50": ["--size", "tiny", "--batch-size", "16", "--image-size", "64", "--num-classes", "1000",
+                     "--warmup-steps", "5", "--measure-steps", "20"],
+    "deeplabv3p": ["--size", "tiny", "--batch-size", "4", "--image-size", "96", "--num-classes", "19",
+                   "--warmup-steps", "5", "--measure-steps", "20"],
+    "cyclegan": ["--size", "tiny", "--batch-size", "1", "--image-size", "64", "--warmup-steps", "5",
+                 "--measure-steps", "20"],
+    "bert": ["--size", "tiny", "--batch-size", "8", "--seq-len", "128", "--corpus-size", "480",
+             "--warmup-steps", "5", "--measure-epochs", "2"],
+    "transformer": ["--size", "tiny", "--batch-size", "1024", "--seq-len", "96", "--corpus-size", "640",
+                    "--warmup-steps", "5", "--measure-epochs", "1"],
+}
 
 
 def shape_args(a) -> list[str]:
+    if getattr(a, "preset", None):
+        return ["--model", a.model, *PRESETS[a.model], "--threads", str(a.threads)]
     return ["--model", a.model, "--batch-size", str(a.batch_size), "--image-size", str(a.image_size),
             "--num-classes", str(a.num_classes), "--warmup-steps", str(a.warmup_steps),
             "--measure-steps", str(a.measure_steps), "--threads", str(a.threads)]
@@ -35,8 +56,8 @@ def run_harness(framework: str, a) -> float:
     for line in reversed(out.stdout.splitlines()):
         if line.startswith(":::KITLOG ") and '"run_stop"' in line:
             stop = json.loads(line[len(":::KITLOG "):])
-            if stop["status"] == "success":
-                return float(stop["samples_per_sec"])
+            if stop["status"] == "success":  # seed 003's NLP models: sequences/s or tokens/s
+                return float(stop.get("throughput", stop["samples_per_sec"]))
     raise SystemExit(f"harness run failed (exit {out.returncode}): {out.stderr[-1500:]}")
 
 
@@ -53,6 +74,7 @@ def main() -> int:
     p.add_argument("--frameworks", default="torch,paddle")
     p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--model", default="resnet50")
+    p.add_argument("--models", default=None, help=f"comma-separated, each at its preset: {', '.join(PRESETS)}")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--num-classes", type=int, default=1000)
@@ -60,8 +82,24 @@ def main() -> int:
     p.add_argument("--measure-steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     a = p.parse_args()
+    if a.models:
+        unknown = [m for m in a.models.split(",") if m not in PRESETS]
+        if unknown:
+            p.error(f"--models: no preset for {', '.join(unknown)}; known: {', '.join(PRESETS)}")
+        verdicts = []
+        for model in a.models.split(","):
+            a.model, a.preset = model, True
+            print(f"harness overhead: {model} at {' '.join(PRESETS[model])}, {a.threads} threads, "
+                  f"{a.pairs} ABBA pairs per framework", flush=True)
+            verdicts += compare(a)
+        return 0 if all(verdicts) else 1
     print(f"harness overhead: {a.model}, batch {a.batch_size}, {a.image_size}px, {a.threads} threads, "
           f"{a.warmup_steps}+{a.measure_steps} steps, {a.pairs} ABBA pairs per framework", flush=True)
+    return 0 if all(compare(a)) else 1
+
+
+def compare(a) -> list[bool]:
+    """ABBA pairs per framework for a.model; prints each pair and the median ratio; True where it meets TARGET."""
     verdicts = []
     for framework in a.frameworks.split(","):
         harness, bare, ratios = [], [], []
@@ -77,10 +115,11 @@ def main() -> int:
                   f"ratio {ratios[-1]:.4f}", flush=True)
         ratio = statistics.median(ratios)
         verdicts.append(ratio >= TARGET)
-        print(f"{framework}: median harness {statistics.median(harness):.2f} samples/s, bare "
-              f"{statistics.median(bare):.2f} samples/s, ratio {ratio:.4f} "
+        unit = {"bert": "sequences/s", "transformer": "tokens/s"}.get(a.model, "samples/s")
+        print(f"{framework} {a.model}: median harness {statistics.median(harness):.2f} {unit}, bare "
+              f"{statistics.median(bare):.2f} {unit}, ratio {ratio:.4f} "
               f"({'meets' if ratio >= TARGET else 'BELOW'} target {TARGET})", flush=True)
-    return 0 if all(verdicts) else 1
+    return verdicts
 
 
 if __name__ == "__main__":

@@ -130,7 +130,8 @@ def _triples(words: list[str]) -> list[list[str]]:
 @pytest.mark.parametrize("framework", ["torch", "paddle"])
 def test_bad_arguments_raise_value_error(framework, request):
     module = request.getfixturevalue("mt" if framework == "torch" else "mp")
-    assert module.MODELS == ("resnet50", "vgg16", "arcface")
+    assert module.MODELS[:3] == ("resnet50", "vgg16", "arcface")
+    assert module.MODELS[3:] == module.SEED003_MODELS == ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
     with pytest.raises(ValueError, match="resnet18"):
         module.build_model("resnet18")
     with pytest.raises(ValueError, match="num_classes"):

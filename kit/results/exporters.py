@@ -62,13 +62,14 @@ def to_markdown(report: Report) -> str:
         for case in group.cases:
             speed = "" if case.speedup_rounded is None else str(case.speedup_rounded)
             out.write(f"| {case.nodes} | {case.gpus} | {_shown(case.median, report.method)} | {speed} |\n")
-        out.write("\n| case | runs | min | max | CV | efficiency |\n")
-        out.write("| ---- | ---- | --- | --- | -- | ---------- |\n")
+        out.write("\n| case | runs | min | max | CV | efficiency | peak memory |\n")
+        out.write("| ---- | ---- | --- | --- | -- | ---------- | ----------- |\n")
         for case in group.cases:
             eff = "" if case.efficiency is None else f"{case.efficiency:.1%}"
+            peak = "" if case.peak_memory_mb is None else f"{case.peak_memory_mb:.0f} MiB"
             out.write(
                 f"| {case.name} | {len(case.runs)} | {_shown(min(case.values), report.method)} "
-                f"| {_shown(max(case.values), report.method)} | {stats.cv(case.values):.2%} | {eff} |\n"
+                f"| {_shown(max(case.values), report.method)} | {stats.cv(case.values):.2%} | {eff} | {peak} |\n"
             )
         for note in group.notes:
             out.write(f"\n- {note}")
@@ -134,6 +135,7 @@ CSV_COLUMNS = (
     "speedup",
     "efficiency",
     "unit",
+    "peak_memory_mb",
 )
 
 
@@ -162,6 +164,7 @@ def to_csv(report: Report) -> str:
                     "" if case.speedup is None else repr(case.speedup),
                     "" if case.efficiency is None else repr(case.efficiency),
                     group.unit,
+                    "" if case.peak_memory_mb is None else repr(case.peak_memory_mb),
                 ]
             )
     return out.getvalue()

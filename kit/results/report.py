@@ -16,6 +16,7 @@ from kit.core.layout import GroupKey, RunLog, Stray, case_name, find_logs
 from kit.results import stats
 from kit.results.extract import Figure, Method, MethodError, compute_figure
 from kit.results.parsers import PER_CARD, ParseError, parse_log
+from kit.results.parsers.kitlog import read_peak_memory
 
 SCHEMA_VERSION = SCHEMA_VERSIONS["results.json"]
 SPEEDUP_DECIMALS = 2
@@ -25,6 +26,7 @@ SPEEDUP_DECIMALS = 2
 class RunResult:
     log: RunLog
     figure: Figure
+    peak_memory_mb: float | None = None  # the harness's run_stop figure (peak RSS on CPU, peak allocated on GPU)
 
     def to_dict(self, root: Path) -> dict:
         return {
@@ -40,6 +42,7 @@ class RunResult:
             "lines": [self.figure.first_line, self.figure.last_line],
             "scale": self.figure.method.scale,
             "warnings": list(self.figure.warnings),
+            "peak_memory_mb": self.peak_memory_mb,
         }
 
 
@@ -75,6 +78,12 @@ class CaseResult:
         return None if self.speedup is None else stats.scaling_efficiency(self.speedup, self.gpus)
 
     @property
+    def peak_memory_mb(self) -> float | None:
+        """The largest peak memory of the case's runs (MiB), None when no run logged one."""
+        peaks = [r.peak_memory_mb for r in self.runs if r.peak_memory_mb is not None]
+        return max(peaks) if peaks else None
+
+    @property
     def outlier_runs(self) -> list[int]:
         return [self.runs[i].log.run for i in stats.mad_outliers(self.values)]
 
@@ -95,6 +104,7 @@ class CaseResult:
             "speedup_rounded": self.speedup_rounded,
             "efficiency": self.efficiency,
             "outlier_runs": self.outlier_runs,
+            "peak_memory_mb": self.peak_memory_mb,
         }
 
 
@@ -202,7 +212,9 @@ def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: boo
         except (MethodError, stats.StatsError) as exc:
             failures.append((log.path, str(exc)))
             continue
-        by_group.setdefault(log.group, {}).setdefault((log.nodes, log.gpus_per_node), []).append(RunResult(log, figure))
+        peak = read_peak_memory(log.path) if figure.format == "kitlog" else None
+        by_group.setdefault(log.group, {}).setdefault((log.nodes, log.gpus_per_node), []).append(
+            RunResult(log, figure, peak))
     groups = []
     for key in sorted(by_group):
         cases = [CaseResult(n, g, runs) for (n, g), runs in sorted(by_group[key].items())]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The kit's training harness: one model, one data path, one timing rule, one log line, any framework.
 
-    python train.py --framework paddle|torch --model resnet50|vgg16|arcface --batch-size B [options]
+    python train.py --framework paddle|torch --batch-size B [options] --model resnet50|vgg16|arcface|
+        se_resnext50|deeplabv3p|bert|transformer|cyclegan
 
 See README.md beside this file for the log lines and exit codes. Standard library + the framework
 (+ numpy, Pillow for JPEG data); never imports the kit.
@@ -14,6 +15,7 @@ import json
 import math
 import os
 import platform
+import resource
 import socket
 import sys
 import time
@@ -24,10 +26,19 @@ HARNESS_DIR = Path(__file__).resolve().parent
 if str(HARNESS_DIR) not in sys.path:
     sys.path.insert(0, str(HARNESS_DIR))
 
-MODELS = ("resnet50", "vgg16", "arcface")
+SEED003 = ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")  # seed 003's benchmark set
+NLP = ("bert", "transformer")  # timed over whole epochs of a variable-length corpus (seed 003's rule)
+MODELS = ("resnet50", "vgg16", "arcface", *SEED003)
 FRAMEWORKS = ("paddle", "torch")
-DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112}
-DEFAULT_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431}  # arcface: PLSC's MS1M-V3 identities
+# the published shapes: ImageNet 224, PLSC's 112, Paddle's DeepLabV3+ Cityscapes crop 769, CycleGAN's 256
+DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112, "se_resnext50": 224, "deeplabv3p": 769,
+                      "cyclegan": 256}
+# arcface: PLSC's MS1M-V3 identities; deeplabv3p: Cityscapes' 19 classes
+DEFAULT_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431, "se_resnext50": 1000, "deeplabv3p": 19}
+DEFAULT_SEQ_LEN = {"bert": 512, "transformer": 256}  # BERT's max_seq_len; the Transformer's max sentence length
+DEFAULT_CORPUS = {"bert": 4096, "transformer": 20000}  # sequences / sentence pairs in the synthetic corpus
+UNIT = {"bert": "sequences/s", "transformer": "tokens/s", "cyclegan": "samples/s"}  # others: images/s
+PADDLE_GPU_MEMORY_FLAG = "FLAGS_fraction_of_gpu_memory_to_use"  # 0: no pre-allocated pool, real peak (seed 003)
 LOG_VERSION = 1
 
 EXIT_ERROR, EXIT_BAD_INPUT, EXIT_NAN, EXIT_OOM = 1, 2, 3, 4
@@ -87,9 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="train.py", description=__doc__.splitlines()[0])
     p.add_argument("--framework", required=True, choices=FRAMEWORKS)
     p.add_argument("--model", required=True, choices=MODELS)
-    p.add_argument("--batch-size", type=positive_int, default=None, help="per-process batch (not for --count-params)")
-    p.add_argument("--image-size", type=positive_int, default=None, help="square input side (default 224; arcface 112)")
-    p.add_argument("--num-classes", type=positive_int, default=None, help="classes (default 1000; arcface 93431)")
+    p.add_argument("--batch-size", type=positive_int, default=None,
+                   help="per-process batch (not for --count-params): images, sequences (bert), tokens (transformer)")
+    p.add_argument("--image-size", type=positive_int, default=None,
+                   help="square input side (default 224; arcface 112, deeplabv3p 769, cyclegan 256)")
+    p.add_argument("--num-classes", type=positive_int, default=None,
+                   help="classes (default 1000; arcface 93431, deeplabv3p 19)")
+    p.add_argument("--size", choices=("full", "tiny"), default="full",
+                   help="seed 003's models: the published configuration (full) or a small one for CPU tests")
+    p.add_argument("--seq-len", type=positive_int, default=None,
+                   help="bert: max sequence length (default 512); transformer: max sentence length (default 256)")
+    p.add_argument("--corpus-size", type=positive_int, default=None,
+                   help="bert: sequences (default 4096), transformer: sentence pairs (default 20000) per epoch")
+    p.add_argument("--measure-epochs", type=positive_int, default=1,
+                   help="bert, transformer: whole epochs measured (after --warmup-steps steps)")
     p.add_argument("--precision", choices=("fp32", "amp"), default="fp32")
     p.add_argument("--data", default="synthetic", help="'synthetic' or the path of an ImageNet train_list.txt")
     p.add_argument("--data-root", default=None, help="root the list's paths are relative to (default: its folder)")
@@ -133,7 +155,11 @@ class Backend:
 
     net = opt = scaler = None
 
+    trainer = None  # seed 003's models: their publisher's optimizer(s) and step (models_*.Trainer)
+
     def count_params(self) -> int: ...
+    def to_device(self, arrays: tuple) -> tuple: ...
+    def peak_memory(self) -> dict: ...
     def autocast(self): ...  # the framework's mixed-precision context (used only when amp_effective)
     def zero_grad(self) -> None: ...
     def batch_from_numpy(self, images, labels): ...
@@ -142,8 +168,11 @@ class Backend:
     def is_oom(self, exc: BaseException) -> bool: ...
     def barrier(self) -> None: ...
 
-    def train_step(self, images, labels) -> float:
+    def train_step(self, *batch) -> float:
         """One forward/backward/update; returns the loss as a Python float (which waits for the step)."""
+        if self.trainer is not None:
+            return self.trainer.step(*batch)
+        images, labels = batch
         self.zero_grad()
         if self.scaler is not None:
             with self.autocast():
@@ -180,22 +209,38 @@ class TorchBackend(Backend):
         else:
             self.dev = torch.device("cpu")
             self.device_name = cpu_name()
-        self.amp_effective = args.precision == "amp" and use_gpu
+        self.amp_effective = args.precision == "amp" and use_gpu and args.model != "cyclegan"
         self.memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
-        net = models_torch.build_model(args.model, num_classes=args.num_classes)
+        net = models_torch.build_model(args.model, num_classes=args.num_classes, **model_options(args))
         net = net.to(self.dev, memory_format=self.memory_format)
+        model = net
         self.params = models_torch.count_params(net)
         self.distributed = dist.world_size > 1
         if self.distributed:
             torch.distributed.init_process_group(backend="nccl" if use_gpu else "gloo")
             net = torch.nn.parallel.DistributedDataParallel(net, device_ids=[dist.local_rank] if use_gpu else None)
         self.net = net
-        self.opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_effective else None
+        if args.model in SEED003:
+            self.trainer = models_torch.Trainer(args.model, model, net, lr=args.lr,
+                                                batch_size=args.batch_size * dist.world_size, scaler=self.scaler,
+                                                autocast=self.autocast if self.amp_effective else None)
+        else:
+            self.opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum,
+                                       weight_decay=args.weight_decay)
         self.net.train()
 
     def count_params(self) -> int:
         return self.params
+
+    def to_device(self, arrays):
+        return tuple(self.torch.from_numpy(a).to(self.dev) for a in arrays)
+
+    def peak_memory(self) -> dict:
+        if self.device == "gpu":
+            return {"peak_memory_mb": round(self.torch.cuda.max_memory_allocated(self.dev) / 2**20, 1),
+                    "peak_memory_kind": "torch.cuda.max_memory_allocated"}
+        return cpu_peak_memory()
 
     def batch_from_numpy(self, images, labels):
         torch = self.torch
@@ -240,6 +285,8 @@ class PaddleBackend(Backend):
         # read when paddle starts, so set before the import; Paddle's CPU kernels follow OMP_NUM_THREADS
         os.environ["FLAGS_paddle_num_threads"] = str(threads)
         os.environ["OMP_NUM_THREADS"] = str(threads)
+        # seed 003: no pre-allocated memory pool, so the peak is the model's own (a value set outside is kept)
+        os.environ.setdefault(PADDLE_GPU_MEMORY_FLAG, "0")
         import models_paddle
         import paddle
 
@@ -256,23 +303,30 @@ class PaddleBackend(Backend):
         else:
             paddle.set_device("cpu")
             self.device_name = cpu_name()
-        self.amp_effective = args.precision == "amp" and use_gpu
+        self.amp_effective = args.precision == "amp" and use_gpu and args.model != "cyclegan"
         self.data_format = "NHWC" if args.channels_last else "NCHW"
         self.distributed = dist.world_size > 1
         if self.distributed:
             paddle.distributed.init_parallel_env()
-        net = models_paddle.build_model(args.model, num_classes=args.num_classes, data_format=self.data_format)
+        net = models_paddle.build_model(args.model, num_classes=args.num_classes, data_format=self.data_format,
+                                        **model_options(args))
+        model = net
         self.params = models_paddle.count_params(net)
         if self.distributed:
             net = paddle.DataParallel(net)
         self.net = net
-        self.opt = paddle.optimizer.Momentum(
-            learning_rate=args.lr,
-            momentum=args.momentum,
-            parameters=net.parameters(),
-            weight_decay=paddle.regularizer.L2Decay(args.weight_decay),
-        )
         self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**15) if self.amp_effective else None
+        if args.model in SEED003:
+            self.trainer = models_paddle.Trainer(args.model, model, net, lr=args.lr,
+                                                 batch_size=args.batch_size * dist.world_size, scaler=self.scaler,
+                                                 autocast=self.autocast if self.amp_effective else None)
+        else:
+            self.opt = paddle.optimizer.Momentum(
+                learning_rate=args.lr,
+                momentum=args.momentum,
+                parameters=net.parameters(),
+                weight_decay=paddle.regularizer.L2Decay(args.weight_decay),
+            )
         self.net.train()
 
     def count_params(self) -> int:
@@ -280,6 +334,16 @@ class PaddleBackend(Backend):
 
     def _layout(self, images):
         return images.transpose(0, 2, 3, 1) if self.data_format == "NHWC" and images.shape[1] == 3 else images
+
+    def to_device(self, arrays):
+        return tuple(self.paddle.to_tensor(a) for a in arrays)
+
+    def peak_memory(self) -> dict:
+        if self.device == "gpu":
+            return {"peak_memory_mb": round(self.paddle.device.cuda.max_memory_allocated() / 2**20, 1),
+                    "peak_memory_kind": "paddle.device.cuda.max_memory_allocated",
+                    PADDLE_GPU_MEMORY_FLAG: os.environ.get(PADDLE_GPU_MEMORY_FLAG)}
+        return cpu_peak_memory()
 
     def batch_from_numpy(self, images, labels):
         return self.paddle.to_tensor(self._layout(images)), self.paddle.to_tensor(labels)
@@ -318,6 +382,18 @@ class PaddleBackend(Backend):
 BACKENDS = {"torch": TorchBackend, "paddle": PaddleBackend}
 
 
+def cpu_peak_memory() -> dict:
+    """Peak resident set size of this process in MiB (every rank reports its own in its rank_stop line)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    mib = peak / 2**20 if sys.platform == "darwin" else peak / 1024
+    return {"peak_memory_mb": round(mib, 1), "peak_memory_kind": "peak_rss"}
+
+
+def model_options(args) -> dict:
+    """build_model's extra arguments for seed 003's models (their size; nothing for the older three)."""
+    return {"size": args.size} if args.model in SEED003 else {}
+
+
 def count_params_only(args) -> int:
     """Shapes only: the layers are built without allocating or initialising their weights."""
     if args.framework == "torch":
@@ -325,20 +401,30 @@ def count_params_only(args) -> int:
         import torch
 
         with torch.device("meta"):
-            net = models.build_model(args.model, num_classes=args.num_classes)
+            net = models.build_model(args.model, num_classes=args.num_classes, **model_options(args))
     else:
         import models_paddle as models
         import paddle
 
         with paddle.LazyGuard():
-            net = models.build_model(args.model, num_classes=args.num_classes)
+            net = models.build_model(args.model, num_classes=args.num_classes, **model_options(args))
     n = models.count_params(net)
-    print(f"model={args.model} framework={args.framework} num_classes={args.num_classes} params={n}", flush=True)
+    classes = f" num_classes={args.num_classes}" if args.num_classes is not None else ""
+    size = f" size={args.size}" if args.model in SEED003 else ""
+    print(f"model={args.model} framework={args.framework}{classes}{size} params={n}", flush=True)
     return 0
 
 
 def batches(args, backend: Backend, dist: Dist):
     """An endless stream of device batches: one fixed random batch (synthetic) or the JPEG loader."""
+    if args.model in SEED003:  # numpy-made, so both frameworks train on the same batch
+        import synthetic
+
+        arrays = synthetic.vision_batch(args.model, args.batch_size, args.image_size, args.num_classes or 0,
+                                        args.seed + dist.rank)
+        fixed = backend.to_device(arrays)
+        while True:
+            yield fixed
     if args.data == "synthetic":
         fixed = backend.synthetic_batch(args.batch_size, args.image_size, args.num_classes, args.seed + dist.rank)
         while True:
@@ -377,8 +463,8 @@ def timed_loop(args, backend: Backend, dist: Dist, log) -> None:
     for step in range(1, total_steps + 1):
         backend.sync()
         t0 = time.perf_counter()
-        images, labels = next(stream)
-        loss = backend.train_step(images, labels)  # float(): waits for the step's work
+        batch = next(stream)
+        loss = backend.train_step(*batch)  # float(): waits for the step's work
         backend.sync()
         seconds = time.perf_counter() - t0
         if not math.isfinite(loss):
@@ -397,14 +483,107 @@ def timed_loop(args, backend: Backend, dist: Dist, log) -> None:
                 loss=round(loss, 5),
             )
     steps = args.measure_steps
+    figure = round(global_batch * steps / measured, 3)
     log(
         "run_stop",
         status="success",
         steps=steps,
         seconds=round(measured, 6),
-        samples_per_sec=round(global_batch * steps / measured, 3),
+        samples_per_sec=figure,
         **common,
+        unit=UNIT.get(args.model, "images/s"),
+        throughput=figure,
+        **backend.peak_memory(),
     )
+    return steps
+
+
+def nlp_corpus(args, dist: Dist) -> list:
+    """The epoch's batches (synthetic.Batch, numpy) for this rank: the same corpus on every rank, rows split."""
+    import synthetic
+
+    vocab = synthetic_vocab(args)
+    if args.model == "bert":
+        return synthetic.bert_corpus(args.corpus_size, args.batch_size, args.seq_len, vocab, args.seed,
+                                     dist.rank, dist.world_size)
+    return synthetic.transformer_corpus(args.corpus_size, args.batch_size, args.seq_len, vocab, args.seed,
+                                        dist.rank, dist.world_size)
+
+
+def synthetic_vocab(args) -> int:
+    """The configuration's vocabulary, from the framework's own model module (already imported by the backend)."""
+    import importlib
+
+    return importlib.import_module(f"models_{args.framework}").seed003_config(args.model, args.size)["vocab"]
+
+
+def timed_epochs(args, backend: Backend, dist: Dist, log) -> int:
+    """Seed 003's rule for NLP: samples differ in length, so the figure is whole epochs of a fixed corpus over
+    their time. W warm-up steps (cycling through the corpus), then E epochs; each step timed as in timed_loop.
+    BERT: sequences/s; Transformer: (target) tokens/s."""
+    try:
+        corpus = nlp_corpus(args, dist)
+    except ValueError as exc:
+        raise HarnessFailure("bad_input", str(exc)) from None
+    batches = [backend.to_device(b.arrays) for b in corpus]
+    unit = UNIT[args.model]
+    common = {"ranks": dist.world_size, "framework": args.framework, "model": args.model, "precision": args.precision}
+    log("corpus", batches_per_epoch=len(corpus), sequences_per_epoch=sum(b.sequences for b in corpus),
+        tokens_per_epoch=sum(b.tokens for b in corpus), seq_len=args.seq_len, corpus_size=args.corpus_size)
+
+    def one_step(index: int, what: str) -> tuple[float, float]:
+        backend.sync()
+        t0 = time.perf_counter()
+        loss = backend.train_step(*batches[index])
+        backend.sync()
+        seconds = time.perf_counter() - t0
+        if not math.isfinite(loss):
+            raise HarnessFailure("nan_loss", f"loss is {loss} at {what} (lr {args.lr}, batch {args.batch_size})")
+        return seconds, loss
+
+    warm_start = time.perf_counter()
+    for step in range(1, args.warmup_steps + 1):
+        one_step((step - 1) % len(batches), f"warm-up step {step}")
+    if args.warmup_steps:
+        log("warmup_end", steps=args.warmup_steps, seconds=round(time.perf_counter() - warm_start, 6))
+    step = args.warmup_steps
+    total = {"seconds": 0.0, "sequences": 0, "tokens": 0, "steps": 0}
+    for epoch in range(1, args.measure_epochs + 1):
+        seconds_sum, sequences, tokens = 0.0, 0, 0
+        for index, item in enumerate(corpus):
+            step += 1
+            seconds, loss = one_step(index, f"epoch {epoch} batch {index + 1}")
+            seconds_sum += seconds
+            sequences += item.sequences
+            tokens += item.tokens
+            log("step", step=step, epoch=epoch, timing="epochs", global_batch=item.sequences, tokens=item.tokens,
+                seconds=round(seconds, 6), samples_per_sec=round(item.sequences / seconds, 3),
+                tokens_per_sec=round(item.tokens / seconds, 3), **common, loss=round(loss, 5))
+        value = (tokens if unit == "tokens/s" else sequences) / seconds_sum
+        log("epoch", epoch=epoch, steps=len(corpus), sequences=sequences, tokens=tokens,
+            seconds=round(seconds_sum, 6), unit=unit, throughput=round(value, 3), **common)
+        total["seconds"] += seconds_sum
+        total["sequences"] += sequences
+        total["tokens"] += tokens
+        total["steps"] += len(corpus)
+    measured = total["seconds"]
+    log(
+        "run_stop",
+        status="success",
+        steps=total["steps"],
+        epochs=args.measure_epochs,
+        sequences=total["sequences"],
+        tokens=total["tokens"],
+        seconds=round(measured, 6),
+        samples_per_sec=round(total["sequences"] / measured, 3),
+        sequences_per_sec=round(total["sequences"] / measured, 3),
+        tokens_per_sec=round(total["tokens"] / measured, 3),
+        **common,
+        unit=unit,
+        throughput=round((total["tokens"] if unit == "tokens/s" else total["sequences"]) / measured, 3),
+        **backend.peak_memory(),
+    )
+    return total["steps"]
 
 
 def run(args, dist: Dist) -> int:
@@ -420,9 +599,23 @@ def run(args, dist: Dist) -> int:
         backend = BACKENDS[args.framework](args, dist, threads)
         amp_note = {}
         if args.precision == "amp" and not backend.amp_effective:
-            amp_note = {"note": "AMP requested but the device is a CPU: the run is FP32 (AMP needs a GPU)"}
+            why = ("cyclegan's two-optimizer step has no AMP path here" if backend.device == "gpu"
+                   else "the device is a CPU")
+            amp_note = {"note": f"AMP requested but {why}: the run is FP32" + (
+                " (AMP needs a GPU)" if backend.device != "gpu" else "")}
             if is_logger:
                 print(f"train.py: warning: {amp_note['note']}", file=sys.stderr, flush=True)
+        if backend.trainer is not None:
+            settings = backend.trainer.settings
+            optimizer = {"optimizer": settings["optimizer"], "lr": settings["lr"],
+                         **{k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()
+                            if k not in ("optimizer", "lr")}}
+        else:
+            optimizer = {"optimizer": "momentum_sgd", "lr": args.lr, "momentum": args.momentum,
+                         "weight_decay": args.weight_decay}
+        shape = {"image_size": args.image_size} if args.model not in NLP else {
+            "seq_len": args.seq_len, "corpus_size": args.corpus_size, "measure_epochs": args.measure_epochs}
+        seed003 = {"size": args.size, "unit": UNIT.get(args.model, "images/s")} if args.model in SEED003 else {}
         log(
             "run_start",
             framework=args.framework,
@@ -438,23 +631,21 @@ def run(args, dist: Dist) -> int:
             ranks=dist.world_size,
             local_batch=args.batch_size,
             global_batch=args.batch_size * dist.world_size,
-            image_size=args.image_size,
+            **shape,
+            **seed003,
             data=args.data,
             channels_last=args.channels_last,
             threads=threads,
             warmup_steps=args.warmup_steps,
             measure_steps=args.measure_steps,
-            optimizer="momentum_sgd",
-            lr=args.lr,
-            momentum=args.momentum,
-            weight_decay=args.weight_decay,
+            **optimizer,
             seed=args.seed,
             host=socket.gethostname(),
             python=platform.python_version(),
         )
-        timed_loop(args, backend, dist, log)
+        steps = (timed_epochs if args.model in NLP else timed_loop)(args, backend, dist, log)
         backend.barrier()
-        rank_stop(dist, "success", args.measure_steps)
+        rank_stop(dist, "success", steps, **backend.peak_memory())
         return 0
     except HarnessFailure as exc:
         return fail(exc.reason, str(exc), dist, log)
@@ -488,18 +679,40 @@ def rank_stop(dist: Dist, status: str, steps: int, **fields) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.image_size = args.image_size or DEFAULT_IMAGE_SIZE[args.model]
-    args.num_classes = args.num_classes or DEFAULT_CLASSES[args.model]
+    if args.model in NLP:
+        for flag, value in (("--image-size", args.image_size), ("--num-classes", args.num_classes)):
+            if value is not None:
+                parser.error(f"{flag} does not apply to {args.model}")
+        args.seq_len = args.seq_len or DEFAULT_SEQ_LEN[args.model]
+        args.corpus_size = args.corpus_size or DEFAULT_CORPUS[args.model]
+    elif args.model == "cyclegan":
+        if args.num_classes is not None:
+            parser.error("--num-classes does not apply to cyclegan")
+        args.image_size = args.image_size or DEFAULT_IMAGE_SIZE[args.model]
+    else:
+        args.image_size = args.image_size or DEFAULT_IMAGE_SIZE[args.model]
+        args.num_classes = args.num_classes or DEFAULT_CLASSES[args.model]
+    if args.model not in SEED003 and args.size != "full":
+        parser.error(f"--size applies to seed 003's models ({', '.join(SEED003)}), not {args.model}")
     if args.count_params:
         return count_params_only(args)
     if args.batch_size is None:
         parser.error("--batch-size is required (per process)")
     if args.data != "synthetic" and not Path(args.data).is_file():
         parser.error(f"--data: no such train list: {args.data} (give 'synthetic' or a train_list.txt)")
-    if args.model == "arcface" and args.batch_size < 2:
-        parser.error("--batch-size must be >= 2 for arcface (its BatchNorm1d needs two samples)")
+    if args.model in ("arcface", "deeplabv3p") and args.batch_size < 2:
+        parser.error(f"--batch-size must be >= 2 for {args.model} (its BatchNorm on pooled features needs two samples)")
+    if args.model in SEED003:
+        if args.data != "synthetic":
+            parser.error(f"--data: {args.model} runs on synthetic data only (no reader for its dataset yet)")
+        if args.channels_last:
+            parser.error(f"--channels-last: {args.model} is built NCHW only")
+    if args.model in NLP and args.measure_steps != parser.get_default("measure_steps"):
+        parser.error(f"--measure-steps: {args.model} is timed over whole epochs; give --measure-epochs")
     dist = Dist.from_env(args.framework)
-    if args.lr is None:
+    if args.model == "cyclegan" and dist.world_size > 1:
+        parser.error("cyclegan runs in one process (seed 003's single-card CycleGAN); no data-parallel path")
+    if args.lr is None and args.model not in SEED003:  # seed 003's models: their publisher's lr (models_*.py)
         args.lr = 0.1 * args.batch_size * dist.world_size / 256  # the linear scaling rule the seeds use
     return run(args, dist)
 

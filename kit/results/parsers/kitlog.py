@@ -7,6 +7,15 @@ Harness, one JSON object per line (scripts/harness/README.md):
   Only measured steps are logged (warm-up is reported as one 'warmup_end' line), so the whole
   series is the measurement. A 'run_stop' with status 'failed', or a run that started and never
   stopped, is an error: a failed or killed run never yields a figure.
+  NLP runs (bert, transformer; seed 003) are timed over whole epochs: their step lines carry
+  "timing": "epochs" and give no figure; each line
+    :::KITLOG {"event": "epoch", "epoch": 1, "sequences": 4096, "tokens": 1900000, "seconds": 52.1, "unit": "tokens/s", ...}
+  is one record, (tokens or sequences, by its unit) / seconds, in tokens/s (Transformer) or
+  sequences/s (BERT); every epoch holds the same corpus, so their harmonic mean is the whole run's
+  tokens (sequences) / time, which run_stop's "throughput" states. The series keeps the metric
+  name 'samples/s' (the harness's figure) whatever its unit.
+  run_stop's "peak_memory_mb" (peak RSS on a CPU, the framework's peak-allocated bytes on a GPU)
+  is read by read_peak_memory().
 mlcommons/logging mlperf_logging/mllog (mllog.get_mllogger().event(key=..., value=..., metadata=...)):
     :::MLLOG {"namespace": "", "time_ms": 1611234567890, "event_type": "POINT_IN_TIME",
               "key": "tracked_stats", "value": {"throughput": 2412.6}, "metadata": {"step": 42, ...}}
@@ -30,6 +39,7 @@ from kit.results.parsers.base import PER_STEP, SUMMARY, LogFormat, ParseError, R
 KITLOG = ":::KITLOG "
 MLLOG = ":::MLLOG "
 SAMPLES = "samples/s"
+EPOCH_UNITS = {"tokens/s": "tokens", "sequences/s": "sequences"}  # unit -> the epoch line's count field
 _RUN_START = re.compile(r':::KITLOG \{[^\n]*"event":\s*"run_start"')
 _RUN_STOP = re.compile(r':::KITLOG \{[^\n]*"event":\s*"run_stop"')
 
@@ -93,6 +103,20 @@ def read_run_start(path: str | Path) -> dict | None:
     return next((e.data for e in events(path) if e.data.get("event") == "run_start"), None)
 
 
+def read_peak_memory(path: str | Path) -> float | None:
+    """Peak memory in MiB of a successful harness run (its last run_stop), or None where the log has none."""
+    stops = [e.data for e in events(path) if e.data.get("event") == "run_stop" and e.data.get("status") == "success"]
+    value = stops[-1].get("peak_memory_mb") if stops else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def _unit(data: dict) -> str:
+    unit = data.get("unit")
+    return unit if unit in EPOCH_UNITS else SAMPLES  # images/s and samples/s are both samples/s
+
+
 class KitLog(LogFormat):
     name = "kitlog"
     description = "the kit's harness: ':::KITLOG {\"event\": \"step\", \"global_batch\": B, \"seconds\": s, ...}' (+ MLLOG tracked_stats)"
@@ -112,17 +136,29 @@ class KitLog(LogFormat):
     def _kitlog(self, data: dict, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         event = data.get("event")
         if event == "step":
+            if data.get("timing") == "epochs":  # an epoch-timed run: its epoch lines are the series
+                return
             batch = _number(data, "global_batch", lineno, path)
             seconds = _number(data, "seconds", lineno, path)
             step = data.get("step")
             yield Record(batch / seconds, SAMPLES, SAMPLES, PER_STEP, lineno, step if isinstance(step, int) else None, None, _time(data), rank)
+        elif event == "epoch":
+            unit = data.get("unit")
+            if unit not in EPOCH_UNITS:
+                raise ParseError(path, f"epoch line's unit must be one of {', '.join(EPOCH_UNITS)}, got {unit!r}", lineno)
+            count = _number(data, EPOCH_UNITS[unit], lineno, path)
+            seconds = _number(data, "seconds", lineno, path)
+            epoch = data.get("epoch")
+            yield Record(count / seconds, unit, SAMPLES, PER_STEP, lineno, None, epoch if isinstance(epoch, int) else None, _time(data), rank)
         elif event == "run_stop":
             status = data.get("status")
             if status != "success":
                 reason = data.get("reason", "unknown")
                 message = data.get("message", "")
                 raise ParseError(path, f"the harness reported a failed run ({reason}): {message}".rstrip(": "), lineno)
-            yield Record(_number(data, "samples_per_sec", lineno, path), SAMPLES, SAMPLES, SUMMARY, lineno, None, None, _time(data), rank)
+            unit = _unit(data)
+            key = "throughput" if unit != SAMPLES else "samples_per_sec"
+            yield Record(_number(data, key, lineno, path), unit, SAMPLES, SUMMARY, lineno, None, None, _time(data), rank)
 
     def _mllog(self, data: dict, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         value = data.get("value")
