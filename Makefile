@@ -114,7 +114,7 @@ bench-overhead: check-venv ## harness / bare training loop throughput (target >=
 	$(VENV_PY) bench/harness_overhead.py $(or $(OVERHEAD_ARGS),--models $(OVERHEAD_MODELS))
 
 bench-seed003: check-venv ## seed 003's five models on this CPU, Paddle vs PyTorch (~15 min on 2 cores) + report
-	$(VENV_PY) bench/seed003.py --runs-dir $(RUNS_DIR) $(SEED003_ARGS)
+	$(VENV)/bin/kit bench --suite seed003 --runs-dir $(RUNS_DIR)
 
 bench-fanout: check-venv ## check_env and a no-op launch on HOSTS (default 4) SSH test hosts / on 1 (target <= 1.3); needs root
 	$(VENV_PY) bench/fanout.py --hosts $(or $(HOSTS),4)

@@ -321,17 +321,16 @@ def test_bad_arguments_exit_2(args, words):
 
 
 # ---------------------------------------------------------------- bench: make bench-seed003, make bench-overhead
-def test_bench_seed003_plans_both_frameworks_for_every_model(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / "bench" / "seed003.py"), "--dry-run", "--runs-dir", str(tmp_path),
-                          "--run-id", "plan"], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+def test_bench_seed003_plans_both_frameworks_for_every_model(capsys):
+    from kit.cli import main
+
+    assert main(["bench", "--suite", "seed003", "--dry-run"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  local: ")]
     assert len(lines) == 10
     for name in NEW:
         for fw in ("paddle", "torch"):
-            assert sum(f"--framework {fw} --model {name} --size full" in line for line in lines) == 1
-    assert all("/plan/logs/" in line and line.endswith("_fp32_1.log") for line in lines)
-    assert not any(tmp_path.iterdir()), "a dry run writes nothing"
+            assert sum(f"--framework {fw} --model {name} " in line for line in lines) == 1
+    assert all("--size" not in line for line in lines)  # the published architectures, at CPU input sizes
 
 
 @pytest.mark.parametrize("name", ["cyclegan", "bert", "transformer"])
@@ -345,3 +344,37 @@ def test_bare_loop_trains_seed003_models_with_their_trainer(name):
                           "--threads", "1", *preset], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.strip().splitlines()[-1]) > 0
+
+
+SEED003_SUITE = """\
+schema_version: 1
+name: s3
+hardware: cpu
+defaults: {warmup_steps: 1, measure_steps: 2, repeats: 1, timeout_s: 600, size: tiny}
+cases:
+  - {framework: [paddle, torch], model: bert, batch_size: 4, seq_len: 16, corpus_size: 8}
+  - {framework: [paddle, torch], model: cyclegan, batch_size: 1, image_size: 32}
+"""
+
+
+def test_kit_bench_runs_seed003_models_from_a_suite_with_peak_memory_in_the_report(tmp_path):
+    from kit.cli import main
+    from kit.config.suites import load_suite
+    from kit.core.yamlio import ConfigError
+
+    (tmp_path / "s3.yaml").write_text(SEED003_SUITE)
+    assert main(["bench", "--suite", str(tmp_path / "s3.yaml"), "--runs-dir", str(tmp_path / "runs")]) == 0
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    results = json.loads((run_dir / "results.json").read_text())
+    units = {(g["framework"], g["model"]): g["unit"] for g in results["groups"]}
+    assert units == {("paddle", "bert"): "sequences/s", ("torch", "bert"): "sequences/s",
+                     ("paddle", "cyclegan"): "samples/s", ("torch", "cyclegan"): "samples/s"}
+    report = (run_dir / "report.md").read_text()
+    assert "| peak memory |" in report and " MiB |" in report
+    log = (run_dir / "logs/torch/bert/bz4/1n1g/bert_b4_fp32_1.log").read_text()
+    start = next(e for e in kitlines(log) if e["event"] == "run_start")
+    assert (start["seq_len"], start["corpus_size"]) == (16, 8)
+    # keys that only seed 003's models take are refused on others, naming file, line and key
+    (tmp_path / "bad.yaml").write_text(SEED003_SUITE.replace("model: cyclegan", "model: resnet50"))
+    with pytest.raises(ConfigError, match=r"bad.yaml:\d+: size: size does not apply to resnet50"):
+        load_suite(tmp_path / "bad.yaml")

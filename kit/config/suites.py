@@ -48,7 +48,10 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"  # the data: kit/suites/*.yaml
 FRAMEWORKS = ("paddle", "torch", "tensorflow", "mxnet")
 HARNESS_FRAMEWORKS = ("paddle", "torch")
-MODELS = ("resnet50", "vgg16", "arcface")
+MODELS = ("resnet50", "vgg16", "arcface", "se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
+NLP_MODELS = ("bert", "transformer")  # seed 003: timed over whole epochs of a variable-length corpus
+IMAGENET_MODELS = ("resnet50", "vgg16", "arcface")  # the harness reads ImageNet lists for these
+SEED003_MODELS = ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
 PRECISIONS = ("fp32", "amp")
 DATA_MODES = ("synthetic", "imagenet")
 IMPLS = ("harness", "reference")
@@ -72,16 +75,25 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
     "impl": ((str,), None),
     "timeout_s": ((int, float), 1800),
     "image": ((str,), None),  # a docker/pins.yaml image key (paddle/seed000) or generation (seed001); None: the default
+    "size": ((str,), "full"),  # seed 003's models: the published configuration (full) or the harness's tiny one
+    "seq_len": ((int,), None),  # bert / transformer: max sequence length (None: the harness's default)
+    "corpus_size": ((int,), None),  # bert / transformer: sequences / sentence pairs per epoch (None: its default)
+    "measure_epochs": ((int,), 1),  # bert / transformer: whole epochs measured
 }
-CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS}
+SEED003_ONLY = ("size", "seq_len", "corpus_size", "measure_epochs")
+CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS,
+           "size": ("full", "tiny")}
 MINIMUM = {"batch_size": 1, "nodes": 1, "gpus_per_node": 1, "warmup_steps": 0, "measure_steps": 1, "repeats": 1,
-           "image_size": 8, "num_classes": 1, "timeout_s": 1}
+           "image_size": 8, "num_classes": 1, "timeout_s": 1, "seq_len": 8, "corpus_size": 1, "measure_epochs": 1}
 MAXIMUM = {"batch_size": 65536, "nodes": 1024, "gpus_per_node": 256, "warmup_steps": 1_000_000,
            "measure_steps": 10_000_000, "repeats": 1000, "image_size": 4096, "num_classes": 10_000_000,
-           "timeout_s": 7 * 24 * 3600}
+           "timeout_s": 7 * 24 * 3600, "seq_len": 8192, "corpus_size": 100_000_000, "measure_epochs": 1000}
 MAX_RUNS = 10_000  # cases x repeats of one suite
-DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112}
-DEFAULT_NUM_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431}
+# as scripts/harness/train.py; the NLP models have neither (0), CycleGAN no classes (0)
+DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112, "se_resnext50": 224, "deeplabv3p": 769,
+                      "cyclegan": 256, "bert": 0, "transformer": 0}
+DEFAULT_NUM_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431, "se_resnext50": 1000, "deeplabv3p": 19,
+                       "cyclegan": 0, "bert": 0, "transformer": 0}
 SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl")
 REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source")
 
@@ -127,6 +139,10 @@ class Case:
     line: int = 0
     reference: Reference | None = None
     image: str | None = None  # the pins image it names (`image:`); None: the default (Pins.for_case)
+    size: str = "full"  # seed 003's models: full (published) or tiny
+    seq_len: int | None = None  # bert / transformer
+    corpus_size: int | None = None  # bert / transformer
+    measure_epochs: int = 1  # bert / transformer
 
     @property
     def case_dir(self) -> str:
@@ -166,7 +182,8 @@ class Case:
                             self.precision, repeat)
 
     def to_dict(self) -> dict:
-        data = {k: getattr(self, k) for k in CASE_KEYS if k != "image" or self.image}
+        data = {k: getattr(self, k) for k in CASE_KEYS
+                if (k != "image" or self.image) and (k not in SEED003_ONLY or getattr(self, k) != CASE_KEYS[k][1])}
         data["reference"] = self.reference.to_dict() if self.reference else None
         data["implementation"] = self.log_framework if self.impl == "reference" else None
         return data
@@ -299,6 +316,7 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
             raise ConfigError(path, f"the kit's harness runs {', '.join(HARNESS_FRAMEWORKS)}, not "
                               f"{values['framework']} (use impl: reference)", entry.line_of(where), where)
         values["impl"] = impl
+        _check_model_keys(values, entry, path)
         if impl == "reference" and "data" not in entry and "data" not in defaults:
             values["data"] = programs.default_data(values["framework"], values["model"])
         values["timeout_s"] = float(values["timeout_s"])
@@ -322,6 +340,19 @@ def _check_image(framework: str, image: str, entry: LineDict, path: Path) -> Non
         current_pins().image_key(framework, image)
     except KeyError as exc:
         raise ConfigError(path, str(exc.args[0]), entry.line_of("image"), "image") from None
+
+
+def _check_model_keys(values: dict, entry: LineDict, path: Path) -> None:
+    """Keys that only some models take (seed 003's size and NLP corpus keys, ImageNet data) on another model."""
+    model = values["model"]
+    if values["impl"] == "harness" and values["data"] == "imagenet" and model not in IMAGENET_MODELS:
+        raise ConfigError(path, f"the harness reads ImageNet for {', '.join(IMAGENET_MODELS)} only, not {model}",
+                          entry.line_of("data") or entry.line, "data")
+    for key in SEED003_ONLY:
+        takes = model in NLP_MODELS if key in ("seq_len", "corpus_size", "measure_epochs") else model in SEED003_MODELS
+        if takes or values[key] == CASE_KEYS[key][1]:
+            continue
+        raise ConfigError(path, f"{key} does not apply to {model}", entry.line_of(key) or entry.line, key)
 
 
 def _attach_references(entry: LineDict, cases: list[Case], path: Path) -> list[Case]:

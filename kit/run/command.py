@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kit import REPO_ROOT
-from kit.config.suites import Case
+from kit.config.suites import NLP_MODELS, Case
 from kit.core.layout import SIDECAR_SUFFIX
 from kit.run import reference
 
@@ -64,13 +64,19 @@ def harness_args(
         "--model", case.model,
         "--batch-size", str(case.batch_size),
         "--precision", case.precision,
-        "--image-size", str(case.image_size),
-        "--num-classes", str(case.num_classes),
-        "--warmup-steps", str(case.warmup_steps),
-        "--measure-steps", str(case.measure_steps),
-        "--data", data_list if case.data == "imagenet" else "synthetic",
-        "--device", device,
     ]  # fmt: skip
+    if case.model in NLP_MODELS:  # seed 003: whole epochs of a variable-length corpus
+        for key in ("seq_len", "corpus_size"):
+            args += [f"--{key.replace('_', '-')}", str(getattr(case, key))] if getattr(case, key) else []
+        args += ["--measure-epochs", str(case.measure_epochs)]
+    else:
+        args += ["--image-size", str(case.image_size)]
+        args += ["--num-classes", str(case.num_classes)] if case.num_classes else []
+    if case.size != "full":
+        args += ["--size", case.size]
+    args += ["--warmup-steps", str(case.warmup_steps)]
+    args += [] if case.model in NLP_MODELS else ["--measure-steps", str(case.measure_steps)]
+    args += ["--data", data_list if case.data == "imagenet" else "synthetic", "--device", device]
     if case.channels_last:
         args.append("--channels-last")
     if threads is not None:
