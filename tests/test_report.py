@@ -140,3 +140,22 @@ def test_a_case_or_group_mixing_log_formats_or_units_is_refused_naming_the_files
     assert not report.groups and len(report.failures) == 4
     assert "samples/s: 1n8g/rn50_b128_fp32_1.log" in report.failures[0][1]
     assert "images/s/samples/s" not in to_markdown(report)
+
+
+def test_batch_by_node_table_in_seed000s_layout(published, tmp_path):
+    """Two batch sizes x two shapes of one framework/model/precision: seed 000's "batch / node" table."""
+    root = tmp_path / "logs"
+    n1c1 = published / "perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C1_log"
+    n1c8 = published / "perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C8_log"
+    for batch in (128, 256):
+        _copy(n1c1, root / run_log_path("paddle", "resnet50", batch, 1, 1, "fp32", 1))
+        _copy(n1c8, root / run_log_path("paddle", "resnet50", batch, 1, 8, "fp32", 1))
+    _copy(n1c1, root / run_log_path("paddle", "resnet50", 64, 1, 1, "amp", 1))  # one batch only: no table
+    markdown = to_markdown(build_report(root, Method(skip=10, round=2)))
+    table = markdown.split("## batch / node: paddle · resnet50 · fp32\n", 1)[1].split("\n## ", 1)[0]
+    (group,) = [g for g in build_report(root, Method(skip=10, round=2)).groups
+                if g.key == GroupKey("paddle", "resnet50", 128, "fp32")]
+    one, eight = group.cases
+    assert "| batch / node | 1 x 1 | 1 x 8 |" in table
+    assert f"| 128 | {one.median:g} | {eight.median:g} |" in table and f"| 256 | {one.median:g} |" in table
+    assert "batch / node: paddle · resnet50 · amp" not in markdown

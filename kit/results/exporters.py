@@ -50,6 +50,7 @@ def to_markdown(report: Report) -> str:
     out.write(f"Method per run: {describe_method(report.method, report.scale_given)}; ")
     out.write("per case: median of the runs; speedup against the 1n1g median.\n")
     out.write(comparison_markdown(report))
+    out.write(batch_node_markdown(report))
     for group in report.groups:
         runs = sorted({len(c.runs) for c in group.cases})
         out.write(f"\n## {group.key.label()}\n\n")
@@ -115,6 +116,29 @@ def comparison_markdown(report: Report) -> str:
         ]
         ratio = f"{row[first].median / row[second].median:.3f}" if first in row and second in row else ""
         out.write(f"| {model} | {batch} | {precision} | {case_dir} | " + " | ".join(shown) + f" | {ratio} |\n")
+    return out.getvalue()
+
+
+def batch_node_markdown(report: Report) -> str:
+    """Seed 000's layout: per framework, model and precision run at two or more batch sizes, one row per batch
+    and one column per shape ("nodes x GPUs per node"), the case medians."""
+    tables: dict[tuple[str, str, str], dict[int, dict[tuple[int, int], CaseResult]]] = {}
+    for group in report.groups:
+        rows = tables.setdefault((group.key.framework, group.key.model, group.key.precision), {})
+        for case in group.cases:
+            rows.setdefault(group.key.batch, {})[(case.nodes, case.gpus_per_node)] = case
+    out = io.StringIO()
+    for (framework, model, precision), rows in sorted(tables.items()):
+        if len(rows) < 2:
+            continue
+        shapes = sorted({shape for row in rows.values() for shape in row}, key=lambda s: (s[0] * s[1], s))
+        out.write(f"\n## batch / node: {' · '.join(p for p in (framework, model, precision) if p)}\n\n")
+        out.write("Median per case (seed 000's table layout).\n\n")
+        out.write("| batch / node | " + " | ".join(f"{n} x {g}" for n, g in shapes) + " |\n")
+        out.write("| --- | " + " | ".join("---" for _ in shapes) + " |\n")
+        for batch, row in sorted(rows.items()):
+            cells = [_shown(row[s].median, report.method) if s in row else "" for s in shapes]
+            out.write(f"| {batch} | " + " | ".join(cells) + " |\n")
     return out.getvalue()
 
 
