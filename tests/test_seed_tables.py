@@ -6,6 +6,8 @@ read by code: a suite row that drifts from its seed fails here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kit.config.suites import load_suite
@@ -104,3 +106,18 @@ def test_seed001_comparison_table_runs_in_seed001s_images():
         "paddle": ("paddle/seed001", "7.6.5"), "tensorflow": ("tensorflow/seed001", "8.0.1"),
         "torch": ("pytorch/seed001", "8.0.1"), "mxnet": ("mxnet/seed001", "7.6.1")}
     assert parity_warning(versions).startswith("cuDNN differs across the frameworks compared: mxnet 7.6.1")
+
+
+def test_perf_family_ngc_pytorch_figures_are_v100_references_equal_to_the_claims():
+    """The BERT and Transformer rows carry the published figures the claims file re-derives from their logs."""
+    from kit.core.yamlio import load_yaml
+
+    claims = load_yaml(Path(__file__).resolve().parent.parent / "kit/claims/perf-models.yaml")
+    published = {}
+    for claim in claims["logs"]:  # the one- and eight-GPU V100 logs (32 GPUs: NGC's multi-node runs, not rows here)
+        name = str(claim["file"])
+        if "OtherReports/PyTorch/logs/V100_LOG" in name and claim["gpus"] in (1, 8):
+            published[name.rsplit("/", 1)[1]] = claim["published"]
+    refs = references("v100")
+    rows = {k: c.reference.value for k, c in refs.items() if k[1] in ("bert", "transformer")}
+    assert sorted(rows.values()) == sorted(published.values())
