@@ -370,26 +370,42 @@ def unpack(bundle: Path, into: Path, max_unpacked_bytes: int = MAX_UNPACKED_BYTE
     ratio limits, counted while decompressing) -> its top folder."""
     limits = (Path(bundle).stat().st_size, max_unpacked_bytes, max_ratio)
     try:
-        unpacked = 0
-        with gzip.open(bundle, "rb") as stream:  # to the end: the gzip CRC and length checks run only there
-            while block := stream.read(1 << 20):
-                unpacked += len(block)
-                _within_limits(bundle, unpacked, *limits)
-        with tarfile.open(bundle, "r:gz") as tar:
-            members = tar.getmembers()
-            tops, declared = set(), 0
-            for m in members:
-                name = Path(m.name)
-                if name.is_absolute() or ".." in name.parts or not (m.isfile() or m.isdir()):
-                    raise BundleError(f"{bundle}: refused member {m.name!r} (absolute, '..', link or device)")
-                if m.size > MAX_MEMBER_BYTES:
-                    raise BundleError(f"{bundle}: member {m.name} is larger than {MAX_MEMBER_BYTES} bytes")
-                declared += m.size
-                _within_limits(bundle, declared, *limits)
-                tops.add(name.parts[0])
-            if len(tops) != 1:
-                raise BundleError(f"{bundle}: expected one top folder, found {sorted(tops)[:5]}")
-            tar.extractall(into, members=members, filter="data")
+        # decompressed once, into a temporary file the tar is then read from: reading the .tar.gz itself again
+        # would decompress it twice more (its members, then each member's data after a seek back)
+        with tempfile.TemporaryFile(prefix="kit-unpack-") as plain:
+            _decompress(bundle, plain, limits)
+            with tarfile.open(fileobj=plain, mode="r:") as tar:
+                return _extract(bundle, tar, into, limits)
     except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         raise BundleError(f"{bundle}: corrupt or truncated archive ({type(exc).__name__}: {exc})") from None
+
+
+def _decompress(bundle: Path, plain, limits: tuple) -> None:
+    """The whole gzip stream into `plain` (to the end: the gzip CRC and length checks run only there), stopping
+    past the size or ratio limits."""
+    unpacked = 0
+    with gzip.open(bundle, "rb") as stream:
+        while block := stream.read(1 << 20):
+            unpacked += len(block)
+            _within_limits(bundle, unpacked, *limits)
+            plain.write(block)
+    plain.seek(0)
+
+
+def _extract(bundle: Path, tar: tarfile.TarFile, into: Path, limits: tuple) -> Path:
+    """Every member checked (plain files and folders only, nothing outside, sizes), then all extracted."""
+    members = tar.getmembers()
+    tops, declared = set(), 0
+    for m in members:
+        name = Path(m.name)
+        if name.is_absolute() or ".." in name.parts or not (m.isfile() or m.isdir()):
+            raise BundleError(f"{bundle}: refused member {m.name!r} (absolute, '..', link or device)")
+        if m.size > MAX_MEMBER_BYTES:
+            raise BundleError(f"{bundle}: member {m.name} is larger than {MAX_MEMBER_BYTES} bytes")
+        declared += m.size
+        _within_limits(bundle, declared, *limits)
+        tops.add(name.parts[0])
+    if len(tops) != 1:
+        raise BundleError(f"{bundle}: expected one top folder, found {sorted(tops)[:5]}")
+    tar.extractall(into, members=members, filter="data")
     return Path(into) / tops.pop()

@@ -17,6 +17,7 @@ from kit.core.inputs import InputError, KitError, parse_json
 from kit.core.layout import RunLog, run_folder
 from kit.core.yamlio import LineDict, load_yaml
 from kit.hosts import capture as ec
+from kit.results.parsers.kitlog import events as kit_events
 from kit.results.report import Report
 
 READ_ERRORS = (KitError, InputError, OSError, ValueError)  # a file that cannot be read: a finding, not a crash
@@ -97,6 +98,21 @@ class Evidence:
         except Exception as exc:  # noqa: BLE001 - as in the rules engine: a damaged file is a finding, not a crash
             self.problems.append(("logs/", f"cannot recompute the report: {type(exc).__name__}: {exc}"[:300]))
             return None
+
+    def events(self, path: Path) -> list:
+        """The ':::KITLOG' events of a run's log (kit.results.parsers.kitlog.events), read once: several rules
+        judge the same log."""
+        cache = self.__dict__.setdefault("_events", {})
+        if path not in cache:
+            cache[path] = kit_events(path)
+        return cache[path]
+
+    def memo(self, key: str, compute):
+        """compute() once per Evidence (what several rules derive alike, e.g. the published programs' runs)."""
+        cache = self.__dict__.setdefault("_memo", {})
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
 
     def runs(self) -> list[tuple[str, RunLog, object]]:
         """(case key, log, figure) of every run that yields a figure in the recomputed report."""

@@ -17,7 +17,6 @@ from kit.audit.evidence import Evidence, finite
 from kit.core.yamlio import ConfigError, LineDict
 from kit.hosts.consistency import consistency
 from kit.results.parsers.kitlog import events as kit_events
-from kit.results.parsers.kitlog import read_run_start
 
 if TYPE_CHECKING:  # the engine imports this module for PREDICATES
     from kit.audit.rules.engine import Finding
@@ -79,14 +78,15 @@ def repeats_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
 
 @predicate(minimum=0)
 def warmup_skipped_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
-    """Each run skipped at least max(declared warm-up steps, minimum) steps before its measured window."""
+    """Each harness run skipped at least max(declared warm-up steps, minimum) steps before its measured window (a
+    published program's run is judged by its recipe's method: the program_* rules)."""
     for key, log, figure in ev.runs():
         case = ev.cases.get(key)
-        if case is None:
+        if case is None or case.impl != "harness":
             continue
         out.checked += 1
         want = max(case.warmup_steps, minimum)
-        events = kit_events(log.path)
+        events = ev.events(log.path)
         warm = next((e for e in events if e.data.get("event") == "warmup_end"), None)
         skipped = (int(warm.data.get("steps", 0)) if warm else 0) + (figure.method.skip or 0)
         if skipped < want:
@@ -96,10 +96,11 @@ def warmup_skipped_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
 
 @predicate(minimum=1)
 def measured_steps_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
-    """Each run's figure averages at least max(declared measured steps, minimum) records."""
+    """Each harness run's figure averages at least max(declared measured steps, minimum) records (the suite's step
+    counts shape harness cases only)."""
     for key, log, figure in ev.runs():
         case = ev.cases.get(key)
-        if case is None:
+        if case is None or case.impl != "harness":
             continue
         out.checked += 1
         want = max(case.measure_steps, minimum) if figure.kind != "summary" else 1
@@ -112,7 +113,7 @@ def measured_steps_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
 def every_rank_logged(ev: Evidence, out: Finding) -> None:
     """Every rank of every harness run left its own 'rank_stop' success line (main log, launcher or host logs)."""
     for key, log, _figure in ev.runs():
-        events = kit_events(log.path)
+        events = ev.events(log.path)
         start = next((e.data for e in events if e.data.get("event") == "run_start"), None)
         if start is None:
             continue  # not a harness log: its publisher's program has no rank lines
@@ -137,7 +138,7 @@ def window_clean(ev: Evidence, out: Finding) -> None:
     for key, log, figure in ev.runs():
         out.checked += 1
         first, last = figure.first_line or 0, figure.last_line or 0
-        for e in kit_events(log.path):
+        for e in ev.events(log.path):
             if not first <= e.line <= last or e.data.get("event") != "step":
                 continue
             bad = [k for k in ("loss", "seconds", "samples_per_sec") if k in e.data and not finite(e.data[k])]
@@ -162,7 +163,8 @@ def same_global_batch_across_frameworks(ev: Evidence, out: Finding) -> None:
         batches: dict[str, set] = {}
         for framework, case in by_framework.items():
             for run in case.runs:
-                start = read_run_start(run.log.path) or {}
+                start = next((e.data for e in ev.events(run.log.path) if e.data.get("event") == "run_start"),
+                             None) or {}  # kit.results.parsers.kitlog.read_run_start, from the events read once
                 batches.setdefault(framework, set()).add(start.get("global_batch", run.log.group.batch * case.gpus))
         if len({b for s in batches.values() for b in s}) > 1:
             detail = ", ".join(f"{fw} {sorted(b)}" for fw, b in sorted(batches.items()))
@@ -214,6 +216,11 @@ def same_image_everywhere(ev: Evidence, out: Finding) -> None:
             out.fail(f"{ref}: hosts ran another image than {str(want)[:19]}: {detail}", "images.json", line)
 
 
+def same_unit(unit: str) -> str:
+    """A throughput unit by what it counts: images/s is samples/s (an image is the sample of an image model)."""
+    return {"images/s": "samples/s", "img/s": "samples/s"}.get(unit, unit)
+
+
 @predicate()
 def references_hold(ev: Evidence, out: Finding) -> None:
     """Measured medians lie inside the (value, lower, upper, unit) references the suite declares."""
@@ -226,7 +233,7 @@ def references_hold(ev: Evidence, out: Finding) -> None:
                 continue
             ref = declared.reference
             out.checked += 1
-            if ref.unit != group.unit:
+            if same_unit(ref.unit) != same_unit(group.unit):
                 out.fail(f"{declared.key}: reference in {ref.unit}, measured in {group.unit}", "suite.yaml",
                          declared.line)
             elif not ref.holds(case.median):
@@ -246,10 +253,12 @@ def results_match_logs(ev: Evidence, out: Finding) -> None:
     if written is None:
         out.fail("results.json is missing or unreadable", "results.json")
         return
-    lines = ev.lines_of("results.json")
+    lines: list = []  # results.json read again for its line numbers only where a figure differs (a slow parse)
     for path, have, want in _differences(written, recomputed, skip={"source"}):
+        if not lines:
+            lines.append(ev.lines_of("results.json"))
         out.fail(f"{path}: written {have!r}, recomputed from the logs {want!r}", "results.json",
-                 _line(lines, path))
+                 _line(lines[0], path))
     out.checked = sum(len(c["runs"]) for g in recomputed["groups"] for c in g["cases"])
 
 

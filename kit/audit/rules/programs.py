@@ -25,16 +25,21 @@ RECORD_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, refer
 
 
 def program_runs(ev: Evidence) -> list[tuple[str, RunLog, list[tuple[str, Path]]]]:
-    """(case key, log, [(host, command record)]) of every run of a published program in the report."""
+    """(case key, log, [(host, command record)]) of every run of a published program in the report (found once
+    per Evidence: each program rule reads them)."""
+    return ev.memo("program_runs", lambda: _program_runs(ev))
+
+
+def _program_runs(ev: Evidence) -> list[tuple[str, RunLog, list[tuple[str, Path]]]]:
     out = []
+    hosts = ev.root / "hosts"
+    host_dirs = sorted(hosts.iterdir()) if hosts.is_dir() else []
     for key, log, _figure in ev.runs():
         if reference.log_reduction(log) is None:
             continue
         folder = run_folder(log.path.relative_to(ev.root / "logs"))
         name = sidecar_name(log.path.name)
-        hosts = ev.root / "hosts"
-        found = [(h.name, h / folder / name) for h in sorted(hosts.iterdir()) if (h / folder / name).is_file()] \
-            if hosts.is_dir() else []
+        found = [(h.name, h / folder / name) for h in host_dirs if (h / folder / name).is_file()]
         out.append((key, log, found or [("local", log.path.with_name(name))]))
     return out
 

@@ -1,0 +1,557 @@
+"""`make bench-scale`: `kit report`, `kit bundle` and `kit verify` on a generated 16n8g run of the whole v100 suite.
+
+The run directory is generated, not run: every case of kit/suites/v100.yaml with its repeats, the multi-node
+cases on N hosts x 8 GPUs (N = 4, 8, 16: the quarter, half and full sizes), laid out as `kit cluster` leaves it
+(kit.run.ssh / kit.run.gather):
+
+    runs/<id>/suite.yaml, run.json, env/<host>/ (probes.json, raw outputs, capture.json), report.md, results.*
+    runs/<id>/hosts/<host>/<run folder>/stdout.log, launcher/workerlog.N, <log stem>.cmd.json   every host's files
+    runs/<id>/logs/<DLPerf path>.log (+ .cmd.json)                                               rank 0's
+
+Log text is replayed from real logs: the published PaddleClas, NGC PyTorch/TensorFlow/MXNet logs in
+../shared/fixtures/published-logs, FleetX's and PLSC's print statements as the stand-ins print them, and the
+kit harness's own :::KITLOG lines (the launcher and warning lines around them copied from a real run). A
+published program's command record is built by the kit's own recipe (kit.run.reference.record), so `kit verify`
+judges it as a real one. report.md and results.json are written by the kit (kit.run.bench.write_report), as a run
+writes them. The multi-node cases' published references (4 nodes) are dropped: they do not apply to N nodes.
+
+Each command runs as its own subprocess; wall time and peak RSS of its process tree (psutil, polled every 20 ms)
+are the median of --repeat runs. Goals (issue 21): report <= 10 s, bundle and verify <= 60 s each, peak
+<= 1 GB, and cost growing linearly with the number of logs. Exit 0 when every goal is met, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from kit.config.suites import Case, load_suite  # noqa: E402
+from kit.core.layout import run_folder  # noqa: E402
+from kit.hosts import capture as ec  # noqa: E402
+from kit.run import bench, records, reference  # noqa: E402
+from kit.run.command import sidecar_name  # noqa: E402
+from kit.run.plan import pin_of  # noqa: E402
+from kit.run.ssh import wrapper_command  # noqa: E402
+
+SUITE = REPO / "kit" / "suites" / "v100.yaml"
+PUBLISHED = REPO.parent / "shared" / "fixtures" / "published-logs"
+TOPO = REPO.parent / "shared" / "fixtures" / "nvidia-smi" / "topo-m_8xV100-SXM2_mlx5.txt"
+SMI = REPO / "tests" / "fixtures" / "nvidia-smi" / "tesla-t4.xml"
+KIT = str(REPO / ".venv" / "bin" / "kit")
+WORK = "/home/bench/kit-work"
+DATA = "/data"
+PORT = 29500
+NIC = "eth0"
+GOALS = {"report": 10.0, "bundle": 60.0, "verify": 60.0}
+PEAK_MB = 1024.0
+LINEAR_SLACK = 1.25  # cost ratio <= 1.25 x the logs ratio counts as linear
+
+# ------------------------------------------------------------------------------------------------ real text
+
+# a real run's lines around the harness's own (kit bench on this repo's CPU runs: tests/test_multinode.py)
+PY_WARN = ("/opt/kit/venv/lib/python3.11/site-packages/paddle/utils/cpp_extension/extension_utils.py:712: "
+           "UserWarning: No ccache found. Please be aware that recompiling all source files may be required. You can "
+           "download and install ccache from: https://github.com/ccache/ccache/blob/master/doc/INSTALL.md\n"
+           "  warnings.warn(warning_message)\n")
+PADDLE_FLAGS = ("======================= Modified FLAGS detected =======================\n"
+                "FLAGS(name='FLAGS_fraction_of_gpu_memory_to_use', current_value=0.0, default_value=0.92000001668930"
+                "05)\nFLAGS(name='FLAGS_enable_pir_in_executor', current_value=True, default_value=False)\n"
+                "=======================================================================\n")
+
+
+def launch_header(nodes: int, gpus: int, rank: int, host_ip: str, master: str, log_dir: str, script: str) -> str:
+    """paddle.distributed.launch's configuration block (as a real run printed it)."""
+    keys = [("auto_cluster_config", "0"), ("auto_parallel_config", "None"), ("devices", "None"),
+            ("elastic_level", "-1"), ("elastic_timeout", "30"), ("enable_gpu_log", "True"), ("gloo_port", "6767"),
+            ("host", host_ip), ("ips", "None"), ("job_id", "default"), ("legacy", "False"), ("log_dir", log_dir),
+            ("log_level", "INFO"), ("log_overwrite", "False"), ("master", master), ("max_restart", "3"),
+            ("nnodes", str(nodes)), ("nproc_per_node", str(gpus)), ("rank", str(rank)),
+            ("run_mode", "collective"), ("server_num", "None"), ("servers", ""), ("sort_ip", "False"),
+            ("start_port", "6070"), ("trainer_num", "None"), ("trainers", ""), ("training_script", script),
+            ("with_gloo", "1")]
+    t = "LAUNCH INFO 2026-11-24 08:15:21,068 "
+    out = [PY_WARN.rstrip("\n"), f"LAUNCH WARNING 2026-11-24 08:15:21,060 Host ip reset to {host_ip}",
+           t + "-----------  Configuration  ----------------------"]
+    out += [f"{t}{k}: {v}" for k, v in keys]
+    out += [t + "--------------------------------------------------",
+            f"{t}Job: default, mode collective, replicas {nodes}[{nodes}:{nodes}], elastic False",
+            t + "Waiting peer start..."]
+    for i in range(3):
+        out.append(f"[2026-11-24 08:15:2{i},915] [    INFO] _client.py:1025 - HTTP Request: GET "
+                   f"http://{master}/default/info \"HTTP/1.0 200 OK\"")
+    out += [f"{t}Run Pod: pod{rank}, replicas {gpus}, status ready",
+            f"{t}Watching Pod: pod{rank}, replicas {gpus}, status running"]
+    return "\n".join(out) + "\n"
+
+
+LAUNCH_END = "LAUNCH INFO 2026-11-24 08:17:30,686 Pod completed\nLAUNCH INFO 2026-11-24 08:17:30,686 Exit code 0\n"
+
+# per GPU samples/s of the harness (V100-like), by model and precision
+HARNESS_SPEED = {("resnet50", "fp32"): 380.0, ("resnet50", "amp"): 1150.0, ("vgg16", "fp32"): 230.0,
+                 ("vgg16", "amp"): 610.0, ("arcface", "fp32"): 390.0, ("arcface", "amp"): 1000.0}
+
+
+def kitlog(data: dict) -> str:
+    return ":::KITLOG " + json.dumps({"kit": 1, **data}) + "\n"
+
+
+def harness_rank0(case: Case, repeat: int, host: str) -> str:
+    """Rank 0's output of the harness: run_start, warmup_end, one step line per measured step, run_stop, rank_stop."""
+    ranks = case.processes
+    gb = case.batch_size * ranks
+    per_gpu = HARNESS_SPEED[(case.model, case.precision)] * (0.93 if ranks > 8 else 1.0)
+    t0 = 1795508126886 + repeat * 600_000
+    out = [PY_WARN, PADDLE_FLAGS if case.framework == "paddle" else ""]
+    out.append(kitlog({"event": "run_start", "time_ms": t0, "framework": case.framework,
+                       "framework_version": "2.6.2" if case.framework == "paddle" else "2.3.1",
+                       "model": case.model, "params": 25557032, "num_classes": case.num_classes,
+                       "precision": case.precision, "amp_effective": case.precision == "amp", "device": "gpu",
+                       "device_name": "Tesla V100-SXM2-32GB", "ranks": ranks, "local_batch": case.batch_size,
+                       "global_batch": gb, "image_size": case.image_size, "data": case.data,
+                       "channels_last": case.channels_last, "threads": 8, "warmup_steps": case.warmup_steps,
+                       "measure_steps": case.measure_steps, "optimizer": "momentum_sgd", "lr": 0.1,
+                       "momentum": 0.9, "weight_decay": 0.0001, "seed": 0, "host": host, "python": "3.11.7"}))
+    warm = case.warmup_steps * case.batch_size / per_gpu * 1.4
+    t = t0 + int(warm * 1000)
+    out.append(kitlog({"event": "warmup_end", "time_ms": t, "steps": case.warmup_steps, "seconds": round(warm, 6)}))
+    total = 0.0
+    for i in range(case.measure_steps):
+        sps = gb / (case.batch_size / per_gpu) * (1.0 + 0.01 * ((i * 7 + repeat) % 5 - 2))
+        sec = gb / sps
+        total += sec
+        t += int(sec * 1000)
+        out.append(kitlog({"event": "step", "time_ms": t, "step": case.warmup_steps + i + 1, "global_batch": gb,
+                           "seconds": round(sec, 6), "samples_per_sec": round(sps, 3), "ranks": ranks,
+                           "framework": case.framework, "model": case.model, "precision": case.precision,
+                           "loss": round(6.9 - 0.001 * i, 5)}))
+    thr = round(gb * case.measure_steps / total, 3)
+    out.append(kitlog({"event": "run_stop", "time_ms": t + 2, "status": "success", "steps": case.measure_steps,
+                       "seconds": round(total, 6), "samples_per_sec": thr, "ranks": ranks,
+                       "framework": case.framework, "model": case.model, "precision": case.precision,
+                       "unit": "images/s", "throughput": thr, "peak_memory_mb": 14721.9,
+                       "peak_memory_kind": "max_memory_allocated"}))
+    out.append(rank_stop(0, ranks, 0, host, case.measure_steps, t + 9))
+    return "".join(out)
+
+
+def rank_stop(rank: int, ranks: int, local: int, host: str, steps: int, t: int) -> str:
+    return kitlog({"event": "rank_stop", "time_ms": t, "status": "success", "rank": rank, "ranks": ranks,
+                   "local_rank": local, "host": host, "steps": steps, "peak_memory_mb": 14717.3,
+                   "peak_memory_kind": "max_memory_allocated"})
+
+
+def harness_other(framework: str, rank: int, ranks: int, local: int, host: str, steps: int) -> str:
+    """A rank > 0 of the harness: the framework's start-up lines, then its rank_stop line only."""
+    head = PY_WARN + (PADDLE_FLAGS if framework == "paddle" else "")
+    return head + rank_stop(rank, ranks, local, host, steps, 1795508129650 + rank)
+
+
+def published(name: str) -> str:
+    return (PUBLISHED / name).read_text(errors="replace")
+
+
+def reference_text(case: Case) -> str:
+    """Rank 0's output of a published program (its real log, or its print statements as the stand-ins print them)."""
+    impl = reference.implementation(case.framework, case.model).name
+    g, p = case.processes, case.precision
+    if impl == "paddleclas":
+        if case.nodes > 1:
+            return published(f"perf-v100/paddle/paddle_gpu32_{'pure_fp16' if p == 'amp' else 'fp32'}_bs256.txt")
+        return published(f"perf-v100/paddle/PaddleClas_ResNet50_bs256_{'pure_fp16' if p == 'amp' else 'fp32'}"
+                         f"_DP_N1C{case.gpus_per_node}_log")
+    if impl == "ngc-pytorch":
+        return published(f"perf-v100/pytorch/pytorch_gpu{32 if case.nodes > 1 else g}_{p}_bs256.txt")
+    if impl == "ngc-tensorflow":
+        return published(f"perf-v100/tensorflow/tf_gpu{32 if case.nodes > 1 else g}_{p}_bs256.txt")
+    if impl == "ngc-mxnet":
+        return published(f"perf-v100/mxnet/mxnet_gpu{g}_{'amp_bs256' if p == 'amp' else 'fp32_bs128'}.txt")
+    if impl in ("ngc-pytorch-bert", "ngc-pytorch-transformer"):  # one node; FP32 BERT on 1 GPU: its 8-GPU log
+        half = "fp16" if p == "amp" else "fp32"
+        if impl == "ngc-pytorch-bert":
+            gpus = 8 if p == "fp32" else case.gpus_per_node
+            return published(f"perf-models/Bert/OtherReports/PyTorch/logs/V100_LOG/bert_base_lamb_pretraining."
+                             f"pyt_bert_pretraining_phase1_{half}_bs96_gpu{gpus}.log")
+        return published(f"perf-models/Transformer/OtherReports/PyTorch/logs/V100_LOG/transformer_pytorch_bs5120_"
+                         f"{half}_gpu{case.gpus_per_node}")
+    if impl == "fleetx":  # FleetX's fit(): one line per step from start_step + 1 (tests/standin/fleetx)
+        speeds = [1.25] * 20 + [2.0, 4.0] * 50  # steps/s; the published figure where the suite has one
+        if case.reference:
+            speed = case.reference.value / (case.batch_size * case.processes)
+            speeds = [speed * 0.6] * 10 + [speed] * 110
+        lines, total = [], 0.0
+        for i, speed in enumerate(speeds):
+            total += 1 / speed
+            step = 11 + i
+            lines.append(f"epoch id: 0, step{step}, train_loss: {6.907755:f}, total time cost = {total:f}, "
+                         f"step per second: {(step - 10) / total:f}, speed: {speed:f}")
+        return "".join(line + "\n" for line in lines)
+    # plsc: PLSC's logger line every 10 batches up to DLPerf's exit at batch 150 (tests/standin/plsc)
+    ref = case.reference.value if case.reference else 2100.0
+    lines = [f"INFO 2022-06-02 16:17:{10 + b // 10:02d},158 entry.py:1001] Pass:0 batch:{b} lr:0.10000000 "
+             f"loss:{46.5 - b * 0.01:.6f} qps:{(412.5 if b == 0 else ref):.2f}" for b in range(0, 151, 10)
+             for _trainer in range(case.nodes)]  # DLPerf's reduction reads one line per node's trainer 0
+    return "".join(line + "\n" for line in lines)
+
+
+def tf_ranks(text: str, ranks: int) -> str:
+    """mpirun -tag-output: every rank's lines tagged [1,r]; ranks > 0 print Horovod's start-up line."""
+    extra = [f"Mon Jun 13 17:41:0{r % 10} 2022[1,{r}]<stdout>:Horovod rank {r} of {ranks} started on local rank "
+             f"{r % 8}\n" for r in range(1, ranks)]
+    return "".join(extra) + text
+
+
+# ------------------------------------------------------------------------------------------------ the run
+
+
+def generated_suite(nodes: int, repeats: int | None, trim: bool) -> dict:
+    """v100.yaml with every multi-node case on `nodes` hosts (their 4-node references dropped); trim: each entry's
+    lists cut to one value (its frameworks kept, its largest GPU count), a tiny run for tests."""
+    data = yaml.safe_load(SUITE.read_text())
+    data["name"] = "v100"
+    if repeats:
+        data["defaults"]["repeats"] = repeats
+    cases = []
+    for entry in data["cases"]:
+        entry = copy.deepcopy(entry)
+        if repeats and "repeats" in entry:
+            entry["repeats"] = repeats
+        if trim:
+            for key, value in list(entry.items()):
+                if isinstance(value, list) and key not in ("framework", "references"):
+                    entry[key] = value[-1] if key == "gpus_per_node" else value[0]
+
+            def selects(ref: dict, entry: dict = entry) -> bool:
+                return all(v == entry[k] or (isinstance(entry[k], list) and v in entry[k])
+                           for k, v in ref.items() if k in entry and k != "references")
+            if entry.get("references"):
+                entry["references"] = [r for r in entry["references"] if selects(r)] or None
+                if entry["references"] is None:
+                    del entry["references"]
+        if entry.get("nodes", 1) != 1:
+            entry["nodes"] = nodes
+            entry.pop("references", None)
+        elif entry.get("references"):
+            entry["references"] = [r for r in entry["references"] if r.get("nodes", 1) == 1]
+        cases.append(entry)
+    data["cases"] = cases
+    return data
+
+
+def env_captures(run_dir: Path, hosts: list[str]) -> None:
+    """Each host's raw probe outputs (a real V100 `topo -m`, a real `nvidia-smi -q -x`, this machine's /proc files)
+    and the capture the kit parses from them."""
+    raw = {"cpuinfo": Path("/proc/cpuinfo").read_text(), "meminfo": Path("/proc/meminfo").read_text(),
+           "os-release": Path("/etc/os-release").read_text(), "kernel": subprocess.run(
+               ["uname", "-r"], capture_output=True, text=True).stdout, "docker": "\n", "infiniband": "mlx5_0\n",
+           "nvidia-smi-topo": TOPO.read_text(), "nvidia-smi-q": SMI.read_text()}
+    commands = {"has-nvidia-smi": "command -v nvidia-smi", "nvidia-smi-topo": "nvidia-smi topo -m",
+                "nvidia-smi-q": "nvidia-smi -q -x", "cpuinfo": "cat /proc/cpuinfo", "meminfo": "cat /proc/meminfo",
+                "os-release": "cat /etc/os-release", "kernel": "uname -r",
+                "docker": "docker version --format '{{.Server.Version}}'", "infiniband": "ls /sys/class/infiniband",
+                "nic": f"cat /sys/class/net/{NIC}/operstate"}
+    for host in hosts:
+        d = run_dir / "env" / host
+        d.mkdir(parents=True)
+        probes = {}
+        for name, cmd in commands.items():
+            code = 1 if name == "docker" else 0
+            probes[name] = {"command": cmd, "exit": code}
+            if name in raw:
+                (d / f"{name}.txt").write_text(raw[name])
+        probes["nic"]["interface"] = NIC
+        (d / "probes.json").write_text(json.dumps(probes, indent=2) + "\n")
+        capture = ec.capture_from_dir(host, d)
+        (d / "capture.json").write_text(json.dumps(capture.to_dict(), indent=2) + "\n")
+    (run_dir / "env" / "verdict.json").write_text(json.dumps({"ok": True, "problems": [], "busy": {}}) + "\n")
+
+
+class Writer:
+    def __init__(self, run_dir: Path):
+        self.run_dir, self.files, self.bytes = run_dir, 0, 0
+        self.rank_logs = 0
+
+    def put(self, rel: Path | str, text: str, rank_log: bool = False) -> None:
+        path = self.run_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = text.encode()
+        path.write_bytes(data)
+        self.files += 1
+        self.bytes += len(data)
+        self.rank_logs += rank_log
+
+
+def harness_run(w: Writer, case: Case, repeat: int, hosts: list[str], ips: list[str]) -> dict:
+    folder = run_folder(case.log_path(repeat))
+    g, ranks = case.gpus_per_node, case.processes
+    rank0 = harness_rank0(case, repeat, hosts[0])
+    entry_hosts = {}
+    for n in range(case.nodes):
+        host = hosts[n]
+        base = Path("hosts") / host / folder
+        work = f"{WORK}/runs/{w.run_dir.name}/{host}/{folder.as_posix()}"
+        script = [f"{WORK}/harness/2f39407c2333/train.py", "--framework", case.framework, "--model", case.model,
+                  "--batch-size", str(case.batch_size), "--precision", case.precision, "--warmup-steps",
+                  str(case.warmup_steps), "--measure-steps", str(case.measure_steps), "--data", case.data]
+        if ranks == 1:
+            argv, stdout = ["/opt/kit/venv/bin/python", *script], rank0
+        elif case.framework == "paddle":
+            argv = ["/opt/kit/venv/bin/python", "-m", "paddle.distributed.launch", "--nnodes", str(case.nodes),
+                    "--nproc_per_node", str(g), "--rank", str(n), "--master", f"{ips[0]}:{PORT}", "--host", ips[n],
+                    "--log_dir", f"{work}/launcher", *script]
+            head = launch_header(case.nodes, g, n, ips[n], f"{ips[0]}:{PORT}", f"{work}/launcher", script[0])
+            for local in range(g):
+                rank = n * g + local
+                text = rank0 if rank == 0 else harness_other("paddle", rank, ranks, local, host, case.measure_steps)
+                w.put(base / "launcher" / f"workerlog.{local}", text, rank_log=True)
+                w.put(base / "launcher" / f"envlog.{local}", f"PADDLE_TRAINER_ID={rank}\nPADDLE_LOCAL_RANK={local}\n"
+                      f"PADDLE_TRAINERS_NUM={ranks}\nPADDLE_MASTER={ips[0]}:{PORT}\n")
+            own = rank0 if n == 0 else harness_other("paddle", n * g, ranks, 0, host, case.measure_steps)
+            stdout = head + own + LAUNCH_END
+        else:
+            argv = ["/opt/kit/venv/bin/python", "-m", "torch.distributed.run", "--nnodes", str(case.nodes),
+                    "--node_rank", str(n), "--nproc_per_node", str(g), "--master_addr", ips[0], "--master_port",
+                    str(PORT), *script]
+            parts = [rank0 if n == 0 and local == 0 else
+                     harness_other("torch", n * g + local, ranks, local, host, case.measure_steps)
+                     for local in range(g)]
+            stdout = "".join(parts)
+        w.put(base / "stdout.log", stdout, rank_log=ranks == 1 or case.framework == "torch")
+        w.put(base / "pgid", f"{4000 + n}\n")
+        line = wrapper_command(work, {"PYTHONUNBUFFERED": "1", "NCCL_SOCKET_IFNAME": NIC}, argv)
+        entry_hosts[host] = {"exit_code": 0, "error": "", "seconds": 180.5, "command": line}
+    w.put(Path("logs") / case.log_path(repeat), (w.run_dir / "hosts" / hosts[0] / folder / "stdout.log").read_text())
+    return entry_hosts
+
+
+def reference_run(w: Writer, case: Case, repeat: int, hosts: list[str], ips: list[str], pin: str) -> dict:
+    folder = run_folder(case.log_path(repeat))
+    job = case.ref_job()
+    g, ranks = case.gpus_per_node, case.processes
+    text = reference_text(case)
+    entry_hosts = {}
+    log_rel = Path("logs") / case.log_path(repeat)
+    for n in range(case.nodes):
+        host = hosts[n]
+        cluster = reference.Cluster(n, tuple(ips[:case.nodes]), PORT, NIC)
+        cmd = reference.build(job, cluster, code_root="/opt/models", data_dir=reference.data_path(DATA, job))
+        if not cmd.argv:  # rank 0's mpirun starts this host's ranks
+            continue
+        base = Path("hosts") / host / folder
+        work = f"{WORK}/runs/{w.run_dir.name}/{host}/{folder.as_posix()}"
+        meta = reference.record(cmd, job, cluster)
+        meta.update({"started": "2026-11-24T08:15:20+00:00", "host": host, "ran_in": cmd.cwd,
+                     "model_code_commit": pin, "patch_sha256": None,
+                     "environ": {"HOME": "/root", "PATH": "/usr/local/bin:/usr/bin:/bin", "PWD": work,
+                                 "PYTHONUNBUFFERED": "1", **reference.redact(cmd.env)}})
+        launch = "paddle.distributed.launch" in cmd.argv
+        if "-tag-output" in cmd.argv:
+            stdout = tf_ranks(text, ranks)
+        elif launch:
+            for local in range(g):
+                w.put(base / "launcher" / f"workerlog.{local}", text, rank_log=True)
+            stdout = launch_header(case.nodes, g, n, ips[n], f"{ips[0]}:{PORT}", f"{work}/launcher",
+                                   cmd.argv[-1]) + text + LAUNCH_END
+        else:
+            stdout = text
+        w.put(base / "stdout.log", stdout, rank_log=not launch)
+        w.put(base / "pgid", f"{4000 + n}\n")
+        w.put(base / sidecar_name(log_rel.name), json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        line = wrapper_command(work, {"PYTHONUNBUFFERED": "1"}, ["python3", "kit-scripts/launch.py", "--record",
+                               sidecar_name(log_rel.name), "--", *cmd.argv])
+        entry_hosts[host] = {"exit_code": 0, "error": "", "seconds": 240.2, "command": line}
+        if n == 0:
+            w.put(log_rel, stdout)
+            w.put(log_rel.with_name(sidecar_name(log_rel.name)), json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return entry_hosts
+
+
+def generate(root: Path, nodes: int = 16, repeats: int | None = None, trim: bool = False) -> tuple[Path, dict]:
+    """A run directory of the v100 suite under root/runs/, multi-node cases on `nodes` hosts -> (run_dir, counts)."""
+    run_dir = root / "runs" / f"v100-scale-{nodes}n"
+    run_dir.mkdir(parents=True)
+    (run_dir / "suite.yaml").write_text(yaml.safe_dump(generated_suite(nodes, repeats, trim), sort_keys=False))
+    suite = load_suite(run_dir / "suite.yaml")
+    width = max(nodes, 1)
+    hosts = [f"h{i + 1:02d}" for i in range(width)]
+    ips = [f"10.0.0.{i + 1}" for i in range(width)]
+    env_captures(run_dir, hosts)
+    meta = records.open_run_meta(run_dir, suite, hosts=hosts, host=records.host_description())
+    w = Writer(run_dir)
+    for case in suite.cases:
+        pin = pin_of(reference.implementation(case.framework, case.model).code) if case.impl == "reference" else ""
+        for repeat in range(1, case.repeats + 1):
+            if case.impl == "harness":
+                per_host = harness_run(w, case, repeat, hosts, ips)
+            else:
+                per_host = reference_run(w, case, repeat, hosts, ips, pin)
+            log = run_dir / "logs" / case.log_path(repeat)
+            value = records.figure_of(log, run_dir / "logs")
+            meta["runs"][f"logs/{case.log_path(repeat).as_posix()}"] = {
+                "case": case.key, "repeat": repeat, "status": "ok", "samples_per_sec": value,
+                "wall_seconds": 245.0, "reason": "", "hosts": per_host}
+    records.finish_run_meta(run_dir, meta)
+    bench.write_report(run_dir, suite)
+    size = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file())
+    nfiles = sum(1 for p in run_dir.rglob("*") if p.is_file())
+    logs = sum(1 for p in run_dir.rglob("*") if p.is_file() and (p.suffix == ".log" or "workerlog." in p.name))
+    return run_dir, {"runs": len(meta["runs"]), "rank_logs": w.rank_logs, "logs": logs, "files": nfiles,
+                     "bytes": size}
+
+
+# ------------------------------------------------------------------------------------------------ measuring
+
+
+def measure(argv: list[str], cwd: Path) -> tuple[float, float, int, str]:
+    """(seconds, peak RSS MB of the process tree, exit status, output tail) of one command."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    top = psutil.Process(proc.pid)
+    peak = 0
+    chunks: list[bytes] = []
+    import threading
+
+    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    while proc.poll() is None:
+        try:
+            tree = [top, *top.children(recursive=True)]
+            rss = 0
+            for p in tree:
+                try:
+                    rss += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak = max(peak, rss)
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    seconds = time.perf_counter() - t0
+    reader.join()
+    out = b"".join(chunks).decode(errors="replace")
+    return seconds, peak / 2**20, proc.returncode, out
+
+
+def steps(run_dir: Path, work: Path) -> list[tuple[str, list[str]]]:
+    bundle = work / f"{run_dir.name}.bundle.tar.gz"
+    return [("report", [KIT, "report", str(run_dir), "--out", str(work / "report")]),
+            ("bundle", [KIT, "bundle", str(run_dir), "--out", str(bundle), "--force", "--submitter", "bench",
+                        "--system-name", "v100-16n8g"]),
+            ("verify", [KIT, "verify", str(bundle)])]
+
+
+def run_size(label: str, nodes: int, repeat: int, keep: Path | None) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix=f"kit-scale-{nodes}n-", dir=keep))
+    try:
+        t0 = time.perf_counter()
+        run_dir, counts = generate(tmp, nodes)
+        counts["generate_s"] = time.perf_counter() - t0
+        out = {"label": label, "nodes": nodes, **counts}
+        for name, argv in steps(run_dir, tmp):
+            times, peaks = [], []
+            for _ in range(repeat):
+                seconds, peak, code, tail = measure(argv, tmp)
+                if name != "report" and code == 1:  # ran to the end; some rule does not hold: the verdict says which
+                    rules = collections.Counter(re.findall(r"^  \[(\w+)\]", tail, re.M))
+                    out[f"{name}_verdict"] = "NOT OK: " + ", ".join(f"{k} x{v}" for k, v in sorted(rules.items()))
+                elif code != 0:
+                    out[f"{name}_error"] = f"exit {code}: {tail[-1500:]}"
+                else:
+                    out[f"{name}_verdict"] = next((ln for ln in tail.splitlines() if ln.startswith(("OK", "CONS"))),
+                                                  "ok")
+                times.append(seconds)
+                peaks.append(peak)
+            out[name] = {"seconds": statistics.median(times), "peak_mb": statistics.median(peaks),
+                         "all_seconds": times}
+        return out
+    finally:
+        if keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def table(results: list[dict]) -> list[str]:
+    head = f"{'size':<8}{'nodes':>6}{'runs':>6}{'logs':>7}{'files':>7}{'MB':>8}"
+    for name in GOALS:
+        head += f"{name + ' s':>11}{'peak MB':>9}"
+    lines = [head]
+    for r in results:
+        line = f"{r['label']:<8}{r['nodes']:>6}{r['runs']:>6}{r['logs']:>7}{r['files']:>7}{r['bytes'] / 1e6:>8.1f}"
+        for name in GOALS:
+            line += f"{r[name]['seconds']:>11.2f}{r[name]['peak_mb']:>9.0f}"
+        lines.append(line)
+    return lines
+
+
+def ratios(big: dict, small: dict) -> dict:
+    out = {"logs": big["logs"] / small["logs"], "bytes": big["bytes"] / small["bytes"]}
+    for name in GOALS:
+        out[name] = big[name]["seconds"] / small[name]["seconds"]
+        out[name + "_peak"] = big[name]["peak_mb"] / small[name]["peak_mb"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", default="4,8,16", help="hosts of the multi-node cases at each size (default 4,8,16)")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each command per size; the median is shown")
+    p.add_argument("--keep", type=Path, help="generate under this folder and keep it (default: a temporary one)")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    args = p.parse_args(argv)
+    sizes = [int(n) for n in args.nodes.split(",")]
+    labels = {0: "quarter", 1: "half", 2: "full"} if len(sizes) == 3 else {}
+    results = []
+    for i, nodes in enumerate(sizes):
+        r = run_size(labels.get(i, f"{nodes}n"), nodes, args.repeat, args.keep)
+        results.append(r)
+        print(f"# {r['label']}: {r['runs']} runs, {r['logs']} logs, {r['bytes'] / 1e6:.1f} MB generated in "
+              f"{r['generate_s']:.1f} s; " + ", ".join(f"{n} {r[n]['all_seconds']}" for n in GOALS), flush=True)
+        for name in GOALS:
+            if f"{name}_error" in r:
+                print(f"#   {name} FAILED: {r[name + '_error']}", flush=True)
+            elif f"{name}_verdict" in r and name != "report":
+                print(f"#   {name}: {r[name + '_verdict'][:600]}", flush=True)
+    print()
+    print("\n".join(table(results)))
+    ok = True
+    full = results[-1]
+    print()
+    for name, limit in GOALS.items():
+        good = full[name]["seconds"] <= limit and f"{name}_error" not in full
+        ok &= good
+        print(f"goal {name} <= {limit:g} s at full size: {full[name]['seconds']:.2f} s "
+              f"{'MET' if good else 'MISSED'}" + (" (command failed)" if f"{name}_error" in full else ""))
+    peak = max(r[n]["peak_mb"] for r in results for n in GOALS)
+    ok &= peak <= PEAK_MB
+    print(f"goal peak memory <= {PEAK_MB:g} MB: {peak:.0f} MB {'MET' if peak <= PEAK_MB else 'MISSED'}")
+    linear = True
+    for a, b in zip(results[1:], results[:-1], strict=False):
+        rt = ratios(a, b)
+        print(f"growth {a['label']}/{b['label']}: logs x{rt['logs']:.2f}, bytes x{rt['bytes']:.2f}, "
+              + ", ".join(f"{n} time x{rt[n]:.2f} peak x{rt[n + '_peak']:.2f}" for n in GOALS))
+        for name in GOALS:
+            linear &= rt[name] <= LINEAR_SLACK * rt["logs"] and rt[name + "_peak"] <= LINEAR_SLACK * rt["logs"]
+    ok &= linear
+    print(f"goal linear growth (time and peak ratio <= {LINEAR_SLACK} x logs ratio): {'MET' if linear else 'MISSED'}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    print("bench-scale: all goals met" if ok else "bench-scale: goal(s) missed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
