@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.config import programs
+from kit.config.imagekeys import image_key, pinned_keys
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.layout import case_key, case_name, run_log_path
 from kit.core.yamlio import ConfigError, LineDict, kind_name, load_yaml, optional, require
@@ -334,10 +335,8 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
 
 def _check_image(framework: str, image: str, entry: LineDict, path: Path) -> None:
     """`image:` must name an image of docker/pins.yaml that the case's framework runs in (kit.images.spec)."""
-    from kit.images.spec import current_pins
-
     try:
-        current_pins().image_key(framework, image)
+        image_key(framework, image, pinned_keys())
     except KeyError as exc:
         raise ConfigError(path, str(exc.args[0]), entry.line_of("image"), "image") from None
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit import REPO_ROOT
+from kit.config.imagekeys import FRAMEWORK_KEY, PINS_FILE, image_key, image_name
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 
 SCHEMA_VERSION = SCHEMA_VERSIONS["pins.yaml"]
-PINS_FILE = REPO_ROOT / "docker" / "pins.yaml"
 GENERATIONS = ("v100", "a100", "h100")
 # a seed environment: the stack one seed report ran (images.<name>.generations.seed000 -> image key paddle/seed000);
 # chosen by a suite or case `image:`, never by the suite's generation
@@ -32,7 +32,6 @@ ENVIRONMENT_RE = re.compile(r"^seed[0-9]{3}$")
 # built at a commit, as seed 000 ran it)
 VERSION_KEYS = ("ubuntu", "python", "cuda", "cudnn", "nccl", "dali", "paddle", "paddle_commit", "torch", "tensorflow",
                 "mxnet")
-FRAMEWORK_KEY = {"cpu": None, "paddle": "paddle", "pytorch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet"}
 IMAGE_NAMES = tuple(FRAMEWORK_KEY)
 LABEL_PREFIX = "io.kit.pins"
 HARNESS_DIR = "/opt/kit/harness"
@@ -133,24 +132,8 @@ class Pins:
         return self.get(f"{image_name(framework)}/{generation}")
 
     def image_key(self, framework: str, image: str) -> str:
-        """A suite's `image:` -> the pins key: a full key (paddle/seed000) or a bare generation or seed environment
-        (seed001 -> <the framework's image>/seed001). KeyError when no such image exists or it is another
-        framework's."""
-        name = image_name(framework)
-        key = image if "/" in image or image == "cpu" else f"{name}/{image}"
-        have = [s.key for s in self.images]
-        if key not in have:
-            mine = ", ".join(k for k in have if k.startswith(f"{name}/")) or "none"
-            raise KeyError(f"no image {key!r} in {self.path} ({framework} images: {mine})")
-        owner = key.split("/", 1)[0]
-        if owner not in (name, "cpu"):
-            raise KeyError(f"image {key!r} is the {owner} image, not {framework}'s ({name}/...)")
-        return key
-
-
-def image_name(framework: str) -> str:
-    """A suite's framework (paddle, torch, ...) -> its image name (paddle, pytorch, ...)."""
-    return {v: k for k, v in FRAMEWORK_KEY.items() if v}[framework]
+        """A suite's `image:` -> the pins key (kit.config.imagekeys.image_key over these images)."""
+        return image_key(framework, image, [s.key for s in self.images], self.path)
 
 
 # ---- loading ----------------------------------------------------------------------------------
