@@ -125,7 +125,7 @@ def test_slurm_docker_container_per_node(slurm_cluster, cpu_image, docker_engine
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     tar = tmp_path / "cpu.tar"
     with open(tar, "wb") as out:
-        for chunk in docker_engine.images.get(cpu_image.ref).save(named=True):
+        for chunk in docker_engine.images.get(cpu_image.ref).save(named=cpu_image.ref):
             out.write(chunk)
     for node in ("h2", "h3"):
         slurm_cluster.start_docker(node)
