@@ -12,11 +12,11 @@ from kit.config.suites import Suite
 
 def cudnn_of(suite: Suite) -> dict[str, tuple[str, str | None]]:
     """The pinned cuDNN of each framework's image for this suite (docker/pins.yaml); empty for CPU suites."""
-    from kit.images.spec import load_pins
+    from kit.images.spec import current_pins
 
     if suite.hardware != "gpu":
         return {}
-    pins, found = load_pins(), {}
+    pins, found = current_pins(), {}
     for case in suite.cases:  # each case's image: its `image:`, else its framework's of the suite's generation
         try:
             spec = pins.for_case(case.framework, suite.hardware, suite.name, case.image)
