@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -211,6 +212,36 @@ def test_fewer_repeats_than_declared_fails_with_the_suite_line(real_run, tmp_pat
     suite_lines = (run / "suite.yaml").read_text().splitlines()
     assert v.file == "suite.yaml" and suite_lines[v.line - 1].lstrip().startswith("- framework:")
     assert "torch/resnet50/bz2/1n1g/fp32: 1 run(s) with a figure, the suite declares 2 repeats" in v.message
+
+
+def test_unbounded_references_are_shown_not_checked_and_bounded_ones_need_the_unit(real_run, tmp_path):
+    """Seed 003's way: a figure from another program is shown beside the median (null bounds), never a violation,
+    even in a unit the run does not measure; a bounded reference in another unit is one."""
+    run = fresh_copy(real_run, tmp_path)
+
+    def declare(text: str) -> None:  # as if the run had started with these references
+        (run / "suite.yaml").write_text(text)
+        meta = json.loads((run / "run.json").read_text())
+        meta["suite_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+        (run / "run.json").write_text(json.dumps(meta, indent=2))
+        bench.write_report(run, load_suite(run / "suite.yaml"))
+
+    refs = """
+    references:
+      - {framework: torch, gpus_per_node: 1, value: 1000000, lower: null, upper: null, unit: samples/s, source: shown}
+      - {framework: paddle, gpus_per_node: 1, value: 4.9, lower: null, upper: null, unit: steps/s, source: other unit}
+"""
+    declare(SUITE + refs.lstrip("\n"))
+    report = (run / "report.md").read_text()
+    assert "| 1e+06 samples/s |  ..  | -100.0% | shown (unbounded) | shown |" in report
+    assert "| 4.9 steps/s |  ..  |  | not comparable (samples/s) | other unit |" in report
+    assert verify(bd.make_bundle(run, submitter="Lab", system_name="box")).violations == []
+
+    bounded = refs.replace("value: 4.9, lower: null", "value: 4.9, lower: -0.5")
+    declare(SUITE + bounded.lstrip("\n"))
+    result = verify(bd.make_bundle(run, submitter="Lab", system_name="box", force=True))
+    assert [(v.rule, v.message) for v in result.violations] == [
+        ("references_hold", "paddle/resnet50/bz2/1n1g/fp32: reference in steps/s, measured in samples/s")]
 
 
 def test_mixed_image_ids_fail_same_image_everywhere(real_run, tmp_path):

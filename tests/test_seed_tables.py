@@ -121,3 +121,28 @@ def test_perf_family_ngc_pytorch_figures_are_v100_references_equal_to_the_claims
     refs = references("v100")
     rows = {k: c.reference.value for k, c in refs.items() if k[1] in ("bert", "transformer")}
     assert sorted(rows.values()) == sorted(published.values())
+
+
+# seed 003 (003_7f6cf1e964616475.txt), "GPU 单机单卡测试结果" (one V100, samples/s): model -> (Fluid 1.4.1, the other
+# framework's figure, which framework that is: TensorFlow 1.12.0-rc2, PyTorch 1.1.0 for SE-ResNeXt50)
+SEED003 = {"cyclegan": (7.3, 6.1, "TensorFlow"), "se_resnext50": (169.4, 153.1, "PyTorch"),
+           "deeplabv3p": (12.8, 6.4, "TensorFlow"), "bert": (4.0, 3.4, "TensorFlow"),
+           "transformer": (4.9, 4.7, "TensorFlow")}
+
+
+def test_seed003_table_is_v100_harness_references_shown_not_checked():
+    """Seed 003's figures came from Paddle's 2019 benchmark scripts, not the harness: unbounded, on 1 GPU FP32."""
+    cases = [c for c in load_suite("v100").cases if c.model in SEED003 and c.impl == "harness"]
+    seen = {}
+    for case in cases:
+        assert (case.nodes, case.gpus_per_node, case.precision) == (1, 1, "fp32")
+        ref = case.reference
+        assert ref is not None and not ref.bounded and ref.unit == "samples/s" and "seed 003" in ref.source
+        seen[(case.model, case.framework)] = (ref.value, ref.source)
+    assert len(seen) == 2 * len(SEED003)
+    for model, (fluid, other, other_name) in SEED003.items():
+        assert seen[(model, "paddle")][0] == fluid and "Fluid 1.4.1" in seen[(model, "paddle")][1]
+        assert seen[(model, "torch")][0] == other and other_name in seen[(model, "torch")][1]
+    for generation in ("a100", "h100"):  # the same rows, no figures: seed 003 published V100 only
+        rows = {(c.model, c.framework) for c in load_suite(generation).cases if c.model in SEED003}
+        assert rows == set(seen) and not any(c.reference for c in load_suite(generation).cases if c.model in SEED003)

@@ -51,7 +51,8 @@ def test_builtin_suites_load_and_mirror_the_seeds():
     ref = by_key["paddleclas/resnet50/bz256/1n1g/fp32"].reference
     assert ref.value == 393.561 and ref.unit == "samples/s" and ref.holds(393.0) and not ref.holds(350.0)
     assert by_key["plsc/arcface/bz128/2n8g/fp32"].reference.value == 5953.84
-    assert all(c.reference is None for c in v100.cases if c.impl == "harness")  # figures of the published programs
+    # figures of the published programs; on harness rows only seed 003's, shown and never checked (unbounded)
+    assert all(c.reference is None or not c.reference.bounded for c in v100.cases if c.impl == "harness")
     tf = by_key["ngc-tensorflow/resnet50/bz256/1n1g/fp32"]
     assert (tf.framework, tf.impl, tf.runner) == ("tensorflow", "reference", "reference")
     assert by_key["paddle/arcface/bz128/1n1g/fp32"].image_size == 112

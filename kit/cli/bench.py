@@ -94,7 +94,7 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, image
             bar.update(task, total=total, completed=finished, description=f"{run.label}" if phase == "start" else "")
             if phase == "end":
                 if outcome.status == "ok":
-                    bar.console.print(f"  [green]ok[/]     {run.label}: {outcome.value:.2f} samples/s "
+                    bar.console.print(f"  [green]ok[/]     {run.label}: {outcome.value:.2f} {outcome.unit} "
                                       f"({outcome.seconds:.0f} s)", soft_wrap=True)
                 else:
                     bar.console.print(f"  [red]{outcome.status:<6}[/] {run.label}: ", escape(outcome.reason),

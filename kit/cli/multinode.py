@@ -81,7 +81,7 @@ def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console
         table.add_column(column)
     for o in outcomes:
         cells = {h.host: (h.error or "ok") + f" ({h.seconds:.0f} s)" for h in o.hosts}
-        status = f"{o.value:.2f} samples/s" if o.status == "ok" else f"{o.status}: {o.reason}"
+        status = f"{o.value:.2f} {o.unit}" if o.status == "ok" else f"{o.status}: {o.reason}"
         table.add_row(o.run.label, status, *(cells.get(n, "") for n in names))
     console.print(table)
     for path in files:

@@ -19,9 +19,14 @@ def cmd_suites(args: argparse.Namespace) -> int:
         suite = suites.load_suite(args.show)
         print(f"{suite.name}: {suite.description} ({len(suite.cases)} cases, {suite.path})")
         for c in suite.cases:
-            ref = f"  ref {c.reference.value:g} {c.reference.unit}" if c.reference else ""
-            print(f"  {c.key:<42} {c.impl:<8} img {c.image_size:<4} steps {c.warmup_steps}+{c.measure_steps:<4} "
-                  f"x{c.repeats}{ref}")
+            ref = ""
+            if c.reference:
+                ref = f"  ref {c.reference.value:g} {c.reference.unit}" + ("" if c.reference.bounded else " (shown)")
+            if c.impl == "harness" and c.model in suites.NLP_MODELS:
+                shape = f"seq {c.seq_len or '-':<4} steps {c.warmup_steps}+{c.measure_epochs} epoch(s)"
+            else:
+                shape = f"img {c.image_size:<4} steps {c.warmup_steps}+{c.measure_steps:<4}"
+            print(f"  {c.key:<42} {c.impl:<8} {shape} x{c.repeats}{ref}")
         return EXIT_OK
     for name in suites.available():
         suite = suites.load_suite(name)

@@ -99,6 +99,11 @@ SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus
 REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source")
 
 
+def same_unit(unit: str) -> str:
+    """A throughput unit by what it counts: images/s is samples/s (an image is the sample of an image model)."""
+    return {"images/s": "samples/s", "img/s": "samples/s"}.get(unit, unit)
+
+
 @dataclass(frozen=True)
 class Reference:
     value: float
@@ -111,6 +116,15 @@ class Reference:
         low = None if self.lower is None else self.value * (1 + self.lower)
         high = None if self.upper is None else self.value * (1 + self.upper)
         return low, high
+
+    @property
+    def bounded(self) -> bool:
+        """False for a figure shown beside the median only (both bounds null: nothing to check, as in ReFrame)."""
+        return self.lower is not None or self.upper is not None
+
+    def measures(self, unit: str) -> bool:
+        """Whether a median in `unit` compares with this figure."""
+        return same_unit(self.unit) == same_unit(unit)
 
     def holds(self, measured: float) -> bool:
         low, high = self.bounds()

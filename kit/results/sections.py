@@ -24,10 +24,17 @@ def references_section(report, suite) -> str:
             if ref is None:
                 continue
             low, high = ref.bounds()
-            verdict = "within" if ref.holds(case.median) else "OUTSIDE"
+            comparable = ref.measures(group.unit)
+            if not comparable:
+                verdict = f"not comparable ({group.unit})"
+            elif not ref.bounded:
+                verdict = "shown (unbounded)"
+            else:
+                verdict = "within" if ref.holds(case.median) else "OUTSIDE"
+            difference = f"{case.median / ref.value - 1:+.1%}" if comparable else ""
             rows.append(f"| {key} | {case.median:.2f} | {ref.value:g} {ref.unit} | "
                         f"{'' if low is None else f'{low:.2f}'} .. {'' if high is None else f'{high:.2f}'} | "
-                        f"{case.median / ref.value - 1:+.1%} | {verdict} | {ref.source} |")
+                        f"{difference} | {verdict} | {ref.source} |")
     if not rows:
         return ""
     head = ["", "### Against published references", "",

@@ -93,7 +93,8 @@ def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, run
     todo = [r for r in runs if not records.is_done(run_dir, r)]
     for r in runs:
         if r not in todo:
-            outcomes.append(RunOutcome(r, "done", 0.0, value=records.figure_of(run_dir / r.log_rel, run_dir / "logs")))
+            figure = records.measure_of(run_dir / r.log_rel, run_dir / "logs")
+            outcomes.append(RunOutcome(r, "done", 0.0, value=figure.value, unit=figure.unit))
     total = len(runs)
     finished = total - len(todo)
     for run in todo:

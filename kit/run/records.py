@@ -27,7 +27,7 @@ from kit.core.inputs import KitError
 from kit.core.layout import RunLog, classify
 from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
-from kit.results.extract import Method, MethodError, compute_figure
+from kit.results.extract import Figure, Method, MethodError, compute_figure
 from kit.results.parsers import ParseError, parse_log
 from kit.run import reference
 from kit.run.command import HARNESS, sidecar_name
@@ -87,12 +87,17 @@ def reference_figures(log: Path) -> dict:
             "impl": meta["impl"]}
 
 
-def figure_of(log: Path, logs_root: Path) -> float:
-    """The run's figure from its log (below logs_root, in the DLPerf layout): the harness's kitlog lines by its
-    timing rule, a published program's by its recipe's reduction; ParseError/MethodError when it gives none."""
+def measure_of(log: Path, logs_root: Path) -> Figure:
+    """The run's figure (value and unit) from its log (below logs_root, in the DLPerf layout): the harness's kitlog
+    lines by its timing rule, a published program's by its recipe's reduction; ParseError/MethodError when it
+    gives none."""
     where = classify(Path(log), Path(logs_root))
     method, fmt = (reference.log_reduction(where) if isinstance(where, RunLog) else None) or (HARNESS_METHOD, "kitlog")
-    return compute_figure(parse_log(log, fmt), method).value
+    return compute_figure(parse_log(log, fmt), method)
+
+
+def figure_of(log: Path, logs_root: Path) -> float:
+    return measure_of(log, logs_root).value
 
 
 def is_done(run_dir: Path, run: PlannedRun) -> bool:

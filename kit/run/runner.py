@@ -22,7 +22,7 @@ from kit.core.inputs import KitError
 from kit.results.extract import MethodError
 from kit.results.parsers import ParseError
 from kit.run.plan import PlannedRun
-from kit.run.records import figure_of
+from kit.run.records import measure_of
 
 KILL_GRACE_S = 5.0  # SIGTERM, then SIGKILL what is left after this many seconds (every runner, every host)
 
@@ -60,6 +60,7 @@ class RunOutcome:
     reason: str = ""
     exit_code: int | None = None
     hosts: list[HostStatus] = field(default_factory=list)
+    unit: str = "samples/s"  # of value: sequences/s, tokens/s for the NLP models
 
 
 class Runner(ABC):
@@ -111,12 +112,13 @@ def judge(run: PlannedRun, run_dir: Path, hosts: list[HostStatus], ended: bool, 
         return RunOutcome(run, "timeout", seconds, reason=f"no end after {run.case.timeout_s:g} s: {where}",
                           exit_code=code, hosts=hosts)
     try:
-        value, why = (figure_of(log, run_dir / "logs"), "") if log.is_file() else (None, "no log from rank 0")
+        figure, why = (measure_of(log, run_dir / "logs"), "") if log.is_file() else (None, "no log from rank 0")
     except (ParseError, MethodError) as exc:
-        value, why = None, exc.reason if isinstance(exc, ParseError) else str(exc)
+        figure, why = None, exc.reason if isinstance(exc, ParseError) else str(exc)
+    value = None if figure is None else figure.value
     failed = [h for h in hosts if h.error]
-    if not failed and value is not None:
-        return RunOutcome(run, "ok", seconds, value=value, exit_code=0, hosts=hosts)
+    if figure is not None and not failed:
+        return RunOutcome(run, "ok", seconds, value=value, exit_code=0, hosts=hosts, unit=figure.unit)
     if several or any(not h.error.startswith("exit ") for h in failed):  # name the hosts and what they said
         reason = "; ".join(p for p in ("; ".join(f"{h.host}: {h.error}" for h in failed), why) if p)
     else:
