@@ -113,7 +113,7 @@ bench-scale: check-venv ## kit report/bundle/verify time + peak memory on a gene
 bench-overhead: check-venv ## harness / bare training loop throughput (target >= 0.99), interleaved runs, every model
 	$(VENV_PY) bench/harness_overhead.py $(or $(OVERHEAD_ARGS),--models $(OVERHEAD_MODELS))
 
-bench-seed003: check-venv ## seed 003's five models on this CPU, Paddle vs PyTorch (~15 min on 2 cores) + report
+bench-seed003: check-venv ## seed 003's five models on this CPU, Paddle vs PyTorch (6 min 18 s measured on an idle 2-core machine) + report
 	$(VENV)/bin/kit bench --suite seed003 --runs-dir $(RUNS_DIR)
 
 bench-fanout: check-venv ## check_env and a no-op launch on HOSTS (default 4) SSH test hosts / on 1 (target <= 1.3); needs root
