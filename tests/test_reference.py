@@ -466,9 +466,15 @@ def test_fleetx_vgg16_command_and_steps_per_second_scale():
     assert cmd.publisher_method == Method(skip=20, count=100, scale=64 * 8)
     assert cmd.kit_method == Method(skip=20, reduce="harmonic_mean", scale=64 * 8)
     source = (SCRIPTS / "fleetx" / "vgg16_benchmark.py").read_text()
-    for setting in ("fuse_elewise_add_act_ops = True", "fuse_bn_act_ops = True", "dist_strategy.amp = args.amp",
-                    "enable_inplace = False", "num_iteration_per_drop_scope = 100"):
+    for setting in ("fuse_elewise_add_act_ops = True", "fuse_bn_act_ops = True", "dist_strategy.amp = amp",
+                    "enable_inplace = False", "num_iteration_per_drop_scope = 100", "dist_strategy.auto = True"):
         assert setting in source
+    # seed 000's auto-parallel table: the driver's --auto (auto strategy alone, DALI), the same rule and scale
+    auto = build(RefJob("paddle", "vgg16", "auto", 256, 8, 1), scripts_dir="/opt/kit/scripts")
+    assert auto.argv[5:] == ["/opt/kit/scripts/fleetx/vgg16_benchmark.py", "--batch-size", "256", "--auto"]
+    assert auto.publisher_method == Method(skip=20, count=100, scale=256 * 8)
+    with pytest.raises(reference.ReferenceError, match="PaddleClas runs fp32, amp"):
+        build(RefJob("paddle", "resnet50", "auto", 256, 8, 1))
 
 
 # ---- every published figure, from its log, by the method the builder records ---------------------------------

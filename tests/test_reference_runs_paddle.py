@@ -218,3 +218,20 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
                                        "samples/s, median of 1 run(s)")  # seed 000's rule: steps/s x global batch
     assert f"| 2 | 2 | {figure:.2f} |  |" in section and f"| 2n1g | 1 | {figure:.2f} | {figure:.2f} |" in section
     assert f"| fleetx/vgg16/bz32/2n1g/vgg16_b32_fp32_1 | paddle data at {data} |" in report
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp", "auto"])
+def test_fleetx_driver_strategy_per_mode_in_real_paddle(tmp_path, precision):
+    """One worker of the kit's FleetX driver, as its recipe builds the command (no launcher on one GPU), on this
+    venv's Paddle: the published strategy for fp32/amp, seed 000's auto-parallel mode (auto alone, DALI) for auto."""
+    job = RefJob("paddle", "vgg16", precision, 2, 1, 1)
+    cmd = build(job, scripts_dir=str(REPO / "scripts"), data_dir=str(tmp_path))
+    env = {**cmd.env, "PYTHONPATH": str(STANDIN / "fleetx"), "PATH": "/usr/bin:/bin"}
+    argv = [sys.executable if a == "python" else a for a in cmd.argv] + ["--epochs", "1"]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (me,) = said(out.stdout, "fleetx")
+    auto = precision == "auto"
+    assert me["strategy"] == {"auto": auto, "amp": precision == "amp", "fuse_bn_act_ops": not auto}
+    assert me["dali"] == {"loader": auto, "fit": auto}
+    assert len(re.findall(r"^epoch id: 0, step\d+, ", out.stdout, re.MULTILINE)) == 12

@@ -60,7 +60,18 @@ def test_h100_plan_refuses_plsc_with_the_reason():
     assert not any(r.case.model == "arcface" and r.case.impl == "reference" for r in runs)
     for name in ("v100", "a100"):  # Paddle 2.5 still has paddle.fluid
         s = suites.load_suite(name)
-        assert not any(plan_mod.image_refusal(c, s) for c in s.cases)
+        assert not any(plan_mod.image_refusal(c, s) for c in s.cases if c.precision != "auto")
+
+
+def test_fleetx_auto_parallel_needs_dali_and_v100_runs_it_in_seed000s_image():
+    v100, a100 = suites.load_suite("v100"), suites.load_suite("a100")
+    auto = [c for c in v100.cases if c.precision == "auto"]
+    assert len(auto) == 16 and all(plan_mod.image_of(c, v100).key == "paddle/seed000" for c in auto)
+    assert PINS.get("paddle/seed000").versions["dali"] == "0.24.0"
+    assert not any(plan_mod.image_refusal(c, v100) for c in auto)
+    refused = {plan_mod.image_refusal(c, a100) for c in a100.cases if c.precision == "auto"}
+    assert refused == {"FleetX auto reads its data with DALI; image paddle/a100 pins no DALI (seed 000's own "
+                       "environment, image: paddle/seed000, has DALI 0.24.0)"}
 
 
 def test_refusal_in_unfit_for_the_cluster_path():

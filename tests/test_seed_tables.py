@@ -21,6 +21,11 @@ SEED000_AMP = {32: (407.69, 3332.17, 5136.50, 9544.81),
                64: (468.51, 3708.32, 7112.45, 14013.01),
                128: (512.02, 3892.58, 7618.34, 15219.57),
                256: (439.47, 3409.96, 6779.20, 13443.23)}
+# the auto-parallel table (DistributedStrategy.auto = True, DALI on)
+SEED000_AUTO = {32: (409.68, 3044.60, 4840.74, 7668.70),
+                64: (455.98, 3395.67, 6525.20, 12237.04),
+                128: (472.81, 3587.29, 7019.13, 13562.80),
+                256: (407.88, 3154.15, 6217.92, 12147.46)}
 
 # seed 004 (004_c5ab03129253aecb.txt), ResNet50 v1.5 batch 256: (framework, GPUs, precision) -> images/s; '-' left out
 SEED004_V100 = {
@@ -55,7 +60,8 @@ def references(suite: str, impl: str | None = None) -> dict:
             for c in load_suite(suite).cases if c.impl == "reference" and c.reference is not None}
 
 
-@pytest.mark.parametrize(("precision", "table"), [("fp32", SEED000_FP32), ("amp", SEED000_AMP)])
+@pytest.mark.parametrize(("precision", "table"),
+                         [("fp32", SEED000_FP32), ("amp", SEED000_AMP), ("auto", SEED000_AUTO)])
 def test_seed000_fleetx_vgg16_tables_are_v100_references(precision, table):
     refs = references("v100")
     for batch, row in table.items():
@@ -64,7 +70,7 @@ def test_seed000_fleetx_vgg16_tables_are_v100_references(precision, table):
             assert case.reference.value == value and case.reference.unit == "samples/s", case.key
             assert "seed 000" in case.reference.source and case.repeats == 7  # the seed: the median of 7 runs
     fleetx = [k for k in refs if k[1] == "vgg16"]
-    assert len(fleetx) == sum(len(t) * 4 for t in (SEED000_FP32, SEED000_AMP))  # 28: no other VGG16 reference
+    assert len(fleetx) == sum(len(t) * 4 for t in (SEED000_FP32, SEED000_AMP, SEED000_AUTO))  # 44: no other
 
 
 @pytest.mark.parametrize(("suite", "table"), [("v100", SEED004_V100), ("a100", SEED004_A100)])

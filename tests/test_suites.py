@@ -184,6 +184,19 @@ def test_reference_cases_log_under_their_implementation_and_select_references(tm
             "    batch_size: [2, 4]\n", "    impl: reference\n    nodes: 2\n    batch_size: [2, 4]\n"), "mx.yaml"))
 
 
+def test_auto_is_fleetx_auto_parallel_mode_only(tmp_path):
+    """precision: auto names FleetX's auto-parallel mode (seed 000): its program takes it, nothing else does."""
+    fleetx = ("schema_version: 1\nname: fx\ndescription: d\nhardware: gpu\ncases:\n"
+              "  - {framework: paddle, impl: reference, model: vgg16, precision: auto, batch_size: 32}\n")
+    (case,) = suites.load_suite(write(tmp_path, fleetx, "fx.yaml")).cases
+    assert case.key == "fleetx/vgg16/bz32/1n1g/auto" and case.log_path(1).name == "vgg16_b32_auto_1.log"
+    with pytest.raises(ConfigError, match=r"fx2.yaml:6: .*precision auto is a published program's mode .*harness "
+                                          r"runs fp32, amp"):
+        suites.load_suite(write(tmp_path, fleetx.replace("impl: reference, ", ""), "fx2.yaml"))
+    with pytest.raises(ConfigError, match=r"precision 'auto': PaddleClas runs fp32, amp"):
+        suites.load_suite(write(tmp_path, fleetx.replace("vgg16", "resnet50"), "fx3.yaml"))
+
+
 @pytest.mark.parametrize("name", ["../escaped/x", "/tmp/abs", "a/b", ".hidden", "-flag", "", "x" * 101])
 def test_a_suite_name_is_a_plain_name(tmp_path, name):
     path = write(tmp_path, MINIMAL.replace("name: tiny\n", f"name: {json.dumps(name)}\n", 1))

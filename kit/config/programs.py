@@ -19,7 +19,7 @@ CODE_DIRS = {"paddleclas": "PaddleClas", "plsc": "PLSC", "fleetx": "FleetX", "dl
 UNPINNED_CODE_DIRS = {"paddlenlp": "PaddleNLP", "paddleseg": "PaddleSeg"}
 SCRIPTS_DIR = "/opt/kit/scripts"  # the kit's scripts/ inside a container (mounted by kit bench)
 PLSC_PATCH = "plsc/exit_at_batch_150.patch"  # relative to scripts/
-PRECISIONS = ("fp32", "amp")
+PRECISIONS = ("fp32", "amp")  # every program; Impl.modes adds a program's own (FleetX: auto)
 FLUID_REMOVED = (2, 6)  # paddle.fluid is gone from Paddle 2.6 on (scripts/fleetx/vgg16_benchmark.py says the same)
 
 
@@ -41,6 +41,8 @@ class Impl:
     synthetic: str | None = None  # its own synthetic-data mode, as the program spells it; None: it has none
     tagged_output: bool = False  # its ranks' output goes through Open MPI's tagging (mpirun, horovodrun)
     needs_fluid: bool = False  # it imports paddle.fluid, which Paddle >= FLUID_REMOVED no longer has (kit.run.plan)
+    modes: tuple[str, ...] = ()  # precisions beyond fp32/amp that name a mode of this program
+    needs_dali: tuple[str, ...] = ()  # the precisions (modes) in which it reads its data with DALI
 
     @property
     def short(self) -> str:
@@ -54,7 +56,8 @@ IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
          data_format="paddle"),
     Impl("fleetx", "paddle", "vgg16", "FleetX VGG16 (fleet collective)", "fleetx", "python", "fleetx-vgg",
          "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py",
-         data_format="paddle"),
+         # auto: seed 000's auto-parallel table (DistributedStrategy.auto = True alone, DALI reading the data)
+         data_format="paddle", modes=("auto",), needs_dali=("auto",)),
     Impl("plsc", "paddle", "arcface", "PLSC ArcFace, ResNet50 backbone (DLPerf)", "plsc", "", "plsc",
          "Oneflow-Inc/DLPerf PaddlePaddle/PLSC/{README.md,scripts/runner.sh,scripts/train.py}",
          synthetic="random 3x112x112 samples: DLPerf's train.py reads no dataset",
@@ -152,8 +155,8 @@ def check(job: RefJob, recipe_only: bool = False) -> None:
                              "its publisher's method are kept (kit.run.reference, kit/claims/perf-models.yaml)")
     if impl.name in ONE_NODE_ONLY and job.nodes > 1:
         raise ReferenceError(f"{impl.title}: one node only ({ONE_NODE_ONLY[impl.name]})")
-    if job.precision not in PRECISIONS:
-        raise ReferenceError(f"precision {job.precision!r}: one of {', '.join(PRECISIONS)}")
+    if job.precision not in PRECISIONS + impl.modes:
+        raise ReferenceError(f"precision {job.precision!r}: {impl.short} runs {', '.join(PRECISIONS + impl.modes)}")
     if job.batch_size < 1 or job.gpus_per_node < 1 or job.nodes < 1:
         raise ReferenceError(f"batch, GPUs per node and nodes must be >= 1 ({job})")
     if impl.name == "plsc" and job.precision != "fp32":

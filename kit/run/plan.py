@@ -137,6 +137,9 @@ def image_refusal(case: Case, suite: Suite) -> str | None:
     release = _release(paddle) if paddle else None
     if impl.needs_fluid and release is not None and release[:2] >= programs.FLUID_REMOVED:
         return f"{impl.short} imports paddle.fluid; image {spec.key} pins Paddle {paddle}, which has none"
+    if case.precision in impl.needs_dali and not spec.versions.get("dali"):
+        return (f"{impl.short} {case.precision} reads its data with DALI; image {spec.key} pins no DALI "
+                "(seed 000's own environment, image: paddle/seed000, has DALI 0.24.0)")
     if spec.model_code and impl.code not in {m.name for m in spec.model_code}:
         return (f"{impl.short}: image {spec.key} does not check out its code ({impl.code}; it has "
                 f"{', '.join(m.name for m in spec.model_code)})")

@@ -108,7 +108,8 @@ def _paddleclas(job: RefJob, cl: Cluster, data_dir: str | None) -> tuple[list[st
 
 def _fleetx(job: RefJob, cl: Cluster, data_dir: str | None, scripts: str) -> tuple[list[str], dict[str, str]]:
     train = [f"{scripts}/fleetx/vgg16_benchmark.py", "--batch-size", str(job.batch_size)]
-    train += (["--amp"] if job.precision == "amp" else []) + (["--data-dir", data_dir] if data_dir else [])
+    train += {"amp": ["--amp"], "auto": ["--auto"]}.get(job.precision, [])
+    train += ["--data-dir", data_dir] if data_dir else []
     env = {"PYTHONPATH": "."}  # cwd is FleetX/python: the fleetx package of the pinned checkout
     if job.gpus == 1:
         return ["python", *train], env

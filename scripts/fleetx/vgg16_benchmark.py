@@ -5,7 +5,9 @@ The strategy is the published one: ExecutionStrategy num_threads 2, num_iteratio
 BuildStrategy enable_inplace off, fuse_elewise_add_act_ops and fuse_bn_act_ops on; nccl_comm_num 1;
 Momentum with L2Decay(1e-4); `fleetx.MultiGPUTrainer().fit(model, loader, epoch=10)`. The published
 script fixes batch 32 and FP32 and downloads its data from HDFS; here --batch-size, --amp
-(DistributedStrategy.amp, the seed's "amp on") and --data-dir (a local copy) are flags.
+(DistributedStrategy.amp, the seed's "amp on") and --data-dir (a local copy) are flags. --auto is seed 000's
+third table, the auto-parallel mode: a DistributedStrategy with `auto = True` and nothing else set (Paddle picks
+the strategies itself), and DALI reading the data (FleetX's `use_dali=True` loader and fit), as the seed says.
 FleetX prints steps/s ('speed: ...'); the kit multiplies by the global batch recorded beside the log.
 
 Written against the Paddle 2.0 API (paddle.static, paddle.optimizer, paddle.regularizer; the published script's
@@ -37,7 +39,10 @@ def program_ir():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=32, help="per GPU (the published script: 32)")
-    parser.add_argument("--amp", action="store_true", help="DistributedStrategy.amp = True")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--amp", action="store_true", help="DistributedStrategy.amp = True")
+    mode.add_argument("--auto", action="store_true",
+                      help="auto-parallel: DistributedStrategy.auto = True alone, DALI reading the data")
     parser.add_argument("--data-dir", default=".", help="the VGG16 application's training data")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--lr", type=float, default=0.00001, help="FleetX parse_train_configs default")
@@ -48,30 +53,41 @@ def main() -> None:
         paddle.enable_static()
         fleet.init(is_collective=True)
         model = X.applications.VGG16()
-        loader = model.get_train_dataloader(args.data_dir, batch_size=args.batch_size)
-
-        dist_strategy = fleet.DistributedStrategy()
-        if hasattr(paddle.static, "ExecutionStrategy"):  # Paddle 2.x
-            exec_strategy = paddle.static.ExecutionStrategy()
-            exec_strategy.num_threads = 2
-            exec_strategy.num_iteration_per_drop_scope = 100
-            dist_strategy.execution_strategy = exec_strategy
-        else:
-            print(f"vgg16_benchmark.py: Paddle {paddle.__version__} has no ExecutionStrategy (no ParallelExecutor): "
-                  "the published num_threads 2, num_iteration_per_drop_scope 100 do not apply", file=sys.stderr)
-        build_strategy = paddle.static.BuildStrategy()
-        build_strategy.enable_inplace = False
-        build_strategy.fuse_elewise_add_act_ops = True
-        build_strategy.fuse_bn_act_ops = True
-        dist_strategy.build_strategy = build_strategy
-        dist_strategy.nccl_comm_num = 1
-        dist_strategy.amp = args.amp
-
+        loader = model.get_train_dataloader(args.data_dir, batch_size=args.batch_size, use_dali=args.auto)
+        dist_strategy = auto_strategy() if args.auto else published_strategy(args.amp)
         optimizer = paddle.optimizer.Momentum(learning_rate=args.lr, momentum=args.momentum,
                                               weight_decay=paddle.regularizer.L2Decay(0.0001))
         optimizer = fleet.distributed_optimizer(optimizer, strategy=dist_strategy)
         optimizer.minimize(model.loss)
-        X.MultiGPUTrainer().fit(model, loader, epoch=args.epochs)
+        X.MultiGPUTrainer().fit(model, loader, epoch=args.epochs, use_dali=args.auto)
+
+
+def auto_strategy():
+    """Seed 000's auto-parallel table: `dist_strategy.auto = True`, nothing else."""
+    dist_strategy = fleet.DistributedStrategy()
+    dist_strategy.auto = True
+    return dist_strategy
+
+
+def published_strategy(amp: bool):
+    """FleetX's vgg_benchmark.py strategy (seed 000's FP32 and AMP tables)."""
+    dist_strategy = fleet.DistributedStrategy()
+    if hasattr(paddle.static, "ExecutionStrategy"):  # Paddle 2.x
+        exec_strategy = paddle.static.ExecutionStrategy()
+        exec_strategy.num_threads = 2
+        exec_strategy.num_iteration_per_drop_scope = 100
+        dist_strategy.execution_strategy = exec_strategy
+    else:
+        print(f"vgg16_benchmark.py: Paddle {paddle.__version__} has no ExecutionStrategy (no ParallelExecutor): "
+              "the published num_threads 2, num_iteration_per_drop_scope 100 do not apply", file=sys.stderr)
+    build_strategy = paddle.static.BuildStrategy()
+    build_strategy.enable_inplace = False
+    build_strategy.fuse_elewise_add_act_ops = True
+    build_strategy.fuse_bn_act_ops = True
+    dist_strategy.build_strategy = build_strategy
+    dist_strategy.nccl_comm_num = 1
+    dist_strategy.amp = amp
+    return dist_strategy
 
 
 if __name__ == "__main__":

@@ -15,10 +15,10 @@ class VGG16:
         label = paddle.static.data("label", [None, 1], "int64")
         logits = paddle.static.nn.fc(paddle.flatten(image, 1), 10)
         self.loss = paddle.mean(paddle.nn.functional.cross_entropy(logits, label))
-        self.data_dir = self.batch_size = None
+        self.data_dir = self.batch_size = self.use_dali = None
 
-    def get_train_dataloader(self, data_dir, batch_size=32):
-        self.data_dir, self.batch_size = data_dir, batch_size
+    def get_train_dataloader(self, data_dir, batch_size=32, shuffle=True, use_dali=False):
+        self.data_dir, self.batch_size, self.use_dali = data_dir, batch_size, use_dali
         return Loader(batch_size)
 
 

@@ -16,6 +16,12 @@ SPEEDS = [1.25] * 20 + [2.0, 4.0] * 50  # 20 warm-up steps, then 2 and 4 steps/s
 LOSS = 6.907755
 
 
+def strategy() -> dict:
+    """What the driver's DistributedStrategy turned on (fleet keeps the one distributed_optimizer was given)."""
+    given = fleet.fleet._user_defined_strategy
+    return {"auto": given.auto, "amp": given.amp, "fuse_bn_act_ops": given.build_strategy.fuse_bn_act_ops}
+
+
 class MultiGPUTrainer:
     def fit(self, model, dataloader, epoch, use_dali=False, start_step=10):
         import fleetx
@@ -27,6 +33,7 @@ class MultiGPUTrainer:
             **fleetx.GROUP, "worker_index": fleet.worker_index(), "worker_num": fleet.worker_num(),
             "argv": sys.argv, "cwd": os.getcwd(), "epochs": epoch, "batch_size": model.batch_size,
             "data_dir": model.data_dir, "data": data, "collective_ops": collective,
+            "dali": {"loader": model.use_dali, "fit": use_dali}, "strategy": strategy(),
             "env": {k: os.environ.get(k) for k in (
                 "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS", "PADDLE_CURRENT_ENDPOINT",
                 "PADDLE_MASTER", "PADDLE_NNODES", "PADDLE_LOCAL_RANK", "FLAGS_selected_gpus", "POD_IP",
