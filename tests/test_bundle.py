@@ -244,6 +244,27 @@ def test_unbounded_references_are_shown_not_checked_and_bounded_ones_need_the_un
         ("references_hold", "paddle/resnet50/bz2/1n1g/fp32: reference in steps/s, measured in samples/s")]
 
 
+def test_kit_report_on_a_run_keeps_the_report_verify_recomputes(real_run, tmp_path, monkeypatch, capsys):
+    """`kit report RUN` (`make report`) rewrites the run's own report (its cases' rules, its suite's references);
+    another method reads logs/ only and reports outside the run."""
+    run = fresh_copy(real_run, tmp_path)
+    bench.write_report(run, load_suite(run / "suite.yaml"))  # as the bench left it, here (results.json names it)
+
+    def written() -> tuple[bytes, bytes]:
+        return (run / "report.md").read_bytes(), (run / "results.json").read_bytes()
+
+    own = written()
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(run)]) == 0
+    assert written() == own
+    assert main(["report", str(run), "--skip", "3"]) == 0
+    assert written() == own
+    elsewhere = json.loads((tmp_path / "reports" / run.name / "results.json").read_text())
+    assert {g["framework"] for g in elsewhere["groups"]} == {"paddle", "torch"}  # logs/, not hosts/
+    capsys.readouterr()
+    assert verify(bd.make_bundle(run, submitter="Lab", system_name="box")).violations == []
+
+
 def test_mixed_image_ids_fail_same_image_everywhere(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
     good, other = "sha256:" + "a" * 64, "sha256:" + "b" * 64

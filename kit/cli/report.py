@@ -17,12 +17,34 @@ def add_parser(sub) -> None:
     p.add_argument("--out", type=Path, help="where to write report.md, results.json, results.csv, scaling.png")
 
 
-def _default_out(source: Path) -> Path:
-    """A run directory (runs/<id>/ with logs/) gets its report beside the logs; any other
-    tree is left untouched and the report goes to ./reports/<name>/."""
-    if (source / "logs").is_dir():
-        return source
-    return Path.cwd() / "reports" / source.resolve().name
+def _is_run_dir(source: Path) -> bool:
+    """A run directory of `kit bench` / `kit cluster`: run.json, suite.yaml and logs/."""
+    return (source / "logs").is_dir() and (source / "run.json").is_file() and (source / "suite.yaml").is_file()
+
+
+def _default_method(args: argparse.Namespace) -> bool:
+    defaults = argparse.ArgumentParser()
+    add_method_flags(defaults, scale_default=None)
+    return args.format == "auto" and method_from(args) == method_from(defaults.parse_args([]))
+
+
+def _run_report(run_dir: Path, out: Path) -> int:
+    """The run's own report (each case by its own rule, the suite's references): what `kit bench` wrote and what
+    `kit verify` recomputes."""
+    from kit.config.suites import load_suite
+    from kit.results import exporters
+    from kit.run.bench import compose_report
+
+    report = compose_report(run_dir, load_suite(run_dir / "suite.yaml"))
+    try:
+        written = exporters.write_outputs(report, out)
+    except OSError as exc:
+        raise InputError(exc.filename or out, f"cannot write the report there: {exc.strerror or exc}") from None
+    print(exporters.to_markdown(report), end="")
+    print(f"\nwrote: {', '.join(str(p) for p in written)}", file=sys.stderr)
+    for path, reason in report.failures:
+        print(f"kit: {path}: {reason}", file=sys.stderr)
+    return EXIT_BAD_INPUT if report.failures else EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -36,6 +58,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise InputError(args.out, "exists and is not a folder (--out names the folder the report files go to)")
     method = method_from(args)
+    run = _is_run_dir(args.dir)
+    if run and _default_method(args):
+        return _run_report(args.dir, args.out or args.dir)
+    # a run read by another method: its logs/ only (not the hosts' copies), reported outside the run, whose own
+    # report stays the one `kit verify` recomputes; any other tree: ./reports/<name>/ unless --out
+    source = args.dir / "logs" if run else args.dir
     console = progress_console()
     with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("parsing logs", total=None)
@@ -43,10 +71,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         def tick(i: int, n: int, path: Path) -> None:
             progress.update(task, total=n, completed=i, description=f"parsing {path.name}")
 
-        result = build_report(args.dir, method, args.format, scale_given=args.scale is not None, progress=tick)
+        result = build_report(source, method, args.format, scale_given=args.scale is not None, progress=tick)
     if not result.groups and not result.failures:
         raise UsageError(f"{args.dir}: no logs in the DLPerf layout (<N>n<G>g/<model>_b<B>_<precision>_<run>.log)")
-    out = args.out or _default_out(args.dir)
+    beside = (args.dir / "logs").is_dir() and not run  # a bare DLPerf tree with logs/: its report beside them
+    out = args.out or (args.dir if beside else Path.cwd() / "reports" / args.dir.resolve().name)
     try:
         written = exporters.write_outputs(result, out)
     except OSError as exc:  # --out names a file, or a folder that cannot be written
