@@ -47,7 +47,12 @@ def read_input(path: str | Path, what: str, error: type[InputError] = InputError
     p = Path(path)
     try:
         with open_regular(p) as f:
-            data = f.read(max_bytes + 1) if os.fstat(f.fileno()).st_size <= max_bytes else None
+            size = os.fstat(f.fileno()).st_size
+            data = None
+            if size <= max_bytes:  # read what stat says (f.read(n) allocates n), then whatever it grew by
+                data = f.read(size + 1)
+                if len(data) > size:
+                    data += f.read(max_bytes + 1 - len(data))
     except NotRegularFile:
         raise error(p, f"not a regular file (a pipe, socket or device), so not a {what}") from None
     except IsADirectoryError:

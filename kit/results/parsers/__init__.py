@@ -17,6 +17,7 @@ from kit.results.parsers.base import (
     LogFormat,
     ParseError,
     Record,
+    gc_paused,
     read_log_text,
 )
 from kit.results.parsers.dle_bert_pytorch import DLEBertPyTorch
@@ -128,7 +129,8 @@ def detect_format(text: str, path: str | Path) -> LogFormat:
 def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:
     log_format = detect_format(text, path) if fmt == "auto" else get_format(fmt)
     try:
-        records = log_format.parse_text(text, path)
+        with gc_paused():
+            records = log_format.parse_text(text, path)
     except ValueError as exc:  # a number past what int() reads, outside the line scanner
         raise ParseError(path, f"a number that cannot be read ({str(exc).split(';')[0]})") from None
     if not records:

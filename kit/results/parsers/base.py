@@ -7,12 +7,14 @@ naming the file, the line when there is one, and the reason.
 from __future__ import annotations
 
 import calendar
+import gc
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache, partial
 from itertools import accumulate, compress, repeat
-from operator import itemgetter, methodcaller
+from operator import add, itemgetter, truediv
 from pathlib import Path
 from typing import NamedTuple
 
@@ -69,8 +71,28 @@ def decode_log_bytes(data: bytes, path: str | Path) -> str:
     return text
 
 
+def holds(text: str, literal: str, rare: int = 0) -> bool:
+    """literal in text, found through its character literal[rare], one rare in logs ('<', '{'): memchr to each, then a
+    compare (over megabytes several times faster than `in`, which slows on the literal's common letters). Where that
+    character is not rare after all (over one a 4 KiB), the regex engine's literal search (faster than `in` too)."""
+    find, startswith, char = text.find, text.startswith, literal[rare]
+    at = find(char, rare)
+    for _ in range(64 + len(text) // 4096):
+        if at == -1:
+            return False
+        if startswith(literal, at - rare):
+            return True
+        at = find(char, at + 1)
+    return _literal(literal).search(text, at - rare) is not None
+
+
+@lru_cache(maxsize=64)
+def _literal(literal: str) -> re.Pattern[str]:
+    return re.compile(re.escape(literal))
+
+
 # mpirun --tag-output (optionally --timestamp-output) prefixes: '[1,0]<stdout>:'
-_MPI_TAG = re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+,(\d+)\]<std(?:out|err)>:")
+_MPI_TAG = re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}|)\[\d+,(\d+)\]<std(?:out|err)>:")
 
 
 def split_rank_fragments(line: str) -> list[tuple[int | None, str]]:
@@ -135,12 +157,61 @@ def posix_time(year, month, day, hh, mm, ss, frac: str | None = None) -> float:
     return seconds + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
+class _MinuteStarts(dict):
+    """'YYYY-MM-DD HH:MM' (any separators: digits at those places) -> minute_start(), computed once per minute."""
+
+    def __missing__(self, key: str) -> int:
+        start = self[key] = minute_start(key[0:4], key[5:7], key[8:10], key[11:13], key[14:16])
+        return start
+
+
+def posix_times(minutes: Iterable[str], seconds: Iterable[str], fractions: list[str | None] | None = None
+                ) -> list[float]:
+    """posix_time() of each (minute 'YYYY-MM-DD HH:MM', seconds digits[, fraction digits or None]): the same floats,
+    and the same error at the same item, with C-level maps."""
+    whole = map(add, map(_MinuteStarts().__getitem__, minutes), map(int, seconds))
+    if fractions is None:
+        return list(map(float, whole))  # posix_time's int + 0.0
+    if None in fractions or "" in fractions:
+        return [w + (int(f) / 10 ** len(f) if f else 0.0) for w, f in zip(whole, fractions, strict=True)]
+    return list(map(add, whole, map(truediv, map(int, fractions), map(pow, repeat(10), map(len, fractions)))))
+
+
+def leading_times(texts: list[str], regex: re.Pattern[str]) -> list[float] | None:
+    """posix_times() of the time each text (holding no newline) starts with, or None when one does not.
+
+    regex starts with a newline and captures the minute, seconds[, fraction] as posix_times() takes them; it runs once
+    over the texts each after a newline (a literal to find fast, where '^' is tried at every character), never
+    crossing the next: each text's match is the one regex.match('\\n' + text) gives.
+    """
+    if not texts:
+        return []
+    found = regex.findall("\n" + "\n".join(texts))
+    return posix_times(*zip(*found, strict=True)) if len(found) == len(texts) else None
+
+
+@contextmanager
+def gc_paused():
+    """The cyclic garbage collector off while a log's records are built: they are tuples of numbers and strings (no
+    cycles to find), and its passes over hundreds of thousands of fresh tuples cost as much as building them."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 new_record = tuple.__new__
 """new_record(Record, (value, unit, metric, kind, line, step, epoch, timestamp, rank)): a Record, built in C."""
 
 
 # A throughput number as tools print it (nan/inf are matched so to_float can refuse them).
-NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
+# The regexes here write an optional group (?:x)? as (?:x|): the same matches, and the regex engine runs a branch
+# several times faster than a repeat of a group (one it allocates state for at each try).
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+|)|[-+]?nan|[-+]?inf"
 
 LineParser = Callable[[str, int, int | None], Iterable[Record]]
 """(line text without mpirun tags, 1-based line number, rank) -> records."""
@@ -167,7 +238,7 @@ def scan_lines(
     counted_to = 0
     last_line_start = -1
     length = len(text)
-    tagged = "<std" in text  # mpirun --tag-output somewhere in this log
+    tagged = holds(text, "<std")  # mpirun --tag-output somewhere in this log
     rfind, find, count = text.rfind, text.find, text.count
     for m in needle.finditer(text):
         start = rfind("\n", 0, m.start()) + 1
@@ -209,23 +280,54 @@ class LineMatches(NamedTuple):
     ranks: list[int] | None = None  # each line's mpirun rank, in a tagged log
 
 
-def first_matches(regex: re.Pattern[str], text: str, prefixes: bool = False) -> LineMatches:
+def first_matches(regex: re.Pattern[str], text: str, prefixes: bool = False, tail: str | None = None
+                  ) -> LineMatches | None:
     """regex (whose matches never cross a newline) over the whole text, keeping each line's first match, as
-    scan_lines reads a line; one regex.split() and C-level maps, no Python code per match."""
+    scan_lines reads a line; one regex.split() and C-level maps, no Python code per match.
+
+    tail: regex is 'head[^\\n]*tail...', a line regex whose lazy run was made greedy (see LogFormat.greedy_line_regex),
+    and tail the literal its tail starts with, one that cannot overlap itself. The greedy run ends at the line's last
+    tail, the lazy one at its first: None (read it with the lazy regex) unless each match holds the literal once.
+    """
     k = regex.groups
     parts = regex.split(text)  # gap 0, groups of match 1, gap 1, ..., the text after the last match
     gaps = parts[0 :: k + 1]
     n = len(gaps) - 1
+    if tail is not None:
+        total = text.count(tail)  # >= n: each match holds one; those outside the matches are the gaps'
+        if total != n and total - sum(map(str.count, gaps, repeat(tail))) != n:
+            return None
     newlines = list(map(str.count, gaps[:n], repeat("\n")))  # a match holds no newline: gaps count them all
-    keep = newlines.copy()
-    if n:
-        keep[0] = 1  # the first match is its line's first; a later one is when a newline came before it
-    lines = list(compress(accumulate(newlines, initial=1), [0, *keep]))
-    groups = [list(compress(parts[j :: k + 1], keep)) for j in range(1, k + 1)]
-    before = None
-    if prefixes:
-        before = list(map(itemgetter(2), map(str.rpartition, compress(gaps, keep), repeat("\n"))))
+    lines = list(accumulate(newlines, initial=1))
+    del lines[0]  # each match's line
+    if 0 in newlines[1:]:  # a later match on a line: keep each line's first (one after a newline, and the first)
+        keep = newlines.copy()
+        keep[0] = 1
+        lines = list(compress(lines, keep))
+        groups = [list(compress(parts[j :: k + 1], keep)) for j in range(1, k + 1)]
+        gaps_before = compress(gaps, keep)
+    else:
+        groups = [parts[j :: k + 1] for j in range(1, k + 1)]
+        gaps_before = gaps[:n]
+    before = list(map(itemgetter(2), map(str.rpartition, gaps_before, repeat("\n")))) if prefixes else None
     return LineMatches(groups, lines, before, n > 0 and "\n" not in gaps[n])
+
+
+_TAG_AFTER_NEWLINE = re.compile("\n" + _MPI_TAG.pattern)
+
+
+def line_ranks(prefixes: list[str]) -> tuple[list[int], list[str]] | None:
+    """The mpirun rank of the tag each text (a line's start, no newline) starts with, and the text after it; None
+    unless each starts with one. One regex.split() over the texts each after a newline: a literal to find fast."""
+    parts = _TAG_AFTER_NEWLINE.split("\n" + "\n".join(prefixes))  # '', rank, the text after the tag, rank, ...
+    return (list(map(int, parts[1::2])), parts[2::2]) if len(parts) == 2 * len(prefixes) + 1 else None
+
+
+def with_ranks(found: LineMatches, prefixes: bool) -> LineMatches | None:
+    """found (of a tagged log, with prefixes) with each line's mpirun rank, and its prefix after the tag where asked
+    (else None); None unless each line starts with one tag."""
+    tagged = line_ranks(found.prefixes)
+    return None if tagged is None else found._replace(prefixes=tagged[1] if prefixes else None, ranks=tagged[0])
 
 
 def finite_floats(raws: list[str]) -> list[float] | None:
@@ -243,6 +345,15 @@ def ints(raws: list[str]) -> list[int] | None:
         return list(map(int, raws))
     except (TypeError, ValueError):
         return None
+
+
+def units_of(raws: list[str], units: dict[str, str]) -> list[str | None]:
+    """units[raw.rstrip(",.")] of each (None where unknown), as a record_of() reads a unit that ends a clause; the
+    keys of units end in neither."""
+    found = list(map(units.get, raws))
+    if None in found:  # a unit followed by ',' or '.', or one the format does not know
+        found = list(map(units.get, map(str.rstrip, raws, repeat(",."))))
+    return found
 
 
 def make_records(*columns) -> list[Record]:
@@ -304,6 +415,13 @@ class LogFormat:
         """The Record of a line_regex match; prefix is the line's text before the match."""
         raise NotImplementedError
 
+    # Optional, with a line_regex 'head' + r"[^\n]*?" (or another lazy run to the line's end) + 'tail': the same with
+    # a greedy r"[^\n]*", which the regex engine runs several times faster (no tail tried at every character), and
+    # tail_literal, the literal the tail starts with. It reads the line's last tail, the lazy one its first: the bulk
+    # path uses it where they are the same (first_matches checks), line_regex elsewhere.
+    greedy_line_regex: re.Pattern[str] | None = None
+    tail_literal = ""
+
     # Optional, with line_regex: every Record at once from first_matches() (ranks set in a log whose lines each
     # start with one mpirun tag), with C-level maps; None where any match needs more (a number float() or int()
     # refuses, an unknown unit, a time int() refuses): then record_of() reads them one by one, errors included.
@@ -311,6 +429,14 @@ class LogFormat:
 
     def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
         return None
+
+    def first_matches(self, text: str, prefixes: bool) -> LineMatches:
+        """first_matches() of line_regex, run as greedy_line_regex where that reads the same."""
+        if self.greedy_line_regex is not None:
+            found = first_matches(self.greedy_line_regex, text, prefixes, self.tail_literal)
+            if found is not None:
+                return found
+        return first_matches(self.line_regex, text, prefixes)
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
         if self.line_regex is not None:
@@ -326,7 +452,7 @@ class LogFormat:
         line of two fragments (scan_lines joins them per rank) goes to scan_lines whole.
         """
         assert self.line_regex is not None and self.value_delimited
-        tagged = "<std" in text
+        tagged = holds(text, "<std")
         if tagged and TWO_TAGS.search(text):
             return scan_lines(
                 text, self.needle, partial(self.parse_line, path=path), path, self.value_delimited
@@ -337,7 +463,7 @@ class LogFormat:
         rfind, count = text.rfind, text.count
         lineno, counted_to, last_start = 1, 0, -1
         if not tagged:  # (a ValueError of record_of is parse_text's to report, as it always was)
-            found = first_matches(self.line_regex, text, self.bulk_prefixes)
+            found = self.first_matches(text, self.bulk_prefixes)
             bulk = self.bulk_records(found, path) if found.lines else []
             if bulk is not None:
                 if not text.endswith("\n") and not found.last_on_final_line and self.needle.search(text, rfind("\n") + 1):
@@ -358,12 +484,10 @@ class LogFormat:
                                      count("\n") + 1)
             return records
         stop = last_line_start(text)  # a cut last line: scan_lines reads it
-        found = first_matches(self.line_regex, text[:stop] if stop < len(text) else text, True)
-        tags = list(map(_MPI_TAG.match, found.prefixes))
-        if None not in tags:  # every line read behind one mpirun tag: its rank, and the text after the tag
-            prefixes = [p[t.end() :] for p, t in zip(found.prefixes, tags, strict=True)] if self.bulk_prefixes else None
-            ranks = list(map(int, map(methodcaller("group", 1), tags)))
-            bulk = self.bulk_records(found._replace(prefixes=prefixes, ranks=ranks), path) if found.lines else []
+        found = self.first_matches(text[:stop] if stop < len(text) else text, True)
+        ranked = with_ranks(found, self.bulk_prefixes)
+        if ranked is not None:
+            bulk = self.bulk_records(ranked, path) if found.lines else []
             if bulk is not None:
                 if stop < len(text):
                     bulk += scan_lines(text[stop:], self.needle, partial(self.parse_line, path=path),
@@ -393,6 +517,30 @@ class LogFormat:
             records += scan_lines(text[stop:], self.needle, partial(self.parse_line, path=path),
                                   path, self.value_delimited, lineno)
         return records
+
+    def scan_lines_bulk(self, text: str, path: str | Path, bulk: Callable[[str], list[Record] | None]) -> list[Record]:
+        """scan_lines + parse_line, the lines before a final one without a newline read by bulk(those lines) where it
+        reads them (not None): it must give what scan_lines gives on them, errors aside (it gives None then)."""
+        stop = last_line_start(text)
+        records = bulk(text[:stop] if stop < len(text) else text)
+        if records is None:
+            return scan_lines(text, self.needle, partial(self.parse_line, path=path), path, self.value_delimited)
+        if stop < len(text):  # scan_lines' rules for a cut line
+            records += scan_lines(text[stop:], self.needle, partial(self.parse_line, path=path), path,
+                                  self.value_delimited, text.count("\n", 0, stop) + 1)
+        return records
+
+    def bulk_matches(self, regex: re.Pattern[str], lines: str, path: str | Path, prefixes: bool = False
+                     ) -> list[Record] | None:
+        """bulk_records of regex's first match on each of the (whole) lines, for scan_lines_bulk: regex's first match
+        on a line must be the one parse_line reads. None where a line has two mpirun tags, or one not at its start."""
+        tagged = holds(lines, "<std")
+        if tagged and TWO_TAGS.search(lines):
+            return None
+        found = first_matches(regex, lines, prefixes or tagged)
+        if tagged and (found := with_ranks(found, prefixes)) is None:
+            return None
+        return self.bulk_records(found, path) if found.lines else []
 
     def detect(self, text: str) -> bool:
         if self.detect_literals and not any(literal in text for literal in self.detect_literals):

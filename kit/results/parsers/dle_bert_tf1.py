@@ -17,10 +17,26 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_STEP, SUMMARY, LogFormat, Record, known_unit, posix_time, to_float
+from kit.results.parsers.base import (
+    NUMBER,
+    PER_STEP,
+    SUMMARY,
+    LineMatches,
+    LogFormat,
+    Record,
+    cannot_read,
+    finite_floats,
+    known_unit,
+    make_records,
+    new_record,
+    posix_time,
+    posix_times,
+    read_number,
+)
 
+# (its blanks never cross a line's end: it reads whole logs too)
 _LINE = re.compile(
-    r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))? - \s*(?:Iteration: (?P<step>\d+)\s+)?"
+    r"DLL (\d{4}-\d\d-\d\d[ T]\d\d:\d\d):(\d\d)(?:\.(\d+)|) - [^\S\n]*(?:Iteration: (?P<step>\d+)[^\S\n]+|)"
     r"throughput_train : (?P<value>" + NUMBER + r") (?P<unit>\S+)"
 )
 _UNITS = {"sequences/s": "sequences/s", "seq/s": "sequences/s", "sentences/s": "sequences/s",
@@ -39,13 +55,33 @@ class DLEBertTF1(LogFormat):
     priority = 34
     value_delimited = True
 
+    def parse_text(self, text: str, path: str | Path) -> list[Record]:
+        return self.scan_lines_bulk(text, path, lambda lines: self.bulk_matches(_LINE, lines, path))
+
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         m = _LINE.search(line)
-        if m is None:
-            return []
-        value = to_float(m["value"], path, lineno)
-        unit = known_unit(m["unit"], _UNITS, path, lineno)
-        step = m["step"]
-        kind = SUMMARY if step is None else PER_STEP
-        ts = posix_time(*m.groups()[:7])
-        return [Record(value, unit, METRIC, kind, lineno, None if step is None else int(step), None, ts, rank)]
+        return [] if m is None else [self.record_of(m, line[: m.start()], lineno, rank, path)]
+
+    def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
+        minutes, seconds, fractions, steps, raws, raw_units = found.groups
+        values, units = finite_floats(raws), list(map(_UNITS.get, raw_units))
+        if values is None or None in units:
+            return None
+        try:
+            times = posix_times(minutes, seconds, fractions)
+            kinds, steps = [SUMMARY if s is None else PER_STEP for s in steps], [s and int(s) for s in steps]
+        except ValueError:
+            return None
+        return make_records(values, units, METRIC, kinds, found.lines, steps, None, times, found.ranks)
+
+    def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
+        minute, ss, frac, step, raw, raw_unit = m.groups()
+        value = read_number(raw, path, lineno)
+        unit = _UNITS.get(raw_unit) or known_unit(raw_unit, _UNITS, path, lineno)
+        try:
+            ts = posix_time(minute[0:4], minute[5:7], minute[8:10], minute[11:13], minute[14:16], ss, frac)
+            step = None if step is None else int(step)
+        except ValueError as exc:  # as scan_lines reports it
+            raise cannot_read(path, exc, lineno) from None
+        return new_record(Record, (value, unit, METRIC, SUMMARY if step is None else PER_STEP, lineno, step, None, ts,
+                                   rank))

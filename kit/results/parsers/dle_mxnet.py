@@ -25,6 +25,7 @@ _TABLE = re.compile(
     r"(?P<rows>(?:[ \t]*\d+[ \t]*\|(?:[^\n|]*\|)+[ \t]*(?:\r?\n|$))+)",
     re.MULTILINE,
 )
+_METRIC_LINE_END = re.compile(r"ips[ \t]*\r?\n")  # the end of a line _TABLE can start with (a literal: fast to find)
 
 
 class DLEMXNet(DLLoggerFormat):
@@ -43,8 +44,13 @@ class DLEMXNet(DLLoggerFormat):
 
     def _tables(self, text: str, path: str | Path) -> Iterator[Record]:
         """benchmark.py's result table: rows = GPU counts, columns = batch sizes."""
-        lineno, counted_to = 1, 0
-        for table in _TABLE.finditer(text):
+        lineno, counted_to, end = 1, 0, 0
+        for metric_end in _METRIC_LINE_END.finditer(text):  # _TABLE.finditer(text), tried only where one can start
+            start = text.rfind("\n", 0, metric_end.start()) + 1
+            table = _TABLE.match(text, start) if start >= end else None
+            if table is None:
+                continue
+            end = table.end()
             lineno += text.count("\n", counted_to, table.start())
             counted_to = table.start()
             rows = table["rows"].splitlines()

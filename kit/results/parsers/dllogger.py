@@ -8,7 +8,10 @@ JSON backend: 'DLLL {"timestamp": ..., "step": [0, 210], "data": {...}}'.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
+from itertools import accumulate, compress, repeat
+from operator import itemgetter
 from pathlib import Path
 
 from kit.core.inputs import parse_json
@@ -22,33 +25,79 @@ from kit.results.parsers.base import (
     ParseError,
     Record,
     cannot_read,
+    finite_floats,
+    holds,
     last_line_start,
+    line_ranks,
+    make_records,
     minute_start,
     new_record,
     posix_time,
+    posix_times,
     scan_lines,
     split_rank_fragments,
     to_float,
 )
 
 # time, then the step: Summary: | PARAMETER | Epoch: e [Iteration: i] | Iteration: i | (e, i) | ()
+# ((?:x|) is (?:x)?, and x*+ is x* where no backtracking into it can let ')' match: faster, see base.NUMBER)
 _TEXT_LINE = re.compile(
-    r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))? - \s*"
+    r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+)|) - \s*"
     r"(?:(Summary:)"
     r"|(PARAMETER)"
-    r"|Epoch: (\d+)(?:\s+Iteration: (\d+))?"
+    r"|Epoch: (\d+)(?:\s+Iteration: (\d+)|)"
     r"|Iteration: (\d+)"
-    r"|\( *(\d+)?(?:, *(\d+))?(?:, *\d+)*\))"
+    r"|\( *(?:(\d+)|)(?:, *(\d+)|)(?:, *\d+)*+\))"
 )
-_THROUGHPUT_ITEM = re.compile(
-    r"(?:^|\s)(?P<name>[A-Za-z_][\w.]*(?:ips|throughput)) : (?P<value>\S+)"
-    r"(?: (?P<unit>images/s|img/s|imgs/s|samples/s|sequences/s|tokens/s))?(?=\s|$)"
+ITEM = (  # a throughput item: its name, value and unit (groups)
+    r"([A-Za-z_][\w.]*(?:ips|throughput)) : (\S+)(?: (images/s|img/s|imgs/s|samples/s|sequences/s|tokens/s)|)"
 )
+_THROUGHPUT_ITEM = re.compile(r"(?:^|\s)" + ITEM + r"(?=\s|$)")
 DEFAULT_UNIT = "images/s"
 # _TEXT_LINE over a whole log: its blanks never cross a line's end (each line is read alone)
 _TEXT_LINE_IN_TEXT = re.compile(_TEXT_LINE.pattern.replace(r"\s", r"[^\S\n]"))
 _MAX_INT_DIGITS = 4300
 _POW10 = [10**n for n in range(33)]  # int() refuses longer digit strings (a ValueError scan_lines reports)
+# _TEXT_LINE_IN_TEXT for the bulk path, the same matches: the time as posix_times() takes it (minute, seconds,
+# fraction), the step with its blanks (a whole group: its length bounds the head's), the step's groups, and the rest
+# of the line (a line's first head is its one match)
+_BULK_LINE = re.compile(
+    r"DLL (\d{4}-\d\d-\d\d[ T]\d\d:\d\d):(\d\d)(?:\.(\d+)|) - "
+    r"([^\S\n]*(?:(Summary:)|(PARAMETER)|Epoch: (\d+)(?:[^\S\n]+Iteration: (\d+)|)|Iteration: (\d+)"
+    r"|\( *(?:(\d+)|)(?:, *(\d+)|)(?:, *\d+)*+\)))([^\n]*)"
+)
+# _THROUGHPUT_ITEM over the rests of the lines joined by newlines, re.MULTILINE: '$' at each rest's end; the blank
+# before an item is one of its own rest ('^' and a newline never start one: findall from the step's end)
+_ITEM_IN_RESTS = re.compile(r"[^\S\n]" + ITEM + r"(?=\s|$)", re.MULTILINE)
+_BULK_HEAD = len("DLL YYYY-MM-DD HH:MM:SS. - ")  # a head's length beside its step and fraction
+
+
+def head_ranks(gaps: list[str]) -> list[int] | None:
+    """Each head's mpirun rank, from split()'s text between the heads (each head's match ends its line); None unless
+    each head's line starts with one tag."""
+    tagged = line_ranks(list(map(itemgetter(2), map(str.rpartition, gaps[:-1], repeat("\n")))))
+    return None if tagged is None else tagged[0]
+
+
+def _pick(column: list, index: list[int]) -> list:
+    """column[i] for each i of index."""
+    return list(map(column.__getitem__, index))
+
+
+def _kind_step_epoch(summary: str | None, epoch: str | None, iteration: str | None, it_only: str | None,
+                     first: str | None, second: str | None) -> tuple[str, int | None, int | None]:
+    """A text line's kind, step and epoch from _TEXT_LINE's step groups."""
+    if summary:
+        return SUMMARY, None, None
+    if epoch is not None:
+        return (PER_STEP, int(iteration), int(epoch)) if iteration is not None else (PER_EPOCH, None, int(epoch))
+    if it_only is not None:
+        return PER_STEP, int(it_only), None
+    if first is None:
+        return SUMMARY, None, None
+    if second is None:
+        return PER_EPOCH, None, int(first)
+    return PER_STEP, int(second), int(first)
 
 
 def _json_kind_and_step(step: object) -> tuple[str, int | None, int | None] | None:
@@ -76,45 +125,117 @@ class DLLoggerFormat(LogFormat):
         m = _TEXT_LINE.search(line)
         if m is None:
             return []
-        y, mo, d, hh, mi, ss, frac, summary, param, epoch, iteration, it_only, first, second = m.groups()
+        y, mo, d, hh, mi, ss, frac, summary, param, *step_groups = m.groups()
         if param:
             return []
-        step = None
-        if summary:
-            kind = SUMMARY
-        elif epoch is not None:
-            epoch = int(epoch)
-            kind, step = (PER_STEP, int(iteration)) if iteration is not None else (PER_EPOCH, None)
-        elif it_only is not None:
-            kind, step = PER_STEP, int(it_only)
-        elif first is None:
-            kind = SUMMARY
-        elif second is None:
-            kind, epoch = PER_EPOCH, int(first)
-        else:
-            kind, step, epoch = PER_STEP, int(second), int(first)
+        kind, step, epoch = _kind_step_epoch(summary, *step_groups)
         ts = posix_time(y, mo, d, hh, mi, ss, frac)
         found = []
         for name, raw, unit in _THROUGHPUT_ITEM.findall(line, m.end()):
             if raw == "None":
                 continue
             found.append(
-                Record(to_float(raw, path, lineno), _UNITS.get(unit, unit), name, kind, lineno, step, epoch, ts, rank)
+                Record(to_float(raw, path, lineno), UNITS.get(unit, unit), name, kind, lineno, step, epoch, ts, rank)
             )
         return found
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
-        """scan_lines + parse_line, over the whole text at once where each line has at most one mpirun tag (at its
-        start) and no line is JSON."""
-        tagged = "<std" in text  # mpirun --tag-output: read here where each line has at most one tag
-        if "DLLL {" in text or (tagged and TWO_TAGS.search(text)):
+        """scan_lines + parse_line, over the whole text at once where no line is JSON: _scan's reading (a line without a
+        figure is not read) where each line has at most one mpirun tag, at its start; else scan_lines' (each line's
+        step and time are read), its lines of two fragments one by one."""
+        if holds(text, "DLLL {", 5):
             return super().parse_text(text, path)
+        tagged = holds(text, "<std")  # mpirun --tag-output
         stop = last_line_start(text)
-        records = self._scan(text, stop, tagged, path)
+        if not (tagged and TWO_TAGS.search(text)):
+            records = self._bulk(text[:stop] if stop < len(text) else text, tagged)
+            if records is None:
+                records = self._scan(text, stop, tagged, path)
+        else:
+            records = self._scan_lines_bulk(text, stop, path)
         if stop < len(text):  # the final line has no newline: scan_lines' rules for a cut line
             records += scan_lines(text[stop:], self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path,
                                   self.value_delimited, text.count("\n", 0, stop) + 1)
         return records
+
+    def _scan_lines_bulk(self, text: str, stop: int, path: str | Path) -> list[Record]:
+        """scan_lines + parse_line on the text's lines before stop (a tagged log with lines of two mpirun fragments): in
+        bulk with those lines emptied, each of them read by scan_lines alone, its records put in at its line."""
+        def read(lines: str, first_line: int = 1) -> list[Record]:
+            return scan_lines(lines, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path,
+                              self.value_delimited, first_line)
+
+        odd = [(text.rfind("\n", 0, m.start()) + 1, text.index("\n", m.end())) for m in TWO_TAGS.finditer(text, 0, stop)]
+        kept, at = [], 0  # the text but those lines' contents (their newlines stay: so do the line numbers)
+        for begin, end in odd:
+            kept.append(text[at:begin])
+            at = end
+        kept.append(text[at:stop])
+        records = self._bulk("".join(kept), True, every_line=True)
+        if records is None:
+            return read(text[:stop])
+        out, taken, lineno, counted = [], 0, 1, 0
+        for begin, end in odd:
+            lineno += text.count("\n", counted, begin)
+            counted = begin
+            cut = bisect_right(records, lineno, taken, key=itemgetter(4))  # the records of the lines before it
+            out += records[taken:cut]
+            out += read(text[begin : end + 1], lineno)
+            taken = cut
+        return out + records[taken:]
+
+    def _bulk(self, text: str, tagged: bool, every_line: bool = False) -> list[Record] | None:
+        """_scan's records of text (whole lines) from one regex.split() for the heads and one for the throughput items,
+        C-level maps, and Python code per figure only for its step's groups; with every_line, scan_lines' (parse_line
+        reads the step and time of each head but a PARAMETER one, on a line without a figure too).
+        None where a line needs more (_scan or scan_lines reads the text then, errors included): a line not behind
+        one mpirun tag in a tagged log, a number int() refuses (or, for _scan, a head long enough to hold one), a
+        figure float() refuses or that is not finite, a time posix_time() refuses.
+        """
+        k = _BULK_LINE.groups + 1
+        parts = _BULK_LINE.split(text)  # gap, 12 groups, gap, ...
+        gaps = parts[::k]
+        n = len(gaps) - 1
+        minutes, seconds, fractions, steps, summaries, params, *step_groups, rests = (parts[j::k] for j in range(1, k))
+        if not every_line and n and _MAX_INT_DIGITS <= (
+                _BULK_HEAD + max(map(len, steps)) + max(map(len, filter(None, fractions)), default=0)):
+            return None  # _scan reads such a head's numbers even on a line without a figure
+        lines = list(accumulate(map(str.count, gaps[:n], repeat("\n")), initial=1))
+        del lines[0]  # each head's line: a head's rest ends at its line's end, each line has one
+        ranks = head_ranks(gaps) if tagged else None
+        if tagged and ranks is None:
+            return None
+        # the items: the rests joined, each item's rest (line) from the newlines before it
+        items = _ITEM_IN_RESTS.split("\n".join(rests))
+        at = list(accumulate(map(str.count, items[:-1:4], repeat("\n"))))
+        names, raws, units = items[1::4], items[2::4], items[3::4]
+        if "PARAMETER" in params:  # a PARAMETER line's items are no figures
+            keep = [p is None for p in map(params.__getitem__, at)]
+            at, names, raws, units = (list(compress(column, keep)) for column in (at, names, raws, units))
+        # each item's step and time, its line's: _scan reads those of the lines with an item (a 'None' too),
+        # parse_line those of each head but a PARAMETER one's
+        heads = [p is None for p in params] if every_line else []
+        read = list(compress(range(n), heads)) if every_line else at
+        try:
+            shapes = list(map(_kind_step_epoch, *(_pick(column, read) for column in [summaries, *step_groups])))
+            times = posix_times(_pick(minutes, read), _pick(seconds, read), _pick(fractions, read))
+        except ValueError:
+            return None
+        if every_line:  # each item's: its line's place among the heads read
+            places = [place - 1 for place in _pick(list(accumulate(heads)), at)]
+            shapes, times = _pick(shapes, places), _pick(times, places)
+        if "None" in raws:  # an item 'None' is no figure
+            keep = [raw != "None" for raw in raws]
+            at, names, raws, units, shapes, times = (
+                list(compress(column, keep)) for column in (at, names, raws, units, shapes, times))
+        values = finite_floats(raws)
+        if values is None:
+            return None
+        if not at:
+            return []
+        kinds, steps, epochs = zip(*shapes, strict=True)
+        return make_records(values, list(map(UNITS.get, units, units)), names, kinds, _pick(lines, at), steps, epochs,
+                            times, None if ranks is None else _pick(ranks, at))
 
     def _scan(self, text: str, stop: int, tagged: bool, path: str | Path) -> list[Record]:
         """scan_lines + parse_line on every line before stop, one match at a time."""
@@ -122,7 +243,7 @@ class DLLoggerFormat(LogFormat):
         append = records.append
         items = _THROUGHPUT_ITEM.findall
         item_at = _THROUGHPUT_ITEM.match
-        units = _UNITS
+        units = UNITS
         minutes: dict[str, int] = {}  # 'YYYY-MM-DD HH:MM' -> posix_time of its start
         lineno, counted_to, last = 1, 0, -1
         for m in _TEXT_LINE_IN_TEXT.finditer(text, 0, stop):
@@ -149,7 +270,7 @@ class DLLoggerFormat(LogFormat):
                     records += found
                     continue
                 rank = int(tag.group(1))
-            y, mo, d, hh, mi, ss, frac, summary, param, epoch, iteration, it_only, first, second = m.groups()
+            y, mo, d, hh, mi, ss, frac, summary, param, *step_groups = m.groups()
             if param:
                 continue
             # findall's items: most lines hold one, right after the step, and no other ' : ' after it
@@ -157,21 +278,8 @@ class DLLoggerFormat(LogFormat):
             found = (one.groups(""),) if one and text.find(" : ", one.end(), end) == -1 else items(text, after, end)
             if not found and after - begin < _MAX_INT_DIGITS:  # no figure, and no number int() could refuse
                 continue
-            step = None
             try:
-                if summary:
-                    kind = SUMMARY
-                elif epoch is not None:
-                    epoch = int(epoch)
-                    kind, step = (PER_STEP, int(iteration)) if iteration is not None else (PER_EPOCH, None)
-                elif it_only is not None:
-                    kind, step = PER_STEP, int(it_only)
-                elif first is None:
-                    kind = SUMMARY
-                elif second is None:
-                    kind, epoch = PER_EPOCH, int(first)
-                else:
-                    kind, step, epoch = PER_STEP, int(second), int(first)
+                kind, step, epoch = _kind_step_epoch(summary, *step_groups)
                 minute = minutes.get(text[begin + 4 : begin + 20])  # the digits right after 'DLL '
                 if minute is None:
                     minute = minutes[text[begin + 4 : begin + 20]] = minute_start(y, mo, d, hh, mi)
@@ -215,4 +323,4 @@ class DLLoggerFormat(LogFormat):
             yield Record(value, DEFAULT_UNIT, name, kind, lineno, step, epoch, ts, rank)
 
 
-_UNITS = {"": DEFAULT_UNIT, "img/s": DEFAULT_UNIT, "imgs/s": DEFAULT_UNIT}
+UNITS = {"": DEFAULT_UNIT, None: DEFAULT_UNIT, "img/s": DEFAULT_UNIT, "imgs/s": DEFAULT_UNIT}  # None: split()'s no unit

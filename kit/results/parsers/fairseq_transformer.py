@@ -27,9 +27,9 @@ from kit.results.parsers.base import (
     read_number,
 )
 
-_LINE = re.compile(
-    r"Transformer \| epoch (?P<epoch>\d+) \| step (?P<step>\d+) \|[^\n]*?\|tokens/s (?P<value>" + NUMBER + r") \|"
-)
+_HEAD = r"Transformer \| epoch (?P<epoch>\d+) \| step (?P<step>\d+) \|"
+_TAIL = r"\|tokens/s (?P<value>" + NUMBER + r") \|"
+_LINE = re.compile(_HEAD + r"[^\n]*?" + _TAIL)
 
 
 class FairseqTransformer(LogFormat):
@@ -42,6 +42,8 @@ class FairseqTransformer(LogFormat):
     priority = 43
     value_delimited = True
     line_regex = _LINE
+    greedy_line_regex = re.compile(_HEAD + r"[^\n]*" + _TAIL)
+    tail_literal = "|tokens/s "
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         m = _LINE.search(line)

@@ -12,19 +12,35 @@ The figure is per card: the total is ips x number of cards. Launcher lines such 
 from __future__ import annotations
 
 import re
+from itertools import accumulate, compress, repeat
+from operator import add, itemgetter, methodcaller
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_CARD, LogFormat, Record, new_record, posix_time, read_number
-
-_IPS = re.compile(
-    r"ips: ?(?P<value>" + NUMBER + r") ?"
-    r"(?P<unit>samples/sec|samples/s|images/sec|images/s|img/s)(?![\w/])"
+from kit.results.parsers.base import (
+    NUMBER,
+    PER_CARD,
+    LogFormat,
+    Record,
+    finite_floats,
+    holds,
+    leading_times,
+    make_records,
+    new_record,
+    posix_time,
+    read_number,
 )
+
+_UNIT = r"(?P<unit>samples/sec|samples/s|images/sec|images/s|img/s)(?![\w/])"
+_IPS = re.compile(r"ips: ?(?P<value>" + NUMBER + r") ?" + _UNIT)
+# each 'ips:' parse_line may read (none of '--ips:', 'relative_ips:'), with _IPS's groups where it reads there
+_ANY_IPS = re.compile(r"ips:(?<![\w-]ips:)(?: ?(?P<value>" + NUMBER + r") ?" + _UNIT + r"|)")
 _INT = re.compile(r" *(\d+)")
 _STEP_MARKERS = ("step:", "Iter:")
 _EPOCH_MARKERS = ("epoch:", "[Epoch ")
 _TIME = re.compile(r"^\[(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\]")
+_TIMES = re.compile(r"\n\[(\d{4}/\d\d/\d\d \d\d:\d\d):(\d\d)\]")  # _TIME, for leading_times()
 _UNITS = {"samples/sec": "samples/s", "images/sec": "images/s", "img/s": "images/s"}
+_EVAL = ("[Eval]", "eval step")  # a line holding one is not read
 
 
 class PaddleClas(LogFormat):
@@ -54,6 +70,67 @@ class PaddleClas(LogFormat):
         step = _int_after(line, _STEP_MARKERS, at)
         epoch = _int_after(line, _EPOCH_MARKERS, at)
         return [new_record(Record, (value, _UNITS.get(unit, unit), "ips", PER_CARD, lineno, step, epoch, ts, rank))]
+
+    def parse_text(self, text: str, path: str | Path) -> list[Record]:
+        return self.scan_lines_bulk(text, path, self._bulk)
+
+    def _bulk(self, text: str) -> list[Record] | None:
+        """parse_line's records of text (whole lines) from one regex.split() and C-level maps; None where a line needs
+        more (scan_lines reads the text then, errors included): mpirun tags, two 'ips:' parse_line may read on a
+        line, a figure float() refuses or that is not finite, a step or epoch int() refuses, lines that read their
+        step or epoch markers differently."""
+        if holds(text, "<std"):
+            return None
+        parts = _ANY_IPS.split(text)  # gap, value, unit, gap, ...
+        gaps = parts[::3]
+        n = len(gaps) - 1
+        newlines = list(map(str.count, gaps[:n], repeat("\n")))
+        if 0 in newlines[1:]:  # two on a line: parse_line reads the last, where it reads
+            return None
+        lines = list(accumulate(newlines, initial=1))
+        del lines[0]
+        raws, units = parts[1::3], parts[2::3]
+        prefixes = list(map(itemgetter(2), map(str.rpartition, gaps[:n], repeat("\n"))))  # each line's text before it
+        skip = set()  # the lines of an evaluation
+        for literal in _EVAL:
+            at, counted, line = text.find(literal), 0, 1
+            while at != -1:
+                line += text.count("\n", counted, at)
+                counted = at
+                skip.add(line)
+                at = text.find(literal, at + 1)
+        if None in raws or skip:  # an 'ips:' that does not read, an evaluation's
+            keep = [raw is not None and line not in skip for raw, line in zip(raws, lines, strict=True)]
+            lines, raws, units, prefixes = (list(compress(c, keep)) for c in (lines, raws, units, prefixes))
+        values = finite_floats(raws)
+        if values is None:
+            return None
+        try:
+            times = leading_times(prefixes, _TIMES)
+            if times is None:  # a line without the time
+                times = [posix_time(*t.groups()) if t else None for t in map(_TIME.match, prefixes)]
+            steps, epochs = _ints_after(prefixes, _STEP_MARKERS), _ints_after(prefixes, _EPOCH_MARKERS)
+        except ValueError:  # (scan_lines names its line)
+            return None
+        return make_records(values, list(map(_UNITS.get, units, units)), "ips", PER_CARD, lines, steps, epochs, times,
+                            None)
+
+
+def _ints_after(prefixes: list[str], markers: tuple[str, ...]) -> list[int | None]:
+    """_int_after(p, markers, len(p)) of each prefix: with C-level maps where the first marker any prefix holds is
+    in each, followed by its int."""
+    for marker in markers:
+        at = list(map(str.find, prefixes, repeat(marker)))
+        if -1 not in at:
+            found = list(map(_INT.match, prefixes, map(add, at, repeat(len(marker)))))
+            if None not in found:
+                return list(map(int, map(methodcaller("group", 1), found)))
+            break
+        if at.count(-1) != len(at):
+            break
+    else:
+        return [None] * len(prefixes)
+    return [_int_after(p, markers, len(p)) for p in prefixes]
 
 
 def _int_after(line: str, markers: tuple[str, ...], end: int) -> int | None:

@@ -10,7 +10,6 @@ sequences/s (avg_samples / avg_batch_cost): the job's figure is ips x cards (--s
 from __future__ import annotations
 
 import re
-from itertools import repeat
 from pathlib import Path
 
 from kit.results.parsers.base import (
@@ -25,12 +24,13 @@ from kit.results.parsers.base import (
     make_records,
     new_record,
     read_number,
+    units_of,
 )
 
-_LINE = re.compile(  # 'to[tb]al': total or tobal, starting with literal characters (fast over a whole log)
-    r"to[tb]al step: (?P<step>\d+), epoch: (?P<epoch>\d+), batch: \d+, (?:[^\ni]++|i)*?"  # = [^\n]*? (the first 'ips: ' that reads), skipping to each i
-    r"ips: (?P<value>" + NUMBER + r") (?P<unit>[^\s\x1b]+)"  # the unit ends at a space or the logger's colour reset
-)
+# 'to[tb]al': total or tobal, starting with literal characters (fast over a whole log)
+_HEAD = r"to[tb]al step: (?P<step>\d+), epoch: (?P<epoch>\d+), batch: \d+, "
+_TAIL = r"ips: (?P<value>" + NUMBER + r") (?P<unit>[^\s\x1b]+)"  # the unit ends at a space or the logger's colour reset
+_LINE = re.compile(_HEAD + r"(?:[^\ni]++|i)*?" + _TAIL)  # = [^\n]*? (the first 'ips: ' that reads), skipping to each i
 _UNITS = {"sequences/sec": "sequences/s", "sequences/s": "sequences/s", "seqs/sec": "sequences/s",
           "samples/sec": "samples/s", "samples/s": "samples/s"}
 
@@ -47,6 +47,8 @@ class PaddleNLPBert(LogFormat):
     priority = 56
     value_delimited = True
     line_regex = _LINE
+    greedy_line_regex = re.compile(_HEAD + r"[^\n]*" + _TAIL)
+    tail_literal = "ips: "
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         m = _LINE.search(line)
@@ -55,7 +57,7 @@ class PaddleNLPBert(LogFormat):
     def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
         steps, epochs, raws, raw_units = found.groups
         values, steps, epochs = finite_floats(raws), ints(steps), ints(epochs)
-        units = list(map(_UNITS.get, map(str.rstrip, raw_units, repeat(",."))))
+        units = units_of(raw_units, _UNITS)
         if values is None or steps is None or epochs is None or None in units:
             return None
         return make_records(values, units, "ips", PER_CARD, found.lines, steps, epochs, None, found.ranks)

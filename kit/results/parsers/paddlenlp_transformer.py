@@ -27,17 +27,19 @@ from kit.results.parsers.base import (
     finite_floats,
     ints,
     known_unit,
+    leading_times,
     make_records,
     new_record,
     posix_time,
     read_number,
+    units_of,
 )
 
-_LINE = re.compile(
-    r"step_idx: (?P<step>\d+), epoch: (?P<epoch>\d+), batch: \d+, (?:[^\ni]++|i)*?"  # = [^\n]*? (the first 'ips: ' that reads), skipping to each i
-    r"ips: (?P<value>" + NUMBER + r") (?P<unit>[^\s\x1b]+)"  # the unit ends at a space or the logger's colour reset
-)
+_HEAD = r"step_idx: (?P<step>\d+), epoch: (?P<epoch>\d+), batch: \d+, "
+_TAIL = r"ips: (?P<value>" + NUMBER + r") (?P<unit>[^\s\x1b]+)"  # the unit ends at a space or the logger's colour reset
+_LINE = re.compile(_HEAD + r"(?:[^\ni]++|i)*?" + _TAIL)  # = [^\n]*? (the first 'ips: ' that reads), skipping to each i
 _TIME = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d+)")
+_TIMES = re.compile(r"\n\[?(\d{4}-\d\d-\d\d \d\d:\d\d):(\d\d),(\d+)")  # _TIME, for leading_times()
 _UNITS = {"words/sec": "words/s", "words/s": "words/s", "tokens/sec": "tokens/s", "tokens/s": "tokens/s"}
 
 
@@ -52,6 +54,8 @@ class PaddleNLPTransformer(LogFormat):
     priority = 57
     value_delimited = True
     line_regex = _LINE
+    greedy_line_regex = re.compile(_HEAD + r"[^\n]*" + _TAIL)
+    tail_literal = "ips: "
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         m = _LINE.search(line)
@@ -62,12 +66,16 @@ class PaddleNLPTransformer(LogFormat):
     def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
         steps, epochs, raws, raw_units = found.groups
         values, steps, epochs = finite_floats(raws), ints(steps), ints(epochs)
-        units = list(map(_UNITS.get, map(str.rstrip, raw_units, repeat(",."))))
+        units = units_of(raw_units, _UNITS)
         if values is None or steps is None or epochs is None or None in units:
             return None
+        prefixes = found.prefixes
+        if any(map(str.__contains__, prefixes, repeat("\x1b"))):  # the 2023 logger colours its '[time] [INFO]' prefix
+            prefixes = ANSI_ESCAPE.sub("", "\n".join(prefixes)).split("\n")  # (the escapes never hold a newline)
         try:
-            times = [posix_time(*t.groups()) if t else None
-                     for t in map(_TIME.match, (ANSI_ESCAPE.sub("", p) if "\x1b" in p else p for p in found.prefixes))]
+            times = leading_times(prefixes, _TIMES)
+            if times is None:  # a prefix without the time
+                times = [posix_time(*t.groups()) if t else None for t in map(_TIME.match, prefixes)]
         except ValueError:
             return None
         return make_records(values, units, "ips", PER_CARD, found.lines, steps, epochs, times, found.ranks)

@@ -10,7 +10,6 @@ The launcher's 'ips: 127.0.0.1' (a host list) is not a [TRAIN] line and is never
 from __future__ import annotations
 
 import re
-from itertools import repeat
 from pathlib import Path
 
 from kit.results.parsers.base import (
@@ -22,17 +21,19 @@ from kit.results.parsers.base import (
     finite_floats,
     ints,
     known_unit,
+    leading_times,
     make_records,
     new_record,
     posix_time,
     read_number,
+    units_of,
 )
 
-_LINE = re.compile(
-    r"\[TRAIN\] epoch: (?P<epoch>\d+), iter: (?P<step>\d+)/\d+, [^\n]*?"
-    r"ips: (?P<value>" + NUMBER + r") (?P<unit>[^\s|]+)"
-)
+_HEAD = r"\[TRAIN\] epoch: (?P<epoch>\d+), iter: (?P<step>\d+)/\d+, "
+_TAIL = r"ips: (?P<value>" + NUMBER + r") (?P<unit>[^\s|]+)"
+_LINE = re.compile(_HEAD + r"[^\n]*?" + _TAIL)
 _TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+_TIMES = re.compile(r"\n(\d{4}-\d\d-\d\d \d\d:\d\d):(\d\d)")  # _TIME, for leading_times()
 _UNITS = {"samples/sec": "samples/s", "samples/s": "samples/s", "images/sec": "images/s", "images/s": "images/s"}
 
 
@@ -47,6 +48,8 @@ class PaddleSeg(LogFormat):
     priority = 65  # its 'ips: 14.7 samples/sec' would also satisfy PaddleClas's (50) detector
     value_delimited = True
     line_regex = _LINE
+    greedy_line_regex = re.compile(_HEAD + r"[^\n]*" + _TAIL)
+    tail_literal = "ips: "
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         m = _LINE.search(line)
@@ -57,10 +60,12 @@ class PaddleSeg(LogFormat):
     def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
         epochs, steps, raws, raw_units = found.groups
         values, steps, epochs = finite_floats(raws), ints(steps), ints(epochs)
-        units = list(map(_UNITS.get, map(str.rstrip, raw_units, repeat(",."))))
+        units = units_of(raw_units, _UNITS)
         if values is None or steps is None or epochs is None or None in units:
             return None
-        times = [posix_time(*t.groups()) if t else None for t in map(_TIME.match, found.prefixes)]
+        times = leading_times(found.prefixes, _TIMES)
+        if times is None:  # a prefix without the time
+            times = [posix_time(*t.groups()) if t else None for t in map(_TIME.match, found.prefixes)]
         return make_records(values, units, "ips", PER_CARD, found.lines, steps, epochs, times, found.ranks)
 
     def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:

@@ -12,7 +12,19 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.results.parsers.base import PER_STEP, LogFormat, Record, posix_time, to_float
+from kit.results.parsers.base import (
+    PER_STEP,
+    LineMatches,
+    LogFormat,
+    Record,
+    finite_floats,
+    holds,
+    ints,
+    make_records,
+    posix_time,
+    scan_lines,
+    to_float,
+)
 
 _TIME_HISTORY = re.compile(
     r"TimeHistory: (?P<seconds>[\d.]+) seconds, (?P<value>\S+) examples/second "
@@ -35,6 +47,23 @@ class TF2KerasTimeHistory(LogFormat):
     detect_literals = ("examples/second", "examples_per_second")
     default_metric = "examples_per_second"
     priority = 40
+
+    def parse_text(self, text: str, path: str | Path) -> list[Record]:
+        if holds(text, "BenchmarkMetric: {"):  # older releases: a line's TimeHistory, else its BenchmarkMetric
+            return scan_lines(text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path)
+        return self.scan_lines_bulk(text, path, lambda lines: self.bulk_matches(_TIME_HISTORY, lines, path, True))
+
+    def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
+        _, raws, _, lasts = found.groups
+        values, steps = finite_floats(raws), ints(lasts)
+        if values is None or steps is None:
+            return None
+        try:
+            times = [posix_time(_GLOG_YEAR, *t.groups()) if t else None for t in map(_GLOG_TIME.match, found.prefixes)]
+        except ValueError:
+            return None
+        return make_records(values, "images/s", "examples_per_second", PER_STEP, found.lines, steps, None, times,
+                            found.ranks)
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         m = _TIME_HISTORY.search(line) or _BENCHMARK_METRIC.search(line)
