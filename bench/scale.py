@@ -102,9 +102,12 @@ def launch_header(nodes: int, gpus: int, rank: int, host_ip: str, master: str, l
 
 LAUNCH_END = "LAUNCH INFO 2026-11-24 08:17:30,686 Pod completed\nLAUNCH INFO 2026-11-24 08:17:30,686 Exit code 0\n"
 
-# per GPU samples/s of the harness (V100-like), by model and precision
+# per GPU samples/s of the harness (V100-like), by model and precision; bert: sequences/s, transformer: tokens/s
 HARNESS_SPEED = {("resnet50", "fp32"): 380.0, ("resnet50", "amp"): 1150.0, ("vgg16", "fp32"): 230.0,
-                 ("vgg16", "amp"): 610.0, ("arcface", "fp32"): 390.0, ("arcface", "amp"): 1000.0}
+                 ("vgg16", "amp"): 610.0, ("arcface", "fp32"): 390.0, ("arcface", "amp"): 1000.0,
+                 ("cyclegan", "fp32"): 7.0, ("se_resnext50", "fp32"): 165.0, ("deeplabv3p", "fp32"): 11.0,
+                 ("bert", "fp32"): 130.0, ("transformer", "fp32"): 19000.0}
+UNITS = {"bert": "sequences/s", "transformer": "tokens/s", "cyclegan": "samples/s"}  # others: images/s
 
 
 def kitlog(data: dict) -> str:
@@ -127,6 +130,8 @@ def harness_rank0(case: Case, repeat: int, host: str) -> str:
                        "channels_last": case.channels_last, "threads": 8, "warmup_steps": case.warmup_steps,
                        "measure_steps": case.measure_steps, "optimizer": "momentum_sgd", "lr": 0.1,
                        "momentum": 0.9, "weight_decay": 0.0001, "seed": 0, "host": host, "python": "3.11.7"}))
+    if case.model in ("bert", "transformer"):
+        return "".join(out) + epoch_timed(case, repeat, host, t0, per_gpu)
     warm = case.warmup_steps * case.batch_size / per_gpu * 1.4
     t = t0 + int(warm * 1000)
     out.append(kitlog({"event": "warmup_end", "time_ms": t, "steps": case.warmup_steps, "seconds": round(warm, 6)}))
@@ -144,9 +149,60 @@ def harness_rank0(case: Case, repeat: int, host: str) -> str:
     out.append(kitlog({"event": "run_stop", "time_ms": t + 2, "status": "success", "steps": case.measure_steps,
                        "seconds": round(total, 6), "samples_per_sec": thr, "ranks": ranks,
                        "framework": case.framework, "model": case.model, "precision": case.precision,
-                       "unit": "images/s", "throughput": thr, "peak_memory_mb": 14721.9,
+                       "unit": UNITS.get(case.model, "images/s"), "throughput": thr, "peak_memory_mb": 14721.9,
                        "peak_memory_kind": "max_memory_allocated"}))
     out.append(rank_stop(0, ranks, 0, host, case.measure_steps, t + 9))
+    return "".join(out)
+
+
+def epoch_timed(case: Case, repeat: int, host: str, t0: int, speed: float) -> str:
+    """Seed 003's NLP rule as the harness logs it (scripts/harness/train.py timed_epochs): warm-up, then whole
+    epochs of a fixed corpus, each step line marked "timing": "epochs", one epoch line each, run_stop. Per step
+    (global): BERT batch_size sequences of ~0.9 x seq_len real tokens, Transformer batch_size tokens (~0.9 of them
+    target tokens) in pairs of ~27."""
+    ranks, unit = case.processes, UNITS[case.model]
+    if case.model == "bert":
+        seqs_step = case.batch_size * ranks
+        toks_step = int(0.9 * (case.seq_len or 128)) * seqs_step
+    else:
+        seqs_step = max(case.batch_size // 27, 1) * ranks
+        toks_step = int(0.9 * case.batch_size) * ranks
+    batches = max((case.corpus_size or (4096 if case.model == "bert" else 20000)) // seqs_step, 1)
+    count = toks_step if unit == "tokens/s" else seqs_step
+    common = {"ranks": ranks, "framework": case.framework, "model": case.model, "precision": case.precision}
+    out = [kitlog({"event": "corpus", "time_ms": t0 + 10, "batches_per_epoch": batches,
+                   "sequences_per_epoch": seqs_step * batches, "tokens_per_epoch": toks_step * batches,
+                   "seq_len": case.seq_len, "corpus_size": case.corpus_size})]
+    t = t0 + 15_000
+    out.append(kitlog({"event": "warmup_end", "time_ms": t, "steps": case.warmup_steps, "seconds": 15.0}))
+    step, total = case.warmup_steps, {"seconds": 0.0, "sequences": 0, "tokens": 0, "steps": 0}
+    for epoch in range(1, case.measure_epochs + 1):
+        secs = 0.0
+        for i in range(batches):
+            step += 1
+            sec = count / (speed * ranks) * (1.0 + 0.01 * ((i * 7 + repeat) % 5 - 2))
+            secs += sec
+            t += int(sec * 1000)
+            out.append(kitlog({"event": "step", "time_ms": t, "step": step, "epoch": epoch, "timing": "epochs",
+                               "global_batch": seqs_step, "tokens": toks_step, "seconds": round(sec, 6),
+                               "samples_per_sec": round(seqs_step / sec, 3),
+                               "tokens_per_sec": round(toks_step / sec, 3), **common,
+                               "loss": round(7.5 - 0.001 * i, 5)}))
+        seqs, toks = seqs_step * batches, toks_step * batches
+        out.append(kitlog({"event": "epoch", "time_ms": t + 1, "epoch": epoch, "steps": batches, "sequences": seqs,
+                           "tokens": toks, "seconds": round(secs, 6), "unit": unit,
+                           "throughput": round((toks if unit == "tokens/s" else seqs) / secs, 3), **common}))
+        total = {"seconds": total["seconds"] + secs, "sequences": total["sequences"] + seqs,
+                 "tokens": total["tokens"] + toks, "steps": total["steps"] + batches}
+    sec = total["seconds"]
+    out.append(kitlog({"event": "run_stop", "time_ms": t + 2, "status": "success", "steps": total["steps"],
+                       "epochs": case.measure_epochs, "sequences": total["sequences"], "tokens": total["tokens"],
+                       "seconds": round(sec, 6), "samples_per_sec": round(total["sequences"] / sec, 3),
+                       "sequences_per_sec": round(total["sequences"] / sec, 3),
+                       "tokens_per_sec": round(total["tokens"] / sec, 3), **common, "unit": unit,
+                       "throughput": round((total["tokens"] if unit == "tokens/s" else total["sequences"]) / sec, 3),
+                       "peak_memory_mb": 14721.9, "peak_memory_kind": "max_memory_allocated"}))
+    out.append(rank_stop(0, ranks, 0, host, total["steps"], t + 9))
     return "".join(out)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import hashlib
+import io
 import json
 import os
 import re
@@ -63,21 +64,52 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _copy_redacted(src: Path, dst: Path, rel: str, redactions: list[dict]) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
+def _redacted(src: Path, rel: str, redactions: list[dict]) -> bytes:
+    """The bytes a file is bundled as: a text's with its secret values replaced (each listed in redactions), a
+    binary file's (plots) as they are."""
     with open(os.open(src, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:  # a link swapped in since the walk: refused
         data = f.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        dst.write_bytes(data)  # binary (plots): nothing to redact
-        return
+        return data  # binary (plots): nothing to redact
     clean, found = redact_text(text)
     redactions += [{"file": rel, "line": line, "key": key} for line, key in found]
-    if found:
-        dst.write_text(clean, encoding="utf-8")
-    else:
-        dst.write_bytes(data)
+    return clean.encode("utf-8") if found else data
+
+
+class _Packer:
+    """Members written straight into the bundle's tar (no copy on disk), each file's sha256 and size kept for the
+    manifest; the folders above a file get their own member before it."""
+
+    def __init__(self, tar: tarfile.TarFile, top: str):
+        self.tar, self.top = tar, top
+        self.folders: set[str] = set()
+        self.files: dict[str, dict] = {}  # path in the bundle -> {"sha256", "bytes"}
+
+    def _member(self, rel: str, kind: bytes, size: int = 0) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(f"{self.top}/{rel}")
+        info.type, info.size, info.mode, info.mtime = kind, size, 0o755 if kind == tarfile.DIRTYPE else 0o644, 0
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    def add(self, rel: str, data: bytes, listed: bool = True) -> None:
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder not in self.folders:
+                self.folders.add(folder)
+                self.tar.addfile(self._member(folder, tarfile.DIRTYPE))
+        self.tar.addfile(self._member(rel, tarfile.REGTYPE, len(data)), io.BytesIO(data))
+        if listed:
+            self.files[rel] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+def _describes_system(rel: str) -> bool:
+    """The files of a run system_description reads (its env captures, logs, images.json and run.json)."""
+    return rel.startswith("env/") or (rel.startswith("logs/") and rel.endswith(".log")) \
+        or rel in ("images.json", "run.json")
 
 
 # --------------------------------------------------------------------------- making a bundle
@@ -206,55 +238,64 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
     pins_file = pins_file or REPO_ROOT / "docker" / "pins.yaml"
     meta = _json_object(run_dir / "run.json", run_dir / "run.json")
     top = f"kit-bundle-{run_dir.name}"
+    files, links = run_files(run_dir)
+    claimed = []
+    if claims is not None:
+        claims = Path(claims).resolve()
+        for src in _claims_files(claims):
+            rel, real = f"claims/{os.path.relpath(src, claims.parent)}", Path(os.path.realpath(src))
+            if rel.startswith("claims/../") or not real.is_relative_to(claims.parent):
+                raise BundleError(f"{claims}: {src} lies outside the claims file's folder")
+            claimed.append((rel, real))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Each file is read once, redacted, hashed and packed at once: the run is never copied to disk, but for the
+    # few files the system description is read from (`view`, redacted as bundled). The bundle's own files (root)
+    # follow the run's, the manifest last.
     with tempfile.TemporaryDirectory(prefix="kit-bundle-") as tmp:
-        root = Path(tmp) / top
+        root, view = Path(tmp) / top, Path(tmp) / "view" / top
+        root.mkdir()
         redactions: list[dict] = []
-        files, links = run_files(run_dir)
-        for i, src in enumerate(files):
-            rel = f"run/{run_dir.name}/{src.relative_to(run_dir).as_posix()}"
-            _copy_redacted(src, root / rel, rel, redactions)
-            if progress:
-                progress("copy", i + 1, len(files))
-        if claims is not None:
-            claims = Path(claims).resolve()
-            for src in _claims_files(claims):
-                rel, real = f"claims/{os.path.relpath(src, claims.parent)}", Path(os.path.realpath(src))
-                if rel.startswith("claims/../") or not real.is_relative_to(claims.parent):
-                    raise BundleError(f"{claims}: {src} lies outside the claims file's folder")
-                _copy_redacted(real, root / rel, rel, redactions)
-        if pins_file.is_file():
-            shutil.copyfile(pins_file, root / "pins.yaml")
-        system = system_description(root / "run" / run_dir.name, root / "pins.yaml",
-                                    submitter or os.environ.get("USER") or "unknown",
-                                    system_name or (meta.get("host") or {}).get("hostname") or run_dir.name,
-                                    shown=run_dir)
-        for name, data in (("system.json", system), ("commands.json", _commands(meta))):
-            write_text(root / name, json.dumps(data, indent=2, sort_keys=True) + "\n")  # unversioned
-        write_json(root / "provenance.json", {
-            "kit_version": __version__,
-            "kit_commit_at_run": meta.get("kit_commit"), "kit_commit_at_bundle": _revision(),
-            "bundled": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "run_id": run_dir.name, "rules_version": rules_version,
-            "pins_sha256": sha256_file(root / "pins.yaml") if (root / "pins.yaml").is_file() else None,
-            "claims": f"claims/{claims.name}" if claims else None, "redactions": redactions, "links": links,
-        }, MANIFEST, sort_keys=True)
-        write_manifest(root)
-        if sign_key is not None:
-            sign(root / MANIFEST, Path(sign_key))
-        out.parent.mkdir(parents=True, exist_ok=True)
         handle, partial = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
         try:
             with os.fdopen(handle, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
-                for path in sorted(root.rglob("*")):
-                    info = tar.gettarinfo(str(path), arcname=path.relative_to(Path(tmp)).as_posix())
-                    info.uid = info.gid = 0
-                    info.uname = info.gname = ""
-                    info.mtime = 0
-                    if path.is_file():
-                        with open(path, "rb") as f:
-                            tar.addfile(info, f)
-                    else:
-                        tar.addfile(info)
+                pack = _Packer(tar, top)
+                for rel, real in claimed:
+                    pack.add(rel, _redacted(real, rel, redactions))
+                for i, src in enumerate(files):
+                    inside = src.relative_to(run_dir).as_posix()
+                    rel = f"run/{run_dir.name}/{inside}"
+                    data = _redacted(src, rel, redactions)
+                    pack.add(rel, data)
+                    if _describes_system(inside):
+                        (view / rel).parent.mkdir(parents=True, exist_ok=True)
+                        (view / rel).write_bytes(data)
+                    if progress:
+                        progress("copy", i + 1, len(files))
+                if pins_file.is_file():
+                    shutil.copyfile(pins_file, root / "pins.yaml")
+                system = system_description(view / "run" / run_dir.name, root / "pins.yaml",
+                                            submitter or os.environ.get("USER") or "unknown",
+                                            system_name or (meta.get("host") or {}).get("hostname") or run_dir.name,
+                                            shown=run_dir)
+                for name, data in (("system.json", system), ("commands.json", _commands(meta))):
+                    write_text(root / name, json.dumps(data, indent=2, sort_keys=True) + "\n")  # unversioned
+                write_json(root / "provenance.json", {
+                    "kit_version": __version__,
+                    "kit_commit_at_run": meta.get("kit_commit"), "kit_commit_at_bundle": _revision(),
+                    "bundled": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+                    "run_id": run_dir.name, "rules_version": rules_version,
+                    "pins_sha256": sha256_file(root / "pins.yaml") if (root / "pins.yaml").is_file() else None,
+                    "claims": f"claims/{claims.name}" if claims else None, "redactions": redactions,
+                    "links": links,
+                }, MANIFEST, sort_keys=True)
+                for path in sorted(root.iterdir()):
+                    pack.add(path.name, path.read_bytes())
+                write_text(root / MANIFEST, _manifest_text(pack.files))
+                if sign_key is not None:
+                    sign(root / MANIFEST, Path(sign_key))
+                for name in (MANIFEST, SIGNATURE):
+                    if (root / name).is_file():
+                        pack.add(name, (root / name).read_bytes(), listed=False)
             os.chmod(partial, 0o644)
             os.replace(partial, out)
         finally:
@@ -285,10 +326,15 @@ def _revision() -> dict:
 def write_manifest(root: Path) -> Path:
     files = {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
              for p in sorted(root.rglob("*")) if p.is_file() and p.name not in (MANIFEST, SIGNATURE)}
+    return write_text(root / MANIFEST, _manifest_text(files))
+
+
+def _manifest_text(files: dict[str, dict]) -> str:
+    """manifest.json of these files ({path: {"sha256", "bytes"}}), its own digest in it (see manifest_self_ok)."""
     body = stamped(MANIFEST, {"hash": "sha256", "kit_version": __version__, "files": files, SELF_KEY: ZERO_DIGEST})
     text = json.dumps(body, indent=2, sort_keys=True) + "\n"
     digest = hashlib.sha256(text.encode()).hexdigest()
-    return write_text(root / MANIFEST, text.replace(ZERO_DIGEST, digest, 1))
+    return text.replace(ZERO_DIGEST, digest, 1)
 
 
 def manifest_self_ok(raw: bytes) -> bool:

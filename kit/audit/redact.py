@@ -4,10 +4,18 @@ Patterns: the kit's own secret-looking keys (kit.run.reference.SECRET_MARKERS) a
 detectors of detect-secrets (Yelp; keyword assignments, URL credentials, AWS/GitHub/GitLab/Slack/... tokens,
 JWTs: only their regular expressions, never their verification, which would call out), and the two forms it
 lacks (Authorization headers, mysql -pPASSWORD). Each pattern is matched line by line, as detect-secrets does.
+
+Speed (a run holds thousands of logs; most hold no secret): a pattern runs only on the lines holding its needles
+(literals every match holds), after a cheaper gate (the part of the pattern from its first mandatory literal or
+keyword group on) found something there; a case-insensitive pattern runs case-sensitively on the lowered text
+where that finds everything it finds (_lowered_ok). Lines, needles and gates only skip text that cannot match: what
+is redacted is what the patterns find line by line.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -29,10 +37,15 @@ class Pattern:
     key: str | None  # what provenance.json names; None: the matched key itself (group 1)
     regex: re.Pattern
     group: int | None  # the value's group; None: see _values
-    # groups of literals: every match contains one literal of each group (see _may_match); () = none known.
-    # A text lacking every literal of a group cannot match, so the regex (most scan every position slowly) is not
-    # run there.
+    # groups of literals: every match contains one literal of each group (see _Text.candidates); () = none known.
+    # A line lacking every literal of a group cannot match, so the regex (most scan every position slowly) is not
+    # run there; a case-insensitive pattern's are looked for in the lowered text, and only where the text is ASCII.
     needles: tuple[tuple[str, ...], ...] = ()
+    # a pattern every match of regex holds a match of (a top-level tail of it, see _gate), or None
+    gate: re.Pattern | None = None
+    # case-sensitive forms of regex and gate for lowered ASCII text (None: not known to find all, see _lowered_ok)
+    lowered: re.Pattern | None = None
+    gate_lowered: re.Pattern | None = None
 
 
 # Word groups that some patterns must match (not optional, not repeated zero times), and the words one of which
@@ -71,7 +84,7 @@ def _top_level(pattern: str, at: int) -> bool:
         elif c == ")":
             depth -= 1
         i += 1
-    return depth == 0 and not in_class
+    return depth == 0 and not in_class and i == at  # i > at: pattern[at] is the second character of an escape
 
 
 # Detectors whose every match holds a literal, by their exact text (another version of a pattern gets none)
@@ -82,6 +95,9 @@ _LITERALS = {
     r"https://hooks\.slack\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+": ("https://hooks.slack.com/",),
     r"(?:https?\:\/\/)[\w\-]+\:([0-9a-f]{64})\@[\w\-]+\.cloudant\.com": (".cloudant.com",),
     r"(?:https?\:\/\/)[\w\-]+\:([a-z]{24})\@[\w\-]+\.cloudant\.com": (".cloudant.com",),
+    r"xox(?:a|b|p|o|s|r)-(?:\d+-)+[a-z0-9]+": ("xox",),
+    r"(?:r|s)k_live_[0-9a-zA-Z]{24}": ("k_live_",),
+    r"(?:http|https)://api.softlayer.com/soap/(?:v3|v3.1)/([a-z0-9]{64})": ("/soap/",),
 }
 
 
@@ -92,14 +108,20 @@ def _needles(regex: re.Pattern) -> tuple[tuple[str, ...], ...]:
         return (_LITERALS[regex.pattern],)
     if "|" in _top_alternation(regex.pattern):
         return ()
+    return tuple(_MANDATORY[group] for _, group in _mandatory_groups(regex.pattern))
+
+
+def _mandatory_groups(pattern: str) -> list[tuple[int, str]]:
+    """(position, text) of each _MANDATORY group at top level of a pattern without top-level alternatives, not
+    optional nor an alternative itself."""
     found = []
-    for group, words in _MANDATORY.items():
-        at = regex.pattern.find(group)
+    for group in _MANDATORY:
+        at = pattern.find(group)
         end = at + len(group)
-        if at >= 0 and _top_level(regex.pattern, at) and regex.pattern[end:end + 1] not in ("?", "*", "{", "|") \
-                and regex.pattern[at - 1:at] != "|":
-            found.append(words)
-    return tuple(found)
+        if at >= 0 and _top_level(pattern, at) and pattern[end:end + 1] not in ("?", "*", "{", "|") \
+                and pattern[at - 1:at] != "|":
+            found.append((at, group))
+    return found
 
 
 def _top_alternation(pattern: str) -> str:
@@ -108,35 +130,176 @@ def _top_alternation(pattern: str) -> str:
                       for i, c in enumerate(pattern)) else ""
 
 
+_SPECIAL = set(".^$*+?{}[]()|\\")
+_LEADING_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
+_QUANTIFIER = re.compile(r"[?*+]|\{(\d*)(?:,\d*)?\}")
+
+
+def _item_end(pattern: str, i: int) -> int | None:
+    """The end of the pattern's item starting at i (an escape, a class, a group or one character); None for an
+    escape that may be longer than two characters (\\x41, \\u0041, \\N{...}, octal, group 10 and on), which is
+    not cut into items here."""
+    c = pattern[i]
+    if c == "\\":
+        after = pattern[i + 1:i + 2]
+        return None if after in ("", "x", "u", "U", "N") or after.isdigit() else i + 2
+    if c not in "[(":
+        return i + 1
+    j = i + 1
+    while not _top_level(pattern, j):  # the first position outside the class or group again
+        j += 1
+        if j > len(pattern):
+            return None
+    return j
+
+
+def _plain_alternatives(item: str) -> bool:
+    """A literal, or a group of literal alternatives ('(ghp|gho)'): re finds those fast by itself."""
+    inner = item[3:-1] if item.startswith("(?:") else item[1:-1] if item.startswith("(") else item
+    return all(alt and not _SPECIAL & set(alt) for alt in inner.split("|"))
+
+
+def _gate(regex: re.Pattern) -> str | None:
+    """A tail of the pattern, from its first mandatory literal or _MANDATORY group at top level on, that every match
+    of the pattern holds (the pattern is a sequence: no top-level alternative), where the pattern's first item is
+    slow to look for (neither a literal nor literal alternatives, which re finds fast); else None. None too for a
+    verbose pattern (whose spaces mean nothing) and a tail that refers to a group (numbered from the start)."""
+    pattern = regex.pattern
+    if regex.flags & re.VERBOSE or "|" in _top_alternation(pattern):
+        return None
+    body = 0
+    while m := _LEADING_FLAGS.match(pattern, body):  # global flags: regex.flags holds them
+        body = m.end()
+    i, first = body, True
+    while i < len(pattern):
+        end = _item_end(pattern, i)
+        if end is None:
+            return None
+        item = pattern[i:end]
+        quantifier = _QUANTIFIER.match(pattern, end)
+        optional = bool(quantifier) and (quantifier.group(0) in ("?", "*") or quantifier.group(1) in ("", "0"))
+        after = quantifier.end() if quantifier else end
+        if after < len(pattern) and pattern[after] in "?+" and quantifier:  # lazy or possessive
+            after += 1
+        literal = item[0] not in _SPECIAL or (item[0] == "\\" and not item[1].isalnum())
+        if first and (literal or _plain_alternatives(item)):
+            return None
+        if not first and not optional and (literal or item in _MANDATORY):
+            tail = pattern[i:]
+            return None if re.search(r"\\[1-9]|\(\?P=|\(\?\(", tail) else tail
+        i, first = after, False
+    return None
+
+
+# ASCII letters that non-ASCII characters match case-insensitively (re's Unicode case folding; checked by a test)
+_FOLDS_TO_ASCII = frozenset("\u0130\u0131\u017f\u212a")
+
+
+def _lowered_ok(pattern: str, flags: int) -> bool:
+    """Whether `pattern` compiled case-sensitively finds, in an ASCII text lowered, a match wherever it finds one
+    with IGNORECASE in the text itself (and, inside a negative lookaround, only there): then the fast form may
+    decide that a text is free of it. Judged on re's own parse; anything not known to hold answers False."""
+    if not flags & re.IGNORECASE or flags & re.VERBOSE:
+        return False
+    try:
+        from re import _constants as c
+        from re import _parser
+
+        tree = _parser.parse(pattern, flags)
+    except Exception:  # another Python's private parser: judged not to hold
+        return False
+
+    classes = {c.CATEGORY_DIGIT: r"\d", c.CATEGORY_NOT_DIGIT: r"\D", c.CATEGORY_SPACE: r"\s",
+               c.CATEGORY_NOT_SPACE: r"\S", c.CATEGORY_WORD: r"\w", c.CATEGORY_NOT_WORD: r"\W"}
+
+    def member(items: list, ch: str) -> bool:  # whether a class (its items) holds a character, case-sensitively
+        return any(op is c.LITERAL and chr(av) == ch or op is c.RANGE and av[0] <= ord(ch) <= av[1]
+                   or op is c.CATEGORY and re.fullmatch(classes[av], ch, flags & re.UNICODE) is not None
+                   for op, av in items)
+
+    def closed(items: list) -> bool:  # a class holding any case of an ASCII letter holds its lower case
+        items = [x for x in items if x[0] is not c.NEGATE]
+        if any(op not in (c.LITERAL, c.RANGE, c.CATEGORY) or op is c.CATEGORY and av not in classes
+               for op, av in items):
+            return False
+        for low in "abcdefghijklmnopqrstuvwxyz":
+            cases = [low, low.upper(), *(f for f in _FOLDS_TO_ASCII if re.fullmatch(f, low, re.IGNORECASE))]
+            if any(member(items, x) for x in cases) and not member(items, low):
+                return False
+        return True
+
+    def ok(seq, positive: bool) -> bool:
+        for op, av in seq:
+            if op is c.LITERAL:
+                ch = chr(av)
+                if positive and (ch.isascii() and ch.isupper() or ch in _FOLDS_TO_ASCII):
+                    return False
+            elif op is c.NOT_LITERAL:
+                ch = chr(av)
+                if not positive and (ch.isascii() and ch.isupper() or ch in _FOLDS_TO_ASCII):
+                    return False
+            elif op is c.IN:
+                negated = bool(av) and av[0][0] is c.NEGATE
+                if negated != positive and not closed(av):
+                    return False
+            elif op in (c.ANY, c.AT, c.CATEGORY, c.GROUPREF):
+                continue
+            elif op is c.SUBPATTERN:
+                if av[1] or av[2] or not ok(av[3], positive):  # scoped flags: not judged
+                    return False
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+                if not ok(av[2], positive):
+                    return False
+            elif op is c.ATOMIC_GROUP:
+                if not ok(av, positive):
+                    return False
+            elif op is c.BRANCH:
+                if not all(ok(branch, positive) for branch in av[1]):
+                    return False
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                if not ok(av[1], positive if op is c.ASSERT else not positive):
+                    return False
+            else:  # GROUPREF_EXISTS and anything newer
+                return False
+        return True
+
+    return ok(tree, True)
+
+
+def _case_sensitive(pattern: str, flags: int) -> re.Pattern | None:
+    """`pattern` compiled without IGNORECASE for lowered ASCII text, where _lowered_ok holds; else None."""
+    body = pattern
+    while m := _LEADING_FLAGS.match(body):
+        body = body[m.end():]
+    return re.compile(body, flags & ~re.IGNORECASE) if _lowered_ok(body, flags) else None
+
+
+def _pattern(key: str | None, regex: re.Pattern, group: int | None, needles: tuple) -> Pattern:
+    gate = _gate(regex)
+    return Pattern(key, regex, group, needles, re.compile(gate, regex.flags) if gate else None,
+                   _case_sensitive(regex.pattern, regex.flags), _case_sensitive(gate, regex.flags) if gate else None)
+
+
 def _patterns() -> list[Pattern]:
+    markers = "|".join(m.lower() for m in SECRET_MARKERS)  # lower case: the pattern runs fast on lowered text
     kit = [
         # a key whose name ENDS in one of the kit's secret markers, then its value
-        Pattern(None, re.compile(r"(?i)\b([A-Z0-9_.-]*(?:" + "|".join(SECRET_MARKERS) + r")S?)\b"
-                                 r"(\"?'?\s*[:=]\s*\"?'?)([^\"'\s,}]+)"), 3,
-                (tuple(m.lower() for m in SECRET_MARKERS),)),
-        Pattern("Authorization header", re.compile(
+        _pattern(None, re.compile(r"(?i)\b([a-z0-9_.-]*(?:" + markers + r")s?)\b"
+                                  r"(\"?'?\s*[:=]\s*\"?'?)([^\"'\s,}]+)"), 3,
+                 (tuple(m.lower() for m in SECRET_MARKERS),)),
+        _pattern("Authorization header", re.compile(
             r"(?i)\b(?:authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+)?|bearer\s+)"
             r"([^\s\"',;]+)"), 1, (("authorization", "bearer"),)),
-        Pattern("mysql -p password", re.compile(r"(?i)\b(?:mysql|mariadb)\w*\s(?:.*?\s)?-p([^\s\"']+)"), 1,
-                (("mysql", "mariadb"),)),
+        _pattern("mysql -p password", re.compile(r"(?i)\b(?:mysql|mariadb)\w*\s(?:.*?\s)?-p([^\s\"']+)"), 1,
+                 (("mysql", "mariadb"),)),
     ]
-    keyword = [Pattern(KeywordDetector.secret_type, regex, group, _needles(regex))
+    keyword = [_pattern(KeywordDetector.secret_type, regex, group, _needles(regex))
                for regex, group in CONFIG_DENYLIST_REGEX_TO_GROUP.items()]
-    detectors = [Pattern(cls.secret_type, regex, None, _needles(regex))
+    detectors = [_pattern(cls.secret_type, regex, None, _needles(regex))
                  for _, cls in sorted(get_mapping_from_secret_type_to_class().items())
                  if issubclass(cls, RegexBasedDetector) and not issubclass(cls, NOT_SECRETS)
                  for regex in cls.denylist]
     return kit + keyword + detectors
-
-
-def _may_match(p: Pattern, text: str, lowered: str | None) -> bool:
-    """False only where the pattern cannot match: a text holding none of its needles (a case-insensitive pattern's
-    looked for in the lowered text, and only where the text is ASCII)."""
-    if not p.needles:
-        return True
-    if p.regex.flags & re.IGNORECASE:
-        return lowered is None or all(any(n.lower() in lowered for n in group) for group in p.needles)
-    return all(any(n in text for n in group) for group in p.needles)
 
 
 PATTERNS = _patterns()
@@ -153,37 +316,151 @@ def _values(m: re.Match, group: int | None) -> list[tuple[int, int]]:
     return [m.span()]
 
 
-def _spans(line: str, patterns: list[Pattern]) -> list[tuple[int, int, int, str]]:
+def _count(p: Pattern, m: re.Match) -> bool:
+    """A count, not a secret: the kit's key pattern on a key ending in 'tokens' with a whole number ("tokens": 4096
+    in the harness's NLP step lines, fairseq's max_tokens=5120)."""
+    return p.key is None and m.group(1).lower().endswith("tokens") and m.group(3).isascii() and m.group(3).isdigit()
+
+
+def _spans(line: str, patterns: list[tuple[int, Pattern]]) -> list[tuple[int, int, int, str]]:
     """(start, pattern order, end, key) of every secret value in one line."""
     return sorted((start, order, end, p.key or m.group(1))
-                  for order, p in enumerate(patterns) for m in p.regex.finditer(line)
+                  for order, p in patterns for m in p.regex.finditer(line) if not _count(p, m)
                   for start, end in _values(m, p.group) if line[start:end] != REDACTED)
+
+
+def _looked_for(p: Pattern) -> tuple[bool, tuple[tuple[str, ...], ...]]:
+    """(whether the needles are looked for in the lowered text, the needles as looked for)."""
+    lowered = bool(p.regex.flags & re.IGNORECASE)
+    return lowered, tuple(tuple(n.lower() if lowered else n for n in group) for group in p.needles)
+
+
+LOOKED_FOR = [_looked_for(p) for p in PATTERNS]
+# needles looked for in a whole text (the first group of each pattern; the others only in its lines)
+_WHOLE = {n for _, groups in LOOKED_FOR for n in (groups[0] if groups else ())}
+_PARTS: dict[str, tuple[str, ...]] = {}
+
+
+def _parts(needle: str) -> tuple[str, ...]:
+    """The other needles inside a needle ('pass' in 'password'): where one is absent, so is the needle."""
+    if needle not in _PARTS:
+        _PARTS[needle] = tuple(sorted((n for n in _WHOLE if n != needle and n in needle), key=len))
+    return _PARTS[needle]
+
+
+def redact_line(line: str, patterns: list[tuple[int, Pattern]]) -> tuple[str, list[str]]:
+    """(the line with the secret values these (order, pattern) find replaced, the key of each)."""
+    merged: list[list] = []
+    for start, _, end, key in _spans(line, patterns):
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end, key])
+    for start, end, _ in reversed(merged):
+        line = line[:start] + REDACTED + line[end:]
+    return line, [key for _, _, key in merged]
+
+
+class _Text:
+    """One text with its lowered form (ASCII only) and, per needle, whether it holds it and the lines that do."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.lowered = text.lower() if text.isascii() else None  # ASCII: case-insensitive is plain ASCII case
+        self._has: dict[tuple[str, bool], bool] = {}
+        self._lines: dict[tuple[str, bool], list[tuple[int, int]]] = {}
+        self._regions: dict[tuple, tuple[str, str | None]] = {}
+
+    def has(self, needle: str, lowered: bool) -> bool:
+        key = (needle, lowered)
+        found = self._has.get(key)
+        if found is None:
+            if self.lowered is not None and (not needle.isascii() or not lowered and not self.has(needle.lower(),
+                                                                                                 True)):
+                found = False  # an ASCII text: no other character, and what its lowered form lacks
+            else:
+                found = all(self.has(part, lowered) for part in _parts(needle)) \
+                    and needle in (self.lowered if lowered else self.text)
+            self._has[key] = found
+        return found
+
+    def lines_with(self, needle: str, lowered: bool) -> list[tuple[int, int]]:
+        """(start, end) of every line holding the needle."""
+        key = (needle, lowered)
+        if key not in self._lines:
+            hay = self.lowered if lowered else self.text
+            out, at = [], hay.find(needle)
+            while at >= 0:
+                end = hay.find("\n", at)
+                end = len(hay) if end < 0 else end
+                out.append((hay.rfind("\n", 0, at) + 1, end))
+                at = hay.find(needle, end)
+            self._lines[key] = out
+        return self._lines[key]
+
+    def candidates(self, order: int) -> list[tuple[int, int]] | None:
+        """The lines pattern `order` can match in (holding a needle of each group); None: every line."""
+        lowered, groups = LOOKED_FOR[order]
+        if not groups or lowered and self.lowered is None:
+            return None  # no needles, or case-insensitive ones in a non-ASCII text: not looked for
+        held = [n for n in groups[0] if self.has(n, lowered)]
+        if not held:
+            return []
+        spans = self.lines_with(held[0], lowered) if len(held) == 1 else \
+            sorted({s for n in held for s in self.lines_with(n, lowered)})
+        if len(groups) == 1:
+            return spans
+        hay = self.lowered if lowered else self.text
+        return [(s, e) for s, e in spans if all(any(n in hay[s:e] for n in group) for group in groups[1:])]
+
+    def region(self, spans: list[tuple[int, int]] | None) -> tuple[str, str | None]:
+        """(text, lowered text) of those lines joined by newlines, or the whole text."""
+        if spans is None:
+            return self.text, self.lowered
+        key = tuple(spans)
+        if key not in self._regions:
+            lowered = None if self.lowered is None else "\n".join(self.lowered[s:e] for s, e in spans)
+            self._regions[key] = ("\n".join(self.text[s:e] for s, e in spans), lowered)
+        return self._regions[key]
+
+
+def _found_in(p: Pattern, text: str, lowered: str | None) -> bool:
+    """Whether the pattern (its gate first) finds anything in the text: case-sensitively in the lowered text where
+    that finds all it finds (an ASCII text)."""
+    for plain, fast in ((p.gate, p.gate_lowered), (p.regex, p.lowered)):
+        if plain is None:
+            continue
+        if not (fast.search(lowered) if fast is not None and lowered is not None else plain.search(text)):
+            return False
+    return True
 
 
 def redact_text(text: str) -> tuple[str, list[tuple[int, str]]]:
     """(text with secret values replaced, [(line, key)]) — keys are kept so a reader sees what was removed."""
     found: list[tuple[int, str]] = []
-    lowered = text.lower() if text.isascii() else None  # ASCII: case-insensitive matching is plain ASCII case
-    # most files hold none: one pass each (skipped where the pattern's needles are absent), then done
-    active = [p for p in PATTERNS if _may_match(p, text, lowered) and p.regex.search(text)]
-    lines = text.split("\n")
-    for number, line in enumerate(lines if active else [], 1):
-        spans = _spans(line, active)
-        if not spans:
+    scan = _Text(text)
+    # most texts hold none: each pattern looked for once, in the lines holding its needles, then done
+    active = []
+    for order, p in enumerate(PATTERNS):
+        spans = scan.candidates(order)
+        if spans == [] or not _found_in(p, *scan.region(spans)):
             continue
-        merged: list[list] = []
-        for start, _, end, key in spans:
-            if merged and start < merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end, key])
-        for start, end, _ in reversed(merged):
-            line = line[:start] + REDACTED + line[end:]
-        lines[number - 1] = line
-        found += [(number, key) for _, _, key in merged]
+        active.append((order, p, spans))
+    if active:
+        lines = text.split("\n")
+        starts = list(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+        todo: dict[int, list[tuple[int, Pattern]]] = {}
+        for order, p, spans in active:
+            numbers = range(len(lines)) if spans is None else (bisect.bisect_right(starts, s) - 1 for s, _ in spans)
+            for number in numbers:
+                todo.setdefault(number, []).append((order, p))
+        for number in sorted(todo):
+            lines[number], keys = redact_line(lines[number], todo[number])
+            found += [(number + 1, key) for key in keys]
+        text = "\n".join(lines)
 
     def pem(m: re.Match) -> str:
         found.append((m.string.count("\n", 0, m.start()) + 1, "private key block"))
         return REDACTED
 
-    return PEM_BLOCK.sub(pem, "\n".join(lines)), sorted(found)
+    return PEM_BLOCK.sub(pem, text), sorted(found)
