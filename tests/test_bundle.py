@@ -265,6 +265,33 @@ def test_kit_report_on_a_run_keeps_the_report_verify_recomputes(real_run, tmp_pa
     assert verify(bd.make_bundle(run, submitter="Lab", system_name="box")).violations == []
 
 
+NLP_SUITE = """\
+schema_version: 1
+name: nlp
+description: seed 003's NLP models, timed over whole epochs, for the bundle tests
+hardware: cpu
+defaults: {warmup_steps: 1, repeats: 1, timeout_s: 300, size: tiny, seq_len: 32, corpus_size: 12,
+           measure_epochs: 2}
+cases:
+  - {framework: [torch, paddle], model: bert, batch_size: 4}
+  - {framework: torch, model: transformer, batch_size: 256}
+"""
+
+
+def test_a_real_nlp_run_verifies_clean(tmp_path):
+    """BERT and Transformer runs (whole epochs, sequences/s and tokens/s, "tokens" counts in every line) bundle and
+    verify with no violation: two epochs declared, two measured; no count taken for a secret."""
+    (tmp_path / "nlp.yaml").write_text(NLP_SUITE)
+    run_dir, suite = records.start(tmp_path / "nlp.yaml", tmp_path / "runs")
+    result = bench.run_bench(run_dir, suite)
+    assert not result.failed, [o.reason for o in result.failed]
+    assert {o.unit for o in result.outcomes} == {"sequences/s", "tokens/s"}
+    verdict = verify(bd.make_bundle(run_dir, submitter="Lab", system_name="box"))
+    assert verdict.violations == []
+    checked = {f.rule.name: f.checked for f in verdict.findings}
+    assert checked["measured_steps"] == 3 and checked["results_recomputed"] >= 3
+
+
 def test_mixed_image_ids_fail_same_image_everywhere(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
     good, other = "sha256:" + "a" * 64, "sha256:" + "b" * 64
