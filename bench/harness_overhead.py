@@ -4,8 +4,10 @@
     python bench/harness_overhead.py [--frameworks torch,paddle] [--pairs 3] [--model resnet50] ...
     python bench/harness_overhead.py --models resnet50,se_resnext50,deeplabv3p,bert,transformer,cyclegan
 
-Runs alternate harness / bare in ABBA order (so drift of a shared machine falls on both alike);
-the figure per framework (and model) is the median of the per-pair ratios. Target: >= 0.99.
+Runs alternate harness / bare in ABBA order (so drift of a shared machine falls on both alike). The figure per
+framework (and model) is the geometric mean of the per-pair ratios with its 95% confidence interval (Student's t
+over the log ratios); pairs are added, from --pairs up to --max-pairs, until that interval is narrower than
++-RESOLVE (1%), so the benchmark can tell 0.99 from 1.0. Target: >= 0.99, resolved.
 --models runs each listed model at its CPU preset (PRESETS: seed 003's models at their "tiny" size,
 NLP over whole epochs of the synthetic corpus, figure in sequences/s or tokens/s as the harness reports it);
 --model runs one model with the shape flags below.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -25,6 +28,21 @@ REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "scripts" / "harness" / "train.py"
 BARE = REPO / "bench" / "bare_loop.py"
 TARGET = 0.99
+RESOLVE = 0.01  # the 95% interval's half-width the comparison needs, relative
+# Student's t, two-sided 95% (0.975 quantile), by degrees of freedom; beyond 30 the normal's 1.96 is within 2%
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def ratio_interval(ratios: list[float]) -> tuple[float, float, float]:
+    """(geometric mean, low, high): the 95% confidence interval of the mean log ratio, back in ratio units."""
+    logs = [math.log(r) for r in ratios]
+    centre = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(centre), 0.0, math.inf
+    t = T975[len(logs) - 2] if len(logs) - 1 <= len(T975) else 1.96
+    half = t * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 # CPU shapes per model for --models (seconds per run on 2 cores); bert/transformer are timed over whole epochs
 PRESETS = {
     "resnet50": ["--batch-size", "16", "--image-size", "64", "--num-classes", "1000", "--warmup-steps", "5",
@@ -72,7 +90,8 @@ def run_bare(framework: str, a) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--frameworks", default="torch,paddle")
-    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--pairs", type=int, default=6, help="ABBA pairs at least")
+    p.add_argument("--max-pairs", type=int, default=30, help="at most, while the 95%% interval is wider than 1%%")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--models", default=None, help=f"comma-separated, each at its preset: {', '.join(PRESETS)}")
     p.add_argument("--batch-size", type=int, default=16)
@@ -90,20 +109,25 @@ def main() -> int:
         for model in a.models.split(","):
             a.model, a.preset = model, True
             print(f"harness overhead: {model} at {' '.join(PRESETS[model])}, {a.threads} threads, "
-                  f"{a.pairs} ABBA pairs per framework", flush=True)
+                  f"{a.pairs}..{a.max_pairs} ABBA pairs per framework", flush=True)
             verdicts += compare(a)
         return 0 if all(verdicts) else 1
     print(f"harness overhead: {a.model}, batch {a.batch_size}, {a.image_size}px, {a.threads} threads, "
-          f"{a.warmup_steps}+{a.measure_steps} steps, {a.pairs} ABBA pairs per framework", flush=True)
+          f"{a.warmup_steps}+{a.measure_steps} steps, {a.pairs}..{a.max_pairs} ABBA pairs per framework",
+          flush=True)
     return 0 if all(compare(a)) else 1
 
 
 def compare(a) -> list[bool]:
-    """ABBA pairs per framework for a.model; prints each pair and the median ratio; True where it meets TARGET."""
+    """ABBA pairs per framework for a.model until the ratio's 95% interval is within +-RESOLVE (or --max-pairs);
+    prints each pair and the ratio with its interval; True where it is resolved and meets TARGET."""
     verdicts = []
     for framework in a.frameworks.split(","):
         harness, bare, ratios = [], [], []
-        for i in range(a.pairs):
+        ratio, low, high = 0.0, 0.0, math.inf
+        while len(ratios) < a.pairs or (len(ratios) < a.max_pairs and (high / ratio - 1 > RESOLVE
+                                                                         or 1 - low / ratio > RESOLVE)):
+            i = len(ratios)
             order = ("harness", "bare") if i % 2 == 0 else ("bare", "harness")
             got = {}
             for kind in order:
@@ -111,13 +135,16 @@ def compare(a) -> list[bool]:
             harness.append(got["harness"])
             bare.append(got["bare"])
             ratios.append(got["harness"] / got["bare"])
+            ratio, low, high = ratio_interval(ratios)
             print(f"  {framework} pair {i + 1}: harness {got['harness']:.2f}  bare {got['bare']:.2f}  "
-                  f"ratio {ratios[-1]:.4f}", flush=True)
-        ratio = statistics.median(ratios)
-        verdicts.append(ratio >= TARGET)
+                  f"ratio {ratios[-1]:.4f}  (so far {ratio:.4f} [{low:.4f}, {high:.4f}])", flush=True)
+        half = max(high / ratio - 1, 1 - low / ratio)
+        resolved = half <= RESOLVE
+        verdicts.append(resolved and ratio >= TARGET)
         unit = {"bert": "sequences/s", "transformer": "tokens/s"}.get(a.model, "samples/s")
         print(f"{framework} {a.model}: median harness {statistics.median(harness):.2f} {unit}, bare "
-              f"{statistics.median(bare):.2f} {unit}, ratio {ratio:.4f} "
+              f"{statistics.median(bare):.2f} {unit}, ratio {ratio:.4f}, 95% CI [{low:.4f}, {high:.4f}] "
+              f"(+-{half:.2%}, {len(ratios)} pairs; {'resolved' if resolved else 'NOT resolved'} at +-{RESOLVE:.0%}) "
               f"({'meets' if ratio >= TARGET else 'BELOW'} target {TARGET})", flush=True)
     return verdicts
 
