@@ -32,13 +32,18 @@ def _run_report(run_dir: Path, out: Path) -> int:
     """The run's own report (each case by its own rule, the suite's references): what `kit bench` wrote and what
     `kit verify` recomputes."""
     from kit.config.suites import load_suite
-    from kit.results import exporters
     from kit.run.bench import compose_report
 
-    report = compose_report(run_dir, load_suite(run_dir / "suite.yaml"))
+    return _write(compose_report(run_dir, load_suite(run_dir / "suite.yaml")), out)
+
+
+def _write(report, out: Path) -> int:
+    """The report's files into out, its tables on stdout, each unreadable log named."""
+    from kit.results import exporters
+
     try:
         written = exporters.write_outputs(report, out)
-    except OSError as exc:
+    except OSError as exc:  # --out names a file, or a folder that cannot be written
         raise InputError(exc.filename or out, f"cannot write the report there: {exc.strerror or exc}") from None
     print(exporters.to_markdown(report), end="")
     print(f"\nwrote: {', '.join(str(p) for p in written)}", file=sys.stderr)
@@ -50,7 +55,6 @@ def _run_report(run_dir: Path, out: Path) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from kit.results import exporters
     from kit.results.report import build_report
 
     if not args.dir.is_dir():
@@ -75,13 +79,4 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not result.groups and not result.failures:
         raise UsageError(f"{args.dir}: no logs in the DLPerf layout (<N>n<G>g/<model>_b<B>_<precision>_<run>.log)")
     beside = (args.dir / "logs").is_dir() and not run  # a bare DLPerf tree with logs/: its report beside them
-    out = args.out or (args.dir if beside else Path.cwd() / "reports" / args.dir.resolve().name)
-    try:
-        written = exporters.write_outputs(result, out)
-    except OSError as exc:  # --out names a file, or a folder that cannot be written
-        raise InputError(exc.filename or out, f"cannot write the report there: {exc.strerror or exc}") from None
-    print(exporters.to_markdown(result), end="")
-    print(f"\nwrote: {', '.join(str(p) for p in written)}", file=sys.stderr)
-    for path, reason in result.failures:
-        print(f"kit: {path}: {reason}", file=sys.stderr)
-    return EXIT_BAD_INPUT if result.failures else EXIT_OK
+    return _write(result, args.out or (args.dir if beside else Path.cwd() / "reports" / args.dir.resolve().name))
