@@ -200,7 +200,8 @@ def test_reference_hung_rank_stops_every_process_on_every_host(ssh_hosts, tmp_pa
     assert out.returncode != 0 and time.monotonic() - t0 < 150, (out.stdout + out.stderr)[-3000:]
     (run_dir,) = list(runs.iterdir())
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
-    assert entry["status"] == "timeout" and "every host" in entry["reason"], entry
+    assert entry["status"] == "timeout" and "every host" in entry["reason"], (entry["status"], entry["reason"], [
+        (p.relative_to(run_dir).as_posix(), p.read_text()[-1500:]) for p in (run_dir / "hosts").rglob("stdout.log")])
     for host in ("h1", "h2"):
         left = ssh_hosts.run(host, ["ps", "-eo", "args="]).stdout
         assert "main.py" not in left and "multiproc.py" not in left and "launch.py" not in left, (host, left)
