@@ -70,8 +70,8 @@ def test_fleetx_auto_parallel_needs_dali_and_v100_runs_it_in_seed000s_image():
     assert PINS.get("paddle/seed000").versions["dali"] == "0.24.0"
     assert not any(plan_mod.image_refusal(c, v100) for c in auto)
     refused = {plan_mod.image_refusal(c, a100) for c in a100.cases if c.precision == "auto"}
-    assert refused == {"FleetX auto reads its data with DALI; image paddle/a100 pins no DALI (seed 000's own "
-                       "environment, image: paddle/seed000, has DALI 0.24.0)"}
+    assert refused == {"FleetX auto reads its data with DALI; image paddle/a100 pins no DALI (image: "
+                       "paddle/seed000 (DALI 0.24.0))"}
 
 
 def test_refusal_in_unfit_for_the_cluster_path():

@@ -138,8 +138,10 @@ def image_refusal(case: Case, suite: Suite) -> str | None:
     if impl.needs_fluid and release is not None and release[:2] >= programs.FLUID_REMOVED:
         return f"{impl.short} imports paddle.fluid; image {spec.key} pins Paddle {paddle}, which has none"
     if case.precision in impl.needs_dali and not spec.versions.get("dali"):
+        with_dali = [f"{s.key} (DALI {s.versions['dali']})" for s in _pins().images
+                     if s.name == spec.name and s.versions.get("dali")]
         return (f"{impl.short} {case.precision} reads its data with DALI; image {spec.key} pins no DALI "
-                "(seed 000's own environment, image: paddle/seed000, has DALI 0.24.0)")
+                f"(image: {', '.join(with_dali) or 'none pins one'})")
     if spec.model_code and impl.code not in {m.name for m in spec.model_code}:
         return (f"{impl.short}: image {spec.key} does not check out its code ({impl.code}; it has "
                 f"{', '.join(m.name for m in spec.model_code)})")
