@@ -53,8 +53,9 @@ MODELS = ("resnet50", "vgg16", "arcface", "se_resnext50", "deeplabv3p", "bert", 
 NLP_MODELS = ("bert", "transformer")  # seed 003: timed over whole epochs of a variable-length corpus
 IMAGENET_MODELS = ("resnet50", "vgg16", "arcface")  # the harness reads ImageNet lists for these
 SEED003_MODELS = ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
-PRECISIONS = ("fp32", "amp", "auto")  # auto: FleetX's auto-parallel mode (seed 000), its program only
-HARNESS_PRECISIONS = ("fp32", "amp")
+HARNESS_PRECISIONS = programs.PRECISIONS  # fp32, amp
+# and the published programs' own modes (FleetX's auto-parallel, seed 000): programs.check says which takes which
+PRECISIONS = HARNESS_PRECISIONS + tuple(sorted({m for i in programs.IMPLS.values() for m in i.modes}))
 DATA_MODES = ("synthetic", "imagenet")
 IMPLS = ("harness", "reference")
 HARDWARE = ("cpu", "gpu")
@@ -333,8 +334,9 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
                               f"{values['framework']} (use impl: reference)", entry.line_of(where), where)
         values["impl"] = impl
         if impl == "harness" and values["precision"] not in HARNESS_PRECISIONS:
-            raise ConfigError(path, f"precision {values['precision']} is a published program's mode (FleetX's "
-                              f"auto-parallel); the harness runs {', '.join(HARNESS_PRECISIONS)}",
+            owners = ", ".join(i.short for i in programs.IMPLS.values() if values["precision"] in i.modes)
+            raise ConfigError(path, f"precision {values['precision']} is a published program's mode ({owners}); "
+                              f"the harness runs {', '.join(HARNESS_PRECISIONS)}",
                               entry.line_of("precision") or entry.line, "precision")
         _check_model_keys(values, entry, path)
         if impl == "reference" and "data" not in entry and "data" not in defaults:
