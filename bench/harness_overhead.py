@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Harness overhead: the harness's samples/s / a bare training loop's samples/s, same everything else.
 
-    python bench/harness_overhead.py [--frameworks torch,paddle] [--pairs 3] [--model resnet50] ...
+    python bench/harness_overhead.py [--frameworks torch,paddle] [--pairs 6] [--model resnet50] ...
     python bench/harness_overhead.py --models resnet50,se_resnext50,deeplabv3p,bert,transformer,cyclegan
+    python bench/harness_overhead.py --processes ...   # whole processes against each other
 
-Runs alternate harness / bare in ABBA order (so drift of a shared machine falls on both alike). The figure per
-framework (and model) is the geometric mean of the per-pair ratios with its 95% confidence interval (Student's t
-over the log ratios); pairs are added, from --pairs up to --max-pairs, until that interval is narrower than
-+-RESOLVE (1%), so the benchmark can tell 0.99 from 1.0. Target: >= 0.99, resolved.
+Default design (bench/interleaved_overhead.py): one process per framework and model builds the harness's backend
+and alternates blocks of the harness's own timed loop with blocks of a bare loop over the same step, in ABBA
+order -- same model, memory and threads, seconds apart, so what differs is the harness's per-step work.
+--processes: a harness run against a bare_loop.py run (each its own process, ABBA), which also covers what
+happens before the loop (thread and allocator settings) but spreads +-8% per run on a shared machine.
+The figure per framework (and model) is the geometric mean of the per-pair ratios with its 95% confidence
+interval (Student's t over the log ratios); pairs are added, from --pairs up to --max-pairs, until that interval
+is narrower than +-RESOLVE (1%), so the benchmark can tell 0.99 from 1.0. Target: >= 0.99, resolved.
 --models runs each listed model at its CPU preset (PRESETS: seed 003's models at their "tiny" size,
 NLP over whole epochs of the synthetic corpus, figure in sequences/s or tokens/s as the harness reports it);
 --model runs one model with the shape flags below.
@@ -27,6 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "scripts" / "harness" / "train.py"
 BARE = REPO / "bench" / "bare_loop.py"
+INTERLEAVED = REPO / "bench" / "interleaved_overhead.py"
 TARGET = 0.99
 RESOLVE = 0.01  # the 95% interval's half-width the comparison needs, relative
 # Student's t, two-sided 95% (0.975 quantile), by degrees of freedom; beyond 30 the normal's 1.96 is within 2%
@@ -91,7 +97,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--frameworks", default="torch,paddle")
     p.add_argument("--pairs", type=int, default=6, help="ABBA pairs at least")
-    p.add_argument("--max-pairs", type=int, default=30, help="at most, while the 95%% interval is wider than 1%%")
+    p.add_argument("--max-pairs", type=int, default=None,
+                   help="at most, while the 95%% interval is wider than 1%% (default 80; --processes: 30)")
+    p.add_argument("--processes", action="store_true", help="whole runs against each other, not blocks in one process")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--models", default=None, help=f"comma-separated, each at its preset: {', '.join(PRESETS)}")
     p.add_argument("--batch-size", type=int, default=16)
@@ -101,6 +109,8 @@ def main() -> int:
     p.add_argument("--measure-steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     a = p.parse_args()
+    a.max_pairs = a.max_pairs or (30 if a.processes else 80)
+    design = "runs in separate processes" if a.processes else "blocks interleaved in one process"
     if a.models:
         unknown = [m for m in a.models.split(",") if m not in PRESETS]
         if unknown:
@@ -109,13 +119,44 @@ def main() -> int:
         for model in a.models.split(","):
             a.model, a.preset = model, True
             print(f"harness overhead: {model} at {' '.join(PRESETS[model])}, {a.threads} threads, "
-                  f"{a.pairs}..{a.max_pairs} ABBA pairs per framework", flush=True)
+                  f"{a.pairs}..{a.max_pairs} ABBA pairs per framework ({design})", flush=True)
             verdicts += compare(a)
         return 0 if all(verdicts) else 1
     print(f"harness overhead: {a.model}, batch {a.batch_size}, {a.image_size}px, {a.threads} threads, "
-          f"{a.warmup_steps}+{a.measure_steps} steps, {a.pairs}..{a.max_pairs} ABBA pairs per framework",
+          f"{a.warmup_steps}+{a.measure_steps} steps, {a.pairs}..{a.max_pairs} ABBA pairs per framework ({design})",
           flush=True)
     return 0 if all(compare(a)) else 1
+
+
+def wants_more(ratios: list[float], pairs: int, max_pairs: int) -> bool:
+    """Another pair? Below `pairs`, yes; up to `max_pairs`, while the 95% interval is wider than +-RESOLVE."""
+    if len(ratios) < pairs:
+        return True
+    ratio, low, high = ratio_interval(ratios)
+    return len(ratios) < max_pairs and max(high / ratio - 1, 1 - low / ratio) > RESOLVE
+
+
+def process_pairs(framework: str, a):
+    """(harness, bare) figures per ABBA pair, each run its own process."""
+    ratios: list[float] = []
+    while wants_more(ratios, a.pairs, a.max_pairs):
+        order = ("harness", "bare") if len(ratios) % 2 == 0 else ("bare", "harness")
+        got = {kind: run_harness(framework, a) if kind == "harness" else run_bare(framework, a) for kind in order}
+        ratios.append(got["harness"] / got["bare"])
+        yield got["harness"], got["bare"]
+
+
+def interleaved_pairs(framework: str, a):
+    """(harness, bare) figures per ABBA pair of blocks inside one process (bench/interleaved_overhead.py)."""
+    cmd = [sys.executable, str(INTERLEAVED), "--framework", framework, "--pairs", str(a.pairs),
+           "--max-pairs", str(a.max_pairs), "--", *shape_args(a)]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        for line in proc.stdout:
+            pair = json.loads(line)
+            yield pair["harness"], pair["bare"]
+        errors = proc.stderr.read()
+    if proc.returncode != 0:
+        raise SystemExit(f"interleaved run failed (exit {proc.returncode}): {errors[-1500:]}")
 
 
 def compare(a) -> list[bool]:
@@ -125,18 +166,12 @@ def compare(a) -> list[bool]:
     for framework in a.frameworks.split(","):
         harness, bare, ratios = [], [], []
         ratio, low, high = 0.0, 0.0, math.inf
-        while len(ratios) < a.pairs or (len(ratios) < a.max_pairs and (high / ratio - 1 > RESOLVE
-                                                                         or 1 - low / ratio > RESOLVE)):
-            i = len(ratios)
-            order = ("harness", "bare") if i % 2 == 0 else ("bare", "harness")
-            got = {}
-            for kind in order:
-                got[kind] = run_harness(framework, a) if kind == "harness" else run_bare(framework, a)
-            harness.append(got["harness"])
-            bare.append(got["bare"])
-            ratios.append(got["harness"] / got["bare"])
+        for got_harness, got_bare in (process_pairs if a.processes else interleaved_pairs)(framework, a):
+            harness.append(got_harness)
+            bare.append(got_bare)
+            ratios.append(got_harness / got_bare)
             ratio, low, high = ratio_interval(ratios)
-            print(f"  {framework} pair {i + 1}: harness {got['harness']:.2f}  bare {got['bare']:.2f}  "
+            print(f"  {framework} pair {len(ratios)}: harness {got_harness:.2f}  bare {got_bare:.2f}  "
                   f"ratio {ratios[-1]:.4f}  (so far {ratio:.4f} [{low:.4f}, {high:.4f}])", flush=True)
         half = max(high / ratio - 1, 1 - low / ratio)
         resolved = half <= RESOLVE

@@ -170,6 +170,11 @@ class Backend:
 
     def train_step(self, *batch) -> float:
         """One forward/backward/update; returns the loss as a Python float (which waits for the step)."""
+        loss = self.launch_step(*batch)
+        return loss if isinstance(loss, float) else float(loss.detach())
+
+    def launch_step(self, *batch):
+        """One forward/backward/update, not waited for: the loss tensor (seed 003's Trainer: its float loss)."""
         if self.trainer is not None:
             return self.trainer.step(*batch)
         images, labels = batch
@@ -184,7 +189,7 @@ class Backend:
             loss = self.net(images, labels)
             loss.backward()
             self.opt.step()
-        return float(loss.detach())
+        return loss
 
 
 class TorchBackend(Backend):
@@ -676,7 +681,9 @@ def rank_stop(dist: Dist, status: str, steps: int, **fields) -> None:
          host=socket.gethostname(), steps=steps, **fields)
 
 
-def main(argv: list[str] | None = None) -> int:
+def prepare(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dist]:
+    """The command line checked and completed (defaults per model, the lr rule) and this process's place in the
+    run; a bad argument exits with argparse's message. --count-params is main's."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.model in NLP:
@@ -695,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.model not in SEED003 and args.size != "full":
         parser.error(f"--size applies to seed 003's models ({', '.join(SEED003)}), not {args.model}")
     if args.count_params:
-        return count_params_only(args)
+        return args, Dist(0, 1, 0, 1)
     if args.batch_size is None:
         parser.error("--batch-size is required (per process)")
     if args.data != "synthetic" and not Path(args.data).is_file():
@@ -714,7 +721,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("cyclegan runs in one process (seed 003's single-card CycleGAN); no data-parallel path")
     if args.lr is None and args.model not in SEED003:  # seed 003's models: their publisher's lr (models_*.py)
         args.lr = 0.1 * args.batch_size * dist.world_size / 256  # the linear scaling rule the seeds use
-    return run(args, dist)
+    return args, dist
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, dist = prepare(argv)
+    return count_params_only(args) if args.count_params else run(args, dist)
 
 
 if __name__ == "__main__":

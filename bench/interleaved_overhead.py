@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Harness and bare loop interleaved in one process: bench/harness_overhead.py's default design.
+
+    python bench/interleaved_overhead.py --framework torch [--pairs 6] [--max-pairs 80] -- <train.py arguments>
+
+One backend -- model, optimizer, batch, threads -- built by the harness's own code (scripts/harness/train.py),
+then blocks alternate in ABBA order on it: the harness's timed loop (its clock reads, synchronisation, loss
+check and a KITLOG line per step, written to a real file as a launcher's log would be) and a bare loop (the same
+step, one clock read before and one after the block). The figure of a harness block is the one the harness
+reports; the bare block's is the work over its wall time. Vision models: a block is the run's measure steps;
+seed 003's NLP models: a block is one whole epoch of the corpus. Pairs are added from --pairs up to --max-pairs
+until the 95% interval of the ratio is within +-1%. One JSON line per pair on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent / "scripts" / "harness"))
+sys.path.insert(0, str(BENCH))
+
+import train  # noqa: E402  (the harness itself)
+from harness_overhead import wants_more  # noqa: E402
+
+
+def harness_block(args, backend, dist) -> float:
+    """The harness's own timed loop over one block (no warm-up); its reported figure."""
+    stop = {}
+
+    def log(event: str, **fields) -> None:
+        train.emit(event, **fields)
+        if event == "run_stop":
+            stop.update(fields)
+
+    block = copy.copy(args)
+    block.warmup_steps = 0
+    if args.model in train.NLP:
+        block.measure_epochs = 1
+        train.timed_epochs(block, backend, dist, log)
+    else:
+        train.timed_loop(block, backend, dist, log)
+    return float(stop["throughput"])
+
+
+def bare_work(args, backend, dist) -> tuple[list, list[int]]:
+    """(device batches of one block, the count each contributes): the harness's own batch, or its NLP corpus."""
+    if args.model in train.NLP:
+        corpus = train.nlp_corpus(args, dist)
+        counts = [b.tokens if train.UNIT[args.model] == "tokens/s" else b.sequences for b in corpus]
+        return [backend.to_device(b.arrays) for b in corpus], counts
+    fixed = next(train.batches(args, backend, dist))
+    return [fixed] * args.measure_steps, [args.batch_size] * args.measure_steps
+
+
+def bare_block(backend, work: list, counts: list[int]) -> float:
+    step = backend.launch_step
+    sync = backend.sync
+    sync()
+    t0 = time.perf_counter()
+    for batch in work:
+        step(*batch)
+    sync()
+    return sum(counts) / (time.perf_counter() - t0)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--framework", choices=train.FRAMEWORKS, required=True)
+    p.add_argument("--pairs", type=int, default=6)
+    p.add_argument("--max-pairs", type=int, default=80)
+    p.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: train.py's arguments (shape, threads)")
+    a = p.parse_args()
+    rest = a.train_args[1:] if a.train_args[:1] == ["--"] else a.train_args
+    args, dist = train.prepare(["--framework", a.framework, *rest])
+    threads = args.threads or train.default_threads(dist.local_world_size)
+    report = sys.stdout
+    with tempfile.TemporaryDirectory(prefix="kit-overhead-") as tmp, open(Path(tmp) / "harness.log", "w") as log:
+        sys.stdout = log  # the harness's KITLOG lines go where a launcher's log would
+        try:
+            backend = train.BACKENDS[a.framework](args, dist, threads)
+            work, counts = bare_work(args, backend, dist)
+            for i in range(args.warmup_steps):
+                backend.train_step(*work[i % len(work)])
+            ratios: list[float] = []
+            while wants_more(ratios, a.pairs, a.max_pairs):
+                got = {}
+                for kind in (("harness", "bare") if len(ratios) % 2 == 0 else ("bare", "harness")):
+                    got[kind] = (harness_block(args, backend, dist) if kind == "harness"
+                                 else bare_block(backend, work, counts))
+                ratios.append(got["harness"] / got["bare"])
+                report.write(json.dumps({"pair": len(ratios), **got}) + "\n")
+                report.flush()
+                log.seek(0)  # the log's cost per line, not a growing file
+                log.truncate()
+        finally:
+            sys.stdout = report
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
