@@ -178,6 +178,8 @@ def test_posix_times_are_posix_time():
     assert posix_times(minutes, seconds) == [posix_time(*p, s) for p, s in zip(parts, seconds, strict=True)]
     assert posix_times(minutes, seconds, fractions) == [posix_time(*p, s, f) for p, s, f in
                                                        zip(parts, seconds, fractions, strict=True)]
+    same = [r.choice(["754763", "000001", "999999"]) for _ in minutes]  # one length: one divisor
+    assert posix_times(minutes, seconds, same) == [posix_time(*p, s, f) for p, s, f in zip(parts, seconds, same, strict=True)]
     full = [f or "5" for f in fractions]
     assert posix_times(minutes, seconds, full) == [posix_time(*p, s, f) for p, s, f in zip(parts, seconds, full, strict=True)]
     with pytest.raises(ValueError, match="month must be in 1..12"):
@@ -191,3 +193,52 @@ def test_leading_times_read_each_text_alone():
                                            for t in texts]
     assert leading_times([*texts, "x 2023-07-27 12:54:59"], regex) is None
     assert leading_times([], regex) == []
+
+
+def test_items_read_what_the_item_regex_splits():
+    """dllogger._items (from each ' : ', or 'ips : ') gives _ITEM_IN_RESTS.split()'s items, or falls back to it."""
+    from itertools import repeat
+
+    from kit.results.parsers.dllogger import _ITEM_IN_RESTS, _items
+
+    r = random.Random(7)
+    names = ["train.total_ips", "train_throughput", "ips", "x-ips", "_ips", "9_ips", "a.ips", "images/s_ips",
+             "train.loss", "total_ips", "xthroughput", "é_ips", "a_ipsx"]
+    values = ["5", "None", "b_ips", "1.5e3", ":", "x_ips : 3"]
+    blanks = [" ", " ", "  ", "\t", ""]
+    for _ in range(3000):
+        rests = [("".join(f"{r.choice(blanks)}{r.choice(names)}{r.choice([' : ', ' :  ', ' :'])}{r.choice(values)}"
+                          f"{r.choice(['', ' images/s', ' img/s', ' s', ' images/sx'])}" for _ in range(r.randint(0, 4)))
+                  + r.choice(["", " ", " x"])) for _ in range(r.randint(1, 4))]
+        joined = "\n".join(rests)
+        items = _ITEM_IN_RESTS.split(joined)
+        befores, *found = _items(joined)
+        assert found == [items[1::4], items[2::4], items[3::4]], joined
+        assert list(map(str.count, befores, repeat("\n"))) == list(map(str.count, items[::4], repeat("\n"))), joined
+
+
+def test_positions_drop_and_shapes():
+    from kit.results.parsers.base import drop, positions
+    from kit.results.parsers.dllogger import _ints_or_none, _kind_step_epoch, _shapes
+
+    r = random.Random(8)
+    for _ in range(2000):
+        n = r.randint(0, 70)
+        column = [r.choice(["a", None, "None", "7"]) for _ in range(n)]
+        for value in (None, "None", "x"):
+            at = positions(column, value)
+            assert at == [i for i, x in enumerate(column) if x == value]
+            assert drop((column, list(range(n))), at) == [[x for i, x in enumerate(column) if i not in at],
+                                                          [i for i in range(n) if i not in at]]
+        digits = [r.choice([None, "0", "12", "007"]) if r.random() < 0.5 else "5" for _ in range(n)]
+        assert _ints_or_none(digits) == [s and int(s) for s in digits]
+        rows = [r.choice([("Summary:", None, None, None, None, None), (None, "0", "5", None, None, None),
+                          (None, "1", None, None, None, None), (None, None, None, None, None, None)]
+                         + ([(None, None, None, "7", None, None), (None, None, None, None, "1", "2"),
+                             (None, None, None, None, None, "3"), (None, None, None, None, "4", None)]
+                            if r.random() < 0.1 else [])) for _ in range(n)]
+        columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(6)]
+        want = list(map(_kind_step_epoch, *columns))
+        assert list(zip(*_shapes(*columns), strict=True)) == want
+    with pytest.raises(ValueError):
+        _shapes([None], ["1"], ["9" * 5000], [None], [None], [None])

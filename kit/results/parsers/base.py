@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache, partial
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import add, itemgetter, truediv
 from pathlib import Path
 from typing import NamedTuple
@@ -174,6 +174,9 @@ def posix_times(minutes: Iterable[str], seconds: Iterable[str], fractions: list[
         return list(map(float, whole))  # posix_time's int + 0.0
     if None in fractions or "" in fractions:
         return [w + (int(f) / 10 ** len(f) if f else 0.0) for w, f in zip(whole, fractions, strict=True)]
+    size = len(fractions[0]) if fractions else 0
+    if list(map(len, fractions)).count(size) == len(fractions):  # one length (the usual): one divisor for all
+        return list(map(add, whole, map(truediv, map(int, fractions), repeat(10**size))))
     return list(map(add, whole, map(truediv, map(int, fractions), map(pow, repeat(10), map(len, fractions)))))
 
 
@@ -354,6 +357,32 @@ def units_of(raws: list[str], units: dict[str, str]) -> list[str | None]:
     if None in found:  # a unit followed by ',' or '.', or one the format does not know
         found = list(map(units.get, map(str.rstrip, raws, repeat(",."))))
     return found
+
+
+def positions(column: list, value) -> list[int]:
+    """Each i where column[i] == value, in order: list.index() from one to the next (C speed where they are few)."""
+    found, at, index = [], -1, column.index
+    for _ in range(column.count(value)):
+        at = index(value, at + 1)
+        found.append(at)
+    return found
+
+
+def drop(columns: Iterable[list], at: list[int]) -> list[list]:
+    """Each column but its items at the (increasing) positions at: slices between them where they are few, compress()
+    where they are many."""
+    columns = list(columns)
+    if not at:
+        return columns
+    if len(at) * 16 > len(columns[0]):
+        keep = [True] * len(columns[0])
+        for i in at:
+            keep[i] = False
+        return [list(compress(column, keep)) for column in columns]
+    bounds = [-1, *at]
+    ends = [*at, None]
+    return [list(chain.from_iterable(map(column.__getitem__, map(slice, map((1).__add__, bounds), ends))))
+            for column in columns]
 
 
 def make_records(*columns) -> list[Record]:

@@ -5,11 +5,19 @@ End of run:      'DLL 2022-11-24 04:00:06.586395 - () train_throughput : 416.188
 """
 
 import re
-from itertools import accumulate, compress, repeat
-from operator import is_not
+from itertools import accumulate, repeat
 
-from kit.results.parsers.base import PER_STEP, SUMMARY, Record, finite_floats, make_records, posix_times
-from kit.results.parsers.dllogger import ITEM, UNITS, DLLoggerFormat, head_ranks
+from kit.results.parsers.base import (
+    PER_STEP,
+    SUMMARY,
+    Record,
+    drop,
+    finite_floats,
+    make_records,
+    positions,
+    posix_times,
+)
+from kit.results.parsers.dllogger import ITEM, UNITS, DLLoggerFormat, _ints_or_none, head_ranks
 
 # The whole line of either (the head, the item, blanks to the line's end) with _BULK_LINE's groups of the time and
 # of a '(epoch, step)' or '()' step, then ITEM's; or a PARAMETER line (no figure). Where each 'DLL ' of a log starts
@@ -54,17 +62,19 @@ class DLETensorFlow1(DLLoggerFormat):
         if tagged and ranks is None:
             return None
         if None in columns[5]:  # a PARAMETER line's head (no name): no figure
-            keep = list(map(is_not, columns[5], repeat(None)))
-            columns, lines = [list(compress(c, keep)) for c in columns], list(compress(lines, keep))
-            ranks = None if ranks is None else list(compress(ranks, keep))
+            params = positions(columns[5], None)
+            *columns, lines = drop((*columns, lines), params)
+            ranks = None if ranks is None else drop((ranks,), params)[0]
         minutes, seconds, fractions, epochs, steps, names, raws, units = columns
         values = None if "None" in raws else finite_floats(raws)
         if values is None:
             return None
         try:
             times = posix_times(minutes, seconds, fractions)
-            kinds = [SUMMARY if step is None else PER_STEP for step in steps]  # as _kind_step_epoch reads them
-            steps, epochs = [s and int(s) for s in steps], [e and int(e) for e in epochs]
+            kinds = [PER_STEP] * len(steps)  # as _kind_step_epoch reads them: '()' (no step, no epoch) a summary
+            for i in positions(steps, None):
+                kinds[i] = SUMMARY
+            steps, epochs = _ints_or_none(steps), _ints_or_none(epochs)
         except ValueError:
             return None
         return make_records(values, list(map(UNITS.get, units, units)), names, kinds, lines, steps, epochs, times,

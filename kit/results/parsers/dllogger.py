@@ -8,10 +8,10 @@ JSON backend: 'DLLL {"timestamp": ..., "step": [0, 210], "data": {...}}'.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import accumulate, compress, repeat
-from operator import itemgetter
+from operator import add, itemgetter
 from pathlib import Path
 
 from kit.core.inputs import parse_json
@@ -25,6 +25,7 @@ from kit.results.parsers.base import (
     ParseError,
     Record,
     cannot_read,
+    drop,
     finite_floats,
     holds,
     last_line_start,
@@ -32,6 +33,7 @@ from kit.results.parsers.base import (
     make_records,
     minute_start,
     new_record,
+    positions,
     posix_time,
     posix_times,
     scan_lines,
@@ -70,6 +72,35 @@ _BULK_LINE = re.compile(
 # before an item is one of its own rest ('^' and a newline never start one: findall from the step's end)
 _ITEM_IN_RESTS = re.compile(r"[^\S\n]" + ITEM + r"(?=\s|$)", re.MULTILINE)
 _BULK_HEAD = len("DLL YYYY-MM-DD HH:MM:SS. - ")  # a head's length beside its step and fraction
+# _ITEM_IN_RESTS' matches found from their ' : ' (a literal: the regex engine skips to each, where _ITEM_IN_RESTS is
+# tried at every blank): the ' : ' after a name's last four (eleven) characters ending in 'ips' ('throughput'), ITEM's
+# value and unit; the name is the text between the blank before it and the ' : ' (see _items)
+_UNIT = r"(?: (images/s|img/s|imgs/s|samples/s|sequences/s|tokens/s)|)(?=\s|$)"
+_ITEM_TAIL = re.compile(r" : (?:(?<=[\w.]ips : )|(?<=[\w.]throughput : ))(\S+)" + _UNIT, re.MULTILINE)
+_IPS_ITEM_TAIL = re.compile(r"ips : (?<=[\w.]ips : )(\S+)" + _UNIT, re.MULTILINE)  # where no 'throughput : ' is
+_NAMES = re.compile(r"(?:[A-Za-z_][\w.]*\n)*")  # names, each followed by a newline
+assert ITEM.endswith(_UNIT[: -len(r"(?=\s|$)")])
+
+
+def _items(rests: str) -> tuple[list[str], list[str], list[str], list[str | None]]:
+    """_ITEM_IN_RESTS.split(rests)'s texts before each item (the newlines in them as many), names, values and units.
+
+    From _ITEM_TAIL's (_IPS_ITEM_TAIL's) matches where the text before each (after the one before) ends with a blank (' '), then the name
+    ([A-Za-z_][\\w.]*): then _ITEM_IN_RESTS matches at each of those blanks, and nowhere else (each of its matches holds
+    one ' : ', where _ITEM_TAIL matches, the same value and unit after it). Else (an item after a tab, an item's value
+    that is the next one's name) _ITEM_IN_RESTS itself.
+    """
+    ips_only = "throughput : " not in rests  # then each item's ' : ' follows 'ips': _IPS_ITEM_TAIL, the name's 'ips' in it
+    parts = (_IPS_ITEM_TAIL if ips_only else _ITEM_TAIL).split(rests)  # gap, value, unit, gap, ...
+    gaps = parts[::3]
+    n = len(gaps) - 1
+    cut = list(map(str.rpartition, gaps[:n], repeat(" ")))  # (before, ' ', name or the name but its 'ips')
+    names = list(map(itemgetter(2), cut))
+    joined = "\n".join(names) + "\n"
+    if list(map(itemgetter(1), cut)).count(" ") == n and joined.count("\n") == n and _NAMES.fullmatch(joined):
+        return gaps, list(map(add, names, repeat("ips"))) if ips_only else names, parts[1::3], parts[2::3]
+    items = _ITEM_IN_RESTS.split(rests)
+    return items[::4], items[1::4], items[2::4], items[3::4]
 
 
 def head_ranks(gaps: list[str]) -> list[int] | None:
@@ -98,6 +129,42 @@ def _kind_step_epoch(summary: str | None, epoch: str | None, iteration: str | No
     if second is None:
         return PER_EPOCH, None, int(first)
     return PER_STEP, int(second), int(first)
+
+
+def _ints_or_none(column: list[str | None]) -> list[int | None]:
+    """[s and int(s) for s in column] (s a digit string or None), in one map(int) where the Nones are few."""
+    if None not in column:
+        return list(map(int, column))
+    nones = positions(column, None)
+    if len(nones) * 16 > len(column):
+        return [s and int(s) for s in column]
+    column = column.copy()
+    for i in nones:
+        column[i] = "0"
+    found = list(map(int, column))
+    for i in nones:
+        found[i] = None
+    return found
+
+
+def _shapes(summaries: list, epochs: list, iterations: list, it_onlys: list, firsts: list, seconds: list
+            ) -> tuple[list, list, list]:
+    """_kind_step_epoch of each row of the columns, as three columns (kinds, steps, epochs); a ValueError as it raises
+    one (or where it reads no number). Column-wise where the steps are all 'Epoch: e[ Iteration: i]', 'Summary:' or
+    '()' (the other groups None): kind per-step where i is, else per-epoch where e is, else summary."""
+    n = len(epochs)
+    if it_onlys.count(None) != n or firsts.count(None) != n or seconds.count(None) != n:
+        shapes = list(map(_kind_step_epoch, summaries, epochs, iterations, it_onlys, firsts, seconds))
+        return (list(map(itemgetter(0), shapes)), list(map(itemgetter(1), shapes)),
+                list(map(itemgetter(2), shapes)))
+    steps, numbers = _ints_or_none(iterations), _ints_or_none(epochs)
+    kinds = [PER_STEP] * n
+    for i in positions(iterations, None):
+        kinds[i] = PER_SUMMARY_OR_EPOCH[epochs[i] is None]
+    return kinds, steps, numbers
+
+
+PER_SUMMARY_OR_EPOCH = (PER_EPOCH, SUMMARY)  # [no epoch]
 
 
 def _json_kind_and_step(step: object) -> tuple[str, int | None, int | None] | None:
@@ -206,34 +273,32 @@ class DLLoggerFormat(LogFormat):
         if tagged and ranks is None:
             return None
         # the items: the rests joined, each item's rest (line) from the newlines before it
-        items = _ITEM_IN_RESTS.split("\n".join(rests))
-        at = list(accumulate(map(str.count, items[:-1:4], repeat("\n"))))
-        names, raws, units = items[1::4], items[2::4], items[3::4]
+        befores, names, raws, units = _items("\n".join(rests))
+        at = list(accumulate(map(str.count, befores[:-1], repeat("\n"))))
         if "PARAMETER" in params:  # a PARAMETER line's items are no figures
-            keep = [p is None for p in map(params.__getitem__, at)]
-            at, names, raws, units = (list(compress(column, keep)) for column in (at, names, raws, units))
+            heads_at = positions(params, "PARAMETER")
+            at, names, raws, units = drop((at, names, raws, units), [
+                i for head in heads_at for i in range(bisect_left(at, head), bisect_right(at, head))])
         # each item's step and time, its line's: _scan reads those of the lines with an item (a 'None' too),
         # parse_line those of each head but a PARAMETER one's
         heads = [p is None for p in params] if every_line else []
         read = list(compress(range(n), heads)) if every_line else at
         try:
-            shapes = list(map(_kind_step_epoch, *(_pick(column, read) for column in [summaries, *step_groups])))
+            kinds, steps, epochs = _shapes(*(_pick(column, read) for column in [summaries, *step_groups]))
             times = posix_times(_pick(minutes, read), _pick(seconds, read), _pick(fractions, read))
         except ValueError:
             return None
         if every_line:  # each item's: its line's place among the heads read
             places = [place - 1 for place in _pick(list(accumulate(heads)), at)]
-            shapes, times = _pick(shapes, places), _pick(times, places)
+            kinds, steps, epochs, times = (_pick(column, places) for column in (kinds, steps, epochs, times))
         if "None" in raws:  # an item 'None' is no figure
-            keep = [raw != "None" for raw in raws]
-            at, names, raws, units, shapes, times = (
-                list(compress(column, keep)) for column in (at, names, raws, units, shapes, times))
+            at, names, raws, units, kinds, steps, epochs, times = drop(
+                (at, names, raws, units, kinds, steps, epochs, times), positions(raws, "None"))
         values = finite_floats(raws)
         if values is None:
             return None
         if not at:
             return []
-        kinds, steps, epochs = zip(*shapes, strict=True)
         return make_records(values, list(map(UNITS.get, units, units)), names, kinds, _pick(lines, at), steps, epochs,
                             times, None if ranks is None else _pick(ranks, at))
 
