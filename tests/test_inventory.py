@@ -153,6 +153,23 @@ def test_connect_runs_commands_on_the_named_host(ssh_hosts, tmp_path):
             assert conn.run("hostname", hide=True).stdout.strip() == host.name
 
 
+@pytest.mark.parametrize("timer_lost_the_race", [False, True])
+def test_a_command_past_its_timeout_is_a_timeout_even_when_invokes_timer_is_late(ssh_hosts, tmp_path, monkeypatch,
+                                                                                 timer_lost_the_race):
+    from invoke.exceptions import CommandTimedOut
+    from invoke.runners import Runner
+
+    if timer_lost_the_race:  # the channel closed by the timer, read back before the timer thread ended
+        monkeypatch.setattr(Runner, "timed_out", property(lambda self: False))
+    inv = inventory(ssh_hosts, tmp_path)
+    with connect(inv.hosts[0], inv) as conn:
+        t0 = time.monotonic()
+        with pytest.raises(CommandTimedOut):
+            conn.run("sleep 30", hide=True, warn=True, timeout=1)
+        assert time.monotonic() - t0 < 10
+        assert conn.run("exit 3", hide=True, warn=True, timeout=5).exited == 3  # an ordinary exit stays one
+
+
 def test_hostile_values_stay_data_over_ssh(ssh_hosts, tmp_path):
     inv = inventory(ssh_hosts, tmp_path)
     host = inv.hosts[0]

@@ -28,11 +28,13 @@ import re
 import shlex
 import socket
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import paramiko
 from fabric import Config, Connection
+from invoke.exceptions import CommandTimedOut
 from paramiko.config import SSHConfig
 
 from kit.config.hosts import HostConfig, Inventory
@@ -222,6 +224,16 @@ class HostConnection(Connection):
             if converted is exc:
                 raise
             raise converted from exc
+
+    def run(self, command: str, **kwargs):
+        """Connection.run; a command past its `timeout` always raises CommandTimedOut. (invoke's timer closes the
+        channel and only then counts as expired: a result read in between came back as an ordinary exit -1.)"""
+        timeout = kwargs.get("timeout")
+        t0 = time.monotonic()
+        result = super().run(command, **kwargs)
+        if timeout is not None and result is not None and result.exited == -1 and time.monotonic() - t0 >= timeout:
+            raise CommandTimedOut(result, timeout=timeout)
+        return result
 
     def sftp(self):
         """The SFTP session (file copies), or InventoryError naming the host when its server offers none."""
