@@ -17,6 +17,8 @@ REPORT_ARGS ?=
 # bench-overhead's models (each at its CPU preset, bench/harness_overhead.py); OVERHEAD_ARGS replaces the lot
 OVERHEAD_MODELS ?= resnet50,se_resnext50,deeplabv3p,bert,transformer,cyclegan
 RUNTIME     ?= native
+# test files run in parallel (pytest-xdist; tests/conftest.py keeps a file, or files sharing Slurm, on one worker)
+TEST_WORKERS ?= 2
 IMAGES      ?= cpu
 CLAIMS      ?= ../shared/fixtures/published-logs/expected.yaml
 LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
@@ -73,9 +75,9 @@ $(READERS)/%/.stamp: tests/readers/%.lock | $(VENV_PY)
 
 readers: $(READER_STAMPS) ## the venvs with tensorflow-cpu and mxnet that read converted data back in the tests
 
-test: check-venv $(READER_STAMPS) ## run the test suite (pytest)
+test: check-venv $(READER_STAMPS) ## run the test suite (pytest; TEST_WORKERS files at a time, 0: one process)
 	KIT_TF_PYTHON=$(CURDIR)/$(READERS)/tensorflow/bin/python KIT_MXNET_PYTHON=$(CURDIR)/$(READERS)/mxnet/bin/python \
-	  $(VENV_PY) -m pytest -q
+	  $(VENV_PY) -m pytest -q -n $(TEST_WORKERS)
 
 lint: check-venv ## ruff on the Python code; hadolint on docker/**/Dockerfile*
 	$(VENV)/bin/ruff check $(LINT_PATHS)

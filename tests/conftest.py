@@ -12,6 +12,42 @@ SHARED = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared")
 PUBLISHED = SHARED / "fixtures" / "published-logs"
 
 
+# `make test` runs the test files in parallel (pytest-xdist, -n): a file is one unit of work, so a module's
+# fixtures are built once and its tests keep their order; files that share a machine-wide resource (Slurm's
+# fixed ports) are one unit. The longest units start first, so the last worker to finish did not start late.
+SHARED_UNITS = {"test_slurm.py": "slurm", "test_slurm_programs.py": "slurm"}
+LONGEST_FIRST = ("slurm", "test_images.py", "test_bundle.py", "test_multinode.py", "test_reference_runs.py",
+                 "test_harness_seed003.py", "test_harness.py")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # xdist sets 80x24 in its workers: `ps` on a test host cut lines there
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
+
+
+def work_unit(nodeid: str) -> str:
+    name = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return SHARED_UNITS.get(name, name)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable: a file keeps its order
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """xdist's scope scheduling with work_unit as the scope. (--dist loadgroup's marks do not reach xdist 3.8
+    under pytest 9.2, which no longer reads the item's _nodeid that xdist rewrites.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return FileUnits(config, log)
+
+
 @pytest.fixture(scope="session")
 def published() -> Path:
     assert PUBLISHED.is_dir(), f"fixtures missing: {PUBLISHED} (put shared/ beside the repo or set KIT_SHARED)"
@@ -100,3 +136,4 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
         yield cluster
     finally:
         cluster.close()
+

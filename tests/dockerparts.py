@@ -9,6 +9,8 @@ No pytest in here: bench scripts use it too.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import socket
@@ -20,8 +22,21 @@ from pathlib import Path
 DOCKERD_ARGS = ["--iptables=false", "--bridge=none"]  # what works on these machines (no NAT, no docker0)
 
 
+@contextlib.contextmanager
+def one_at_a_time(what: str):
+    """A machine-wide lock: parallel test workers start one dockerd and build the cpu image once."""
+    with open(f"/tmp/kit-tests-{what}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_engine(timeout_s: float = 60.0):
     """A docker SDK client of a running engine; as root, starts `dockerd --iptables=false --bridge=none`."""
+    with one_at_a_time("dockerd"):
+        return _ensure_engine(timeout_s)
+
+
+def _ensure_engine(timeout_s: float):
     import docker
 
     try:
@@ -134,5 +149,6 @@ def cpu_image(client, progress=None):
 
     spec = load_pins().get("cpu")
     say = progress or (lambda who, line: None)
-    images.make_base(client, spec, say)
-    return images.build(client, spec, say)
+    with one_at_a_time("cpu-image"):
+        images.make_base(client, spec, say)
+        return images.build(client, spec, say)

@@ -39,8 +39,9 @@ def write_suite(tmp_path: Path, text: str = TWO_NODE_SUITE) -> Path:
 
 def harness_on(ssh_hosts, name: str) -> list[str]:
     """A process listing on the host (over its namespace): the harness processes still alive."""
-    out = ssh_hosts.run(name, ["ps", "-eo", "pid,args"]).stdout
-    return [line for line in out.splitlines() if "harness/" in line and "train.py" in line]
+    out = ssh_hosts.run(name, ["ps", "-eo", "pid,args"])
+    assert out.returncode == 0 and "PID" in out.stdout, (name, out.returncode, out.stdout[-500:], out.stderr[-500:])
+    return [line for line in out.stdout.splitlines() if "harness/" in line and "train.py" in line]
 
 
 def test_fab_run_multinode_runs_one_job_on_both_hosts_at_once(ssh_hosts, tmp_path):
