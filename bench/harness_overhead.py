@@ -98,8 +98,10 @@ def main() -> int:
     p.add_argument("--frameworks", default="torch,paddle")
     p.add_argument("--pairs", type=int, default=6, help="ABBA pairs at least")
     p.add_argument("--max-pairs", type=int, default=None,
-                   help="at most, while the 95%% interval is wider than 1%% (default 80; --processes: 30)")
+                   help="at most, while the 95%% interval is wider than 1%% (default 200; --processes: 30)")
     p.add_argument("--processes", action="store_true", help="whole runs against each other, not blocks in one process")
+    p.add_argument("--block-steps", type=int, default=4,
+                   help="steps per block in one process (vision; NLP blocks are one epoch)")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--models", default=None, help=f"comma-separated, each at its preset: {', '.join(PRESETS)}")
     p.add_argument("--batch-size", type=int, default=16)
@@ -109,8 +111,9 @@ def main() -> int:
     p.add_argument("--measure-steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     a = p.parse_args()
-    a.max_pairs = a.max_pairs or (30 if a.processes else 80)
-    design = "runs in separate processes" if a.processes else "blocks interleaved in one process"
+    a.max_pairs = a.max_pairs or (30 if a.processes else 200)
+    design = ("runs in separate processes" if a.processes
+              else f"blocks of {a.block_steps} steps (NLP: an epoch) interleaved in one process")
     if a.models:
         unknown = [m for m in a.models.split(",") if m not in PRESETS]
         if unknown:
@@ -149,7 +152,7 @@ def process_pairs(framework: str, a):
 def interleaved_pairs(framework: str, a):
     """(harness, bare) figures per ABBA pair of blocks inside one process (bench/interleaved_overhead.py)."""
     cmd = [sys.executable, str(INTERLEAVED), "--framework", framework, "--pairs", str(a.pairs),
-           "--max-pairs", str(a.max_pairs), "--", *shape_args(a)]
+           "--max-pairs", str(a.max_pairs), "--block-steps", str(a.block_steps), "--", *shape_args(a)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         for line in proc.stdout:
             pair = json.loads(line)

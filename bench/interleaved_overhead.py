@@ -7,8 +7,9 @@ One backend -- model, optimizer, batch, threads -- built by the harness's own co
 then blocks alternate in ABBA order on it: the harness's timed loop (its clock reads, synchronisation, loss
 check and a KITLOG line per step, written to a real file as a launcher's log would be) and a bare loop (the same
 step, one clock read before and one after the block). The figure of a harness block is the one the harness
-reports; the bare block's is the work over its wall time. Vision models: a block is the run's measure steps;
-seed 003's NLP models: a block is one whole epoch of the corpus. Pairs are added from --pairs up to --max-pairs
+reports; the bare block's is the work over its wall time. Vision models: a block is --block-steps steps (short
+blocks, many pairs: on a shared VM a block's figure jitters ~5% whatever its length, so short ones resolve
+sooner); seed 003's NLP models: a block is one whole epoch of the corpus. Pairs are added from --pairs up to --max-pairs
 until the 95% interval of the ratio is within +-1%. One JSON line per pair on stdout.
 """
 
@@ -56,7 +57,7 @@ def bare_work(args, backend, dist) -> tuple[list, list[int]]:
         counts = [b.tokens if train.UNIT[args.model] == "tokens/s" else b.sequences for b in corpus]
         return [backend.to_device(b.arrays) for b in corpus], counts
     fixed = next(train.batches(args, backend, dist))
-    return [fixed] * args.measure_steps, [args.batch_size] * args.measure_steps
+    return [fixed] * args.measure_steps, [args.batch_size] * args.measure_steps  # measure_steps: the block's
 
 
 def bare_block(backend, work: list, counts: list[int]) -> float:
@@ -74,11 +75,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--framework", choices=train.FRAMEWORKS, required=True)
     p.add_argument("--pairs", type=int, default=6)
-    p.add_argument("--max-pairs", type=int, default=80)
+    p.add_argument("--max-pairs", type=int, default=200)
+    p.add_argument("--block-steps", type=int, default=None,
+                   help="steps per block (vision models; default: the run's --measure-steps)")
     p.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: train.py's arguments (shape, threads)")
     a = p.parse_args()
     rest = a.train_args[1:] if a.train_args[:1] == ["--"] else a.train_args
     args, dist = train.prepare(["--framework", a.framework, *rest])
+    if a.block_steps and args.model not in train.NLP:
+        args.measure_steps = a.block_steps
     threads = args.threads or train.default_threads(dist.local_world_size)
     report = sys.stdout
     with tempfile.TemporaryDirectory(prefix="kit-overhead-") as tmp, open(Path(tmp) / "harness.log", "w") as log:
