@@ -126,7 +126,8 @@ def main() -> int:
             verdicts += compare(a)
         return 0 if all(verdicts) else 1
     print(f"harness overhead: {a.model}, batch {a.batch_size}, {a.image_size}px, {a.threads} threads, "
-          f"{a.warmup_steps}+{a.measure_steps} steps, {a.pairs}..{a.max_pairs} ABBA pairs per framework ({design})",
+          f"{f'{a.warmup_steps}+{a.measure_steps}' if a.processes else f'{a.warmup_steps} warm-up'} steps, "
+          f"{a.pairs}..{a.max_pairs} ABBA pairs per framework ({design})",
           flush=True)
     return 0 if all(compare(a)) else 1
 
