@@ -147,6 +147,9 @@ def _ints_or_none(column: list[str | None]) -> list[int | None]:
     return found
 
 
+PER_SUMMARY_OR_EPOCH = (PER_EPOCH, SUMMARY)  # [no epoch]: a row without a step
+
+
 def _shapes(summaries: list, epochs: list, iterations: list, it_onlys: list, firsts: list, seconds: list
             ) -> tuple[list, list, list]:
     """_kind_step_epoch of each row of the columns, as three columns (kinds, steps, epochs); a ValueError as it raises
@@ -163,8 +166,6 @@ def _shapes(summaries: list, epochs: list, iterations: list, it_onlys: list, fir
         kinds[i] = PER_SUMMARY_OR_EPOCH[epochs[i] is None]
     return kinds, steps, numbers
 
-
-PER_SUMMARY_OR_EPOCH = (PER_EPOCH, SUMMARY)  # [no epoch]
 
 
 def _json_kind_and_step(step: object) -> tuple[str, int | None, int | None] | None:
