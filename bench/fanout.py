@@ -9,13 +9,17 @@ as on a GPU host. Then times, alternately on [h1] and [h1..hN] (ABAB..., so drif
 machine falls on both alike): check_env into a fresh env dir, and a launch through the SSH
 runner (kit.run.ssh.SshRunner start + wait) whose command on every host is `true` in the runner's
 own wrapper (work folder, session, pgid file). Each figure is median(N hosts) / median(1 host).
-All hosts share this machine's cores, so the N-host side also pays N hosts' sshd and probe work.
+All hosts share this machine's cores, so the N-host side also pays N hosts' sshd and probe work. Beside each
+wall time: the kit's own CPU time (this process: connections, probe parsing, the runner; under one GIL, so on
+hosts with their own cores N hosts still take at least N x its per-host share) and how busy the machine's cores
+were (the test hosts' sshd and probes are the rest).
 Exit 0: both targets met; 1: one is above; 2: cannot run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -49,13 +53,37 @@ def write_hosts(net: NetHosts, tmp: Path) -> Path:
     return write_inventory(net, tmp, gpus=8)
 
 
-def timed_check_env(inv, hosts, env_dir: Path) -> float:
-    t0 = time.perf_counter()
-    verdict = check_env(inv, hosts, env_dir, require_gpu=True)
-    elapsed = time.perf_counter() - t0
+class Sample:
+    """Wall time, this process's CPU time and the machine's busy share (0..1 of all cores) of one measured call."""
+
+    def __init__(self):
+        self.wall = self.kit_cpu = self.busy = 0.0
+
+    def __enter__(self):
+        self._t, self._cpu, self._stat = time.perf_counter(), time.process_time(), _cpu_ticks()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self._t
+        self.kit_cpu = time.process_time() - self._cpu
+        (busy0, all0), (busy1, all1) = self._stat, _cpu_ticks()
+        self.busy = (busy1 - busy0) / (all1 - all0) if all1 > all0 else 0.0
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, all) clock ticks of every core since boot, from /proc/stat's first line (iowait counts as idle)."""
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def timed_check_env(inv, hosts, env_dir: Path) -> Sample:
+    with Sample() as sample:
+        verdict = check_env(inv, hosts, env_dir, require_gpu=True)
     if not verdict.ok:  # every host replays the same A100 outputs: anything else means the probes broke
         raise SystemExit(f"fanout: check_env on {len(hosts)} host(s) was not consistent: {verdict.to_dict()}")
-    return elapsed
+    return sample
 
 
 class NoopRunner(SshRunner):
@@ -65,15 +93,16 @@ class NoopRunner(SshRunner):
         return [(h, self.workdir(h, run), wrapper_command(self.workdir(h, run), {}, ["true"])) for h in self.hosts]
 
 
-def timed_launch(inv, hosts, run_dir: Path) -> float:
+def timed_launch(inv, hosts, run_dir: Path) -> Sample:
     runner = NoopRunner(inv, hosts, run_dir, "gpu")
     run = PlannedRun(NOOP_CASE, 1)
-    t0 = time.perf_counter()
-    runner.start(run)
-    if not runner.wait(60) or any(s.error for s in runner.statuses()):
+    with Sample() as sample:
+        runner.start(run)
+        done = runner.wait(60)
+    if not done or any(s.error for s in runner.statuses()):
         raise SystemExit(f"fanout: the no-op launch on {len(hosts)} host(s) failed: "
                          f"{[s.to_dict() for s in runner.statuses()]}")
-    return time.perf_counter() - t0
+    return sample
 
 
 def main() -> int:
@@ -107,26 +136,33 @@ def main() -> int:
             one, many = inv.hosts[:1], inv.hosts
             timed_check_env(inv, many, tmp / "warmup")  # first imports / page cache, not measured
             timed_launch(inv, many, tmp / "warmup-launch")
-            times: dict[str, dict[int, list[float]]] = {"check_env": {1: [], len(many): []},
-                                                        "launch": {1: [], len(many): []}}
+            times: dict[str, dict[int, list[Sample]]] = {"check_env": {1: [], len(many): []},
+                                                         "launch": {1: [], len(many): []}}
             for i in range(a.repeats):
                 for hosts in (one, many):
                     t = timed_check_env(inv, hosts, tmp / "runs" / f"{i}-{len(hosts)}" / "env")
                     times["check_env"][len(hosts)].append(t)
                     u = timed_launch(inv, hosts, tmp / "runs" / f"{i}-{len(hosts)}")
                     times["launch"][len(hosts)].append(u)
-                    print(f"  repeat {i + 1}: {len(hosts):2d} host(s)  check_env {t * 1000:7.1f} ms  "
-                          f"launch {u * 1000:7.1f} ms", flush=True)
+                    print(f"  repeat {i + 1}: {len(hosts):2d} host(s)  check_env {t.wall * 1000:7.1f} ms "
+                          f"(kit CPU {t.kit_cpu * 1000:5.1f} ms, cores {t.busy:4.0%} busy)  launch {u.wall * 1000:7.1f} "
+                          f"ms (kit CPU {u.kit_cpu * 1000:5.1f} ms, cores {u.busy:4.0%} busy)", flush=True)
         finally:
             net.close()
 
     met = True
+    n = len(many)
     for what, by in times.items():
-        m1, mn = statistics.median(by[1]), statistics.median(by[len(many)])
+        m1, mn = (statistics.median(s.wall for s in by[k]) for k in (1, n))
+        c1, cn = (statistics.median(s.kit_cpu for s in by[k]) for k in (1, n))
+        busy = statistics.median(s.busy for s in by[n])
         ratio = mn / m1
         met &= ratio <= TARGET
-        print(f"{what}: median 1 host {m1 * 1000:.1f} ms, {len(many)} hosts {mn * 1000:.1f} ms; ratio {ratio:.3f} -> "
+        print(f"{what}: median 1 host {m1 * 1000:.1f} ms, {n} hosts {mn * 1000:.1f} ms; ratio {ratio:.3f} -> "
               + (f"meets target {TARGET}" if ratio <= TARGET else f"ABOVE target {TARGET}"))
+        print(f"  kit CPU: 1 host {c1 * 1000:.1f} ms, {n} hosts {cn * 1000:.1f} ms ({cn / n * 1000:.1f} ms per host; "
+              f"{cn / m1:.2f}x the 1-host wall time); the {os.cpu_count()} cores {busy:.0%} busy during the "
+              f"{n}-host runs")
     return 0 if met else 1
 
 if __name__ == "__main__":

@@ -113,7 +113,9 @@ class SshRunner(Runner):
         self._run: PlannedRun | None = None
         self._status: dict[str, HostStatus] = {}
         self._threads: list[threading.Thread] = []
-        self._failed = threading.Event()
+        self._settled = threading.Event()  # every host's part ended, or one failed
+        self._left = 0  # hosts whose part has not ended
+        self._left_lock = threading.Lock()
 
     def workdir(self, host: HostConfig, run: PlannedRun) -> str:
         return posixpath.join(host.work_dir, "runs", self.run_id, host.name, run.folder.as_posix())
@@ -180,7 +182,9 @@ class SshRunner(Runner):
 
     def start(self, run: PlannedRun) -> None:
         plan = self.commands(run, master_port())
-        self._run, self._failed = run, threading.Event()
+        self._run, self._settled, self._left = run, threading.Event(), len(plan)
+        if not plan:
+            self._settled.set()
         self._status = {h.name: HostStatus(h.name, command=line) for h, _workdir, line in plan}
         self._threads = [threading.Thread(target=self._on_host, args=(h, line, run), daemon=True)
                          for h, _workdir, line in plan]
@@ -196,20 +200,21 @@ class SshRunner(Runner):
             status.exit_code = res.exited
             if res.exited != 0:
                 status.error = f"exit {res.exited}"
-                self._failed.set()
         except Exception as exc:  # connection lost, timeout, ...
             name = type(exc).__name__
             status.error = "timeout" if name == "CommandTimedOut" else f"{name}: {exc}".strip()
-            self._failed.set()
         finally:
             status.seconds = time.monotonic() - t0
             self.progress(host.name, "end", status.error or "ok")
+            with self._left_lock:
+                self._left -= 1
+                if status.error or not self._left:
+                    self._settled.set()
 
     def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout + 30  # each host's own SSH timeout fires first
-        while any(t.is_alive() for t in self._threads) and not self._failed.wait(0.2):
-            if time.monotonic() > deadline:
-                return False
+        # woken the moment the last host ends or one fails; each host's own SSH timeout fires first
+        if not self._settled.wait(timeout + 30):
+            return False
         return not any(s.error == "timeout" for s in self._status.values())
 
     def stop(self) -> None:
