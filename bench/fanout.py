@@ -145,8 +145,9 @@ def main() -> int:
                     u = timed_launch(inv, hosts, tmp / "runs" / f"{i}-{len(hosts)}")
                     times["launch"][len(hosts)].append(u)
                     print(f"  repeat {i + 1}: {len(hosts):2d} host(s)  check_env {t.wall * 1000:7.1f} ms "
-                          f"(kit CPU {t.kit_cpu * 1000:5.1f} ms, cores {t.busy:4.0%} busy)  launch {u.wall * 1000:7.1f} "
-                          f"ms (kit CPU {u.kit_cpu * 1000:5.1f} ms, cores {u.busy:4.0%} busy)", flush=True)
+                          f"(kit CPU {t.kit_cpu * 1000:5.1f} ms, cores {t.busy:4.0%} busy)  "
+                          f"launch {u.wall * 1000:7.1f} ms (kit CPU {u.kit_cpu * 1000:5.1f} ms, "
+                          f"cores {u.busy:4.0%} busy)", flush=True)
         finally:
             net.close()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import socket
 import stat
 import subprocess
 import time
@@ -23,6 +24,7 @@ from kit.hosts.connect import (
     AuthFailed,
     HostKeyError,
     UnreachableHost,
+    _QuickAckSocket,
     check_reachable,
     connect,
     quote_cmd,
@@ -168,6 +170,18 @@ def test_a_command_past_its_timeout_is_a_timeout_even_when_invokes_timer_is_late
             conn.run("sleep 30", hide=True, warn=True, timeout=1)
         assert time.monotonic() - t0 < 10
         assert conn.run("exit 3", hide=True, warn=True, timeout=5).exited == 3  # an ordinary exit stays one
+
+
+def test_ssh_sockets_send_at_once_and_acknowledge_at_once(ssh_hosts, tmp_path):
+    """TCP_NODELAY, and TCP_QUICKACK re-armed after each read: without them Nagle's algorithm against delayed ACKs
+    stalled each connection's handshake and its first command ~40 ms (OpenSSH's messages right after login)."""
+    inv = inventory(ssh_hosts, tmp_path)
+    with connect(inv.hosts[0], inv) as conn:
+        sock = conn.client.get_transport().sock
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        assert isinstance(sock, _QuickAckSocket)
+        assert conn.run("echo ok", hide=True).stdout == "ok\n"
+        assert sock.gettimeout() is not None  # paramiko's transport polls it with a timeout, as before
 
 
 def test_hostile_values_stay_data_over_ssh(ssh_hosts, tmp_path):

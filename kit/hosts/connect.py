@@ -184,6 +184,32 @@ def _fabric_config() -> Config:
                   overrides={"load_ssh_configs": False, "run": {"in_stream": False}})
 
 
+_TCP_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux
+
+
+class _QuickAckSocket(socket.socket):
+    """A TCP socket that acknowledges what it reads at once (TCP_QUICKACK, re-armed after each read). Right after
+    login OpenSSH's server sends small messages (hostkeys-00, debug) and holds its next reply (Nagle) until they are
+    acknowledged: the client's delayed ACK put that off ~40 ms, on every connection's first command."""
+
+    def recv(self, bufsize, flags=0):
+        data = super().recv(bufsize, flags)
+        self.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
+        return data
+
+
+def _tcp_transport(sock, **kwargs) -> paramiko.Transport:
+    """paramiko's Transport over sock with TCP_NODELAY (as OpenSSH's ssh sets it) and quick ACKs: SSH's many small
+    packets, held by Nagle's algorithm until the peer's delayed ACK, stalled each handshake step and command ~40 ms."""
+    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if _TCP_QUICKACK is not None:
+            timeout = sock.gettimeout()
+            sock = _QuickAckSocket(sock.family, sock.type, sock.proto, fileno=sock.detach())
+            sock.settimeout(timeout)
+    return paramiko.Transport(sock, **kwargs)
+
+
 class HostConnection(Connection):
     """A fabric Connection bound to one inventory host, its host-key policy and its timeouts.
 
@@ -196,7 +222,8 @@ class HostConnection(Connection):
         timeouts = {"timeout": inv.connect_timeout, "banner_timeout": inv.connect_timeout,
                     "auth_timeout": inv.connect_timeout}
         super().__init__(host.address, user=host.user, port=host.port, config=_fabric_config(),
-                         connect_kwargs={**auth, **timeouts}, forward_agent=False)
+                         connect_kwargs={**auth, **timeouts, "transport_factory": _tcp_transport},
+                         forward_agent=False)
         self.kit_host, self.kit_inventory = host, inv
         self.known_hosts_path = inv.known_hosts_file()
         self.client = paramiko.SSHClient()
