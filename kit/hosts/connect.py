@@ -224,9 +224,8 @@ class HostConnection(Connection):
         super().__init__(host.address, user=host.user, port=host.port, config=_fabric_config(),
                          connect_kwargs={**auth, **timeouts, "transport_factory": _tcp_transport},
                          forward_agent=False)
-        self.kit_host, self.kit_inventory = host, inv
-        self.known_hosts_path = inv.known_hosts_file()
-        self.client = paramiko.SSHClient()
+        # _set: plain attributes (a Connection's attribute assignment stores a name it lacks as a config key)
+        self._set(kit_host=host, kit_inventory=inv, known_hosts_path=inv.known_hosts_file())
         policy = _AcceptNewPolicy if inv.accept_new_host_keys else _StrictPolicy
         self.client.set_missing_host_key_policy(policy(host, self.known_hosts_path))
 
