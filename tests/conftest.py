@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):  # xdist sets 80x24 in its workers: `ps` on a test host cut lines there
         os.environ.pop("COLUMNS", None)
         os.environ.pop("LINES", None)
+    # started in the background (`make test &`), SIGINT is ignored, and so in every child the Ctrl-C tests interrupt
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a handler: children start with the default
 
 
 def work_unit(nodeid: str) -> str:
