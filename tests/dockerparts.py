@@ -134,6 +134,21 @@ class Registry:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self._untag()
+
+    def _untag(self) -> None:
+        """Drop the engine's tags naming this registry (a push tags the image <address>/<ref>): else they pile up,
+        one per test run, and keep every old build of the cpu image from being pruned."""
+        import docker
+
+        try:
+            client = docker.from_env()
+            for image in client.images.list():
+                for tag in image.tags:
+                    if tag.startswith(f"{self.address}/"):
+                        client.images.remove(tag, noprune=True)
+        except docker.errors.DockerException:  # no engine here: nothing was tagged
+            pass
 
     def __enter__(self) -> Registry:
         return self.start()
