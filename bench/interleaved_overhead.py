@@ -7,9 +7,10 @@ One backend -- model, optimizer, batch, threads -- built by the harness's own co
 then blocks alternate in ABBA order on it: the harness's timed loop (its clock reads, synchronisation, loss
 check and a KITLOG line per step, written to a real file as a launcher's log would be) and a bare loop (the same
 step, one clock read before and one after the block). The figure of a harness block is the one the harness
-reports; the bare block's is the work over its wall time. Vision models: a block is --block-steps steps (short
-blocks, many pairs: on a shared VM a block's figure jitters ~5% whatever its length, so short ones resolve
-sooner); seed 003's NLP models: a block is one whole epoch of the corpus. Pairs are added from --pairs up to --max-pairs
+reports; the bare block's is the work over its wall time. Vision models: a block is --block-steps steps, or as
+many as last --min-block-seconds where steps are fast (short blocks, many pairs: on a shared VM a block's figure
+jitters ~5% whatever its length above ~1 s, so short ones resolve sooner; below, far more); seed 003's NLP models:
+a block is one whole epoch of the corpus. Pairs are added from --pairs up to --max-pairs
 until the 95% interval of the ratio is within +-1%. One JSON line per pair on stdout.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import sys
 import tempfile
 import time
@@ -29,6 +31,8 @@ sys.path.insert(0, str(BENCH))
 
 import train  # noqa: E402  (the harness itself)
 from harness_overhead import wants_more  # noqa: E402
+
+MIN_BLOCK_S = 1.0  # shorter blocks are mostly jitter here (0.1 s blocks: ~15% per pair, 1 s and more: ~5%)
 
 
 def harness_block(args, backend, dist) -> float:
@@ -78,6 +82,8 @@ def main() -> int:
     p.add_argument("--max-pairs", type=int, default=200)
     p.add_argument("--block-steps", type=int, default=None,
                    help="steps per block (vision models; default: the run's --measure-steps)")
+    p.add_argument("--min-block-seconds", type=float, default=MIN_BLOCK_S,
+                   help=f"vision blocks get the steps that last at least this long [{MIN_BLOCK_S}]")
     p.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: train.py's arguments (shape, threads)")
     a = p.parse_args()
     rest = a.train_args[1:] if a.train_args[:1] == ["--"] else a.train_args
@@ -93,6 +99,12 @@ def main() -> int:
             work, counts = bare_work(args, backend, dist)
             for i in range(args.warmup_steps):
                 backend.train_step(*work[i % len(work)])
+            if args.model not in train.NLP:  # fast steps: more of them per block
+                step_s = counts[0] / bare_block(backend, work[:1], counts[:1])
+                steps = max(args.measure_steps, math.ceil(a.min_block_seconds / step_s))
+                if steps != args.measure_steps:
+                    args.measure_steps = steps
+                    work, counts = bare_work(args, backend, dist)
             ratios: list[float] = []
             while wants_more(ratios, a.pairs, a.max_pairs):
                 got = {}
