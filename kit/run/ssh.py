@@ -192,7 +192,17 @@ class SshRunner(Runner):
             thread.start()
 
     def _on_host(self, host: HostConfig, line: str, run: PlannedRun) -> None:
-        status, t0 = self._status[host.name], time.monotonic()
+        status = self._status[host.name]
+        try:
+            self._run_on(host, line, run, status)
+        finally:  # whatever happened in this thread, wait() hears of it
+            with self._left_lock:
+                self._left -= 1
+                if status.error or not self._left:
+                    self._settled.set()
+
+    def _run_on(self, host: HostConfig, line: str, run: PlannedRun, status: HostStatus) -> None:
+        t0 = time.monotonic()
         self.progress(host.name, "start", run.label)
         try:
             with connect(host, self.inv) as conn:
@@ -206,10 +216,6 @@ class SshRunner(Runner):
         finally:
             status.seconds = time.monotonic() - t0
             self.progress(host.name, "end", status.error or "ok")
-            with self._left_lock:
-                self._left -= 1
-                if status.error or not self._left:
-                    self._settled.set()
 
     def wait(self, timeout: float) -> bool:
         # woken the moment the last host ends or one fails; each host's own SSH timeout fires first
