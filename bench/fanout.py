@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
@@ -60,22 +62,14 @@ class Sample:
         self.wall = self.kit_cpu = self.busy = 0.0
 
     def __enter__(self):
-        self._t, self._cpu, self._stat = time.perf_counter(), time.process_time(), _cpu_ticks()
+        psutil.cpu_percent()  # the machine's busy share counts from here
+        self._t, self._cpu = time.perf_counter(), time.process_time()
         return self
 
     def __exit__(self, *exc):
         self.wall = time.perf_counter() - self._t
         self.kit_cpu = time.process_time() - self._cpu
-        (busy0, all0), (busy1, all1) = self._stat, _cpu_ticks()
-        self.busy = (busy1 - busy0) / (all1 - all0) if all1 > all0 else 0.0
-
-
-def _cpu_ticks() -> tuple[int, int]:
-    """(busy, all) clock ticks of every core since boot, from /proc/stat's first line (iowait counts as idle)."""
-    with open("/proc/stat") as f:
-        user, nice, system, idle, iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
-    busy = user + nice + system + irq + softirq + steal
-    return busy, busy + idle + iowait
+        self.busy = psutil.cpu_percent() / 100
 
 
 def timed_check_env(inv, hosts, env_dir: Path) -> Sample:

@@ -101,7 +101,7 @@ def main() -> int:
                    help="at most, while the 95%% interval is wider than 1%% (default 200; --processes: 30)")
     p.add_argument("--processes", action="store_true", help="whole runs against each other, not blocks in one process")
     p.add_argument("--block-steps", type=int, default=4,
-                   help="steps per block in one process (vision; NLP blocks are one epoch)")
+                   help="steps per block in one process, at least (vision: more if under 1 s; NLP: an epoch)")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--models", default=None, help=f"comma-separated, each at its preset: {', '.join(PRESETS)}")
     p.add_argument("--batch-size", type=int, default=16)
@@ -113,7 +113,7 @@ def main() -> int:
     a = p.parse_args()
     a.max_pairs = a.max_pairs or (30 if a.processes else 200)
     design = ("runs in separate processes" if a.processes
-              else f"blocks of {a.block_steps} steps (NLP: an epoch) interleaved in one process")
+              else f"blocks of >= {a.block_steps} steps and >= 1 s (NLP: an epoch) interleaved in one process")
     if a.models:
         unknown = [m for m in a.models.split(",") if m not in PRESETS]
         if unknown:
