@@ -181,6 +181,10 @@ def test_ssh_sockets_send_at_once_and_acknowledge_at_once(ssh_hosts, tmp_path):
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
         assert isinstance(sock, _QuickAckSocket)
         assert conn.run("echo ok", hide=True).stdout == "ok\n"
+        # AEAD first (the MAC in the cipher's C code, not in Python per packet); no CBC or 3DES offered
+        transport = conn.client.get_transport()
+        assert (transport.local_cipher, transport.remote_cipher) == ("aes128-gcm@openssh.com",) * 2
+        assert not [c for c in transport.get_security_options().ciphers if "cbc" in c]
         assert sock.gettimeout() is not None  # paramiko's transport polls it with a timeout, as before
 
 
@@ -237,6 +241,27 @@ def test_changed_host_key_is_refused_even_with_accept_new(ssh_hosts, tmp_path, a
     assert ", got ssh-ed25519 SHA256:" in message and "possible man-in-the-middle" in message
     assert f"ssh-keygen -R {host.address} -f {wrong}" in message
     assert wrong.read_text() == before
+
+
+def test_a_rewritten_known_hosts_file_is_read_again_at_once(ssh_hosts, tmp_path):
+    """known_hosts is parsed once per content, not per connection: a key replaced by another of the same size, within
+    the file system's timestamp granularity, is still seen at the next connection (and the right one again after)."""
+    host = ssh_hosts.hosts[0]
+    right = next(line + "\n" for line in ssh_hosts.known_hosts.read_text().splitlines()
+                 if line.startswith(host.address + " "))
+    wrong = other_key_line(tmp_path, host.address)
+    assert len(wrong) == len(right)
+    path = tmp_path / "known_hosts"
+    path.write_text(right)
+    inv = inventory(ssh_hosts, tmp_path, known_hosts=path)
+    for text, good in ((right, True), (wrong, False), (right, True)):
+        path.write_text(text)
+        if good:
+            with connect(inv.hosts[0], inv) as conn:
+                assert conn.run("hostname", hide=True).stdout.strip() == host.name
+        else:
+            with pytest.raises(HostKeyError, match="host key CHANGED"):
+                connect(inv.hosts[0], inv)
 
 
 def test_accept_new_records_unknown_keys_once_then_strict_mode_accepts_them(ssh_hosts, tmp_path):

@@ -152,24 +152,55 @@ class _AcceptNewPolicy(_StrictPolicy):
                     _fingerprint(key), self.path)
 
 
+def _known_hosts_name(host: HostConfig) -> str:
+    """The host's name in known_hosts, as OpenSSH and paramiko write and look it up."""
+    return host.address if host.port == 22 else f"[{host.address}]:{host.port}"
+
+
 def _changed(host: HostConfig, path: Path, expected: paramiko.PKey, got: paramiko.PKey) -> HostKeyError:
-    entry = host.address if host.port == 22 else f"[{host.address}]:{host.port}"
+    entry = _known_hosts_name(host)
     return HostKeyError(host, f"host key CHANGED (expected {_fingerprint(expected)}, got {_fingerprint(got)}); "
                               "refusing — possible man-in-the-middle. If the host was reinstalled, verify the new "
                               f"key out of band, then remove the old one (ssh-keygen -R {shlex.quote(entry)} -f "
                               f"{shlex.quote(str(path))})")
 
 
-def _load_known_hosts(host: HostConfig, path: Path, into: paramiko.HostKeys | None = None) -> paramiko.HostKeys:
-    """The keys in path (none when it does not exist yet), loaded into `into` (cleared first) or a new object."""
-    keys = paramiko.HostKeys() if into is None else into
-    keys.clear()
+def _load_known_hosts(host: HostConfig, path: Path) -> paramiko.HostKeys:
+    """The keys in path (none when it does not exist yet)."""
+    keys = paramiko.HostKeys()
     if path.exists():
         try:
             keys.load(str(path))
         except (OSError, paramiko.SSHException) as exc:
             raise HostKeyError(host, f"cannot read known_hosts file {path}: {exc}") from None
     return keys
+
+
+_PARSED_KNOWN_HOSTS: dict[Path, tuple[bytes, paramiko.HostKeys]] = {}  # path -> (its bytes, their keys)
+_PARSED_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+def _host_keys_of(host: HostConfig, path: Path, into: paramiko.HostKeys) -> None:
+    """The keys path records for host, loaded into `into` (cleared first). The file is parsed once per content, not
+    per connection: paramiko's parse grows with the square of its lines, and each host of a fleet connects."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = None
+    except OSError as exc:
+        raise HostKeyError(host, f"cannot read known_hosts file {path}: {exc}") from None
+    into.clear()
+    if data is None:
+        return
+    with _PARSED_KNOWN_HOSTS_LOCK:
+        parsed = _PARSED_KNOWN_HOSTS.get(path)
+        if parsed is None or parsed[0] != data:
+            parsed = (data, _load_known_hosts(host, path))
+            if path.read_bytes() == data:  # unchanged while it was parsed: these keys are the file's
+                _PARSED_KNOWN_HOSTS[path] = parsed
+    name = _known_hosts_name(host)
+    for keytype, key in (parsed[1].lookup(name) or {}).items():
+        into.add(name, keytype, key)
 
 
 # --- connections -----------------------------------------------------------------------------
@@ -198,16 +229,27 @@ class _QuickAckSocket(socket.socket):
         return data
 
 
+# AES-GCM first: an AEAD cipher authenticates in the cipher's own C code, where CTR + HMAC runs the MAC in Python on
+# every packet. CBC modes, 3DES and MD5/SHA1-96 MACs are not offered (weak; OpenSSH has had all of these since 2013).
+CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes192-ctr", "aes256-ctr")
+MACS = ("hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com", "hmac-sha2-256", "hmac-sha2-512",
+        "hmac-sha1")
+
+
 def _tcp_transport(sock, **kwargs) -> paramiko.Transport:
     """paramiko's Transport over sock with TCP_NODELAY (as OpenSSH's ssh sets it) and quick ACKs: SSH's many small
-    packets, held by Nagle's algorithm until the peer's delayed ACK, stalled each handshake step and command ~40 ms."""
+    packets, held by Nagle's algorithm until the peer's delayed ACK, stalled each handshake step and command ~40 ms.
+    Its ciphers and MACs: CIPHERS and MACS, in that order."""
     if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if _TCP_QUICKACK is not None:
             timeout = sock.gettimeout()
             sock = _QuickAckSocket(sock.family, sock.type, sock.proto, fileno=sock.detach())
             sock.settimeout(timeout)
-    return paramiko.Transport(sock, **kwargs)
+    transport = paramiko.Transport(sock, **kwargs)
+    options = transport.get_security_options()
+    options.ciphers, options.digests = CIPHERS, MACS
+    return transport
 
 
 class HostConnection(Connection):
@@ -237,7 +279,7 @@ class HostConnection(Connection):
             why = "is a directory, not a private key file" if os.path.isdir(host.key_file) else \
                 "is not a regular file (a private key file)" if os.path.exists(host.key_file) else "does not exist"
             raise AuthFailed(host, f"key file {host.key_file} {why}")
-        _load_known_hosts(host, path, into=self.client.get_host_keys())
+        _host_keys_of(host, path, self.client.get_host_keys())
         try:
             return super().open()
         except InventoryError:
