@@ -30,6 +30,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.append(str(REPO / "scripts" / "harness"))
+
+import train  # noqa: E402  (the harness: its figures' units)
+
 HARNESS = REPO / "scripts" / "harness" / "train.py"
 BARE = REPO / "bench" / "bare_loop.py"
 INTERLEAVED = REPO / "bench" / "interleaved_overhead.py"
@@ -180,7 +184,7 @@ def compare(a) -> list[bool]:
         half = max(high / ratio - 1, 1 - low / ratio)
         resolved = half <= RESOLVE
         verdicts.append(resolved and ratio >= TARGET)
-        unit = {"bert": "sequences/s", "transformer": "tokens/s"}.get(a.model, "samples/s")
+        unit = train.UNIT.get(a.model, "images/s")
         print(f"{framework} {a.model}: median harness {statistics.median(harness):.2f} {unit}, bare "
               f"{statistics.median(bare):.2f} {unit}, ratio {ratio:.4f}, 95% CI [{low:.4f}, {high:.4f}] "
               f"(+-{half:.2%}, {len(ratios)} pairs; {'resolved' if resolved else 'NOT resolved'} at +-{RESOLVE:.0%}) "

@@ -58,7 +58,7 @@ def bare_work(args, backend, dist) -> tuple[list, list[int]]:
     """(device batches of one block, the count each contributes): the harness's own batch, or its NLP corpus."""
     if args.model in train.NLP:
         corpus = train.nlp_corpus(args, dist)
-        counts = [b.tokens if train.UNIT[args.model] == "tokens/s" else b.sequences for b in corpus]
+        counts = [train.counted(train.UNIT[args.model], b.sequences, b.tokens) for b in corpus]
         return [backend.to_device(b.arrays) for b in corpus], counts
     fixed = next(train.batches(args, backend, dist))
     return [fixed] * args.measure_steps, [args.batch_size] * args.measure_steps  # measure_steps: the block's

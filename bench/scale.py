@@ -40,6 +40,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO / "scripts" / "harness"))
+
+from train import UNIT, counted  # noqa: E402  (the harness: what its NLP figures count)
 
 from kit.config.suites import Case, load_suite  # noqa: E402
 from kit.core.layout import run_folder  # noqa: E402
@@ -107,7 +110,6 @@ HARNESS_SPEED = {("resnet50", "fp32"): 380.0, ("resnet50", "amp"): 1150.0, ("vgg
                  ("vgg16", "amp"): 610.0, ("arcface", "fp32"): 390.0, ("arcface", "amp"): 1000.0,
                  ("cyclegan", "fp32"): 7.0, ("se_resnext50", "fp32"): 165.0, ("deeplabv3p", "fp32"): 11.0,
                  ("bert", "fp32"): 130.0, ("transformer", "fp32"): 19000.0}
-UNITS = {"bert": "sequences/s", "transformer": "tokens/s", "cyclegan": "samples/s"}  # others: images/s
 
 
 def kitlog(data: dict) -> str:
@@ -149,7 +151,7 @@ def harness_rank0(case: Case, repeat: int, host: str) -> str:
     out.append(kitlog({"event": "run_stop", "time_ms": t + 2, "status": "success", "steps": case.measure_steps,
                        "seconds": round(total, 6), "samples_per_sec": thr, "ranks": ranks,
                        "framework": case.framework, "model": case.model, "precision": case.precision,
-                       "unit": UNITS.get(case.model, "images/s"), "throughput": thr, "peak_memory_mb": 14721.9,
+                       "unit": UNIT.get(case.model, "images/s"), "throughput": thr, "peak_memory_mb": 14721.9,
                        "peak_memory_kind": "max_memory_allocated"}))
     out.append(rank_stop(0, ranks, 0, host, case.measure_steps, t + 9))
     return "".join(out)
@@ -160,7 +162,7 @@ def epoch_timed(case: Case, repeat: int, host: str, t0: int, speed: float) -> st
     epochs of a fixed corpus, each step line marked "timing": "epochs", one epoch line each, run_stop. Per step
     (global): BERT batch_size sequences of ~0.9 x seq_len real tokens, Transformer batch_size tokens (~0.9 of them
     target tokens) in pairs of ~27."""
-    ranks, unit = case.processes, UNITS[case.model]
+    ranks, unit = case.processes, UNIT[case.model]
     if case.model == "bert":
         seqs_step = case.batch_size * ranks
         toks_step = int(0.9 * (case.seq_len or 128)) * seqs_step
@@ -168,7 +170,7 @@ def epoch_timed(case: Case, repeat: int, host: str, t0: int, speed: float) -> st
         seqs_step = max(case.batch_size // 27, 1) * ranks
         toks_step = int(0.9 * case.batch_size) * ranks
     batches = max((case.corpus_size or (4096 if case.model == "bert" else 20000)) // seqs_step, 1)
-    count = toks_step if unit == "tokens/s" else seqs_step
+    count = counted(unit, seqs_step, toks_step)
     common = {"ranks": ranks, "framework": case.framework, "model": case.model, "precision": case.precision}
     out = [kitlog({"event": "corpus", "time_ms": t0 + 10, "batches_per_epoch": batches,
                    "sequences_per_epoch": seqs_step * batches, "tokens_per_epoch": toks_step * batches,
@@ -191,7 +193,7 @@ def epoch_timed(case: Case, repeat: int, host: str, t0: int, speed: float) -> st
         seqs, toks = seqs_step * batches, toks_step * batches
         out.append(kitlog({"event": "epoch", "time_ms": t + 1, "epoch": epoch, "steps": batches, "sequences": seqs,
                            "tokens": toks, "seconds": round(secs, 6), "unit": unit,
-                           "throughput": round((toks if unit == "tokens/s" else seqs) / secs, 3), **common}))
+                           "throughput": round(counted(unit, seqs, toks) / secs, 3), **common}))
         total = {"seconds": total["seconds"] + secs, "sequences": total["sequences"] + seqs,
                  "tokens": total["tokens"] + toks, "steps": total["steps"] + batches}
     sec = total["seconds"]
@@ -200,7 +202,7 @@ def epoch_timed(case: Case, repeat: int, host: str, t0: int, speed: float) -> st
                        "seconds": round(sec, 6), "samples_per_sec": round(total["sequences"] / sec, 3),
                        "sequences_per_sec": round(total["sequences"] / sec, 3),
                        "tokens_per_sec": round(total["tokens"] / sec, 3), **common, "unit": unit,
-                       "throughput": round((total["tokens"] if unit == "tokens/s" else total["sequences"]) / sec, 3),
+                       "throughput": round(counted(unit, total["sequences"], total["tokens"]) / sec, 3),
                        "peak_memory_mb": 14721.9, "peak_memory_kind": "max_memory_allocated"}))
     out.append(rank_stop(0, ranks, 0, host, total["steps"], t + 9))
     return "".join(out)

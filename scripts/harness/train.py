@@ -522,6 +522,11 @@ def synthetic_vocab(args) -> int:
     return importlib.import_module(f"models_{args.framework}").seed003_config(args.model, args.size)["vocab"]
 
 
+def counted(unit: str, sequences: int, tokens: int) -> int:
+    """What an NLP figure in unit counts: tokens for tokens/s, else sequences."""
+    return tokens if unit == "tokens/s" else sequences
+
+
 def timed_epochs(args, backend: Backend, dist: Dist, log) -> int:
     """Seed 003's rule for NLP: samples differ in length, so the figure is whole epochs of a fixed corpus over
     their time. W warm-up steps (cycling through the corpus), then E epochs; each step timed as in timed_loop.
@@ -564,7 +569,7 @@ def timed_epochs(args, backend: Backend, dist: Dist, log) -> int:
             log("step", step=step, epoch=epoch, timing="epochs", global_batch=item.sequences, tokens=item.tokens,
                 seconds=round(seconds, 6), samples_per_sec=round(item.sequences / seconds, 3),
                 tokens_per_sec=round(item.tokens / seconds, 3), **common, loss=round(loss, 5))
-        value = (tokens if unit == "tokens/s" else sequences) / seconds_sum
+        value = counted(unit, sequences, tokens) / seconds_sum
         log("epoch", epoch=epoch, steps=len(corpus), sequences=sequences, tokens=tokens,
             seconds=round(seconds_sum, 6), unit=unit, throughput=round(value, 3), **common)
         total["seconds"] += seconds_sum
@@ -585,7 +590,7 @@ def timed_epochs(args, backend: Backend, dist: Dist, log) -> int:
         tokens_per_sec=round(total["tokens"] / measured, 3),
         **common,
         unit=unit,
-        throughput=round((total["tokens"] if unit == "tokens/s" else total["sequences"]) / measured, 3),
+        throughput=round(counted(unit, total["sequences"], total["tokens"]) / measured, 3),
         **backend.peak_memory(),
     )
     return total["steps"]
