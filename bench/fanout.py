@@ -43,7 +43,7 @@ from kit.run.ssh import SshRunner, wrapper_command  # noqa: E402
 
 NOOP_CASE = Case(framework="paddle", model="resnet50", batch_size=1, precision="fp32", nodes=2, gpus_per_node=1,
                  warmup_steps=0, measure_steps=1, repeats=1, data="synthetic", image_size=32, num_classes=10,
-                 channels_last=False, impl="harness", timeout_s=60)
+                 layout="nchw", mode="eager", impl="harness", timeout_s=60)
 
 TARGET = 1.3
 SMI = REPO / "tests" / "fixtures" / "nvidia-smi"

@@ -36,15 +36,17 @@ def test_builtin_suites_load_and_mirror_the_seeds():
     v100 = suites.load_suite("v100")
     keys = {c.key for c in v100.cases}
     for fw in ("paddle", "torch", "paddleclas", "ngc-pytorch", "ngc-tensorflow"):
-        for prec in ("fp32", "amp"):
+        amp = "amp-nhwc" if fw in ("paddle", "torch") else "amp"  # the harness's AMP is channels-last on GPUs
+        for prec in ("fp32", amp):
             for case in ("1n1g", "1n8g", "4n8g"):
                 assert f"{fw}/resnet50/bz256/{case}/{prec}" in keys
     for fw in ("paddle", "torch", "ngc-tensorflow"):
-        assert {f"{fw}/resnet50/bz128/1n8g/{prec}" for prec in ("fp32", "amp")} <= keys
+        amp = "amp" if fw == "ngc-tensorflow" else "amp-nhwc"
+        assert {f"{fw}/resnet50/bz128/1n8g/{prec}" for prec in ("fp32", amp)} <= keys
     assert "ngc-mxnet/resnet50/bz128/1n1g/fp32" in keys and "ngc-mxnet/resnet50/bz256/1n8g/amp" in keys
     for bs in (32, 64, 128):
         assert {f"paddle/vgg16/bz{bs}/1n8g/fp32", f"fleetx/vgg16/bz{bs}/1n1g/amp", f"fleetx/vgg16/bz{bs}/4n8g/fp32"} <= keys
-    assert "torch/vgg16/bz256/1n1g/amp" in keys and "torch/vgg16/bz256/1n1g/fp32" not in keys
+    assert "torch/vgg16/bz256/1n1g/amp-nhwc" in keys and "torch/vgg16/bz256/1n1g/fp32" not in keys
     assert {f"paddle/arcface/bz128/1n{g}g/fp32" for g in (1, 4, 8)} <= keys
     assert {f"plsc/arcface/bz128/{c}/fp32" for c in ("1n1g", "1n4g", "1n8g", "2n8g", "4n8g")} <= keys
     by_key = {c.key: c for c in v100.cases}
@@ -63,6 +65,10 @@ def test_builtin_suites_load_and_mirror_the_seeds():
     perf_family = {k for k in keys if k.startswith(("ngc-pytorch-bert/", "ngc-pytorch-transformer/"))}
     assert len(perf_family) == 8  # PaddlePaddle/Perf's BERT and Transformer, NGC PyTorch side: V100 only
     keys -= perf_family
+    # Ampere and later: each harness FP32 row also runs tf32 (the frameworks' default there, the seeds' "FP32")
+    harness_fp32 = {c.key for c in v100.cases if c.impl == "harness" and c.precision == "fp32"
+                    and c.model in ("resnet50", "vgg16", "arcface")}
+    keys |= {k.removesuffix("/fp32") + "/tf32" for k in harness_fp32}
     assert {c.key for c in suites.load_suite("h100").cases} == keys
     mxnet_fp32 = {f"ngc-mxnet/resnet50/bz{{}}/{c}/fp32" for c in ("1n1g", "1n8g")}
     a100 = {c.key for c in suites.load_suite("a100").cases}  # seed 004's A100 MXNet FP32 ran at batch 256
@@ -191,7 +197,7 @@ def test_auto_is_fleetx_auto_parallel_mode_only(tmp_path):
     (case,) = suites.load_suite(write(tmp_path, fleetx, "fx.yaml")).cases
     assert case.key == "fleetx/vgg16/bz32/1n1g/auto" and case.log_path(1).name == "vgg16_b32_auto_1.log"
     with pytest.raises(ConfigError, match=r"fx2.yaml:6: .*precision auto is a published program's mode .*harness "
-                                          r"runs fp32, amp"):
+                                          r"runs fp32, tf32, amp, bf16"):
         suites.load_suite(write(tmp_path, fleetx.replace("impl: reference, ", ""), "fx2.yaml"))
     with pytest.raises(ConfigError, match=r"precision 'auto': PaddleClas runs fp32, amp"):
         suites.load_suite(write(tmp_path, fleetx.replace("vgg16", "resnet50"), "fx3.yaml"))

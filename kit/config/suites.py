@@ -23,10 +23,18 @@ table came from, with the publisher's flags (kit.config.programs; launched by ki
 FleetX VGG16, PLSC ArcFace, NGC DeepLearningExamples PyTorch/TensorFlow 1/MXNet).
 Default: harness for paddle/torch, else reference.
 A reference case logs under logs/<implementation>/... (ngc-pytorch, paddleclas, ...) and runs the
-publisher's own step counts: warmup_steps, measure_steps, image_size, num_classes and channels_last shape
+publisher's own step counts: warmup_steps, measure_steps, image_size, num_classes, layout and mode shape
 harness cases only. `data` of a reference case: imagenet (its default: what the publisher ran on) reads
 <host data_dir>/<the program's format>/ (paddle, folder, tfrecord, recordio: data_prep/); synthetic is the
 program's own synthetic-data mode, where it has one (kit.config.programs).
+
+Precision says what math ran (the harness sets it and logs what the framework had): fp32 (no TF32 anywhere), tf32
+(TF32 allowed), amp (FP16 autocast + loss scaling), bf16 (BF16 autocast, no scaler). layout: nchw | nhwc, default
+nhwc for the convnets under amp/bf16 on a GPU suite (as NVIDIA DLE and PaddleClas run them), nchw otherwise;
+mode: eager | compiled (torch.compile / paddle.jit.to_static). A case's name carries the precision and, where they
+differ from nchw / eager, its layout and mode (`amp-nhwc`, `amp-nhwc-compiled`): the tag of its log files.
+A reference's `math` says what its publisher's framework really ran when that differs from the published name
+(a seed's "FP32" on A100: tf32, the frameworks' default there).
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from typing import Any
 from kit.config import programs
 from kit.config.imagekeys import image_key, pinned_keys
 from kit.core.files import SCHEMA_VERSIONS
-from kit.core.layout import case_key, case_name, run_log_path
+from kit.core.layout import case_key, case_name, run_log_path, variant_tag
 from kit.core.yamlio import ConfigError, LineDict, kind_name, load_yaml, optional, require
 
 SCHEMA_VERSION = SCHEMA_VERSIONS["suite"]
@@ -53,9 +61,13 @@ MODELS = ("resnet50", "vgg16", "arcface", "se_resnext50", "deeplabv3p", "bert", 
 NLP_MODELS = ("bert", "transformer")  # seed 003: timed over whole epochs of a variable-length corpus
 IMAGENET_MODELS = ("resnet50", "vgg16", "arcface")  # the harness reads ImageNet lists for these
 SEED003_MODELS = ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
-HARNESS_PRECISIONS = programs.PRECISIONS  # fp32, amp
+HARNESS_PRECISIONS = ("fp32", "tf32", "amp", "bf16")  # exact math modes (scripts/harness/train.py sets them)
 # and the published programs' own modes (FleetX's auto-parallel, seed 000): programs.check says which takes which
 PRECISIONS = HARNESS_PRECISIONS + tuple(sorted({m for i in programs.IMPLS.values() for m in i.modes}))
+LAYOUTS = ("nchw", "nhwc")
+MODES = ("eager", "compiled")
+NHWC_MODELS = ("resnet50", "vgg16", "arcface")  # the harness builds these channels-last; seed 003's are NCHW only
+AUTOCAST = ("amp", "bf16")
 DATA_MODES = ("synthetic", "imagenet")
 IMPLS = ("harness", "reference")
 HARDWARE = ("cpu", "gpu")
@@ -74,7 +86,8 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
     "data": ((str,), "synthetic"),
     "image_size": ((int,), None),
     "num_classes": ((int,), None),
-    "channels_last": ((bool,), False),
+    "layout": ((str,), None),  # None: nhwc for NHWC_MODELS under amp/bf16 on a GPU suite, else nchw (harness only)
+    "mode": ((str,), "eager"),  # harness only
     "impl": ((str,), None),
     "timeout_s": ((int, float), 1800),
     "image": ((str,), None),  # a docker/pins.yaml image key (paddle/seed000) or generation (seed001); None: the default
@@ -85,7 +98,8 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
 }
 SEED003_ONLY = ("size", "seq_len", "corpus_size", "measure_epochs")
 CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS,
-           "size": ("full", "tiny")}
+           "size": ("full", "tiny"), "layout": LAYOUTS, "mode": MODES}
+HARNESS_ONLY = ("layout", "mode")
 MINIMUM = {"batch_size": 1, "nodes": 1, "gpus_per_node": 1, "warmup_steps": 0, "measure_steps": 1, "repeats": 1,
            "image_size": 8, "num_classes": 1, "timeout_s": 1, "seq_len": 8, "corpus_size": 1, "measure_epochs": 1}
 MAXIMUM = {"batch_size": 65536, "nodes": 1024, "gpus_per_node": 256, "warmup_steps": 1_000_000,
@@ -97,8 +111,8 @@ DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112, "se_resnext
                       "cyclegan": 256, "bert": 0, "transformer": 0}
 DEFAULT_NUM_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431, "se_resnext50": 1000, "deeplabv3p": 19,
                        "cyclegan": 0, "bert": 0, "transformer": 0}
-SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl")
-REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source")
+SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl", "layout", "mode")
+REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source", "math")
 
 
 def same_unit(unit: str) -> str:
@@ -113,6 +127,7 @@ class Reference:
     upper: float | None
     unit: str
     source: str = ""
+    math: str | None = None  # what the publisher's framework ran when it differs from the published precision
 
     def bounds(self) -> tuple[float | None, float | None]:
         low = None if self.lower is None else self.value * (1 + self.lower)
@@ -133,7 +148,8 @@ class Reference:
         return (low is None or measured >= low) and (high is None or measured <= high)
 
     def to_dict(self) -> dict:
-        return {"value": self.value, "lower": self.lower, "upper": self.upper, "unit": self.unit, "source": self.source}
+        data = {"value": self.value, "lower": self.lower, "upper": self.upper, "unit": self.unit, "source": self.source}
+        return data | ({"math": self.math} if self.math else {})
 
 
 @dataclass(frozen=True)
@@ -150,7 +166,8 @@ class Case:
     data: str
     image_size: int
     num_classes: int
-    channels_last: bool
+    layout: str | None  # nchw | nhwc; None: a published program's own
+    mode: str | None  # eager | compiled; None: a published program's own
     impl: str  # harness | reference
     timeout_s: float
     line: int = 0
@@ -164,6 +181,15 @@ class Case:
     @property
     def case_dir(self) -> str:
         return case_name(self.nodes, self.gpus_per_node)
+
+    @property
+    def channels_last(self) -> bool:
+        return self.layout == "nhwc"
+
+    @property
+    def tag(self) -> str:
+        """The precision segment of the case's key and log names: precision[-nhwc][-compiled]."""
+        return variant_tag(self.precision, self.layout, self.mode)
 
     @property
     def runner(self) -> str:
@@ -191,12 +217,12 @@ class Case:
 
     @property
     def key(self) -> str:
-        return case_key(self.log_framework, self.model, self.batch_size, self.case_dir, self.precision)
+        return case_key(self.log_framework, self.model, self.batch_size, self.case_dir, self.tag)
 
     def log_path(self, repeat: int) -> Path:
         """Relative to runs/<id>/logs/; repeats count from 1."""
         return run_log_path(self.log_framework, self.model, self.batch_size, self.nodes, self.gpus_per_node,
-                            self.precision, repeat)
+                            self.tag, repeat)
 
     def to_dict(self) -> dict:
         data = {k: getattr(self, k) for k in CASE_KEYS
@@ -217,6 +243,11 @@ class Suite:
     def to_dict(self) -> dict:
         return {"name": self.name, "path": str(self.path), "description": self.description,
                 "hardware": self.hardware, "cases": [c.to_dict() for c in self.cases]}
+
+
+def default_layout(model: str, precision: str, hardware: str) -> str:
+    """What each publisher runs: channels-last for the convnets under autocast on GPUs (DLE, PaddleClas)."""
+    return "nhwc" if hardware == "gpu" and precision in AUTOCAST and model in NHWC_MODELS else "nchw"
 
 
 def available() -> list[str]:
@@ -264,7 +295,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
     for i, entry in enumerate(entries):
         if not isinstance(entry, LineDict):
             raise ConfigError(path, f"case {i + 1} must be a mapping", data.line_of("cases"), "cases")
-        for case in _expand(entry, defaults, path):
+        for case in _expand(entry, defaults, path, hardware):
             runs += case.repeats
             if runs > MAX_RUNS:
                 raise ConfigError(path, f"more than {MAX_RUNS} runs (cases x repeats) by this entry", entry.line,
@@ -277,8 +308,13 @@ def load_suite(name_or_path: str | Path) -> Suite:
     return Suite(name, path, optional(data, "description", str, path, ""), hardware, cases)
 
 
+RENAMED = {"channels_last": "layout: nhwc | nchw"}
+
+
 def _reject_unknown(entry: LineDict, known: set[str], path: Path) -> None:
     for key in entry:
+        if key in RENAMED and key not in known:
+            raise ConfigError(path, f"renamed: use {RENAMED[key]}", entry.line_of(key), str(key))
         if key not in known:
             raise ConfigError(path, f"unknown key; known: {', '.join(sorted(known))}", entry.line_of(key), str(key))
 
@@ -304,7 +340,7 @@ def _values(entry: LineDict, key: str, path: Path) -> list:
     return values
 
 
-def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
+def _expand(entry: LineDict, defaults: LineDict, path: Path, hardware: str = "gpu") -> list[Case]:
     _reject_unknown(entry, set(CASE_KEYS) | {"references"}, path)
     merged: dict[str, list] = {}
     for key, (_, default) in CASE_KEYS.items():
@@ -339,6 +375,7 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path) -> list[Case]:
                               f"the harness runs {', '.join(HARNESS_PRECISIONS)}",
                               entry.line_of("precision") or entry.line, "precision")
         _check_model_keys(values, entry, path)
+        _resolve_layout_mode(values, entry, defaults, path, hardware)
         if impl == "reference" and "data" not in entry and "data" not in defaults:
             values["data"] = programs.default_data(values["framework"], values["model"])
         values["timeout_s"] = float(values["timeout_s"])
@@ -375,6 +412,28 @@ def _check_model_keys(values: dict, entry: LineDict, path: Path) -> None:
         raise ConfigError(path, f"{key} does not apply to {model}", entry.line_of(key) or entry.line, key)
 
 
+def _resolve_layout_mode(values: dict, entry: LineDict, defaults: LineDict, path: Path, hardware: str) -> None:
+    """Harness cases: the layout default (default_layout) and the models that can take nhwc; published programs
+    run their own (None), so a layout or mode given for one is an error."""
+    if values["impl"] == "reference":
+        for key in HARNESS_ONLY:
+            if key in entry:
+                raise ConfigError(path, f"{key} is the published program's own (impl: reference); it applies to "
+                                  "harness cases only", entry.line_of(key), key)
+            values[key] = None
+        return
+    if values["model"] in NLP_MODELS:  # token sequences: no image layout
+        if "layout" in entry:
+            raise ConfigError(path, f"layout does not apply to {values['model']}", entry.line_of("layout"), "layout")
+        values["layout"] = None
+        return
+    values["layout"] = values["layout"] or default_layout(values["model"], values["precision"], hardware)
+    if values["layout"] == "nhwc" and values["model"] not in NHWC_MODELS:
+        where = entry if "layout" in entry else defaults
+        raise ConfigError(path, f"layout nhwc: the harness builds {values['model']} NCHW only (nhwc: "
+                          f"{', '.join(NHWC_MODELS)})", where.line_of("layout") or entry.line, "layout")
+
+
 def _attach_references(entry: LineDict, cases: list[Case], path: Path) -> list[Case]:
     refs = optional(entry, "references", list, path, [])
     for ref in refs:
@@ -387,7 +446,11 @@ def _attach_references(entry: LineDict, cases: list[Case], path: Path) -> list[C
             upper=_bound(ref, "upper", path),
             unit=require(ref, "unit", str, path),
             source=optional(ref, "source", str, path, ""),
+            math=optional(ref, "math", str, path, None),
         )
+        if reference.math is not None and reference.math not in HARNESS_PRECISIONS:
+            raise ConfigError(path, f"{reference.math!r} is not one of {', '.join(HARNESS_PRECISIONS)}",
+                              ref.line_of("math"), "math")
         if reference.value <= 0:
             raise ConfigError(path, "must be > 0", ref.line_of("value"), "value")
         selector = {k: ref[k] for k in SELECTOR_KEYS if k in ref}

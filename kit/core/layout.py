@@ -2,6 +2,9 @@
 
     <framework>/<model>/bz<B>/<N>n<G>g/<model>_b<B>_<precision>_<run>.log
 
+<precision> is the case's tag: the precision, then -nhwc and -compiled where the harness ran channels-last or
+compiled (resnet50_b256_amp-nhwc-compiled_1.log); nchw and eager add nothing.
+
 Any subtree works down to a folder of <N>n<G>g/ case folders; node and GPU counts have
 any number of digits (16n8g, 128n8g).
 """
@@ -15,7 +18,26 @@ from pathlib import Path, PurePath, PurePosixPath
 
 CASE_DIR = re.compile(r"^(?P<nodes>\d+)n(?P<gpus>\d+)g$")
 BATCH_DIR = re.compile(r"^bz(?P<batch>\d+)$")
-LOG_NAME = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<precision>\w+?)_(?P<run>\d+)\.log$")
+LOG_NAME = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<precision>\w+?(?:-[a-z0-9]+)*)_(?P<run>\d+)\.log$")
+TAG_SUFFIXES = {"nhwc": ("layout", "nhwc"), "compiled": ("mode", "compiled")}
+
+
+def variant_tag(precision: str, layout: str | None = None, mode: str | None = None) -> str:
+    """'amp', 'amp-nhwc', 'fp32-compiled', 'bf16-nhwc-compiled': what a case's names say it ran."""
+    return precision + ("-nhwc" if layout == "nhwc" else "") + ("-compiled" if mode == "compiled" else "")
+
+
+def split_tag(tag: str) -> dict[str, str]:
+    """variant_tag's inverse: {'precision': 'amp', 'layout': 'nhwc', 'mode': 'compiled'}; a part the tag does not
+    state is absent (nchw / eager for the harness, the program's own for a published program)."""
+    precision, *rest = tag.split("-")
+    parts = {"precision": precision}
+    for word in rest:
+        if word not in TAG_SUFFIXES:
+            raise ValueError(f"{tag!r}: unknown variant {word!r} (known: {', '.join(TAG_SUFFIXES)})")
+        key, value = TAG_SUFFIXES[word]
+        parts[key] = value
+    return parts
 
 
 def run_folder(log_rel: PurePath) -> PurePosixPath:
@@ -48,6 +70,11 @@ class GroupKey:
     def label(self) -> str:
         parts = [self.framework, self.model, f"batch {self.batch}", self.precision]
         return " · ".join(p for p in parts if p)
+
+    @property
+    def precision_name(self) -> str:
+        """The precision alone (the tag less its -nhwc / -compiled)."""
+        return self.precision.split("-", 1)[0]
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kit.core.inputs import parse_json
-from kit.core.layout import SIDECAR_SUFFIX
-from kit.results.parsers.kitlog import read_run_start
+from kit.core.layout import SIDECAR_SUFFIX, find_logs
+from kit.results.parsers.kitlog import read_run_start, read_what_ran
 
 
 def references_section(report, suite) -> str:
@@ -34,13 +34,20 @@ def references_section(report, suite) -> str:
             difference = f"{case.median / ref.value - 1:+.1%}" if comparable else ""
             rows.append(f"| {key} | {case.median:.2f} | {ref.value:g} {ref.unit} | "
                         f"{'' if low is None else f'{low:.2f}'} .. {'' if high is None else f'{high:.2f}'} | "
-                        f"{difference} | {verdict} | {ref.source} |")
+                        f"{difference} | {verdict} | {ref.source}{_published_math(ref, by_key[key].precision)} |")
     if not rows:
         return ""
     head = ["", "### Against published references", "",
             "| case | median | reference | bounds | difference | verdict | source |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     return "\n".join(head + rows) + "\n"
+
+
+def _published_math(ref, precision: str) -> str:
+    if not ref.math or ref.math == precision:
+        return ""
+    return (f" (published as {precision.upper()}; the publisher's framework ran {ref.math.upper()}, its default "
+            "on this GPU generation)")
 
 
 def programs_section(report, framework_of: dict[str, str]) -> str:
@@ -91,6 +98,90 @@ def _run_starts(run_dir: Path) -> list[dict]:
     return [start for start in found if start]
 
 
+def _cudnn(version) -> str | None:
+    """torch.backends.cudnn.version()'s 91900 -> '9.19.0'; Paddle's strings as they are."""
+    if isinstance(version, bool) or version in (None, ""):
+        return None
+    if isinstance(version, int) and version >= 1000:
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}" if version >= 10000 else \
+            f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
+    return str(version)
+
+
+def accelerators_lines(run_dir: Path, starts: list[dict]) -> list[str]:
+    """Each host's GPUs from its capture (count x product, memory, driver, CUDA) and the cuDNN the frameworks
+    reported: the line a reader needs to know what the figures are figures of."""
+    lines = []
+    for capture_file in sorted((run_dir / "env").glob("*/capture.json")):
+        try:
+            capture = parse_json(capture_file.read_bytes())
+        except (OSError, ValueError):
+            continue
+        smi = capture.get("smi") if isinstance(capture, dict) else None
+        if not isinstance(smi, dict) or not isinstance(smi.get("gpus"), list) or not smi["gpus"]:
+            continue
+        kinds: dict[tuple, int] = {}
+        for gpu in smi["gpus"]:
+            if isinstance(gpu, dict):
+                kind = (gpu.get("product_name") or "unknown GPU", gpu.get("memory_total_mib"))
+                kinds[kind] = kinds.get(kind, 0) + 1
+        gpus = " + ".join(f"{n}x {name}" + (f" ({memory} MiB)" if memory else "")
+                          for (name, memory), n in sorted(kinds.items(), key=str))
+        lines.append(f"Accelerators of {capture_file.parent.name}: {gpus}, driver {smi.get('driver_version')}, "
+                     f"CUDA {smi.get('cuda_version')} (the driver's).")
+    stacks = sorted({f"{s.get('framework')} {s.get('framework_version')}: CUDA {s.get('cuda_version')}, "
+                     f"cuDNN {_cudnn(s.get('cudnn_version'))}" for s in starts
+                     if s.get("device") == "gpu" and (s.get("cuda_version") or s.get("cudnn_version"))})
+    if stacks:
+        lines.append("Framework builds: " + "; ".join(stacks) + ".")
+    return lines
+
+
+def describe_math(ran: dict) -> str:
+    """'fp16 autocast + loss scaling; TF32 off' from the math flags a harness log recorded."""
+    math = ran.get("math")
+    if not isinstance(math, dict):  # a log of the harness before math modes
+        autocast = "fp16 autocast + loss scaling; " if ran.get("amp_effective") is True else ""
+        if ran.get("device") == "gpu":
+            return autocast + ("TF32 not recorded (the framework's default: on for cuDNN convolutions on Ampere "
+                               "and later)")
+        return autocast + "not recorded"
+    parts = []
+    autocast = math.get("autocast")
+    if autocast:
+        parts.append(f"{'bf16' if 'bf' in str(autocast) else 'fp16'} autocast"
+                     + (" + loss scaling" if math.get("loss_scaling") else ""))
+    tf32 = {k.removeprefix("tf32_"): v for k, v in math.items() if k.startswith("tf32_") and isinstance(v, bool)}
+    if tf32:
+        on = [k for k, v in tf32.items() if v]
+        parts.append("TF32 off" if not on else "TF32 on (" + ", ".join(sorted(on)) + ")"
+                     + ("" if len(on) == len(tf32) else " only"))
+    return "; ".join(parts) or "fp32"
+
+
+def execution_section(run_dir: Path) -> str:
+    """Per case: the precision asked for, the math the framework had (from the log), layout, mode, compile time."""
+    logs, _ = find_logs(run_dir / "logs")
+    rows: dict[str, list[str]] = {}
+    for log in logs:
+        ran = read_what_ran(log.path)
+        if not ran:
+            continue
+        compile_s = ran.get("compile_seconds")
+        row = [describe_math(ran) + (" — " + str(ran["note"]) if ran.get("note") else ""),
+               str(ran.get("layout") or ""), str(ran.get("mode") or "eager"),
+               f"{compile_s:.1f}" if isinstance(compile_s, (int, float)) else ""]
+        key = log.group.case_key(log.case)
+        if key in rows and rows[key][:3] != row[:3]:
+            rows[key][0] += " (runs differ: see run.json)"
+        rows.setdefault(key, row)
+    if not rows:
+        return ""
+    head = ["", "| case | math the framework had | layout | mode | compile s (first step) |",
+            "| --- | --- | --- | --- | --- |"]
+    return "\n".join(head + [f"| {key} | " + " | ".join(row) + " |" for key, row in sorted(rows.items())]) + "\n"
+
+
 def settings_section(run_dir: Path, suite) -> str:
     """What was run, on what: the lines a reader needs before trusting the tables."""
     meta = parse_json((run_dir / "run.json").read_bytes()) if (run_dir / "run.json").is_file() else {}
@@ -101,6 +192,7 @@ def settings_section(run_dir: Path, suite) -> str:
     if host:
         lines.append(f"Host: {host.get('hostname')}, {host.get('cpu')}, {host.get('cores')} cores, "
                      f"{host.get('memory_gib')} GiB, {host.get('os')}, Python {host.get('python')}.")
+    lines += accelerators_lines(run_dir, starts)
     versions = sorted({f"{s.get('framework')} {s.get('framework_version')}" for s in starts})
     if versions:
         lines.append("Frameworks: " + ", ".join(versions) + ".")
@@ -112,7 +204,7 @@ def settings_section(run_dir: Path, suite) -> str:
                      "threads/process | processes |")
         lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         lines += ["| " + " | ".join(str(v) for v in shape) + " |" for shape in shapes]
-        lines.append("")
+        lines.append(execution_section(run_dir))
     repeats = sorted({c.repeats for c in suite.cases})
     lines.append(f"Repeats per case: {'/'.join(map(str, repeats))} (interleaved); figure per run: global batch x "
                  "measured steps / sum of step seconds (the harness's timing rule); per case: median.")

@@ -77,8 +77,10 @@ def harness_args(
     args += ["--warmup-steps", str(case.warmup_steps)]
     args += [] if case.model in NLP_MODELS else ["--measure-steps", str(case.measure_steps)]
     args += ["--data", data_list if case.data == "imagenet" else "synthetic", "--device", device]
-    if case.channels_last:
-        args.append("--channels-last")
+    if case.layout == "nhwc":
+        args += ["--layout", "nhwc"]
+    if case.mode == "compiled":
+        args += ["--mode", "compiled"]
     if threads is not None:
         args += ["--threads", str(threads)]
     return args

@@ -29,6 +29,7 @@ from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
 from kit.results.extract import Figure, Method, MethodError, compute_figure
 from kit.results.parsers import ParseError, parse_log
+from kit.results.parsers.kitlog import read_what_ran
 from kit.run import reference
 from kit.run.command import HARNESS, sidecar_name
 from kit.run.plan import PlannedRun
@@ -200,8 +201,18 @@ def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: f
     """One run's outcome into run.json, written at once so an interruption loses nothing."""
     meta["runs"][str(run.log_rel)] = {"case": run.case.key, "repeat": run.repeat, "status": status,
                                       "samples_per_sec": value, "wall_seconds": round(seconds, 3),
-                                      "reason": reason, **extra}
+                                      "reason": reason, **run_settings(run_dir, run), **extra}
     save_run_meta(run_dir, meta)
+
+
+def run_settings(run_dir: Path, run: PlannedRun) -> dict:
+    """The case's precision, layout and mode, and what its log says ran (the math flags the framework had,
+    compile time): run.json keeps both, so a reader needs no log to see either."""
+    case = run.case
+    declared = {"precision": case.precision, "layout": case.layout, "mode": case.mode}
+    if case.impl != "harness":
+        return declared
+    return declared | {"ran": read_what_ran(Path(run_dir) / run.log_rel)}
 
 
 def finish_run_meta(run_dir: Path, meta: dict) -> None:

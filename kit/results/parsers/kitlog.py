@@ -103,6 +103,26 @@ def read_run_start(path: str | Path) -> dict | None:
     return next((e.data for e in events(path) if e.data.get("event") == "run_start"), None)
 
 
+RAN_KEYS = ("precision", "math", "layout", "mode", "amp_effective", "note", "device", "device_name", "cuda_version",
+            "cudnn_version")
+
+
+def read_what_ran(path: str | Path) -> dict:
+    """What a harness run says it ran: run_start's precision, math flags, layout, mode, device and CUDA/cuDNN, and
+    the run_stop's compile_seconds; {} for a log with no run_start. Older logs state channels_last, not layout."""
+    found = events(path)
+    start = next((e.data for e in found if e.data.get("event") == "run_start"), None)
+    if start is None:
+        return {}
+    ran = {k: start[k] for k in RAN_KEYS if k in start}
+    if "layout" not in ran and isinstance(start.get("channels_last"), bool):
+        ran["layout"] = "nhwc" if start["channels_last"] else "nchw"
+    stops = [e.data for e in found if e.data.get("event") == "run_stop" and "compile_seconds" in e.data]
+    if stops:
+        ran["compile_seconds"] = stops[-1]["compile_seconds"]
+    return ran
+
+
 def read_peak_memory(path: str | Path) -> float | None:
     """Peak memory in MiB of a successful harness run (its last run_stop), or None where the log has none."""
     stops = [e.data for e in events(path) if e.data.get("event") == "run_stop" and e.data.get("status") == "success"]
