@@ -202,6 +202,19 @@ def test_missing_rank_log_fails_every_rank_logged(real_run, tmp_path):
     assert "no log of rank(s) 1 of 2" in result.violations[0].message
 
 
+def test_a_log_of_another_case_filed_under_this_one_fails_log_states_its_case(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    torch_log = run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+    torch_log.write_bytes((run / "logs/paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log").read_bytes())
+    bench.write_report(run, load_suite(run / "suite.yaml"))  # a report rebuilt to agree with the swapped log
+    result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
+    assert [(v.rule, v.file) for v in result.violations] == [
+        ("log_states_its_case", "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log")]
+    v = result.violations[0]
+    assert "run_start says framework 'paddle' (the case: 'torch')" in v.message
+    assert '"event": "run_start"' in torch_log.read_text().splitlines()[v.line - 1]
+
+
 def test_fewer_repeats_than_declared_fails_with_the_suite_line(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
     (run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log").unlink()

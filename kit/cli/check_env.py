@@ -11,7 +11,9 @@ from kit.cli.common import EXIT_MISMATCH, EXIT_OK, add_hosts_file, inventory
 
 def add_parser(sub) -> None:
     p = sub.add_parser("check-env", help="capture every host's GPUs/topology/CPU/OS at once and compare them")
-    p.add_argument("--hosts", required=True, help="comma-separated host names from the inventory")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--hosts", help="comma-separated host names from the inventory")
+    which.add_argument("--local", action="store_true", help="this machine, with no SSH (what `kit bench` captures)")
     add_hosts_file(p)
     p.add_argument("--runs-dir", type=Path, default=Path("runs"))
     p.add_argument("--require-gpu", action="store_true", help="a host without GPUs is a problem")
@@ -23,10 +25,13 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     from kit.hosts import probe as envprobe
     from kit.run import multinode
 
-    inv, hosts = inventory(args)
-    multinode.preflight(inv, hosts)
     run_dir = args.runs_dir / f"check-env-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    verdict = envprobe.check_env(inv, hosts, run_dir / "env", require_gpu=args.require_gpu)
+    if args.local:
+        verdict, hosts = _local(run_dir, args.require_gpu), ["local"]
+    else:
+        inv, hosts = inventory(args)
+        multinode.preflight(inv, hosts)
+        verdict = envprobe.check_env(inv, hosts, run_dir / "env", require_gpu=args.require_gpu)
     for line in verdict.lines():
         print(f"  {line}")
     if args.suite:
@@ -40,3 +45,23 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     print(f"check-env: {'consistent' if verdict.ok or busy_only else 'REFUSED'} "
           f"({len(hosts)} host(s)); captures in {run_dir / 'env'}")
     return EXIT_OK if verdict.ok or busy_only else EXIT_MISMATCH
+
+
+def _local(run_dir: Path, require_gpu: bool):
+    """This machine's probes under run_dir/env/<hostname>/, judged as a one-host fleet; its GPUs named."""
+    import json
+    import socket
+
+    from kit.core.files import write_text
+    from kit.hosts import probe as envprobe
+    from kit.hosts.consistency import consistency
+
+    name = socket.gethostname()
+    capture = envprobe.probe_local(name, run_dir / "env" / name)
+    verdict = consistency([capture], require_gpu=require_gpu)
+    write_text(run_dir / "env" / "verdict.json", json.dumps(verdict.to_dict(), indent=2) + "\n")
+    gpus = capture.smi.model_summary() if capture.smi else "no GPU"
+    driver = f", driver {capture.smi.driver_version}, CUDA {capture.smi.cuda_version}" if capture.smi else ""
+    topology = f", topology {capture.topology.topology_class()}" if capture.topology else ""
+    print(f"  {name}: {gpus}{driver}{topology}")
+    return verdict

@@ -137,6 +137,40 @@ def every_rank_logged(ev: Evidence, out: Finding) -> None:
                      f"(looked in {len(looked)} file(s))", ev.rel(log.path))
 
 
+def _declared_start(case) -> dict:
+    """What a harness log's run_start must say for the case it is filed under."""
+    want = {"framework": case.framework, "model": case.model, "precision": case.precision,
+            "local_batch": case.batch_size, "ranks": case.processes}
+    if case.model not in NLP_MODELS:
+        want["image_size"] = case.image_size
+        want["layout"] = case.layout
+    want["mode"] = case.mode
+    return want
+
+
+@predicate()
+def harness_log_states_its_case(ev: Evidence, out: Finding) -> None:
+    """A harness log's run_start names the case it is filed under: framework, model, precision, per-process batch,
+    ranks, image size, layout and mode (a log of another configuration cannot stand in for it)."""
+    for key, log, _figure in ev.runs():
+        case = ev.cases.get(key)
+        if case is None or case.impl != "harness":
+            continue
+        out.checked += 1
+        start = next((e for e in ev.events(log.path) if e.data.get("event") == "run_start"), None)
+        if start is None:
+            out.fail(f"{key} run {log.run}: no run_start line", ev.rel(log.path))
+            continue
+        said = dict(start.data)
+        if "layout" not in said and isinstance(said.get("channels_last"), bool):  # logs before layout
+            said["layout"] = "nhwc" if said["channels_last"] else "nchw"
+        said.setdefault("mode", "eager")
+        wrong = [f"{k} {said.get(k)!r} (the case: {v!r})" for k, v in _declared_start(case).items()
+                 if said.get(k) != v]
+        if wrong:
+            out.fail(f"{key} run {log.run}: run_start says " + "; ".join(wrong), ev.rel(log.path), start.line)
+
+
 @predicate()
 def window_clean(ev: Evidence, out: Finding) -> None:
     """No NaN/infinite loss or throughput and no failed step inside the measured window."""
