@@ -177,3 +177,15 @@ def test_a_published_fp32_that_ran_tf32_says_so_beside_its_reference(tmp_path):
     group = NS(key=NS(case_key=lambda name: case.key), unit="samples/s", cases=[NS(name="1n1g", median=900.0)])
     text = references_section(NS(groups=[group]), NS(cases=[case]))
     assert "(published as FP32; the publisher's framework ran TF32, its default on this GPU generation)" in text
+
+
+def test_a_published_programs_run_names_its_images_cuda_and_cudnn(tmp_path, published):
+    run_dir = tmp_path / "run"
+    rel = run_dir / "logs/ngc-pytorch/resnet50/bz256/1n8g/resnet50_b256_amp_1.log"
+    rel.parent.mkdir(parents=True)
+    shutil.copy(published / "perf-v100/pytorch/pytorch_gpu8_amp_bs256.txt", rel)
+    (run_dir / "suite.yaml").write_text(
+        "schema_version: 1\nname: v100\nhardware: gpu\ndefaults: {repeats: 1, batch_size: 256, gpus_per_node: 8}\n"
+        "cases:\n  - {framework: torch, impl: reference, model: resnet50, precision: amp}\n")
+    text = bench.compose_report(run_dir, suites.load_suite(run_dir / "suite.yaml")).settings
+    assert "Published programs' images (pins): ngc-pytorch (image pytorch/v100): CUDA 11.2, cuDNN " in text

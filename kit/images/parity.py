@@ -30,6 +30,26 @@ def cudnn_of(suite: Suite) -> dict[str, tuple[str, str | None]]:
     return out
 
 
+def program_stacks(suite: Suite, case_keys: set[str]) -> list[str]:
+    """'ngc-pytorch (image torch/seed001): CUDA 11.0, cuDNN 8.0' for each published program's case that ran: what
+    the accelerators ran under, from the image pins (the programs print no such line of their own)."""
+    from kit.images.spec import current_pins
+
+    if suite.hardware != "gpu":
+        return []
+    pins, lines = current_pins(), set()
+    for case in suite.cases:
+        if case.impl != "reference" or case.key not in case_keys:
+            continue
+        try:
+            spec = pins.for_case(case.framework, suite.hardware, suite.name, case.image)
+        except KeyError:
+            continue
+        lines.add(f"{case.log_framework} (image {spec.key}): CUDA {spec.versions.get('cuda') or 'not pinned'}, "
+                  f"cuDNN {spec.versions.get('cudnn') or 'not pinned'}")
+    return sorted(lines)
+
+
 def minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 

@@ -17,6 +17,7 @@ from kit import REPO_ROOT
 from kit.config.suites import Case, Suite
 from kit.core.inputs import KitError
 from kit.hosts import probe
+from kit.images.parity import program_stacks
 from kit.results.exporters import write_outputs
 from kit.results.report import build_report
 from kit.results.sections import program_data_section, programs_section, references_section, settings_section
@@ -128,7 +129,10 @@ def compose_report(run_dir: Path, suite: Suite):
     """The run's report from its logs alone (what write_report writes; what `kit verify` recomputes)."""
     report = build_report(Path(run_dir) / "logs", HARNESS_METHOD, method_for=reference.log_reduction)
     report.title = f"{suite.name} benchmark: {Path(run_dir).name}"
-    report.settings = (settings_section(Path(run_dir), suite) + references_section(report, suite)
+    ran = {g.key.case_key(c.name) for g in report.groups for c in g.cases}
+    stacks = program_stacks(suite, ran)
+    programs = f"Published programs' images (pins): {'; '.join(stacks)}.\n" if stacks else ""
+    report.settings = (settings_section(Path(run_dir), suite) + programs + references_section(report, suite)
                        + programs_section(report, {name: i.framework for name, i in reference.BY_NAME.items()})
                        + program_data_section(Path(run_dir) / "logs"))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
