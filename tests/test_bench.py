@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -18,6 +19,9 @@ from kit.config.suites import load_suite
 from kit.run import bench, reference
 from kit.run.local import LocalRunner
 from kit.run.plan import plan
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared")  # as in conftest.py
 
 TINY_SUITE_BASE = """\
 schema_version: 1
@@ -152,6 +156,54 @@ def test_gpu_suite_refused_on_a_host_without_gpus(tmp_path, capsys, monkeypatch)
     assert main(["bench", "--suite", "v100", "--runs-dir", str(tmp_path / "runs")]) == 2
     assert "needs NVIDIA GPUs" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+# a stand-in for nvidia-smi: replays what the real one printed on an H100 VM, driver 580 (escapes included)
+STANDIN_NVIDIA_SMI = """#!/bin/sh
+# stand-in nvidia-smi: prints recorded real outputs byte for byte
+case "$*" in
+  "topo -m") exec cat {dir}/topo-m_1xH100-80GB-HBM3_driver580.txt ;;
+  "-q -x") exec cat {dir}/q-x_1xH100-80GB-HBM3_driver580.xml ;;
+  "-q") exec cat {dir}/q_1xH100-80GB-HBM3_driver580.txt ;;
+  *) echo "stand-in nvidia-smi: unsupported arguments: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+def test_gpu_suite_starts_on_a_driver_580_host(tmp_path):
+    """Issue 30: driver 580 wraps `nvidia-smi topo -m`'s header in ANSI escapes; pre-flight must still pass."""
+    smi = SHARED / "fixtures" / "nvidia-smi"
+    assert smi.is_dir(), f"fixtures missing: {smi} (put shared/ beside the repo or set KIT_SHARED)"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(STANDIN_NVIDIA_SMI.format(dir=shlex.quote(str(smi))))
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    runs = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "kit", "bench", "--suite", str(REPO / "kit" / "suites" / "gpu1.yaml"),
+           "--runs-dir", str(runs)]
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:  # the first run trains (a GPU) or fails (no CUDA)
+        logs = sorted(runs.glob("*/logs/**/*.log"))
+        if logs and '"run_start"' in logs[0].read_text(errors="replace"):
+            break
+        time.sleep(0.2)
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 2 and "not a topo -m matrix" not in err, (out + err)[-3000:]  # 2: refused to start
+    run_dir = only_run_dir(runs)
+    assert list((run_dir / "logs").rglob("*.log")), "pre-flight passed but no run was started"
+    assert "env_error" not in json.loads((run_dir / "run.json").read_text())
+    (host_dir,) = (run_dir / "env").iterdir()
+    capture = json.loads((host_dir / "capture.json").read_text())
+    assert capture["smi"]["gpus"][0]["product_name"] == "NVIDIA H100 80GB HBM3"
+    assert capture["smi"]["driver_version"] == "580.159.04" and capture["smi"]["cuda_version"] == "13.0"
+    assert capture["topology"]["gpus"] == ["GPU0"] and capture["topology"]["cpu_affinity"] == {"GPU0": "0-15"}
+    kept = (host_dir / "nvidia-smi-topo.txt").read_bytes()
+    assert kept == (smi / "topo-m_1xH100-80GB-HBM3_driver580.txt").read_bytes() and b"\x1b[4m" in kept
 
 
 def test_resume_of_a_directory_that_is_not_a_run(tmp_path, capsys):

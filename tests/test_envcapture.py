@@ -21,9 +21,12 @@ from kit.hosts.capture import (
     HostCapture,
     SmiReport,
     Topology,
+    capture_from_dir,
+    capture_from_probes,
     parse_cpuinfo,
     parse_meminfo,
     parse_os_release,
+    parse_query_text,
     parse_query_xml,
     parse_topo,
 )
@@ -46,6 +49,11 @@ def fixture(name: str) -> str:
 
 
 V100 = "topo-m_8xV100-SXM2_mlx5.txt"  # space-aligned, as published in the FleetX report
+# one H100 VM, driver 580.159.04 (recorded 2026-11-26): topo -m's header comes wrapped in ESC[4m ... ESC[0m
+H100_TOPO = "topo-m_1xH100-80GB-HBM3_driver580.txt"
+H100_XML = "q-x_1xH100-80GB-HBM3_driver580.xml"
+H100_TEXT = "q_1xH100-80GB-HBM3_driver580.txt"
+H100_RUN = SHARED / "fixtures" / "gpu-runs" / "h100-one-20261126-175228"  # a real run dir of that machine
 
 
 def tabbed(text: str) -> str:
@@ -184,12 +192,88 @@ def test_unknown_token_names_source_and_line():
         ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV1\t0-7\n", "no matrix row for GPU1"),
         ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\tNV1\tNV1\t0-7\nGPU1\tNV1\t X \t0-7\n", "'NV1' off the diagonal"),
         ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV1\t0-7\nGPU2\tNV1\t X \t0-7\n", "row 'GPU2' is not a device"),
-        ("\tGPU0\tCPU Affinity\tBogus\nGPU0\t X \t0-7\t1\n", "unknown column 'Bogus'"),
+        ("\tGPU0\tCPU Affinity\nGPU0\t X \t0-7\t1\n", "2 affinity values for 1 columns"),
     ],
 )
 def test_topo_errors(text, message):
     with pytest.raises(EnvCaptureError, match=re.escape(message)):
         parse_topo(text, "t")
+
+
+def test_h100_driver_580_header_in_escapes():
+    text = shared_fixture(H100_TOPO)
+    assert text.startswith("\t\x1b[4mGPU0\tCPU Affinity") and text.count("\x1b") == 2  # as the driver printed it
+    topo = parse_topo(text, "h100")
+    assert topo.gpus == ["GPU0"] and topo.nics == [] and topo.links == {} and topo.nvlink_pairs() == []
+    assert topo.link("GPU0", "GPU0") == "X"
+    assert topo.cpu_affinity == {"GPU0": "0-15"} and topo.numa_affinity == {"GPU0": "0"}
+    assert topo.gpu_numa_id == {"GPU0": None}  # printed as N/A
+    assert re.fullmatch(r"1xGPU \[[0-9a-f]{8}\]", topo.topology_class())
+    # the kit's own capture on that machine (escapes stripped there by a wrapper) says the same
+    stored = json.loads((H100_RUN / "env" / "vm" / "capture.json").read_text())
+    assert topo.to_dict() == stored["topology"]
+
+
+def _every_line(text: str, before: str, after: str) -> str:
+    return "\n".join(before + line + after if line else line for line in text.split("\n"))
+
+
+H100_ROW = "GPU0\t X \t0-15\t0\t\tN/A\n"
+_AFFINITIES = ({"GPU0": "0-15"}, {"GPU0": "0"}, {"GPU0": None})  # cpu, numa, gpu numa id of the recording
+# name -> (what a driver/terminal may print instead, derived from the recording; the affinities it gives)
+H100_TOPO_VARIANTS = {
+    "escapes on every line": (lambda t: _every_line(t, "\x1b[1m", "\x1b[0m"), _AFFINITIES),
+    "escapes inside cells": (lambda t: t.replace(H100_ROW, "\x1b]0;gpu\x07\x1b[?25lGPU0\t\x1b[7m X \x1b[27m\t"
+                                                 "\x1b[38;5;2m0-15\x1b[m\t0\t\t\x1b(BN/A\n"), _AFFINITIES),
+    "CRLF": (lambda t: t.replace("\n", "\r\n"), _AFFINITIES),
+    "no legend": (lambda t: t[: t.index("\nLegend:")], _AFFINITIES),
+    "no legend, no newline": (lambda t: t[: t.index("\nLegend:")].rstrip("\n"), _AFFINITIES),
+    "extra trailing column": (lambda t: t.replace("GPU NUMA ID", "GPU NUMA ID\tC2C Mode").replace(
+        H100_ROW, H100_ROW.replace("N/A\n", "N/A\tDisabled\n")), _AFFINITIES),
+    "extra trailing columns, no value": (lambda t: t.replace("GPU NUMA ID", "GPU NUMA ID\tC2C Mode\tX"), _AFFINITIES),
+    "NUMA affinity N/A (a VM that hides it)": (lambda t: t.replace(H100_ROW, "GPU0\t X \t0-15\t\tN/A\t\tN/A\n"),
+                                               ({"GPU0": "0-15"}, {"GPU0": None}, {"GPU0": None})),
+    "GPU NUMA ID given": (lambda t: t.replace(H100_ROW, "GPU0\t X \t0-15\t0\t\t1\n"),
+                          ({"GPU0": "0-15"}, {"GPU0": "0"}, {"GPU0": "1"})),
+    "all at once": (lambda t: _every_line(t[: t.index("\nLegend:")].replace("GPU NUMA ID", "GPU NUMA ID\tNew"),
+                                          "\x1b[2m", "\x1b[0m").replace("\n", "\r\n"), _AFFINITIES),
+}
+
+
+@pytest.mark.parametrize("variant", list(H100_TOPO_VARIANTS))
+def test_h100_topology_variants(variant):
+    derive, (cpu, numa, gpu_numa) = H100_TOPO_VARIANTS[variant]
+    text = derive(shared_fixture(H100_TOPO))
+    assert text != shared_fixture(H100_TOPO)
+    topo = parse_topo(text, variant)
+    assert topo.gpus == ["GPU0"] and topo.nics == [] and topo.links == {}
+    assert (topo.cpu_affinity, topo.numa_affinity, topo.gpu_numa_id) == (cpu, numa, gpu_numa)
+
+
+def test_escapes_and_crlf_in_a_big_matrix_keep_links_and_lines():
+    della = fixture("derived-topo-m_2xA100_2xmlx5_della_nic-legend_gpu-numa-id.txt")
+    plain = parse_topo(della)
+    coloured = _every_line(della, "\x1b[4m", "\x1b[0m")
+    coloured = coloured.replace("\tSYS\t", "\t\x1b[31mSYS\x1b[0m\t").replace("\n", "\r\n")
+    assert parse_topo(coloured) == plain
+    # and what is still not a topo -m matrix is refused, naming the probe and the line (escapes left out)
+    v100 = _every_line(tabbed(shared_fixture(V100)), "\x1b[1m", "\x1b[0m").replace("\n", "\r\n")
+    source = "h1: nvidia-smi topo -m"
+    ragged = v100.replace("GPU3\tNV1\tNV1\tNV2\tX\tNODE\tNODE\tNODE\tNV2\tNODE\t0-23", "GPU3\tNV1\tNV1\tNV2\tX\tNODE")
+    with pytest.raises(EnvCaptureError, match=rf"^h1: nvidia-smi topo -m:{_line_of(v100, chr(27) + '[1mGPU3')}: "
+                                              r"ragged row GPU3: 5 cells for 9 devices"):
+        parse_topo(ragged, source)
+    qpi = v100.replace("GPU2\tNV2\tNV1", "GPU2\t\x1b[32mQPI\x1b[0m\tNV1")
+    with pytest.raises(EnvCaptureError, match=r"^h1: nvidia-smi topo -m:4: unknown link 'QPI' in row GPU2, col"):
+        parse_topo(qpi, source)
+    with pytest.raises(EnvCaptureError, match=r"^h1: nvidia-smi topo -m:1: not a topo -m matrix: header starts "
+                                              r"'No devices were found'"):
+        parse_topo("\x1b[1mNo devices were found\x1b[0m\r\n", source)
+    h100 = shared_fixture(H100_TOPO)
+    with pytest.raises(EnvCaptureError, match=r"^h1: nvidia-smi topo -m:2: 5 affinity values for 3 columns"):
+        parse_topo(h100.replace(H100_ROW, "GPU0\t X \t0-15\t0\t7\t8\t9\n"), source)
+    with pytest.raises(EnvCaptureError, match=r"^h1: nvidia-smi topo -m:2: 2 affinity values for 3 columns"):
+        parse_topo(h100.replace(H100_ROW, "GPU0\t X \t0-15\t0\n"), source)
 
 
 # --------------------------------------------------------------------------- nvidia-smi -q -x
@@ -253,6 +337,116 @@ def test_xml_errors():
         parse_query_xml("<other/>", "o")
 
 
+def _h100_expected(report: SmiReport) -> None:
+    """What the recorded H100 VM's -q -x and -q both say."""
+    assert (report.driver_version, report.cuda_version, report.attached_gpus) == ("580.159.04", "13.0", 1)
+    (gpu,) = report.gpus
+    assert gpu.product_name == "NVIDIA H100 80GB HBM3" and report.model_summary() == "NVIDIA H100 80GB HBM3 x1"
+    assert gpu.uuid == "GPU-de96fac7-8f78-ce3a-a5f5-f948c3743f82" and gpu.pci_bus_id == "00000000:00:06.0"
+    assert (gpu.memory_total_mib, gpu.memory_used_mib) == (81559, 0)
+    assert gpu.mig_mode == "Disabled" and gpu.ecc_mode == "Enabled" and gpu.persistence_mode == "Enabled"
+    assert (gpu.power_limit_w, gpu.default_power_limit_w, gpu.max_power_limit_w) == (700.0, 700.0, 700.0)
+    assert (gpu.graphics_clock_mhz, gpu.sm_clock_mhz, gpu.mem_clock_mhz) == (345, 345, 2619)
+    assert (gpu.max_graphics_clock_mhz, gpu.max_sm_clock_mhz, gpu.max_mem_clock_mhz) == (1980, 1980, 2619)
+    assert gpu.utilization_gpu_pct == 0 and gpu.processes == []
+
+
+def test_h100_driver_580_query_xml():
+    report = parse_query_xml(shared_fixture(H100_XML), "h100.xml")
+    _h100_expected(report)
+    stored = json.loads((H100_RUN / "env" / "vm" / "capture.json").read_text())
+    assert report.to_dict() == stored["smi"]  # what the kit wrote on that machine
+
+
+def _in_tag(xml: str, tag: str, value: str) -> str:
+    out, n = re.subn(rf"<{tag}>[^<]*</{tag}>", f"<{tag}>{value}</{tag}>", xml, count=1)
+    assert n == 1, tag
+    return out
+
+
+H100_XML_VARIANTS = {
+    "escapes on every line": lambda x: _every_line(x, "\x1b[1m", "\x1b[0m"),
+    "escapes inside values": lambda x: _in_tag(x, "product_name", "\x1b[1mNVIDIA H100 80GB HBM3\x1b[0m"),
+    "CRLF": lambda x: x.replace("\n", "\r\n"),
+}
+
+
+@pytest.mark.parametrize("variant", list(H100_XML_VARIANTS))
+def test_h100_query_xml_variants(variant):
+    report = parse_query_xml(H100_XML_VARIANTS[variant](shared_fixture(H100_XML)), variant)
+    _h100_expected(report)
+
+
+def test_h100_query_xml_with_mig_enabled():
+    xml = _in_tag(_in_tag(shared_fixture(H100_XML), "current_mig", "Enabled"), "gpu_util", "N/A")
+    (gpu,) = parse_query_xml(xml, "mig").gpus
+    assert gpu.mig_mode == "Enabled" and gpu.utilization_gpu_pct is None
+    assert gpu.memory_total_mib == 81559 and gpu.power_limit_w == 700.0
+
+
+# --------------------------------------------------------------------------- nvidia-smi -q (text)
+
+
+def test_h100_query_text_says_what_the_xml_says():
+    text = parse_query_text(shared_fixture(H100_TEXT), "h100.txt")
+    _h100_expected(text)
+    assert text == parse_query_xml(shared_fixture(H100_XML))  # recorded the same second on the same machine
+    assert text.source == "h100.txt"
+
+
+# derived, not recorded: the T4's two processes (tesla-t4.xml) in -q's layout, Type/Name/memory under each Process ID
+BUSY = """    Processes
+        GPU instance ID                                : N/A
+        Compute instance ID                            : N/A
+        Process ID                                     : 675
+            Type                                       : G
+            Name                                       : /usr/lib/xorg/Xorg
+            Used GPU Memory                            : 22 MiB
+        GPU instance ID                                : N/A
+        Compute instance ID                            : N/A
+        Process ID                                     : 5762
+            Type                                       : C
+            Name                                       : python
+            Used GPU Memory                            : 1005 MiB
+"""
+IDLE = "    Processes                                          : None\n"
+
+
+def test_h100_query_text_variants():
+    real = shared_fixture(H100_TEXT)
+    for variant in (_every_line(real, "\x1b[1m", "\x1b[0m"), real.replace("\n", "\r\n"),
+                    real.replace("NVIDIA H100 80GB HBM3", "\x1b[4mNVIDIA H100 80GB HBM3\x1b[24m")):
+        _h100_expected(parse_query_text(variant, "variant"))
+    mig = real.replace("    MIG Mode\n        Current                                        : Disabled",
+                       "    MIG Mode\n        Current                                        : Enabled")
+    mig = mig.replace("        GPU                                            : 0 %", "        GPU        : N/A")
+    assert mig.count("Enabled") == real.count("Enabled") + 1 and mig.count("N/A") == real.count("N/A") + 1
+    (gpu,) = parse_query_text(mig).gpus
+    assert gpu.mig_mode == "Enabled" and gpu.utilization_gpu_pct is None
+    busy = parse_query_text(real.replace(IDLE, BUSY), "busy")
+    assert busy.gpus[0].processes == [
+        GpuProcess(675, "/usr/lib/xorg/Xorg", "G", 22),
+        GpuProcess(5762, "python", "C", 1005),
+    ]
+    flat = BUSY.replace("            ", "        ")  # the same fields beside Process ID instead of under it
+    assert parse_query_text(real.replace(IDLE, flat)).gpus[0].processes == busy.gpus[0].processes
+    # drivers < 530: 'Power Readings' with 'Power Limit'
+    old = real.replace("    GPU Power Readings\n", "    Power Readings\n")
+    old = old.replace("Current Power Limit   ", "Power Limit           ")
+    assert old.count("    Power Readings\n") == 1 and "Current Power Limit" not in old
+    (gpu,) = parse_query_text(old).gpus
+    assert (gpu.power_limit_w, gpu.default_power_limit_w, gpu.max_power_limit_w) == (700.0, 700.0, 700.0)
+
+
+def test_query_text_refuses_what_is_not_its_output():
+    with pytest.raises(EnvCaptureError, match=r"^h1: nvidia-smi -q: not nvidia-smi -q output .*starts '<\?xml"):
+        parse_query_text(shared_fixture(H100_XML), "h1: nvidia-smi -q")
+    with pytest.raises(EnvCaptureError, match="not nvidia-smi -q output"):
+        parse_query_text("", "empty")
+    with pytest.raises(EnvCaptureError, match="starts .NVIDIA-SMI has failed"):
+        parse_query_text("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "t")
+
+
 # --------------------------------------------------------------------------- /proc, /etc
 
 
@@ -281,6 +475,52 @@ def test_meminfo_and_os_release_of_this_machine():
         assert parse_os_release(release.read_text())
     with pytest.raises(EnvCaptureError, match="MemTotal"):
         parse_meminfo("MemFree: 1 kB\n")
+
+
+# --------------------------------------------------------------------------- one host's capture
+
+
+def _copy_of_h100_host(tmp_path: Path) -> Path:
+    """A writable copy of env/vm/ of the real H100 run (raw probe outputs, probes.json, capture.json)."""
+    host_dir = tmp_path / "vm"
+    host_dir.mkdir()
+    for f in (H100_RUN / "env" / "vm").iterdir():
+        (host_dir / f.name).write_bytes(f.read_bytes())
+    return host_dir
+
+
+def test_a_failed_required_probe_names_its_command_and_exit_status(tmp_path):
+    from kit.hosts import probe  # (not pure: only for its probe commands and the frame reader)
+
+    # no frame at all in the probe script's output (no bash, output cut): every probe counts as exited 127
+    with pytest.raises(EnvCaptureError, match=r"^h1: `cat /proc/cpuinfo` exited 127$"):
+        probe.probe_from_output("h1", None, "", "0123", tmp_path / "h1")  # as check_env and kit bench call it
+    nothing = probe.read_probes("", None, "0123")
+    assert {code for code, _ in nothing.values()} == {127}
+    with pytest.raises(EnvCaptureError, match=r"^h1: `cat /proc/cpuinfo` exited 127$"):
+        capture_from_probes("h1", nothing, None, dict(probe.PROBES))
+    with pytest.raises(EnvCaptureError, match=r"^h1: probe 'cpuinfo' exited 127$"):
+        capture_from_probes("h1", nothing)
+    # re-read from a run directory: the command comes from probes.json
+    host_dir = _copy_of_h100_host(tmp_path)
+    probes = json.loads((host_dir / "probes.json").read_text())
+    probes["meminfo"]["exit"] = 1
+    (host_dir / "probes.json").write_text(json.dumps(probes))
+    with pytest.raises(EnvCaptureError, match=r"^vm: `cat /proc/meminfo` exited 1$"):
+        capture_from_dir("vm", host_dir)
+    probes["meminfo"]["exit"] = 0
+    (host_dir / "probes.json").write_text(json.dumps(probes))
+    (host_dir / "kernel.txt").write_text("\n")
+    with pytest.raises(EnvCaptureError, match=r"^vm: `uname -r` printed nothing$"):
+        capture_from_dir("vm", host_dir)
+
+
+def test_h100_run_directory_reparses_with_the_drivers_own_topo_output(tmp_path):
+    stored = json.loads((H100_RUN / "env" / "vm" / "capture.json").read_text())
+    assert capture_from_dir("vm", H100_RUN / "env" / "vm").to_dict() == stored
+    host_dir = _copy_of_h100_host(tmp_path)
+    (host_dir / "nvidia-smi-topo.txt").write_bytes((SHARED_SMI / H100_TOPO).read_bytes())  # escapes as printed
+    assert capture_from_dir("vm", host_dir).to_dict() == stored
 
 
 # --------------------------------------------------------------------------- consistency
@@ -408,3 +648,17 @@ def test_module_is_pure():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 imported.add(node.module.split(".")[0])
         assert imported & forbidden == set(), (path.name, imported)
+
+
+def test_an_installed_nvidia_smi_that_fails_is_a_broken_driver_not_no_gpu(tmp_path):
+    host_dir = _copy_of_h100_host(tmp_path)
+    probes = json.loads((host_dir / "probes.json").read_text())
+    assert probes["has-nvidia-smi"]["exit"] == 0
+    probes["nvidia-smi-q"]["exit"] = 18  # NVML: driver/library version mismatch
+    (host_dir / "probes.json").write_text(json.dumps(probes))
+    with pytest.raises(EnvCaptureError, match=r"^vm: `nvidia-smi -q -x` exited 18: nvidia-smi is installed but "
+                                              r"fails"):
+        capture_from_dir("vm", host_dir)
+    probes["nvidia-smi-q"]["exit"], probes["has-nvidia-smi"]["exit"] = 18, 1  # not installed: no GPU, no error
+    (host_dir / "probes.json").write_text(json.dumps(probes))
+    assert capture_from_dir("vm", host_dir).smi is None

@@ -108,7 +108,7 @@ def _capture(name: str, nic: str | None, raw: dict[str, tuple[int, str]], comman
     if "nic" in entries:
         entries["nic"]["interface"] = nic
     write_text(out_dir / "probes.json", json.dumps(entries, indent=2) + "\n")
-    capture = ec.capture_from_probes(name, raw, nic)
+    capture = ec.capture_from_probes(name, raw, nic, commands)
     write_text(out_dir / "capture.json", json.dumps(capture.to_dict(), indent=2) + "\n")
     return capture
 

@@ -9,6 +9,7 @@ from kit.core.inputs import parse_json
 from kit.hosts.capture.errors import EnvCaptureError
 from kit.hosts.capture.smi import SmiReport, parse_query_xml
 from kit.hosts.capture.system import CpuInfo, parse_cpuinfo, parse_meminfo, parse_os_release
+from kit.hosts.capture.text import clean_output
 from kit.hosts.capture.topo import Topology, parse_topo
 
 
@@ -59,13 +60,40 @@ class HostCapture:
         )
 
 
-def capture_from_probes(name: str, raw: dict[str, tuple[int, str]], nic: str | None = None) -> HostCapture:
-    """The parsed machine description from raw probe outputs (pure)."""
+REQUIRED_PROBES = ("cpuinfo", "meminfo", "os-release", "kernel")
+
+
+def capture_from_probes(name: str, raw: dict[str, tuple[int, str]], nic: str | None = None,
+                        commands: dict[str, str] | None = None) -> HostCapture:
+    """The parsed machine description from raw probe outputs (pure); commands (probe -> the command it ran)
+    let a failed required probe's error say what ran, e.g. "h1: `cat /proc/cpuinfo` exited 127"."""
 
     def ok(probe: str) -> str | None:
         code, text = raw.get(probe, (1, ""))
-        return text if code == 0 and text.strip() else None
+        return clean_output(text) if code == 0 and text.strip() else None
 
+    def ran(probe: str) -> str:
+        command = (commands or {}).get(probe)
+        return f"`{command}`" if command else f"probe {probe!r}"
+
+    def required(probe: str) -> str:
+        if probe not in raw:
+            raise EnvCaptureError(name, f"no {probe!r} probe output")
+        code, text = raw[probe]
+        if code != 0:
+            raise EnvCaptureError(name, f"{ran(probe)} exited {code}")
+        return text
+
+    texts = {probe: required(probe) for probe in REQUIRED_PROBES}
+    kernel = clean_output(texts["kernel"]).strip()
+    if not kernel:
+        raise EnvCaptureError(name, f"{ran('kernel')} printed nothing")
+    if raw.get("has-nvidia-smi", (1, ""))[0] == 0:  # installed: a failing nvidia-smi is a broken driver, not "no GPU"
+        for probe in ("nvidia-smi-q", "nvidia-smi-topo"):
+            code = raw.get(probe, (0, ""))[0]
+            if code != 0:
+                raise EnvCaptureError(name, f"{ran(probe)} exited {code}: nvidia-smi is installed but fails "
+                                      "(a driver/library version mismatch after a driver update?)")
     smi = topo = None
     if ok("nvidia-smi-q"):
         smi = parse_query_xml(raw["nvidia-smi-q"][1], f"{name}: nvidia-smi -q -x")
@@ -75,10 +103,10 @@ def capture_from_probes(name: str, raw: dict[str, tuple[int, str]], nic: str | N
         host=name,
         smi=smi,
         topology=topo,
-        cpu=parse_cpuinfo(raw["cpuinfo"][1], f"{name}:/proc/cpuinfo"),
-        memory_bytes=parse_meminfo(raw["meminfo"][1], f"{name}:/proc/meminfo"),
-        os_release=parse_os_release(raw["os-release"][1], f"{name}:/etc/os-release"),
-        kernel=raw["kernel"][1].strip(),
+        cpu=parse_cpuinfo(texts["cpuinfo"], f"{name}:/proc/cpuinfo"),
+        memory_bytes=parse_meminfo(texts["meminfo"], f"{name}:/proc/meminfo"),
+        os_release=parse_os_release(texts["os-release"], f"{name}:/etc/os-release"),
+        kernel=kernel,
         docker_version=(ok("docker") or "").strip() or None,
         ib_devices=sorted((ok("infiniband") or "").split()),
         nic=nic if nic and raw.get("nic", (1, ""))[0] == 0 else None,
@@ -94,14 +122,16 @@ def capture_from_dir(name: str, host_dir: Path) -> HostCapture:
         raise EnvCaptureError(str(probes_file), f"cannot read: {exc}") from None
     if not isinstance(probes, dict) or not all(isinstance(e, dict) for e in probes.values()):
         raise EnvCaptureError(str(probes_file), "not a JSON object of probe entries")
-    raw = {}
+    raw, commands = {}, {}
     for probe, entry in probes.items():
         text_file = host_dir / f"{probe}.txt"
         code = entry.get("exit", 1)
         if not isinstance(code, int):
             raise EnvCaptureError(str(probes_file), f"{probe}: exit {code!r} is not an integer")
         raw[probe] = (code, text_file.read_text() if text_file.is_file() else "")
-    for needed in ("cpuinfo", "meminfo", "os-release", "kernel"):
+        if isinstance(entry.get("command"), str):
+            commands[probe] = entry["command"]
+    for needed in REQUIRED_PROBES:
         if needed not in raw:
             raise EnvCaptureError(str(probes_file), f"no {needed!r} probe recorded")
-    return capture_from_probes(name, raw, (probes.get("nic") or {}).get("interface"))
+    return capture_from_probes(name, raw, (probes.get("nic") or {}).get("interface"), commands)

@@ -1,32 +1,57 @@
-"""`nvidia-smi -q -x`: driver, CUDA and per-GPU memory, clocks, ECC, power limits and processes."""
+"""`nvidia-smi -q -x` (and its plain-text twin `nvidia-smi -q`): driver, CUDA and per-GPU memory, clocks, ECC,
+power limits and processes."""
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from kit.hosts.capture.errors import EnvCaptureError
+from kit.hosts.capture.text import clean_output
 
 _NOT_AVAILABLE = ("N/A", "[N/A]", "[Not Supported]", "Not Supported", "Unknown Error")
 _QUANTITY = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]*)\s*$")
 _MIB = {"MiB": 1.0, "GiB": 1024.0, "KiB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
+_MHZ, _PCT, _WATTS = ("MHz",), ("%",), ("W",)
+
+# GpuInfo field -> (its path in -q -x, its path in -q, units); both outputs print the same values
+_GPU_FIELDS: dict[str, tuple[str, str, dict[str, float] | tuple[str, ...] | None]] = {
+    "product_name": ("product_name", "Product Name", None),
+    "uuid": ("uuid", "GPU UUID", None),
+    "pci_bus_id": ("pci/pci_bus_id", "PCI/Bus Id", None),
+    "memory_total_mib": ("fb_memory_usage/total", "FB Memory Usage/Total", _MIB),
+    "memory_used_mib": ("fb_memory_usage/used", "FB Memory Usage/Used", _MIB),
+    "graphics_clock_mhz": ("clocks/graphics_clock", "Clocks/Graphics", _MHZ),
+    "sm_clock_mhz": ("clocks/sm_clock", "Clocks/SM", _MHZ),
+    "mem_clock_mhz": ("clocks/mem_clock", "Clocks/Memory", _MHZ),
+    "max_graphics_clock_mhz": ("max_clocks/graphics_clock", "Max Clocks/Graphics", _MHZ),
+    "max_sm_clock_mhz": ("max_clocks/sm_clock", "Max Clocks/SM", _MHZ),
+    "max_mem_clock_mhz": ("max_clocks/mem_clock", "Max Clocks/Memory", _MHZ),
+    "ecc_mode": ("ecc_mode/current_ecc", "ECC Mode/Current", None),
+    "persistence_mode": ("persistence_mode", "Persistence Mode", None),
+    "mig_mode": ("mig_mode/current_mig", "MIG Mode/Current", None),
+    "utilization_gpu_pct": ("utilization/gpu_util", "Utilization/GPU", _PCT),
+}
+# power limits: the block of drivers >= 530 first, then the older one; in each, the limit in force by its names
+_POWER_BLOCKS = (("gpu_power_readings", "GPU Power Readings"), ("power_readings", "Power Readings"))
+_POWER_LIMITS = {
+    "power_limit_w": (("current_power_limit", "Current Power Limit"), ("enforced_power_limit", "Enforced Power Limit"),
+                      ("power_limit", "Power Limit")),
+    "default_power_limit_w": (("default_power_limit", "Default Power Limit"),),
+    "max_power_limit_w": (("max_power_limit", "Max Power Limit"),),
+}
 
 
-def _text(el: ET.Element | None, path: str) -> str | None:
-    """The stripped text at path; None when missing, empty or one of the driver's not-available words."""
-    if el is None:
-        return None
-    node = el.find(path)
-    if node is None or node.text is None:
-        return None
-    value = node.text.strip()
+def _value(text: str | None) -> str | None:
+    """The stripped text; None when missing, empty or one of the driver's not-available words."""
+    value = text.strip() if text is not None else None
     return None if not value or value in _NOT_AVAILABLE else value
 
 
-def _number(el: ET.Element | None, path: str, units: dict[str, float] | tuple[str, ...]) -> float | None:
-    value = _text(el, path)
+def _quantity(value: str | None, units: dict[str, float] | tuple[str, ...]) -> float | None:
     m = _QUANTITY.match(value) if value else None
     if not m or m.group(2) not in units:
         return None
@@ -115,63 +140,52 @@ class SmiReport:
 _UNSAFE_XML = re.compile(r"<!ENTITY|<!DOCTYPE[^>\[]*\[", re.IGNORECASE)
 
 
-def _power(gpu: ET.Element) -> tuple[float | None, float | None, float | None]:
-    """Power limits from gpu_power_readings (drivers >= 530) or power_readings (older)."""
-    block = gpu.find("gpu_power_readings")
-    if block is None:
-        block = gpu.find("power_readings")
-    if block is None:
-        return None, None, None
-    watts = ("W",)
-    limit = _number(block, "current_power_limit", watts)
-    if limit is None:
-        limit = _number(block, "enforced_power_limit", watts)
-    if limit is None:
-        limit = _number(block, "power_limit", watts)
-    return limit, _number(block, "default_power_limit", watts), _number(block, "max_power_limit", watts)
+def _gpu(index: int, get: Callable[[str], str | None], which: int, processes: list[GpuProcess],
+         bus_id: str | None) -> GpuInfo:
+    """One GPU from get(path): the value there, "" for a block, None when absent; which=0: paths as -q -x names
+    them, 1: as -q does."""
+    values: dict = {}
+    for name, (*paths, units) in _GPU_FIELDS.items():
+        value = get(paths[which])
+        values[name] = value if units is None else _int(_quantity(value, units))
+    block = next((b[which] for b in _POWER_BLOCKS if get(b[which]) is not None), None)
+    for name, spellings in _POWER_LIMITS.items():
+        found = (_quantity(get(f"{block}/{s[which]}"), _WATTS) for s in spellings) if block else ()
+        values[name] = next((w for w in found if w is not None), None)
+    values["pci_bus_id"] = values["pci_bus_id"] or bus_id
+    return GpuInfo(index=index, processes=processes, **values)
 
 
-def _gpu(index: int, gpu: ET.Element) -> GpuInfo:
-    mhz = ("MHz",)
-    limit, default_limit, max_limit = _power(gpu)
+def _xml_get(el: ET.Element) -> Callable[[str], str | None]:
+    def get(path: str) -> str | None:
+        node = el.find(path)
+        if node is not None and len(node):  # a block: present, no value of its own
+            return ""
+        return _value(node.text) if node is not None else None
+
+    return get
+
+
+def _xml_processes(gpu: ET.Element) -> list[GpuProcess]:
     processes = []
     for p in gpu.findall("processes/process_info"):
-        pid = _text(p, "pid")
+        get = _xml_get(p)
+        pid = get("pid")
         processes.append(
             GpuProcess(
                 pid=int(pid) if pid and pid.isdigit() else -1,
-                name=_text(p, "process_name") or "?",
-                type=_text(p, "type"),
-                used_memory_mib=_int(_number(p, "used_memory", _MIB)),
+                name=get("process_name") or "?",
+                type=get("type"),
+                used_memory_mib=_int(_quantity(get("used_memory"), _MIB)),
             )
         )
-    return GpuInfo(
-        index=index,
-        product_name=_text(gpu, "product_name"),
-        uuid=_text(gpu, "uuid"),
-        pci_bus_id=_text(gpu, "pci/pci_bus_id") or gpu.get("id"),
-        memory_total_mib=_int(_number(gpu, "fb_memory_usage/total", _MIB)),
-        memory_used_mib=_int(_number(gpu, "fb_memory_usage/used", _MIB)),
-        graphics_clock_mhz=_int(_number(gpu, "clocks/graphics_clock", mhz)),
-        sm_clock_mhz=_int(_number(gpu, "clocks/sm_clock", mhz)),
-        mem_clock_mhz=_int(_number(gpu, "clocks/mem_clock", mhz)),
-        max_graphics_clock_mhz=_int(_number(gpu, "max_clocks/graphics_clock", mhz)),
-        max_sm_clock_mhz=_int(_number(gpu, "max_clocks/sm_clock", mhz)),
-        max_mem_clock_mhz=_int(_number(gpu, "max_clocks/mem_clock", mhz)),
-        ecc_mode=_text(gpu, "ecc_mode/current_ecc"),
-        power_limit_w=limit,
-        default_power_limit_w=default_limit,
-        max_power_limit_w=max_limit,
-        persistence_mode=_text(gpu, "persistence_mode"),
-        mig_mode=_text(gpu, "mig_mode/current_mig"),
-        utilization_gpu_pct=_int(_number(gpu, "utilization/gpu_util", ("%",))),
-        processes=processes,
-    )
+    return processes
 
 
 def parse_query_xml(text: str, source: str = "nvidia-smi -q -x") -> SmiReport:
     """`nvidia-smi -q -x` output. The real DOCTYPE line (an external DTD, never fetched) is
     accepted; entity declarations and internal DTD subsets are refused."""
+    text = clean_output(text)
     if _UNSAFE_XML.search(text):
         raise EnvCaptureError(source, "XML declares entities or an internal DTD subset: refused")
     try:
@@ -181,11 +195,93 @@ def parse_query_xml(text: str, source: str = "nvidia-smi -q -x") -> SmiReport:
         raise EnvCaptureError(source, f"malformed XML: {exc}", line) from None
     if root.tag != "nvidia_smi_log":
         raise EnvCaptureError(source, f"root element is <{root.tag}>, not <nvidia_smi_log>")
-    attached = _text(root, "attached_gpus")
+    get = _xml_get(root)
+    attached = get("attached_gpus")
     return SmiReport(
-        driver_version=_text(root, "driver_version"),
-        cuda_version=_text(root, "cuda_version"),
-        gpus=[_gpu(i, g) for i, g in enumerate(root.findall("gpu"))],
+        driver_version=get("driver_version"),
+        cuda_version=get("cuda_version"),
+        gpus=[_gpu(i, _xml_get(g), 0, _xml_processes(g), g.get("id")) for i, g in enumerate(root.findall("gpu"))],
+        attached_gpus=int(attached) if attached and attached.isdigit() else None,
+        source=source,
+    )
+
+
+# --------------------------------------------------------------------------- nvidia-smi -q (text)
+
+_KEY_VALUE = re.compile(r"( *)(\S.*?)\s+: ?(.*)$")  # 'Driver Version      : 580.159.04'; a section has no ' : '
+_GPU_SECTION = re.compile(r"GPU (\S+)$")  # 'GPU 00000000:00:06.0'
+_BANNER = re.compile(r"=+NVSMI LOG=+$")
+
+
+@dataclass
+class _Node:
+    key: str
+    value: str | None  # None: a section heading
+    children: list[_Node] = field(default_factory=list)
+
+    def get(self, path: str) -> str | None:
+        node: _Node | None = self
+        for key in path.split("/"):
+            node = next((c for c in node.children if c.key == key), None)
+            if node is None:
+                return None
+        return "" if node.value is None else _value(node.value)
+
+
+def _text_tree(lines: list[str]) -> _Node:
+    """The indented 'Key : value' lines as a tree: a line belongs to the nearest line above it indented less."""
+    root = _Node("", None)
+    stack: list[tuple[int, _Node]] = [(-1, root)]
+    for line in lines:
+        if not line.strip():
+            continue
+        m = _KEY_VALUE.match(line)
+        indent, key, value = (len(m.group(1)), m.group(2), m.group(3)) if m else (
+            len(line) - len(line.lstrip(" ")), line.strip(), None)
+        while stack[-1][0] >= indent:
+            stack.pop()
+        node = _Node(key, value)
+        stack[-1][1].children.append(node)
+        stack.append((indent, node))
+    return root
+
+
+def _text_processes(gpu: _Node) -> list[GpuProcess]:
+    """'Processes : None', or one 'Process ID : n' per process with Type, Name and Used GPU Memory under it
+    (or beside it, as older drivers print them)."""
+    section = next((c for c in gpu.children if c.key == "Processes"), None)
+    found: list[dict[str, str | None]] = []
+    for entry in section.children if section else []:
+        if entry.key == "Process ID":
+            found.append({"pid": _value(entry.value)})
+            found[-1].update((c.key, _value(c.value)) for c in entry.children)
+        elif found:
+            found[-1][entry.key] = _value(entry.value)
+    return [
+        GpuProcess(
+            pid=int(p["pid"]) if (p["pid"] or "").isdigit() else -1,
+            name=p.get("Name") or "?",
+            type=p.get("Type"),
+            used_memory_mib=_int(_quantity(p.get("Used GPU Memory"), _MIB)),
+        )
+        for p in found
+    ]
+
+
+def parse_query_text(text: str, source: str = "nvidia-smi -q") -> SmiReport:
+    """`nvidia-smi -q` output (the text form of -q -x): the same SmiReport, as far as the text gives it."""
+    lines = clean_output(text).split("\n")
+    if not any(_BANNER.match(line.strip()) for line in lines):
+        start = next((line.strip() for line in lines if line.strip()), "")[:40]
+        raise EnvCaptureError(source, f"not nvidia-smi -q output (no NVSMI LOG banner): starts {start!r}")
+    root = _text_tree(lines)
+    sections = [(c, _GPU_SECTION.match(c.key)) for c in root.children if c.value is None]
+    gpus = [(node, m.group(1)) for node, m in sections if m]
+    attached = root.get("Attached GPUs")
+    return SmiReport(
+        driver_version=root.get("Driver Version"),
+        cuda_version=root.get("CUDA Version"),
+        gpus=[_gpu(i, g.get, 1, _text_processes(g), bus_id) for i, (g, bus_id) in enumerate(gpus)],
         attached_gpus=int(attached) if attached and attached.isdigit() else None,
         source=source,
     )

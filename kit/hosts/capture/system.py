@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from kit.hosts.capture.errors import EnvCaptureError
+from kit.hosts.capture.text import clean_output
 
 
 @dataclass
@@ -18,7 +19,7 @@ class CpuInfo:
 
 def parse_cpuinfo(text: str, source: str = "/proc/cpuinfo") -> CpuInfo:
     blocks: list[dict[str, str]] = []
-    for chunk in re.split(r"\n\s*\n", text):
+    for chunk in re.split(r"\n\s*\n", clean_output(text)):
         entry = {}
         for line in chunk.splitlines():
             key, sep, value = line.partition(":")
@@ -43,7 +44,7 @@ def parse_cpuinfo(text: str, source: str = "/proc/cpuinfo") -> CpuInfo:
 
 def parse_meminfo(text: str, source: str = "/proc/meminfo") -> int:
     """MemTotal in bytes."""
-    m = re.search(r"^MemTotal:\s+(\d+)\s*kB\s*$", text, re.MULTILINE)
+    m = re.search(r"^MemTotal:\s+(\d+)\s*kB\s*$", clean_output(text), re.MULTILINE)
     if not m:
         raise EnvCaptureError(source, "no 'MemTotal: N kB' line")
     return int(m.group(1)) * 1024
@@ -52,7 +53,7 @@ def parse_meminfo(text: str, source: str = "/proc/meminfo") -> int:
 def parse_os_release(text: str, source: str = "/etc/os-release") -> str:
     """PRETTY_NAME (or NAME VERSION) of an os-release file."""
     values = {}
-    for line in text.splitlines():
+    for line in clean_output(text).splitlines():
         key, sep, value = line.partition("=")
         if sep and key.strip() and not key.lstrip().startswith("#"):
             values[key.strip()] = value.strip().strip("'\"")

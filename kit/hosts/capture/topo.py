@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from kit.hosts.capture.errors import EnvCaptureError
+from kit.hosts.capture.text import clean_output
 
 _AFFINITY_LABELS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _PCIE_LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")  # closest first; SOC = SYS of old drivers
@@ -107,29 +108,32 @@ def _split_header(line: str) -> list[str]:
 
 
 def _affinity_values(fields: list[str], labels: list[str], tabbed: bool, source: str, lineno: int) -> dict:
-    """Map the fields after the matrix cells to the affinity columns.
+    """Map the fields after the matrix cells to the columns after the matrix (affinities, then any unknown ones).
 
-    nvidia-smi pads the last column with an extra tab ('0-31\\t\\tN/A', '0-47\\t0\\t\\tN/A') and
-    may leave a value empty ('\\t\\t0\\t\\tN/A' when CPU affinity is unknown): the last non-empty
-    field is the last column; the ones before it, less one separator, fill the others in order.
+    nvidia-smi pads the last value and an N/A with one more tab ('0-31\\t\\tN/A', '0-15\\t0\\t\\tN/A') and may
+    leave a value empty ('\\t\\t0\\t\\tN/A' when CPU affinity is unknown; NIC rows: all empty): trailing empty
+    fields, and an empty one before the last value or an N/A, are no values. Every affinity column needs its
+    value; unknown columns after them may lack theirs, or have more.
     """
     while fields and not fields[-1]:
         fields.pop()
     if not fields:
         return {}
-    last = fields.pop()
-    if tabbed and fields and not fields[-1]:
-        fields.pop()
-    if len(fields) != len(labels) - 1:
+    if tabbed:
+        fields = [f for i, f in enumerate(fields) if f or (fields[i + 1] != "N/A" and i + 2 < len(fields))]
+    known = max((i + 1 for i, c in enumerate(labels) if c in _AFFINITY_LABELS), default=0)
+    if len(fields) < known or (known == len(labels) and len(fields) > known):
         raise EnvCaptureError(
-            source, f"{len(fields) + 1} affinity values for {len(labels)} columns ({', '.join(labels)})", lineno
+            source, f"{len(fields)} affinity values for {len(labels)} columns ({', '.join(labels)})", lineno
         )
-    return dict(zip(labels, fields + [last], strict=True))
+    return dict(zip(labels, fields, strict=False))
 
 
 def parse_topo(text: str, source: str = "topo") -> Topology:
-    """`nvidia-smi topo -m` output (tab-separated as printed, or space-aligned as pasted)."""
-    lines = text.replace("\r\n", "\n").split("\n")
+    """`nvidia-smi topo -m` output (tab-separated as printed, or space-aligned as pasted; escapes and CRs dropped).
+
+    Columns after the affinity columns that this parser does not know (a newer driver's) are read and ignored."""
+    lines = clean_output(text).split("\n")
     header_at = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if header_at is None:
         raise EnvCaptureError(source, "empty topo output")
@@ -144,9 +148,6 @@ def parse_topo(text: str, source: str = "topo") -> Topology:
             raise EnvCaptureError(source, f"header column {c!r} is not a device name", header_at + 1)
     if len(set(columns)) != len(columns):
         raise EnvCaptureError(source, "header names a device twice", header_at + 1)
-    for c in labels:
-        if c not in _AFFINITY_LABELS:
-            raise EnvCaptureError(source, f"unknown column {c!r} after the device matrix", header_at + 1)
 
     rows: dict[str, tuple[list[str], dict, int]] = {}
     end = len(lines)
