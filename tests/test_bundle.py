@@ -208,11 +208,59 @@ def test_a_log_of_another_case_filed_under_this_one_fails_log_states_its_case(re
     torch_log.write_bytes((run / "logs/paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log").read_bytes())
     bench.write_report(run, load_suite(run / "suite.yaml"))  # a report rebuilt to agree with the swapped log
     result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
-    assert [(v.rule, v.file) for v in result.violations] == [
-        ("log_states_its_case", "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log")]
-    v = result.violations[0]
+    assert sorted((v.rule, v.file) for v in result.violations) == [  # a byte copy is also a repeat counted twice
+        ("log_states_its_case", "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"),
+        ("only_declared_repeats", "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log")]
+    v = next(v for v in result.violations if v.rule == "log_states_its_case")
     assert "run_start says framework 'paddle' (the case: 'torch')" in v.message
     assert '"event": "run_start"' in torch_log.read_text().splitlines()[v.line - 1]
+
+
+def test_extra_or_duplicated_repeats_never_enter_the_median(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    case = run / "logs/torch/resnet50/bz2/1n1g"
+    best = max((1, 2), key=lambda r: records.figure_of(case / f"resnet50_b2_fp32_{r}.log", run / "logs"))
+    for name in ("resnet50_b2_fp32_3.log", "resnet50_b2_fp32_03.log"):  # undeclared repeats, not in run.json
+        (case / name).write_bytes((case / f"resnet50_b2_fp32_{best}.log").read_bytes())
+    (case / "resnet50_b2_fp32_\u0664.log").write_bytes((case / f"resnet50_b2_fp32_{best}.log").read_bytes())
+    bench.write_report(run, load_suite(run / "suite.yaml"))
+    result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
+    found = sorted((v.rule, v.file.rsplit("/", 1)[-1], v.message.split(": ", 1)[1]) for v in result.violations)
+    assert found == [
+        ("only_declared_repeats", "resnet50_b2_fp32_03.log", "byte-identical to "
+         f"logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_{best}.log (one run counted twice)"),
+        ("only_declared_repeats", "resnet50_b2_fp32_03.log", "run 3 is not one of the suite's 2 declared repeat(s)"),
+        ("only_declared_repeats", "resnet50_b2_fp32_03.log", "run.json records no such run (a log added after the run)"),
+        ("only_declared_repeats", "resnet50_b2_fp32_3.log", "byte-identical to "
+         f"logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_{best}.log (one run counted twice)"),
+        ("only_declared_repeats", "resnet50_b2_fp32_3.log", "run 3 is not one of the suite's 2 declared repeat(s)"),
+        ("only_declared_repeats", "resnet50_b2_fp32_3.log", "run.json records no such run (a log added after the run)"),
+    ]
+    # the non-ASCII digit is no repeat number at all: not a run log, so it never enters a median
+    from kit.core.layout import Stray, classify
+    assert isinstance(classify(case / "resnet50_b2_fp32_\u0664.log", run / "logs"), Stray)
+
+
+def test_a_json_key_given_twice_is_refused_not_last_wins(real_run, tmp_path, capsys):
+    run = fresh_copy(real_run, tmp_path)
+    log = run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+    lines = log.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if '"event": "step"' in line)
+    lines[at] = lines[at].replace('"global_batch": 2,', '"global_batch": 2, "global_batch": 200,', 1)
+    log.write_text("".join(lines))
+    assert main(["extract", str(log)]) == 2
+    assert f"resnet50_b2_fp32_1.log:{at + 1}: :::KITLOG line is not valid JSON (duplicate key 'global_batch'" \
+        in capsys.readouterr().err
+    folder = unpacked(bd.make_bundle(fresh_copy(real_run, tmp_path / "clean"), submitter="Lab", system_name="box"),
+                      tmp_path / "unpacked")
+    (run_json,) = folder.glob("run/*/run.json")
+    meta = run_json.read_text()
+    run_json.write_text(meta.replace('"suite": "audit",', '"suite": "audit", "suite": "local",', 1))
+    result = verify(folder)  # a forger's bundle: run.json edited after bundling
+    assert any("duplicate key 'suite'" in v.message for v in result.violations + result.integrity), result
+    (run / "run.json").write_text(meta.replace('"suite": "audit",', '"suite": "audit", "suite": "local",', 1))
+    with pytest.raises(bd.BundleError, match="run.json: not readable JSON \\(duplicate key 'suite'"):
+        bd.make_bundle(run, submitter="Lab", system_name="box")
 
 
 def test_fewer_repeats_than_declared_fails_with_the_suite_line(real_run, tmp_path):

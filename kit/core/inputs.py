@@ -68,10 +68,19 @@ def read_input(path: str | Path, what: str, error: type[InputError] = InputError
     return data
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {twice[:80]!r} in one JSON object (which value counts is ambiguous)")
+    return obj
+
+
 def parse_json(text: str | bytes) -> Any:
     """json.loads whose every failure is a ValueError (also an integer of thousands of digits, or nesting past
-    the interpreter's recursion limit)."""
+    the interpreter's recursion limit); an object naming a key twice is refused (json.loads keeps the last)."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise ValueError("nested too deeply") from None

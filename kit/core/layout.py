@@ -16,9 +16,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 
-CASE_DIR = re.compile(r"^(?P<nodes>\d+)n(?P<gpus>\d+)g$")
-BATCH_DIR = re.compile(r"^bz(?P<batch>\d+)$")
-LOG_NAME = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<precision>\w+?(?:-[a-z0-9]+)*)_(?P<run>\d+)\.log$")
+# ASCII digits only: \d and int() also take other scripts' digits, so '_٤' would be a fourth repeat
+CASE_DIR = re.compile(r"^(?P<nodes>\d+)n(?P<gpus>\d+)g$", re.ASCII)
+BATCH_DIR = re.compile(r"^bz(?P<batch>\d+)$", re.ASCII)
+LOG_NAME = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<precision>\w+?(?:-[a-z0-9]+)*)_(?P<run>\d+)\.log$",
+                      re.ASCII)
 TAG_SUFFIXES = {"nhwc": ("layout", "nhwc"), "compiled": ("mode", "compiled")}
 
 

@@ -11,7 +11,6 @@ Hosts holding the same image ID are skipped. Remote commands are built with quot
 from __future__ import annotations
 
 import datetime as dt
-import json
 import queue
 import threading
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from kit.config.hosts import HostConfig, Inventory
 from kit.core.files import write_json
+from kit.core.inputs import parse_json
 from kit.hosts.connect import InventoryError, connect, quote_cmd
 from kit.hosts.fanout import on_all
 from kit.images.build import CHUNK, ImageError, Progress, image_id, quiet
@@ -225,7 +225,7 @@ def record(run_dir: Path, ref: str, image: str, *, spec_key: str | None = None, 
            repo_digest: str | None = None, hosts: dict[str, str] | None = None) -> Path:
     """runs/<id>/images.json: per image reference its ID, pins hash, registry digest and every host's ID."""
     path = Path(run_dir) / "images.json"
-    data = json.loads(path.read_text()) if path.is_file() else {"images": {}}
+    data = parse_json(path.read_bytes()) if path.is_file() else {"images": {}}
     entry = data["images"].setdefault(ref, {})
     entry.update({k: v for k, v in {"id": image, "image": spec_key, "pins_hash": pins_hash,
                                     "repo_digest": repo_digest}.items() if v is not None})

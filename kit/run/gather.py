@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import json
 import posixpath
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from kit.config.hosts import HostConfig, Inventory
+from kit.core.inputs import parse_json
 from kit.core.layout import log_of_run_folder
 from kit.hosts.connect import connect
 from kit.hosts.fanout import on_all, values
@@ -70,7 +70,7 @@ def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Pat
     hosts = [inv.get(name) for name in host_names]
     values(on_all(hosts, lambda h: _fetch(inv, h, posixpath.join(h.work_dir, "runs", run_dir.name, h.name),
                                           run_dir / "hosts" / h.name)))
-    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    meta = parse_json((run_dir / "run.json").read_bytes()) if (run_dir / "run.json").is_file() else {}
     rank0 = (meta.get("hosts") or host_names)[0]
     restored = []
     for stdout in sorted((run_dir / "hosts" / rank0).rglob("stdout.log")):

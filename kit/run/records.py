@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import json
 import os
 import platform
 import shutil
@@ -23,7 +22,7 @@ from pathlib import Path
 from kit import REPO_ROOT, __version__
 from kit.config.suites import Suite, load_suite
 from kit.core.files import write_json
-from kit.core.inputs import KitError
+from kit.core.inputs import KitError, parse_json
 from kit.core.layout import RunLog, classify
 from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
@@ -80,7 +79,7 @@ def sidecar_path(log: Path) -> Path:
 def reference_figures(log: Path) -> dict:
     """{'kit': samples/s by the kit's method, 'publisher': by the publisher's (None where none is published)}
     from a reference run's log and its sidecar; ParseError/MethodError when the log gives no figure."""
-    meta = json.loads(sidecar_path(log).read_text())
+    meta = parse_json(sidecar_path(log).read_bytes())
     parsed = parse_log(log, meta["log_format"])
     kit = compute_figure(parsed, Method.from_mapping(meta["kit_method"])).value
     pub = meta.get("publisher_method")
@@ -108,7 +107,7 @@ def is_done(run_dir: Path, run: PlannedRun) -> bool:
     if not log.is_file():
         return False
     try:
-        entry = json.loads((Path(run_dir) / "run.json").read_text()).get("runs", {}).get(str(run.log_rel))
+        entry = parse_json((Path(run_dir) / "run.json").read_bytes()).get("runs", {}).get(str(run.log_rel))
     except (OSError, ValueError, AttributeError):
         entry = None
     if isinstance(entry, dict) and entry.get("status") not in (None, "ok"):
@@ -155,7 +154,7 @@ def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
     """run.json as it is (resume), or a new one with the provenance every run directory carries."""
     path = Path(run_dir) / "run.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        return parse_json(path.read_bytes())
     return {
         "kit_version": __version__,
         "suite": suite.name,

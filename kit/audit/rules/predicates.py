@@ -77,6 +77,28 @@ def repeats_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
         out.note = f"{len(undeclared_runs)} declared case(s) not run here (other hosts or runners)"
 
 
+@predicate()
+def repeats_exactly_declared(ev: Evidence, out: Finding) -> None:
+    """A case's logs are its declared repeats and no others: numbered 1..repeats, each recorded in run.json, no two
+    byte-identical (a copy of the best run cannot enter the median)."""
+    recorded = ev.meta.get("runs")
+    by_digest: dict[str, str] = {}
+    for key, log, _figure in ev.runs():
+        case = ev.cases.get(key)
+        if case is None:
+            continue
+        out.checked += 1
+        rel = ev.rel(log.path)
+        if not 1 <= log.run <= case.repeats:
+            out.fail(f"{key}: run {log.run} is not one of the suite's {case.repeats} declared repeat(s)", rel)
+        if isinstance(recorded, dict) and rel not in recorded:
+            out.fail(f"{key} run {log.run}: run.json records no such run (a log added after the run)", rel)
+        digest = hashlib.sha256(log.path.read_bytes()).hexdigest()
+        if digest in by_digest:
+            out.fail(f"{key} run {log.run}: byte-identical to {by_digest[digest]} (one run counted twice)", rel)
+        by_digest.setdefault(digest, rel)
+
+
 @predicate(minimum=0)
 def warmup_skipped_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
     """Each harness run skipped at least max(declared warm-up steps, minimum) steps before its measured window (a

@@ -7,12 +7,12 @@ recipes (kit.run.reference) and pins (docker/pins.yaml); nothing the bundle says
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence
 from kit.audit.rules.predicates import predicate
+from kit.core.inputs import parse_json
 from kit.core.layout import RunLog, run_folder
 from kit.run import reference
 from kit.run.command import sidecar_name
@@ -51,7 +51,7 @@ def judged_records(ev: Evidence, out: Finding):
         for host, path in records:
             out.checked += 1
             try:
-                meta = json.loads(path.read_text())
+                meta = parse_json(path.read_bytes())
                 if not isinstance(meta, dict):
                     raise ValueError("not a JSON object")
             except (OSError, ValueError) as exc:
