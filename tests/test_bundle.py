@@ -475,6 +475,60 @@ def test_claims_are_read_only_from_inside_the_bundle(real_run, tmp_path, signer,
         assert finding.checked == 0, hostile  # nothing was read from it
 
 
+def _forge_claims(root: Path, key: Path, edit) -> None:
+    claims = root / "claims" / "expected.yaml"
+    claims.write_text(edit(claims.read_text()))
+    bd.write_manifest(root)
+    (root / "manifest.json.sig").unlink(missing_ok=True)
+    bd.sign(root / "manifest.json", key)
+
+
+def test_a_signed_bundles_claims_name_only_its_members_and_never_set_the_tolerance(real_run, tmp_path, signer,
+                                                                                   published):
+    key, allowed = signer
+    bundle = bd.make_bundle(fresh_copy(real_run, tmp_path), claims=published / "expected.yaml", sign_key=key,
+                            submitter="Lab", system_name="box")
+    root = unpacked(bundle, tmp_path / "open")
+    pristine = (root / "claims" / "expected.yaml").read_text()
+    first_file = re.search(r"file: ([^,]+),", pristine).group(1)
+    for hostile in ("/etc/hostname", "../../../../etc/hostname", "../manifest.json"):
+        _forge_claims(root, key, lambda text, h=hostile: text.replace(f"file: {first_file},", f"file: {h},", 1))
+        result = verify_tree(root, allowed)
+        flagged = [v for v in result.violations if v.rule == "published_claims_derive"]
+        assert len(flagged) == 1, (hostile, flagged)
+        assert ("a claim inside a bundle names a relative path within it" in flagged[0].message
+                or "lies outside the bundle's claims" in flagged[0].message), (hostile, flagged)
+        assert flagged[0].file == "claims/expected.yaml" and flagged[0].line, hostile
+    # a bundle that loosens every tolerance cannot make a wrong figure derive: the verifier's ceiling holds
+    wrong = re.sub(r"published: ([0-9.]+)", lambda m: f"published: {float(m.group(1)) * 3:g}", pristine, count=1)
+    for loose in ("1e9", ".inf", ".nan"):
+        _forge_claims(root, key, lambda text, lo=loose: re.sub(r"rel_tol: [0-9.e-]+", f"rel_tol: {lo}", wrong))
+        result = verify_tree(root, allowed)
+        flagged = [v for v in result.violations if v.rule == "published_claims_derive"]
+        assert flagged and not result.ok, loose
+    _forge_claims(root, key, lambda text: pristine)
+    assert [v.rule for v in verify_tree(root, allowed).violations] == ["published_claims_derive"]  # derives: false
+    tight = verify(root, allowed, claims_rel_tol=1e-12)  # the auditor's flag can tighten every claim
+    assert len([v for v in tight.violations if v.rule == "published_claims_derive"]) > 1
+
+
+def test_verify_json_says_ok_only_for_a_good_signature_and_limits_are_finite(real_run, tmp_path, signer, capsys):
+    key, allowed = signer
+    unsigned = bd.make_bundle(fresh_copy(real_run, tmp_path / "u"), submitter="Lab", system_name="box")
+    assert main(["verify", str(unsigned), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["ok"] is False and said["consistent"] is True and said["verdict"].startswith("CONSISTENT")
+    signed = bd.make_bundle(fresh_copy(real_run, tmp_path / "s"), sign_key=key, submitter="Lab", system_name="box")
+    assert main(["verify", str(signed), "--json", "--allowed-signers", str(allowed)]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["ok"] is True and said["verdict"] == "OK"
+    for flag, value in (("--max-ratio", "nan"), ("--max-ratio", "-5"), ("--max-ratio", "inf"),
+                        ("--claims-rel-tol", "nan"), ("--max-unpacked-bytes", "0")):
+        assert main(["verify", str(signed), flag, value]) == 2, (flag, value)
+        err = capsys.readouterr().err
+        assert err.startswith("kit verify: ") and "must be a finite number > 0" in err and err.count("\n") == 1
+
+
 def test_bundle_output_never_replaces_what_it_should_not(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
     results = (run / "results.json").read_bytes()

@@ -31,6 +31,7 @@ def finite(value) -> bool:
 class Evidence:
     root: Path  # the run directory (runs/<id>/, or <bundle>/<id>/)
     claims: Path | None = None  # published claims that ride in a bundle (a kit crosscheck claims file)
+    claims_rel_tol: float = 1e-3  # the verifier's tolerance for re-derived claims (never the bundle's)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (file, why it could not be read)
 
     # ----------------------------------------------------------------- files as written by the run

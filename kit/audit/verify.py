@@ -9,6 +9,7 @@ Exit 0 only when every file is intact, the signature (if any) holds and every ru
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -82,7 +83,9 @@ class Compliance:
         return out
 
     def to_dict(self) -> dict:
-        return {"bundle": self.bundle, "ok": self.ok, "verdict": self.verdict, "authentic": self.authentic,
+        # ok: what the verdict OK means (every rule, and signed by an allowed signer); consistent: rules alone
+        return {"bundle": self.bundle, "ok": self.ok and self.authentic, "consistent": self.ok,
+                "verdict": self.verdict, "authentic": self.authentic,
                 "files": self.files, "figures": self.figures,
                 "signature": self.signature.__dict__ if self.signature else None,
                 "rules": [{"rule": f.rule.name, "predicate": f.rule.predicate, "checked": f.checked,
@@ -142,8 +145,11 @@ def check_system(root: Path, run_dir: Path) -> list[rl.Violation]:
     return []
 
 
+CLAIMS_REL_TOL = 1e-3  # the verifier's tolerance for a carried claim (the loosest the shared claims need)
+
+
 def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: str | None = None,
-                label: str | None = None) -> Compliance:
+                label: str | None = None, claims_rel_tol: float = CLAIMS_REL_TOL) -> Compliance:
     start = time.monotonic()
     result = Compliance(label or str(root))
     special = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if not (p.is_file() or p.is_dir()))
@@ -166,7 +172,7 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
     claims, why = inside(root, provenance.get("claims"))
     if why:
         result.extra.append(rl.Violation(INTEGRITY, f"claims {provenance.get('claims')!r}: {why}", "provenance.json"))
-    evidence = Evidence(runs[0], claims=claims)
+    evidence = Evidence(runs[0], claims=claims, claims_rel_tol=claims_rel_tol)
     version = rules_version or rl.newest()  # the auditor's kit decides; a bundle never chooses or lowers the rules
     named = provenance.get("rules_version")
     if named is not None and (not isinstance(named, str) or named not in rl.versions()):
@@ -198,9 +204,15 @@ def inside(root: Path, rel) -> tuple[Path | None, str]:
 
 
 def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str | None = None, *,
-           max_unpacked_bytes: int = bd.MAX_UNPACKED_BYTES, max_ratio: float = bd.MAX_RATIO) -> Compliance:
+           max_unpacked_bytes: int = bd.MAX_UNPACKED_BYTES, max_ratio: float = bd.MAX_RATIO,
+           claims_rel_tol: float = CLAIMS_REL_TOL) -> Compliance:
     """A .tar.gz bundle (unpacked into a temporary folder, within the size and ratio limits: a bundle past one
-    is an integrity violation) or an unpacked bundle folder."""
+    is an integrity violation) or an unpacked bundle folder. The limits and the claims' tolerance are the
+    verifier's: finite and positive (NaN would disable a comparison)."""
+    for name, value in (("max_unpacked_bytes", max_unpacked_bytes), ("max_ratio", max_ratio),
+                        ("claims_rel_tol", claims_rel_tol)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise InputError(name, f"must be a finite number > 0, got {value!r}")
     bundle = Path(bundle)
     if not bundle.exists():
         raise bd.BundleError(f"{bundle}: no such bundle")
@@ -212,7 +224,7 @@ def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str
             raise InputError(allowed_signers, "names no signer (an OpenSSH allowed-signers file: one "
                              "'principal [options] key' per line)")
     if bundle.is_dir():
-        return verify_tree(bundle, allowed_signers, rules_version)
+        return verify_tree(bundle, allowed_signers, rules_version, claims_rel_tol=claims_rel_tol)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kit-verify-") as tmp:
         try:
@@ -221,6 +233,6 @@ def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str
             result = Compliance(str(bundle))
             result.integrity.append(rl.Violation(INTEGRITY, str(exc).split(": ", 1)[-1], bundle.name))
             return result
-        result = verify_tree(root, allowed_signers, rules_version, label=str(bundle))
+        result = verify_tree(root, allowed_signers, rules_version, label=str(bundle), claims_rel_tol=claims_rel_tol)
     result.seconds = time.monotonic() - start
     return result

@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
                    help="refuse a .tar.gz unpacking to more than N bytes (default 4 GiB), before extracting it")
     p.add_argument("--max-ratio", type=float, metavar="N",
                    help="refuse a .tar.gz unpacking to more than N times its size (default 250), before extracting it")
+    p.add_argument("--claims-rel-tol", type=float, metavar="T",
+                   help="relative tolerance for re-derived published claims (default 1e-3); a claim's own rel_tol "
+                        "can only tighten it")
 
 
 def _system_names(args: argparse.Namespace) -> tuple[str | None, str | None]:
@@ -86,7 +89,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from kit.audit.verify import verify
 
     try:
-        limits = {"max_unpacked_bytes": args.max_unpacked_bytes, "max_ratio": args.max_ratio}
+        limits = {"max_unpacked_bytes": args.max_unpacked_bytes, "max_ratio": args.max_ratio,
+                  "claims_rel_tol": args.claims_rel_tol}
         result = verify(args.bundle, args.allowed_signers, args.rules,
                         **{k: v for k, v in limits.items() if v is not None})
     except (KitError, InputError, OSError) as exc:

@@ -14,6 +14,7 @@ whose declared recomputed figure the log does not give); error (no figure could 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +82,28 @@ def _number(entry: LineDict, key: str, path: Path) -> float:
     return float(require(entry, key, (int, float), path))
 
 
+def _rel_tol(entry: LineDict, path: Path, ceiling: float | None) -> float:
+    """The claim's tolerance, finite and >= 0; never above the verifier's ceiling (a bundle cannot loosen it)."""
+    value = float(optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL))
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(path, f"must be a finite number >= 0, got {value}", entry.line_of("rel_tol"), "rel_tol")
+    return value if ceiling is None else min(value, ceiling)
+
+
+def _member(entry: LineDict, key: str, value: str, path: Path, confine: Path | None) -> Path:
+    """A log file or folder a claim names, relative to the claims file; with confine, only inside that folder
+    (a bundle's claims name bundle members, never the auditor's disk)."""
+    target = path.parent / value
+    if confine is None:
+        return target
+    if not value or Path(value).is_absolute() or ".." in Path(value).parts or "\\" in value:
+        raise ConfigError(path, f"{value!r}: a claim inside a bundle names a relative path within it",
+                          entry.line_of(key), key)
+    if not target.resolve().is_relative_to(Path(confine).resolve()):
+        raise ConfigError(path, f"{value!r} lies outside the bundle's claims", entry.line_of(key), key)
+    return target
+
+
 def load_claims(path: Path) -> tuple[LineDict, list[LineDict], list[LineDict]]:
     data = load_yaml(path)
     if not isinstance(data, LineDict):
@@ -100,11 +123,15 @@ def load_claims(path: Path) -> tuple[LineDict, list[LineDict], list[LineDict]]:
     return data, suites, logs
 
 
-def check_claims(path: Path, progress=None) -> list[Verdict]:
+def check_claims(path: Path, progress=None, *, confine: Path | None = None,
+                 max_rel_tol: float | None = None) -> list[Verdict]:
+    """Every claim re-derived. confine: the folder the claims' files must lie in (a bundle's); max_rel_tol: the
+    verifier's tolerance, which a claim's own rel_tol can tighten but never loosen."""
     path = Path(path)
     _, suites, logs = load_claims(path)
     # validate every entry before doing any work, so a bad file fails fast and whole
-    plans = [("suite", s, _plan_suite(s, path)) for s in suites] + [("log", e, _plan_log(e, path)) for e in logs]
+    plans = ([("suite", s, _plan_suite(s, path, confine, max_rel_tol)) for s in suites]
+             + [("log", e, _plan_log(e, path, confine, max_rel_tol)) for e in logs])
     verdicts: list[Verdict] = []
     for index, (kind, _entry, plan) in enumerate(plans):
         if progress:
@@ -113,15 +140,15 @@ def check_claims(path: Path, progress=None) -> list[Verdict]:
     return verdicts
 
 
-def _plan_log(entry: LineDict, path: Path) -> dict:
+def _plan_log(entry: LineDict, path: Path, confine: Path | None = None, ceiling: float | None = None) -> dict:
     file = require(entry, "file", str, path)
     return {
         "label": file,
-        "file": path.parent / file,
+        "file": _member(entry, "file", file, path, confine),
         "format": _format(entry, path),
         "method": _method(entry, path),
         "published": _number(entry, "published", path),
-        "rel_tol": float(optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
+        "rel_tol": _rel_tol(entry, path, ceiling),
         "derives": optional(entry, "derives", bool, path, True),
         "declared": _number(entry, "recomputed", path) if "recomputed" in entry else None,
         "note": optional(entry, "note", str, path, ""),
@@ -169,9 +196,10 @@ def _check_log(plan: dict, path: Path) -> Verdict:
     return verdict
 
 
-def _plan_suite(entry: LineDict, path: Path) -> dict:
+def _plan_suite(entry: LineDict, path: Path, confine: Path | None = None, ceiling: float | None = None) -> dict:
     name = require(entry, "name", str, path)
-    folder = path.parent / optional(entry, "dir", str, path, name)
+    folder = _member(entry, "dir" if "dir" in entry else "name", optional(entry, "dir", str, path, name), path,
+                     confine)
     medians = require(entry, "published_median", dict, path)
     speedups = optional(entry, "published_speedup", dict, path, {})
     for key, table in (("published_median", medians), ("published_speedup", speedups)):
@@ -191,7 +219,7 @@ def _plan_suite(entry: LineDict, path: Path) -> dict:
         "precision": optional(entry, "precision", str, path, None),
         "medians": medians,
         "speedups": speedups,
-        "rel_tol": float(optional(entry, "rel_tol", (int, float), path, DEFAULT_REL_TOL)),
+        "rel_tol": _rel_tol(entry, path, ceiling),
         "line": entry.line,
     }
 

@@ -357,8 +357,11 @@ def claims_derive(ev: Evidence, out: Finding) -> None:
         return
     name = f"claims/{ev.claims.name}"
     try:
-        verdicts = check_claims(ev.claims)
-    except (ConfigError, OSError) as exc:
+        verdicts = check_claims(ev.claims, confine=ev.claims.parent, max_rel_tol=ev.claims_rel_tol)
+    except ConfigError as exc:  # named as the bundle names it, never by the auditor's temporary path
+        out.fail(f"claims cannot be read: {exc.key + ': ' if exc.key else ''}{exc.reason}", name, exc.line)
+        return
+    except OSError as exc:
         out.fail(f"claims cannot be read: {exc}", name)
         return
     for v in verdicts:
