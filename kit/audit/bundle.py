@@ -40,6 +40,7 @@ from kit.audit.redact import redact_text
 from kit.audit.rules.engine import newest
 from kit.core.files import stamped, write_json, write_text
 from kit.core.inputs import KitError, parse_json
+from kit.core.runlock import LOCK_NAME, holder, is_busy
 
 NAMESPACE = "kit-bundle"
 MANIFEST = "manifest.json"  # its SCHEMA_VERSIONS entry is provenance.json's version too
@@ -200,7 +201,7 @@ def run_files(run_dir: Path) -> tuple[list[Path], dict[str, str]]:
                 if not target.is_relative_to(run_dir):
                     raise BundleError(f"{path}: a link to {target}, outside the run; remove it or copy the file in")
                 links[path.relative_to(run_dir).as_posix()] = target.relative_to(run_dir).as_posix()
-            elif name in names and not name.endswith(".tmp"):
+            elif name in names and not name.endswith(".tmp") and path != run_dir / LOCK_NAME:
                 if not path.is_file():
                     raise BundleError(f"{path}: not a regular file (a pipe, socket or device); remove it")
                 files.append(path)
@@ -237,6 +238,8 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
     rules_version = rules_version or newest()
     pins_file = pins_file or REPO_ROOT / "docker" / "pins.yaml"
     meta = _json_object(run_dir / "run.json", run_dir / "run.json")
+    if is_busy(run_dir):
+        raise BundleError(f"{run_dir}: a kit process still writes it ({holder(run_dir)}); bundle it when it ends")
     top = f"kit-bundle-{run_dir.name}"
     files, links = run_files(run_dir)
     claimed = []

@@ -34,7 +34,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from kit.run.plan import model_code_root, plan
 
     if args.resume:
-        run_dir, suite = args.resume, records.resume(args.resume)
+        run_dir, suite = args.resume, records.resume(args.resume, write=not args.dry_run)
     elif args.dry_run:
         run_dir, suite = None, load_suite(args.suite)
     else:

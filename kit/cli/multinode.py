@@ -47,7 +47,7 @@ def _run_dir_for(args: argparse.Namespace, check) -> tuple[Path, object]:
     from kit.run import records
 
     if args.resume:
-        return args.resume, records.resume(args.resume)
+        return args.resume, records.resume(args.resume, write=True)
     check(load_suite(args.suite))
     return records.start(args.suite, args.runs_dir)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kit import REPO_ROOT
 from kit.config.suites import Case, Suite
+from kit.core import runlock
 from kit.core.inputs import KitError
 from kit.hosts import probe
 from kit.images.parity import program_stacks
@@ -76,7 +77,16 @@ def resolve_train_list(run_dir: Path, suite: Suite, train_list: str | Path | Non
 def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, runner: LocalRunner | None = None,
               train_list: str | Path | None = None, images: dict[str, str] | None = None,
               force: bool = False) -> BenchResult:
-    run_dir = Path(run_dir)
+    """The suite's runs into run_dir, holding its lock (one writer) until they end."""
+    runlock.acquire(run_dir)
+    try:
+        return _run_bench(Path(run_dir), suite, progress, runner, train_list, images, force)
+    finally:
+        runlock.release(run_dir)
+
+
+def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: LocalRunner | None,
+               train_list: str | Path | None, images: dict[str, str] | None, force: bool) -> BenchResult:
     check_host(suite)
     runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, suite, train_list),
                                   images=images, hardware=suite.hardware)

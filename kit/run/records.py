@@ -21,6 +21,7 @@ from pathlib import Path
 
 from kit import REPO_ROOT, __version__
 from kit.config.suites import Suite, load_suite
+from kit.core import runlock
 from kit.core.files import write_json
 from kit.core.inputs import KitError, parse_json
 from kit.core.layout import RunLog, classify
@@ -43,14 +44,19 @@ class RunDirError(KitError):
 
 
 def new_run_dir(runs_dir: Path, suite: str) -> Path:
+    """runs/<suite>-<time>[-n]: made, never shared (benches started in the same second each get their own)."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = runs_dir / f"{suite}-{stamp}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    path.mkdir(parents=True)
-    return path
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir()  # atomic: the first process to make it owns it
+        except FileExistsError:
+            continue
+        runlock.acquire(path)
+        return path
+    raise RunDirError(f"{runs_dir}: 10000 run directories named {base.name}*; remove some")
 
 
 def start(suite_ref: str | Path, runs_dir: Path) -> tuple[Path, Suite]:
@@ -61,15 +67,31 @@ def start(suite_ref: str | Path, runs_dir: Path) -> tuple[Path, Suite]:
     return run_dir, load_suite(run_dir / "suite.yaml")
 
 
-def resume(run_dir: Path) -> Suite:
-    """The suite a run directory was started with (its own copy)."""
+def resume(run_dir: Path, write: bool = False) -> Suite:
+    """The suite a run directory was started with (its own copy); write: this process is to add runs to it, so it
+    takes the directory's lock (one writer) and refuses a suite.yaml edited since the run started."""
     run_dir = Path(run_dir)
     if not (run_dir / "suite.yaml").is_file():
         raise RunDirError(f"{run_dir}: not a kit bench run directory (no suite.yaml)")
+    if write:
+        runlock.acquire(run_dir)
+        _suite_unchanged(run_dir)
     try:
         return load_suite(run_dir / "suite.yaml")
     except ConfigError as exc:
         raise RunDirError(f"cannot resume: {exc}") from None
+
+
+def _suite_unchanged(run_dir: Path) -> None:
+    recorded = None
+    if (run_dir / "run.json").is_file():
+        try:
+            recorded = parse_json((run_dir / "run.json").read_bytes()).get("suite_sha256")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise RunDirError(f"cannot resume: {run_dir / 'run.json'}: {exc}") from None
+    if recorded and hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest() != recorded:
+        raise RunDirError(f"cannot resume: {run_dir / 'suite.yaml'} was edited after the run started (run.json "
+                          "recorded another sha256); start a new run with the edited suite instead")
 
 
 def sidecar_path(log: Path) -> Path:

@@ -1,0 +1,75 @@
+"""One writer per run directory: a second kit process is refused naming the holder; concurrent starts never collide;
+a resume never runs a suite edited since the run started."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.audit import bundle as bd
+from kit.core import runlock
+from kit.run import records
+
+SUITE = ("schema_version: 1\nname: lk\nhardware: cpu\ndefaults: {repeats: 1, warmup_steps: 1, measure_steps: 2}\n"
+         "cases:\n  - {framework: torch, model: resnet50, batch_size: 2, image_size: 32, num_classes: 10}\n")
+HOLD = "import sys, time; from kit.core import runlock; runlock.acquire(sys.argv[1]); print('held', flush=True); " \
+       "time.sleep(60)"
+
+
+def kit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    (tmp_path / "lk.yaml").write_text(SUITE)
+    path, _suite = records.start(tmp_path / "lk.yaml", tmp_path / "runs")
+    meta = {"suite_sha256": hashlib.sha256((path / "suite.yaml").read_bytes()).hexdigest(), "runs": {}}
+    (path / "run.json").write_text(json.dumps(meta))
+    (path / "logs").mkdir()
+    runlock.release(path)
+    return path
+
+
+def test_a_second_writer_is_refused_in_one_line_naming_the_holder(run_dir):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert runlock.is_busy(run_dir)
+        for args in (("bench", "--resume", str(run_dir)), ("bundle", str(run_dir), "--out", str(run_dir) + ".tgz")):
+            done = kit(*args)
+            assert done.returncode == 2, (args, done.stderr)
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and f"pid {holder.pid} on " in lines[0], (args, done.stderr)
+        assert not list((run_dir / "logs").iterdir()) and not Path(str(run_dir) + ".tgz").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not runlock.is_busy(run_dir)  # the kernel drops a dead holder's lock: no stale file blocks
+    runlock.acquire(run_dir)
+    runlock.release(run_dir)
+    assert runlock.LOCK_NAME not in {p.name for p in bd.run_files(run_dir)[0]}  # never bundled
+
+
+def test_benches_started_together_each_get_their_own_directory(tmp_path):
+    code = "import sys; from pathlib import Path; from kit.run.records import new_run_dir; " \
+           "print(new_run_dir(Path(sys.argv[1]), 'same'))"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "runs")], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, [err for _, err in outs]
+    made = {out.strip() for out, _ in outs}
+    assert len(made) == 8 and all(Path(m).is_dir() for m in made)
+
+
+def test_resume_refuses_a_suite_edited_after_the_run_started(run_dir):
+    (run_dir / "suite.yaml").write_text(SUITE.replace("repeats: 1", "repeats: 9"))
+    done = kit("bench", "--resume", str(run_dir))
+    assert done.returncode == 2
+    assert "suite.yaml was edited after the run started" in done.stderr and done.stderr.count("\n") == 1
+    assert not list((run_dir / "logs").iterdir())  # nothing ran
