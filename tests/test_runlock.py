@@ -73,3 +73,22 @@ def test_resume_refuses_a_suite_edited_after_the_run_started(run_dir):
     assert done.returncode == 2
     assert "suite.yaml was edited after the run started" in done.stderr and done.stderr.count("\n") == 1
     assert not list((run_dir / "logs").iterdir())  # nothing ran
+
+
+def test_a_suite_named_like_a_built_in_one_must_be_it(tmp_path):
+    from kit.config import suites
+
+    builtin = suites.suite_path("local").read_text()
+    (tmp_path / "copy.yaml").write_text(builtin)  # the same suite under another path: fine
+    run_dir, suite = records.start(tmp_path / "copy.yaml", tmp_path / "runs")
+    assert suite.name == "local"
+    runlock.release(run_dir)
+    posing = builtin.replace("repeats: ", "repeats: 1 #", 1) if "repeats: " in builtin else builtin + "#"
+    posing = posing.replace("image_size: ", "image_size: 8 #", 1)
+    (tmp_path / "posing.yaml").write_text(posing)
+    assert [c.to_dict() for c in suites.load_suite(tmp_path / "posing.yaml").cases] != \
+        [c.to_dict() for c in suites.load_suite("local").cases]
+    with pytest.raises(records.RunDirError, match="name 'local' is the built-in suite .*local.yaml, and this file "
+                                                  "runs other cases; give it a name of its own"):
+        records.start(tmp_path / "posing.yaml", tmp_path / "runs2")
+    assert not (tmp_path / "runs2").exists()

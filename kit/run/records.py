@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from kit import REPO_ROOT, __version__
-from kit.config.suites import Suite, load_suite
+from kit.config.suites import Suite, available, load_suite, suite_path
 from kit.core import runlock
 from kit.core.files import write_json
 from kit.core.inputs import KitError, parse_json
@@ -62,9 +62,21 @@ def new_run_dir(runs_dir: Path, suite: str) -> Path:
 def start(suite_ref: str | Path, runs_dir: Path) -> tuple[Path, Suite]:
     """A new run directory holding a copy of the suite; the copy is what the run (and a resume) reads."""
     suite = load_suite(suite_ref)
+    _not_posing_as_builtin(suite)
     run_dir = new_run_dir(Path(runs_dir), suite.name)
     shutil.copyfile(suite.path, run_dir / "suite.yaml")
     return run_dir, load_suite(run_dir / "suite.yaml")
+
+
+def _not_posing_as_builtin(suite: Suite) -> None:
+    """A suite file named like a built-in suite (its report is titled so) must be that suite."""
+    if suite.name not in available() or suite.path.resolve() == suite_path(suite.name).resolve():
+        return
+    builtin = load_suite(suite.name)
+    if [c.to_dict() for c in suite.cases] != [c.to_dict() for c in builtin.cases] \
+            or suite.hardware != builtin.hardware:
+        raise RunDirError(f"{suite.path}: name {suite.name!r} is the built-in suite {suite_path(suite.name)}, and "
+                          "this file runs other cases; give it a name of its own")
 
 
 def resume(run_dir: Path, write: bool = False) -> Suite:
