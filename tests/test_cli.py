@@ -155,3 +155,12 @@ def test_scale_must_be_finite(published):
                         ("1e308", "288.272 x scale 1e+308 is past the largest number")):
         r = kit("extract", log, "--scale", scale)
         assert r.returncode == 2 and said in r.stderr.splitlines()[-1] and "inf" not in r.stdout, r.stderr
+
+
+def test_a_runs_dir_the_file_system_refuses_is_one_line_exit_2(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    for runs_dir in (tmp_path / "a-file" / "runs", "/proc/kit-runs"):
+        done = subprocess.run([sys.executable, "-m", "kit", "bench", "--suite", "local", "--runs-dir", str(runs_dir)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr  # was 3, an "internal error"
+        assert done.stderr.count("\n") == 1 and str(runs_dir) in done.stderr and "internal" not in done.stderr

@@ -163,3 +163,18 @@ def test_truncate_decimals_works_on_the_decimal_text():
         0.29, 5055.56, -1.23, 7.0]
     assert truncate_decimals(1.7e308, 3) == 1.7e308 and truncate_decimals(1e-300, 400) == 1e-300
     assert truncate_decimals(123456.789, 0) == 123456.0 and truncate_decimals(2.5e-7, 6) == 0.0
+
+
+@pytest.mark.parametrize("fields", ['"global_batch": 1e308, "seconds": 0.5', '"global_batch": 4, "seconds": 5e-324'])
+def test_finite_numbers_that_overflow_a_step_figure_are_refused_naming_the_line(tmp_path, fields, capsys):
+    from kit.cli import main
+
+    log = tmp_path / "overflow.log"
+    log.write_text("".join(f':::KITLOG {{"kit": 1, "event": "step", "step": {s}, {fields}, "ranks": 1}}\n'
+                           for s in range(21, 31)))
+    with pytest.raises(MethodError, match="line 1: .* is not a positive finite figure"):
+        compute_figure(parse_log(log), Method())
+    assert main(["extract", str(log)]) == 2  # was exit 3, an internal error
+    assert "line 1:" in capsys.readouterr().err
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "r")]) in (0, 1, 2)
+    assert "internal error" not in capsys.readouterr().err

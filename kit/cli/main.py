@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # the file system said no (not a folder, read-only, full): the path and why, one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"kit: {where}{exc.strerror or exc}", file=sys.stderr)
     except Exception as exc:  # a bug: say so plainly, keep the traceback for KIT_DEBUG=1
         if settings.resolve().debug:
             traceback.print_exc()

@@ -184,6 +184,10 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
             except stats.StatsError as exc:
                 raise MethodError(f"{metric}: {exc}") from None
             chosen = series[method.skip : method.skip + len(values)]
+            for r in chosen:  # a finite record can still overflow: 1e308 samples / 0.5 s, 4 / 5e-324 s
+                if not math.isfinite(r.value) or r.value <= 0:
+                    raise MethodError(f"line {r.line}: {metric} {r.value:g} is not a positive finite figure "
+                                      "(a step's numbers out of range)")
             if method.trim:
                 if len(values) <= 2 * method.trim:
                     raise MethodError(f"{metric}: trim {method.trim} drops all {len(values)} value(s) of the window")
