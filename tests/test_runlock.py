@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,32 @@ def test_a_suite_named_like_a_built_in_one_must_be_it(tmp_path):
                                                   "runs other cases; give it a name of its own"):
         records.start(tmp_path / "posing.yaml", tmp_path / "runs2")
     assert not (tmp_path / "runs2").exists()
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_kit_bundle_stopped_by_a_signal_cleans_up_as_ctrl_c_does(tmp_path, sig):
+    import base64
+    import signal
+
+    run = tmp_path / "runs" / "big-1"
+    log = run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+    log.parent.mkdir(parents=True)
+    (run / "run.json").write_text('{"runs": {}}\n')
+    with log.open("wb") as f:  # incompressible, so packing it takes seconds
+        for _ in range(48):
+            f.write(base64.b64encode(os.urandom(3 * 2**20)) + b"\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "bundle", str(run), "--out", str(out / "b.tar.gz")],
+                            env={**os.environ, "TMPDIR": str(tmp)}, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(out.glob("*.partial")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(out.glob("*.partial")), "the bundle never started writing"
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + getattr(signal, sig), err
+    assert f"terminated ({sig})" in err
+    assert list(out.iterdir()) == [] and list(tmp.iterdir()) == []  # no .partial, no kit-bundle-* copy

@@ -10,7 +10,9 @@ comparison); the rest (yaml, rich, fabric, docker, the report writer, the run ma
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import traceback
 
 from kit import __version__
@@ -68,8 +70,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM / SIGHUP, raised where Ctrl-C would be, so every clean-up a Ctrl-C runs runs for them too."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminate(signum, _frame):
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _run(args)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return COMMANDS[args.command](args)
     except InputError as exc:
@@ -81,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kit: {where}: {exc}", file=sys.stderr)
     except (UsageError, UnknownFormat) as exc:
         print(f"kit: {exc}", file=sys.stderr)
-    except KeyboardInterrupt:
-        print("kit: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"kit: {'terminated (' + str(exc) + ')' if isinstance(exc, Terminated) else 'interrupted'}",
+              file=sys.stderr)
+        return 128 + exc.signum if isinstance(exc, Terminated) else 130
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:  # the file system said no (not a folder, read-only, full): the path and why, one line
