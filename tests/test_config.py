@@ -355,3 +355,13 @@ def test_a_value_yaml_cannot_construct_is_a_config_error_with_its_line(tmp_path,
     path = write(tmp_path, f"schema_version: 1\nhosts:\n  - {{name: a, address: b, port: {value}}}\n")
     with pytest.raises(ConfigError, match=r"hosts.yaml:3: unreadable value \((Exceeds the limit|month must be)"):
         load_hosts(path, env={})
+
+
+def test_a_mistyped_host_in_a_large_fleet_suggests_the_nearest_few(tmp_path):
+    hosts = "".join(f"  - {{name: gpu-node-{i:05d}, address: 10.{i // 250}.{i % 250}.1}}\n" for i in range(10_000))
+    inv = load_hosts(write(tmp_path, "schema_version: 1\nhosts:\n" + hosts), env={})
+    with pytest.raises(ConfigError) as err:
+        inv.get("gpu-nod-00123")
+    message = str(err.value)
+    assert "did you mean: gpu-node-00123" in message and "(10000 hosts in the inventory)" in message
+    assert len(message) < 300  # was every name of the fleet on one 69 KB line

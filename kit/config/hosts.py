@@ -27,6 +27,7 @@ from the file's directory, relative ones from the environment or a flag from the
 
 from __future__ import annotations
 
+import difflib
 import os
 import pwd
 import re
@@ -175,7 +176,7 @@ class Inventory:
         for host in self.hosts:
             if host.name == name:
                 return host
-        raise ConfigError(self.path, f"no host named {name!r}; known: {', '.join(self.names)}")
+        raise ConfigError(self.path, f"no host named {name[:100]!r}; {_nearest(name, self.names)}")
 
     def select(self, names: str | Iterable[str] | None) -> list[HostConfig]:
         """'a,b' or ['a', 'b'] -> those hosts in that order (the first is rank 0); None or '' -> all."""
@@ -346,6 +347,15 @@ def _section(data: LineDict, key: str, path: Path) -> LineDict:
     if not isinstance(value, LineDict):
         raise ConfigError(path, f"expected a mapping, got {type(value).__name__}", data.line_of(key), key)
     return value
+
+
+def _nearest(name: str, names: list[str]) -> str:
+    """'did you mean: node10, node01?' (the closest few of a fleet), or the names when there are few."""
+    if len(names) <= 8:
+        return f"known: {', '.join(names)}"
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f"did you mean: {', '.join(close)}? " if close else ""
+    return f"{hint}({len(names)} hosts in the inventory)"
 
 
 def _reject_unknown(entry: LineDict, known: set[str], path: Path, section: str) -> None:
