@@ -678,6 +678,14 @@ def test_links_are_never_followed_out_of_the_run(real_run, tmp_path, capsys):
     listed = json.loads((root / "manifest.json").read_text())["files"]
     assert f"run/{run.name}/{log}" in listed and not [f for f in listed if "latest" in f or "current" in f]
     assert verify(bundle).ok
+    # the folder form refuses links as the archive form does: nothing is read through one
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"not": "for the verifier"}')
+    (root / "run" / run.name / "env" / "outside.json").symlink_to(secret)
+    (root / "run" / run.name / "elsewhere").symlink_to(tmp_path)
+    result = verify(root)
+    assert sorted(v.file for v in result.integrity) == [f"run/{run.name}/elsewhere", f"run/{run.name}/env/outside.json"]
+    assert all("a link" in v.message for v in result.integrity) and not result.findings
 
 
 def test_a_signature_stripped_bundle_verifies_only_as_consistent(real_run, tmp_path, signer, capsys):

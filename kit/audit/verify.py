@@ -152,10 +152,16 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
                 label: str | None = None, claims_rel_tol: float = CLAIMS_REL_TOL) -> Compliance:
     start = time.monotonic()
     result = Compliance(label or str(root))
-    special = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if not (p.is_file() or p.is_dir()))
+    members = list(root.rglob("*"))  # does not descend into linked folders
+    special = sorted(p.relative_to(root).as_posix() for p in members if not (p.is_file() or p.is_dir()))
     if special:  # a pipe would block the first reader: nothing is read
         result.integrity = [rl.Violation(INTEGRITY, "not a regular file or folder (a pipe, socket, device or broken "
                                          "link): refused before reading anything", name) for name in special]
+        return result
+    links = sorted(p.relative_to(root).as_posix() for p in members if p.is_symlink())
+    if links:  # as the archive form: a link could lead the reader out of the folder
+        result.integrity = [rl.Violation(INTEGRITY, "a link (a bundle holds regular files only): refused before "
+                                         "reading anything", name) for name in links]
         return result
     result.files, result.integrity = check_files(root)
     result.signature = bd.check_signature(root, allowed_signers)
