@@ -62,6 +62,7 @@ def test_tag_names_the_case_and_its_logs(tmp_path):
     ("  - {framework: paddle, impl: reference, model: resnet50, mode: compiled, batch_size: 4}\n", "mode",
      "the published program's own"),
     ("  - {framework: torch, model: resnet50, layout: NHWC, batch_size: 4}\n", "layout", "is not one of nchw, nhwc"),
+    ("  - {framework: torch, model: bert, mode: compiled, batch_size: 4}\n", "mode", "bert runs eager only"),
     ("  - {framework: torch, model: resnet50, mode: jit, batch_size: 4}\n", "mode", "is not one of eager, compiled"),
     ("  - {framework: torch, model: resnet50, channels_last: true, batch_size: 4}\n", "channels_last",
      "renamed: use layout: nhwc"),

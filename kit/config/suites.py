@@ -68,6 +68,7 @@ LAYOUTS = ("nchw", "nhwc")
 MODES = ("eager", "compiled")
 NHWC_MODELS = ("resnet50", "vgg16", "arcface")  # the harness builds these channels-last; seed 003's are NCHW only
 AUTOCAST = ("amp", "bf16")
+COMPILABLE = ("resnet50", "vgg16", "arcface", "se_resnext50", "deeplabv3p")  # fixed shapes, one network per step
 DATA_MODES = ("synthetic", "imagenet")
 IMPLS = ("harness", "reference")
 HARDWARE = ("cpu", "gpu")
@@ -422,6 +423,10 @@ def _resolve_layout_mode(values: dict, entry: LineDict, defaults: LineDict, path
                                   "harness cases only", entry.line_of(key), key)
             values[key] = None
         return
+    if values["mode"] == "compiled" and values["model"] not in COMPILABLE:
+        where = entry if "mode" in entry else defaults
+        raise ConfigError(path, f"mode compiled: {values['model']} runs eager only (compiled: "
+                          f"{', '.join(COMPILABLE)})", where.line_of("mode") or entry.line, "mode")
     if values["model"] in NLP_MODELS:  # token sequences: no image layout
         if "layout" in entry:
             raise ConfigError(path, f"layout does not apply to {values['model']}", entry.line_of("layout"), "layout")

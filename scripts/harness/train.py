@@ -4,8 +4,10 @@
     python train.py --framework paddle|torch --batch-size B [options] --model resnet50|vgg16|arcface|
         se_resnext50|deeplabv3p|bert|transformer|cyclegan
 
-See README.md beside this file for the log lines and exit codes. Standard library + the framework
-(+ numpy, Pillow for JPEG data); never imports the kit.
+This file holds the command line, the timing rule and the log lines; backend_torch.py and backend_paddle.py hold
+what differs between frameworks, precision.py the math modes, models_*.py the networks. See README.md beside this
+file for the log lines and exit codes. Standard library + the framework (+ numpy, Pillow for JPEG data); never
+imports the kit.
 """
 
 from __future__ import annotations
@@ -15,20 +17,29 @@ import json
 import math
 import os
 import platform
-import resource
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 HARNESS_DIR = Path(__file__).resolve().parent
 if str(HARNESS_DIR) not in sys.path:
     sys.path.insert(0, str(HARNESS_DIR))
 
-SEED003 = ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")  # seed 003's benchmark set
-NLP = ("bert", "transformer")  # timed over whole epochs of a variable-length corpus (seed 003's rule)
-MODELS = ("resnet50", "vgg16", "arcface", *SEED003)
+from backend import (  # noqa: E402
+    MODELS,
+    NLP,
+    NOT_COMPILABLE,
+    SEED003,
+    Backend,
+    Dist,
+    HarnessFailure,
+    model_options,
+)
+from backend_paddle import PaddleBackend  # noqa: E402  (neither imports its framework before it is built)
+from backend_torch import TorchBackend  # noqa: E402
+from precision import PRECISIONS  # noqa: E402
+
 FRAMEWORKS = ("paddle", "torch")
 # the published shapes: ImageNet 224, PLSC's 112, Paddle's DeepLabV3+ Cityscapes crop 769, CycleGAN's 256
 DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112, "se_resnext50": 224, "deeplabv3p": 769,
@@ -38,36 +49,13 @@ DEFAULT_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431, "se_resnex
 DEFAULT_SEQ_LEN = {"bert": 512, "transformer": 256}  # BERT's max_seq_len; the Transformer's max sentence length
 DEFAULT_CORPUS = {"bert": 4096, "transformer": 20000}  # sequences / sentence pairs in the synthetic corpus
 UNIT = {"bert": "sequences/s", "transformer": "tokens/s", "cyclegan": "samples/s"}  # others: images/s
-PADDLE_GPU_MEMORY_FLAG = "FLAGS_fraction_of_gpu_memory_to_use"  # 0: no pre-allocated pool, real peak (seed 003)
 LOG_VERSION = 1
+LAYOUTS = ("nchw", "nhwc")
+MODES = ("eager", "compiled")
+BACKENDS = {"torch": TorchBackend, "paddle": PaddleBackend}
 
 EXIT_ERROR, EXIT_BAD_INPUT, EXIT_NAN, EXIT_OOM = 1, 2, 3, 4
 REASON_EXIT = {"error": EXIT_ERROR, "bad_input": EXIT_BAD_INPUT, "nan_loss": EXIT_NAN, "out_of_memory": EXIT_OOM}
-
-
-class HarnessFailure(Exception):
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Dist:
-    rank: int
-    world_size: int
-    local_rank: int
-    local_world_size: int
-
-    @classmethod
-    def from_env(cls, framework: str) -> Dist:
-        env = os.environ
-        if framework == "paddle" and "PADDLE_TRAINER_ID" in env:
-            rank, world = int(env["PADDLE_TRAINER_ID"]), int(env.get("PADDLE_TRAINERS_NUM", "1"))
-            local = int(env.get("PADDLE_LOCAL_RANK", env.get("FLAGS_selected_gpus", "0").split(",")[0] or 0))
-            local_world = int(env.get("PADDLE_LOCAL_SIZE", env.get("PADDLE_NPROC_PER_NODE", "1")))
-            return cls(rank, world, local, local_world)
-        rank, world = int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
-        return cls(rank, world, int(env.get("LOCAL_RANK", "0")), int(env.get("LOCAL_WORLD_SIZE", "1")))
 
 
 def emit(event: str, **fields) -> None:
@@ -112,11 +100,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bert: sequences (default 4096), transformer: sentence pairs (default 20000) per epoch")
     p.add_argument("--measure-epochs", type=positive_int, default=1,
                    help="bert, transformer: whole epochs measured (after --warmup-steps steps)")
-    p.add_argument("--precision", choices=("fp32", "amp"), default="fp32")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="fp32 (no TF32 anywhere), tf32, amp (FP16 autocast + loss scaling), bf16 (BF16 autocast)")
     p.add_argument("--data", default="synthetic", help="'synthetic' or the path of an ImageNet train_list.txt")
     p.add_argument("--data-root", default=None, help="root the list's paths are relative to (default: its folder)")
     p.add_argument("--workers", type=positive_int, default=4, help="JPEG decode threads per process")
-    p.add_argument("--channels-last", action="store_true", help="NHWC (Paddle) / channels_last memory (PyTorch)")
+    p.add_argument("--layout", choices=LAYOUTS, default="nchw",
+                   help="nhwc: NHWC layers and input (Paddle) / channels_last memory (PyTorch)")
+    p.add_argument("--channels-last", dest="layout", action="store_const", const="nhwc", default=argparse.SUPPRESS,
+                   help="the same as --layout nhwc")
+    p.add_argument("--mode", choices=MODES, default="eager",
+                   help="compiled: torch.compile / paddle.jit.to_static, compiled in the first warm-up step")
+    p.add_argument("--compile-backend", default=None,
+                   help="torch: torch.compile's backend (default inductor; aot_eager skips code generation)")
     p.add_argument("--warmup-steps", type=non_negative_int, default=20)
     p.add_argument("--measure-steps", type=positive_int, default=100)
     p.add_argument("--lr", type=float, default=None, help="learning rate (default 0.1 x global batch / 256)")
@@ -129,274 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def default_threads(local_world_size: int) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // max(1, local_world_size))
-
-
-class Backend:
-    """What differs between frameworks, behind one small surface used by the timed loop."""
-
-    name = ""
-    version = ""
-    device = "cpu"
-    device_name = ""
-    amp_effective = False
-
-    net = opt = scaler = None
-
-    trainer = None  # seed 003's models: their publisher's optimizer(s) and step (models_*.Trainer)
-
-    def count_params(self) -> int: ...
-    def to_device(self, arrays: tuple) -> tuple: ...
-    def peak_memory(self) -> dict: ...
-    def autocast(self): ...  # the framework's mixed-precision context (used only when amp_effective)
-    def zero_grad(self) -> None: ...
-    def batch_from_numpy(self, images, labels): ...
-    def synthetic_batch(self, batch: int, size: int, classes: int, seed: int): ...
-    def sync(self) -> None: ...
-    def is_oom(self, exc: BaseException) -> bool: ...
-    def barrier(self) -> None: ...
-
-    def train_step(self, *batch) -> float:
-        """One forward/backward/update; returns the loss as a Python float (which waits for the step)."""
-        loss = self.launch_step(*batch)
-        return loss if isinstance(loss, float) else float(loss.detach())
-
-    def launch_step(self, *batch):
-        """One forward/backward/update, not waited for: the loss tensor (seed 003's Trainer: its float loss)."""
-        if self.trainer is not None:
-            return self.trainer.step(*batch)
-        images, labels = batch
-        self.zero_grad()
-        if self.scaler is not None:
-            with self.autocast():
-                loss = self.net(images, labels)
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.opt)
-            self.scaler.update()
-        else:
-            loss = self.net(images, labels)
-            loss.backward()
-            self.opt.step()
-        return loss
-
-
-class TorchBackend(Backend):
-    name = "torch"
-
-    def __init__(self, args, dist: Dist, threads: int):
-        import models_torch
-        import torch
-
-        self.torch = torch
-        self.version = torch.__version__
-        torch.set_num_threads(threads)
-        torch.manual_seed(args.seed + dist.rank)
-        use_gpu = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
-        if use_gpu and not torch.cuda.is_available():
-            raise HarnessFailure("bad_input", "--device gpu but PyTorch sees no CUDA device")
-        if use_gpu:
-            torch.cuda.set_device(dist.local_rank)
-            self.dev = torch.device("cuda", dist.local_rank)
-            self.device, self.device_name = "gpu", torch.cuda.get_device_name(self.dev)
-            torch.backends.cudnn.benchmark = True
-        else:
-            self.dev = torch.device("cpu")
-            self.device_name = cpu_name()
-        self.amp_effective = args.precision == "amp" and use_gpu and args.model != "cyclegan"
-        self.memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
-        net = models_torch.build_model(args.model, num_classes=args.num_classes, **model_options(args))
-        net = net.to(self.dev, memory_format=self.memory_format)
-        model = net
-        self.params = models_torch.count_params(net)
-        self.distributed = dist.world_size > 1
-        if self.distributed:
-            torch.distributed.init_process_group(backend="nccl" if use_gpu else "gloo")
-            net = torch.nn.parallel.DistributedDataParallel(net, device_ids=[dist.local_rank] if use_gpu else None)
-        self.net = net
-        self.scaler = torch.amp.GradScaler("cuda") if self.amp_effective else None
-        if args.model in SEED003:
-            self.trainer = models_torch.Trainer(args.model, model, net, lr=args.lr,
-                                                batch_size=args.batch_size * dist.world_size, scaler=self.scaler,
-                                                autocast=self.autocast if self.amp_effective else None)
-        else:
-            self.opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum,
-                                       weight_decay=args.weight_decay)
-        self.net.train()
-
-    def count_params(self) -> int:
-        return self.params
-
-    def to_device(self, arrays):
-        return tuple(self.torch.from_numpy(a).to(self.dev) for a in arrays)
-
-    def peak_memory(self) -> dict:
-        if self.device == "gpu":
-            return {"peak_memory_mb": round(self.torch.cuda.max_memory_allocated(self.dev) / 2**20, 1),
-                    "peak_memory_kind": "torch.cuda.max_memory_allocated"}
-        return cpu_peak_memory()
-
-    def batch_from_numpy(self, images, labels):
-        torch = self.torch
-        x = torch.from_numpy(images).to(self.dev, non_blocking=True).contiguous(memory_format=self.memory_format)
-        return x, torch.from_numpy(labels).to(self.dev, non_blocking=True)
-
-    def synthetic_batch(self, batch, size, classes, seed):
-        torch = self.torch
-        gen = torch.Generator().manual_seed(seed)
-        x = torch.randn(batch, 3, size, size, generator=gen).to(self.dev).contiguous(memory_format=self.memory_format)
-        y = torch.randint(0, classes, (batch,), generator=gen).to(self.dev)
-        return x, y
-
-    def autocast(self):
-        return self.torch.autocast("cuda", dtype=self.torch.float16)
-
-    def zero_grad(self) -> None:
-        self.opt.zero_grad(set_to_none=True)
-
-    def sync(self) -> None:
-        if self.device == "gpu":
-            self.torch.cuda.synchronize(self.dev)
-
-    def is_oom(self, exc: BaseException) -> bool:
-        text = str(exc).lower()
-        oom_words = ("out of memory", "can't allocate memory", "cannot allocate memory")
-        return isinstance(exc, MemoryError | self.torch.cuda.OutOfMemoryError) or any(w in text for w in oom_words)
-
-    def barrier(self) -> None:
-        if self.distributed:
-            self.torch.distributed.barrier()
-
-    def close(self) -> None:
-        if self.distributed and self.torch.distributed.is_initialized():
-            self.torch.distributed.destroy_process_group()
-
-
-class PaddleBackend(Backend):
-    name = "paddle"
-
-    def __init__(self, args, dist: Dist, threads: int):
-        # read when paddle starts, so set before the import; Paddle's CPU kernels follow OMP_NUM_THREADS
-        os.environ["FLAGS_paddle_num_threads"] = str(threads)
-        os.environ["OMP_NUM_THREADS"] = str(threads)
-        # seed 003: no pre-allocated memory pool, so the peak is the model's own (a value set outside is kept)
-        os.environ.setdefault(PADDLE_GPU_MEMORY_FLAG, "0")
-        import models_paddle
-        import paddle
-
-        self.paddle = paddle
-        self.version = paddle.__version__
-        paddle.seed(args.seed + dist.rank)
-        has_gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
-        use_gpu = args.device == "gpu" or (args.device == "auto" and has_gpu)
-        if use_gpu and not has_gpu:
-            raise HarnessFailure("bad_input", "--device gpu but this Paddle build sees no CUDA device")
-        if use_gpu:
-            paddle.set_device(f"gpu:{dist.local_rank}")
-            self.device, self.device_name = "gpu", paddle.device.cuda.get_device_name(dist.local_rank)
-        else:
-            paddle.set_device("cpu")
-            self.device_name = cpu_name()
-        self.amp_effective = args.precision == "amp" and use_gpu and args.model != "cyclegan"
-        self.data_format = "NHWC" if args.channels_last else "NCHW"
-        self.distributed = dist.world_size > 1
-        if self.distributed:
-            paddle.distributed.init_parallel_env()
-        net = models_paddle.build_model(args.model, num_classes=args.num_classes, data_format=self.data_format,
-                                        **model_options(args))
-        model = net
-        self.params = models_paddle.count_params(net)
-        if self.distributed:
-            net = paddle.DataParallel(net)
-        self.net = net
-        self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**15) if self.amp_effective else None
-        if args.model in SEED003:
-            self.trainer = models_paddle.Trainer(args.model, model, net, lr=args.lr,
-                                                 batch_size=args.batch_size * dist.world_size, scaler=self.scaler,
-                                                 autocast=self.autocast if self.amp_effective else None)
-        else:
-            self.opt = paddle.optimizer.Momentum(
-                learning_rate=args.lr,
-                momentum=args.momentum,
-                parameters=net.parameters(),
-                weight_decay=paddle.regularizer.L2Decay(args.weight_decay),
-            )
-        self.net.train()
-
-    def count_params(self) -> int:
-        return self.params
-
-    def _layout(self, images):
-        return images.transpose(0, 2, 3, 1) if self.data_format == "NHWC" and images.shape[1] == 3 else images
-
-    def to_device(self, arrays):
-        return tuple(self.paddle.to_tensor(a) for a in arrays)
-
-    def peak_memory(self) -> dict:
-        if self.device == "gpu":
-            return {"peak_memory_mb": round(self.paddle.device.cuda.max_memory_allocated() / 2**20, 1),
-                    "peak_memory_kind": "paddle.device.cuda.max_memory_allocated",
-                    PADDLE_GPU_MEMORY_FLAG: os.environ.get(PADDLE_GPU_MEMORY_FLAG)}
-        return cpu_peak_memory()
-
-    def batch_from_numpy(self, images, labels):
-        return self.paddle.to_tensor(self._layout(images)), self.paddle.to_tensor(labels)
-
-    def synthetic_batch(self, batch, size, classes, seed):
-        import numpy as np
-
-        rng = np.random.default_rng(seed)
-        images = rng.standard_normal((batch, 3, size, size), dtype=np.float32)
-        labels = rng.integers(0, classes, size=(batch,), dtype=np.int64)
-        return self.batch_from_numpy(images, labels)
-
-    def autocast(self):
-        return self.paddle.amp.auto_cast(level="O1")
-
-    def zero_grad(self) -> None:
-        self.opt.clear_grad()
-
-    def sync(self) -> None:
-        if self.device == "gpu":
-            self.paddle.device.synchronize()
-
-    def is_oom(self, exc: BaseException) -> bool:
-        text = str(exc).lower()
-        oom_words = ("out of memory", "resourceexhausted", "cannot allocate memory")
-        return isinstance(exc, MemoryError) or any(w in text for w in oom_words)
-
-    def barrier(self) -> None:
-        if self.distributed:
-            self.paddle.distributed.barrier()
-
-    def close(self) -> None:
-        pass
-
-
-BACKENDS = {"torch": TorchBackend, "paddle": PaddleBackend}
-
-
-def cpu_peak_memory() -> dict:
-    """Peak resident set size of this process in MiB (every rank reports its own in its rank_stop line)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    mib = peak / 2**20 if sys.platform == "darwin" else peak / 1024
-    return {"peak_memory_mb": round(mib, 1), "peak_memory_kind": "peak_rss"}
-
-
-def model_options(args) -> dict:
-    """build_model's extra arguments for seed 003's models (their size; nothing for the older three)."""
-    return {"size": args.size} if args.model in SEED003 else {}
 
 
 def count_params_only(args) -> int:
@@ -458,14 +189,22 @@ def batches(args, backend: Backend, dist: Dist):
             raise HarnessFailure("bad_input", str(exc)) from None
 
 
-def timed_loop(args, backend: Backend, dist: Dist, log) -> None:
+def run_fields(args, dist: Dist) -> dict:
+    """What every step, epoch and run_stop line carries beside its figures."""
+    return {"ranks": dist.world_size, "framework": args.framework, "model": args.model, "precision": args.precision,
+            "layout": args.layout, "mode": args.mode}
+
+
+def timed_loop(args, backend: Backend, dist: Dist, log) -> int:
     global_batch = args.batch_size * dist.world_size
-    common = {"ranks": dist.world_size, "framework": args.framework, "model": args.model, "precision": args.precision}
+    common = run_fields(args, dist)
     stream = batches(args, backend, dist)
     total_steps = args.warmup_steps + args.measure_steps
     measured = 0.0
     warm_start = time.perf_counter()
+    compiled = {}
     for step in range(1, total_steps + 1):
+        first = not backend.started
         backend.sync()
         t0 = time.perf_counter()
         batch = next(stream)
@@ -474,6 +213,9 @@ def timed_loop(args, backend: Backend, dist: Dist, log) -> None:
         seconds = time.perf_counter() - t0
         if not math.isfinite(loss):
             raise HarnessFailure("nan_loss", f"loss is {loss} at step {step} (lr {args.lr}, batch {args.batch_size})")
+        if first and backend.compiler:  # a warm-up step (prepare refuses --mode compiled without warm-up)
+            compiled["compile_seconds"] = round(seconds, 6)
+            log("compile", step=step, seconds=round(seconds, 6), compiler=backend.compiler)
         if step == args.warmup_steps:
             log("warmup_end", steps=step, seconds=round(time.perf_counter() - warm_start, 6))
         if step > args.warmup_steps:
@@ -498,6 +240,7 @@ def timed_loop(args, backend: Backend, dist: Dist, log) -> None:
         **common,
         unit=UNIT.get(args.model, "images/s"),
         throughput=figure,
+        **compiled,
         **backend.peak_memory(),
     )
     return steps
@@ -537,7 +280,7 @@ def timed_epochs(args, backend: Backend, dist: Dist, log) -> int:
         raise HarnessFailure("bad_input", str(exc)) from None
     batches = [backend.to_device(b.arrays) for b in corpus]
     unit = UNIT[args.model]
-    common = {"ranks": dist.world_size, "framework": args.framework, "model": args.model, "precision": args.precision}
+    common = run_fields(args, dist)
     log("corpus", batches_per_epoch=len(corpus), sequences_per_epoch=sum(b.sequences for b in corpus),
         tokens_per_epoch=sum(b.tokens for b in corpus), seq_len=args.seq_len, corpus_size=args.corpus_size)
 
@@ -606,15 +349,13 @@ def run(args, dist: Dist) -> int:
     threads = args.threads or default_threads(dist.local_world_size)
     backend = None
     try:
+        if args.mode == "compiled" and args.model in NOT_COMPILABLE:
+            raise HarnessFailure("bad_input", f"--mode compiled: {args.model} has no compiled path here: "
+                                              f"{NOT_COMPILABLE[args.model]}")
         backend = BACKENDS[args.framework](args, dist, threads)
-        amp_note = {}
-        if args.precision == "amp" and not backend.amp_effective:
-            why = ("cyclegan's two-optimizer step has no AMP path here" if backend.device == "gpu"
-                   else "the device is a CPU")
-            amp_note = {"note": f"AMP requested but {why}: the run is FP32" + (
-                " (AMP needs a GPU)" if backend.device != "gpu" else "")}
-            if is_logger:
-                print(f"train.py: warning: {amp_note['note']}", file=sys.stderr, flush=True)
+        note = {"note": backend.note} if backend.note else {}
+        if note and is_logger:
+            print(f"train.py: warning: {backend.note}", file=sys.stderr, flush=True)
         if backend.trainer is not None:
             settings = backend.trainer.settings
             optimizer = {"optimizer": settings["optimizer"], "lr": settings["lr"],
@@ -634,10 +375,17 @@ def run(args, dist: Dist) -> int:
             params=backend.count_params(),
             num_classes=args.num_classes,
             precision=args.precision,
+            math=backend.math,
             amp_effective=backend.amp_effective,
-            **amp_note,
+            **note,
+            layout=args.layout,
+            mode=args.mode,
+            compiler=backend.compiler,
             device=backend.device,
             device_name=backend.device_name,
+            device_count=backend.device_count,
+            cuda_version=backend.cuda_version,
+            cudnn_version=backend.cudnn_version,
             ranks=dist.world_size,
             local_batch=args.batch_size,
             global_batch=args.batch_size * dist.world_size,
@@ -691,6 +439,7 @@ def prepare(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dist]:
     run; a bad argument exits with argparse's message. --count-params is main's."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.channels_last = args.layout == "nhwc"  # the older name, for readers of args
     if args.model in NLP:
         for flag, value in (("--image-size", args.image_size), ("--num-classes", args.num_classes)):
             if value is not None:
@@ -717,8 +466,15 @@ def prepare(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dist]:
     if args.model in SEED003:
         if args.data != "synthetic":
             parser.error(f"--data: {args.model} runs on synthetic data only (no reader for its dataset yet)")
-        if args.channels_last:
-            parser.error(f"--channels-last: {args.model} is built NCHW only")
+        if args.layout == "nhwc":
+            parser.error(f"--layout nhwc (--channels-last): {args.model} is built NCHW only")
+    if args.mode == "compiled" and args.warmup_steps == 0:
+        parser.error("--mode compiled needs --warmup-steps >= 1: the network compiles in the first step, "
+                     "which must not be timed")
+    if args.compile_backend is not None and (args.framework != "torch" or args.mode != "compiled"):
+        parser.error("--compile-backend applies to --framework torch --mode compiled only")
+    if args.framework == "torch" and args.mode == "compiled":
+        args.compile_backend = args.compile_backend or "inductor"
     if args.model in NLP and args.measure_steps != parser.get_default("measure_steps"):
         parser.error(f"--measure-steps: {args.model} is timed over whole epochs; give --measure-epochs")
     dist = Dist.from_env(args.framework)
