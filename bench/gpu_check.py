@@ -37,11 +37,11 @@ def kit(*args: str, capture: bool = False) -> subprocess.CompletedProcess:
                           capture_output=capture)
 
 
-def newest_run(runs_dir: Path, suite: str) -> Path:
-    found = sorted(runs_dir.glob(f"{suite}-*"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        raise SystemExit(f"gpu-check: no {suite}-* run directory under {runs_dir}")
-    return found[-1]
+def new_run_dir(runs_dir: Path, before: set[Path]) -> Path:
+    made = sorted((p for p in runs_dir.iterdir() if p.is_dir() and p not in before), key=lambda p: p.stat().st_mtime)
+    if not made:
+        raise SystemExit(f"gpu-check: kit bench made no run directory under {runs_dir}")
+    return made[-1]
 
 
 def harness_figures(run_dir: Path) -> dict[tuple[str, int, str], dict]:
@@ -77,9 +77,11 @@ def main() -> int:
     failures = []
     if kit("check-env", "--local", "--require-gpu", "--runs-dir", str(args.runs_dir)).returncode != 0:
         failures.append("check-env refused this machine")
+    args.runs_dir.mkdir(parents=True, exist_ok=True)
+    before = set(args.runs_dir.iterdir())
     if kit("bench", "--suite", args.suite, "--runs-dir", str(args.runs_dir)).returncode != 0:
         failures.append("kit bench: a run gave no figure")
-    run_dir = newest_run(args.runs_dir, Path(args.suite).stem)
+    run_dir = new_run_dir(args.runs_dir, before)
     bundle = args.runs_dir / f"{run_dir.name}.bundle.tar.gz"
     if kit("bundle", str(run_dir), "--out", str(bundle), "--force", "--submitter", "gpu-check",
            "--system-name", "gpu-check").returncode != 0:
