@@ -450,6 +450,7 @@ def generate(root: Path, nodes: int = 16, repeats: int | None = None, trim: bool
     ips = [f"10.0.0.{i + 1}" for i in range(width)]
     env_captures(run_dir, hosts)
     meta = records.open_run_meta(run_dir, suite, hosts=hosts, host=records.host_description())
+    meta["started"] = "2026-11-24T08:15:20+00:00"  # the generated logs' clock (kitlog_run's t0) starts here
     w = Writer(run_dir)
     for case in suite.cases:
         pin = pin_of(reference.implementation(case.framework, case.model).code) if case.impl == "reference" else ""

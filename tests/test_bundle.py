@@ -263,6 +263,50 @@ def test_a_json_key_given_twice_is_refused_not_last_wins(real_run, tmp_path, cap
         bd.make_bundle(run, submitter="Lab", system_name="box")
 
 
+def _rewrite_steps(log: Path, edit) -> None:
+    out = []
+    for line in log.read_text().splitlines(keepends=True):
+        if line.startswith(":::KITLOG "):
+            data = json.loads(line[len(":::KITLOG "):])
+            for new in edit(data):
+                out.append(":::KITLOG " + json.dumps(new) + "\n")
+        else:
+            out.append(line)
+    log.write_text("".join(out))
+
+
+def test_step_records_that_contradict_their_own_clock_fail(real_run, tmp_path):
+    def halved(d):
+        if d["event"] == "step":
+            d["seconds"] /= 2
+            d["samples_per_sec"] *= 2
+        yield d
+
+    steps: list[dict] = []
+
+    def fastest_ten_times(d):  # every measured step line replaced by a copy of the fastest one
+        if d["event"] != "step":
+            yield d
+        elif not steps:
+            steps.extend(json.loads(line[len(":::KITLOG "):]) for line in log.read_text().splitlines()
+                         if '"event": "step"' in line)
+            yield from [min(steps, key=lambda e: e["seconds"])] * len(steps)
+
+    def long_ago(d):
+        yield {**d, "time_ms": d["time_ms"] - 400 * 86400 * 1000} if "time_ms" in d else d
+
+    for edit, message in ((halved, "less than 70%"), (fastest_ten_times, "follows step"),
+                          (long_ago, "lies outside the run's window in run.json")):
+        run = fresh_copy(real_run, tmp_path / edit.__name__)
+        log = run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+        _rewrite_steps(log, edit)
+        bench.write_report(run, load_suite(run / "suite.yaml"))
+        result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
+        found = [v for v in result.violations if v.rule == "steps_agree_with_their_clock"]
+        assert found and any(message in v.message for v in found), (edit.__name__, result.violations)
+        assert {v.file for v in found} == {"logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"}
+
+
 def test_fewer_repeats_than_declared_fails_with_the_suite_line(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
     (run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log").unlink()

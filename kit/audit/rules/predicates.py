@@ -79,8 +79,8 @@ def repeats_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
 
 @predicate()
 def repeats_exactly_declared(ev: Evidence, out: Finding) -> None:
-    """A case's logs are its declared repeats and no others: numbered 1..repeats, each recorded in run.json, no two
-    byte-identical (a copy of the best run cannot enter the median)."""
+    """A case's logs are its declared repeats and no others: numbered 1..repeats, each recorded in run.json, and no
+    two harness logs byte-identical (a copy of the best run cannot enter the median)."""
     recorded = ev.meta.get("runs")
     by_digest: dict[str, str] = {}
     for key, log, _figure in ev.runs():
@@ -93,7 +93,9 @@ def repeats_exactly_declared(ev: Evidence, out: Finding) -> None:
             out.fail(f"{key}: run {log.run} is not one of the suite's {case.repeats} declared repeat(s)", rel)
         if isinstance(recorded, dict) and rel not in recorded:
             out.fail(f"{key} run {log.run}: run.json records no such run (a log added after the run)", rel)
-        digest = hashlib.sha256(log.path.read_bytes()).hexdigest()
+        if case.impl != "harness":  # a published program's log is judged by its command record (program_* rules)
+            continue
+        digest = hashlib.sha256(log.path.read_bytes()).hexdigest()  # the harness's lines carry their times
         if digest in by_digest:
             out.fail(f"{key} run {log.run}: byte-identical to {by_digest[digest]} (one run counted twice)", rel)
         by_digest.setdefault(digest, rel)
@@ -191,6 +193,70 @@ def harness_log_states_its_case(ev: Evidence, out: Finding) -> None:
                  if said.get(k) != v]
         if wrong:
             out.fail(f"{key} run {log.run}: run_start says " + "; ".join(wrong), ev.rel(log.path), start.line)
+
+
+STEP_CLOCK_SLACK_S = 0.002  # time_ms is whole milliseconds
+STEP_CLOCK_SHARE = 0.7  # the timed steps fill at least this share of the wall clock between their lines
+RUN_WINDOW_SLACK_S = 120.0
+
+
+def _epoch_seconds(text) -> float | None:
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromisoformat(text).timestamp() if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+@predicate()
+def steps_agree_with_their_clock(ev: Evidence, out: Finding) -> None:
+    """A harness run's measured steps are numbered one after another, no step lasts longer than the wall clock
+    between its line and the line before it (time_ms, with 2 ms for its whole milliseconds), the steps fill at
+    least 70 % of the wall clock of the window (halved seconds fill half), and every line's time lies inside the
+    run's window in run.json (started .. finished, 2 min either side)."""
+    started = _epoch_seconds(ev.meta.get("started"))
+    finished = _epoch_seconds(ev.meta.get("finished"))
+    for key, log, figure in ev.runs():
+        case = ev.cases.get(key)
+        if case is None or case.impl != "harness":
+            continue
+        out.checked += 1
+        rel, first, last = ev.rel(log.path), figure.first_line or 0, figure.last_line or 0
+        timed = [e for e in ev.events(log.path) if finite(e.data.get("time_ms"))]
+        for e in timed:
+            t = e.data["time_ms"] / 1000
+            if (started is not None and t < started - RUN_WINDOW_SLACK_S) or \
+                    (finished is not None and t > finished + RUN_WINDOW_SLACK_S):
+                out.fail(f"{key} run {log.run}: time_ms {e.data['time_ms']:.0f} lies outside the run's window in "
+                         "run.json (started .. finished)", rel, e.line)
+                break
+        before = None
+        steps, waits = [], []
+        for e in timed:
+            if e.data.get("event") == "step" and first <= e.line <= last and finite(e.data.get("seconds")):
+                if before is None:
+                    break  # no line before the window: nothing to measure it against
+                steps.append(e)
+                waits.append(e.data["time_ms"] / 1000 - before)
+            before = e.data["time_ms"] / 1000
+        for a, b in zip(steps, steps[1:], strict=False):
+            number = a.data.get("step")
+            if not isinstance(number, int) or isinstance(number, bool) or b.data.get("step") != number + 1:
+                out.fail(f"{key} run {log.run}: step {b.data.get('step')} follows step {a.data.get('step')} (steps "
+                         "are numbered one after another)", rel, b.line)
+                break
+        for e, wait in zip(steps, waits, strict=True):
+            if e.data["seconds"] > wait + STEP_CLOCK_SLACK_S:
+                out.fail(f"{key} run {log.run}: step {e.data.get('step')} says {e.data['seconds']:g} s, but only "
+                         f"{wait:.3f} s passed since the line before it (time_ms)", rel, e.line)
+                break
+        span = sum(waits)
+        if steps and sum(e.data["seconds"] for e in steps) < STEP_CLOCK_SHARE * span - STEP_CLOCK_SLACK_S * len(steps):
+            total = sum(e.data["seconds"] for e in steps)
+            out.fail(f"{key} run {log.run}: its {len(steps)} measured steps say {total:.3f} s in all, but "
+                     f"{span:.3f} s passed on the clock (time_ms) between their lines: less than "
+                     f"{STEP_CLOCK_SHARE:.0%}", rel, steps[0].line)
 
 
 @predicate()
