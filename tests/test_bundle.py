@@ -18,6 +18,7 @@ from kit.audit import bundle as bd
 from kit.audit.verify import verify, verify_tree
 from kit.cli import main
 from kit.config.suites import load_suite
+from kit.core import runlock
 from kit.images.deliver import record
 from kit.run import bench, records
 
@@ -83,8 +84,10 @@ def test_bundle_of_a_real_run_verifies_and_carries_everything(real_run, tmp_path
     listed = set(manifest["files"])
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {"manifest.json"}
     assert listed == on_disk and manifest["schema_version"] == 1
-    every_source = {f"run/{run.name}/{p.relative_to(run).as_posix()}" for p in run.rglob("*") if p.is_file()}
+    every_source = {f"run/{run.name}/{p.relative_to(run).as_posix()}" for p in run.rglob("*") if p.is_file()
+                    and p.name != runlock.LOCK_NAME}  # who wrote the run last (pid, host): not the run's
     assert every_source <= listed, "every file of the run directory rides in the bundle"
+    assert f"run/{run.name}/{runlock.LOCK_NAME}" not in listed
     assert any("/launcher/" in f and "workerlog.1" in f for f in listed), "rank logs of the launcher too"
     for name, entry in manifest["files"].items():
         assert entry["sha256"] == bd.sha256_file(root / name)
@@ -214,6 +217,18 @@ def test_a_log_of_another_case_filed_under_this_one_fails_log_states_its_case(re
     v = next(v for v in result.violations if v.rule == "log_states_its_case")
     assert "run_start says framework 'paddle' (the case: 'torch')" in v.message
     assert '"event": "run_start"' in torch_log.read_text().splitlines()[v.line - 1]
+
+
+def test_a_recorded_command_of_another_case_fails_log_states_its_case(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    meta = json.loads((run / "run.json").read_text())
+    entry = meta["runs"]["logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log"]
+    at = entry["argv"].index("--batch-size")
+    entry["argv"][at + 1] = "16"
+    (run / "run.json").write_text(json.dumps(meta, indent=2))
+    result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
+    assert [(v.rule, v.file) for v in result.violations] == [("log_states_its_case", "run.json")]
+    assert "run 2: run.json's command ran --batch-size '16' (the case: '2')" in result.violations[0].message
 
 
 def test_extra_or_duplicated_repeats_never_enter_the_median(real_run, tmp_path):

@@ -193,6 +193,33 @@ def harness_log_states_its_case(ev: Evidence, out: Finding) -> None:
                  if said.get(k) != v]
         if wrong:
             out.fail(f"{key} run {log.run}: run_start says " + "; ".join(wrong), ev.rel(log.path), start.line)
+        entry = (ev.meta.get("runs") or {}).get(ev.rel(log.path))
+        argv = entry.get("argv") if isinstance(entry, dict) else None
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+            ran = _harness_flags(argv)
+            wrong = [f"{flag} {ran.get(flag)!r} (the case: {v!r})" for flag, v in _declared_flags(case).items()
+                     if ran.get(flag) != v]
+            if wrong:
+                out.fail(f"{key} run {log.run}: run.json's command ran " + "; ".join(wrong), "run.json")
+
+
+def _harness_flags(argv: list[str]) -> dict[str, str]:
+    """train.py's flags in a recorded command (alone or behind its launcher); the last of a flag given twice."""
+    flags = {}
+    for i, arg in enumerate(argv[:-1]):
+        if arg.startswith("--") and not argv[i + 1].startswith("--"):
+            flags[arg] = argv[i + 1]
+    flags.setdefault("--layout", "nhwc" if "--channels-last" in argv else "nchw")
+    flags.setdefault("--mode", "eager")
+    return flags
+
+
+def _declared_flags(case) -> dict[str, str]:
+    want = {"--framework": case.framework, "--model": case.model, "--batch-size": str(case.batch_size),
+            "--precision": case.precision, "--mode": case.mode}
+    if case.model not in NLP_MODELS:
+        want |= {"--image-size": str(case.image_size), "--layout": case.layout}
+    return want
 
 
 STEP_CLOCK_SLACK_S = 0.002  # time_ms is whole milliseconds
