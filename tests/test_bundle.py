@@ -322,6 +322,26 @@ def test_step_records_that_contradict_their_own_clock_fail(real_run, tmp_path):
         assert {v.file for v in found} == {"logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"}
 
 
+def test_one_field_is_no_memory_bomb_and_no_message_echoes_a_huge_value(real_run, tmp_path):
+    run = fresh_copy(real_run, tmp_path)
+    log = run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+
+    def bomb(d):
+        yield {**d, "ranks": 20_000_000, "data": "x" * 15_000_000} if d["event"] == "run_start" else d
+
+    _rewrite_steps(log, bomb)
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 500, grown_mib  # set(range(20_000_000)) alone took ~2 GB
+    ranks = [v for v in result.violations if v.rule == "every_rank_logged"]
+    assert len(ranks) == 1 and "run_start says ranks 20000000; the case runs 1..1 processes" in ranks[0].message
+    assert result.violations and max(len(v.message) for v in result.violations) < 600
+    assert sum(len(line) for line in result.lines()) < 20_000
+
+
 def test_fewer_repeats_than_declared_fails_with_the_suite_line(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
     (run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log").unlink()

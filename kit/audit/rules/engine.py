@@ -21,6 +21,8 @@ from kit.audit.rules.predicates import PREDICATES
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 
+MAX_MESSAGE = 500  # characters of one violation's message
+
 RULES_DIR = Path(__file__).resolve().parent
 DEFAULT_VERSION = "v1"
 SCHEMA_VERSION = SCHEMA_VERSIONS["rules"]
@@ -60,7 +62,9 @@ class Finding:
     note: str = ""
 
     def fail(self, message: str, file: str, line: int | None = None) -> None:
-        self.violations.append(Violation(self.rule.name, message, file, line))
+        if len(message) > MAX_MESSAGE:  # a value from a hostile log is never echoed whole
+            message = message[:MAX_MESSAGE] + f"... ({len(message) - MAX_MESSAGE} more characters)"
+        self.violations.append(Violation(self.rule.name, message, file[:MAX_MESSAGE], line))
 
 
 def versions() -> list[str]:

@@ -147,7 +147,14 @@ def every_rank_logged(ev: Evidence, out: Finding) -> None:
         if start is None:
             continue  # not a harness log: its publisher's program has no rank lines
         out.checked += 1
-        ranks = int(start.get("ranks") or 1)
+        ranks = start.get("ranks", 1)
+        case = ev.cases.get(key)
+        most = case.processes if case is not None else 1
+        if isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= most:
+            shown = repr(ranks)[:40]
+            out.fail(f"{key} run {log.run}: run_start says ranks {shown}; the case runs 1..{most} processes",
+                     ev.rel(log.path))
+            continue
         seen = {e.data.get("rank") for e in events if e.data.get("event") == "rank_stop"
                 and e.data.get("status") == "success"}
         looked = [ev.rel(log.path)]
@@ -157,7 +164,8 @@ def every_rank_logged(ev: Evidence, out: Finding) -> None:
                      and e.data.get("status") == "success"}
         missing = sorted(set(range(ranks)) - seen)
         if missing:
-            out.fail(f"{key} run {log.run}: no log of rank(s) {', '.join(map(str, missing))} of {ranks} "
+            listed = ", ".join(map(str, missing[:16])) + (f" and {len(missing) - 16} more" if len(missing) > 16 else "")
+            out.fail(f"{key} run {log.run}: no log of rank(s) {listed} of {ranks} "
                      f"(looked in {len(looked)} file(s))", ev.rel(log.path))
 
 
