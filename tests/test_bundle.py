@@ -544,14 +544,18 @@ def test_claims_are_read_only_from_inside_the_bundle(real_run, tmp_path, signer,
     root = unpacked(bundle, tmp_path / "open")
     outside = tmp_path / "secret.yaml"
     outside.write_text("claims: []\n")
-    (root / "claims" / "link.yaml").symlink_to(outside)
-    for hostile in ("/etc/passwd", "../../../../etc/hostname", str(outside), "claims/link.yaml", "claims/none.yaml"):
+    for hostile in ("/etc/passwd", "../../../../etc/hostname", str(outside), "claims/none.yaml"):
         _forge(root, key, claims=hostile)
         result = verify_tree(root, allowed)
         flagged = [v for v in result.violations if v.where == "provenance.json"]
         assert flagged and "claims" in flagged[0].message, hostile
         finding = next(f for f in result.findings if f.rule.name == "published_claims_derive")
         assert finding.checked == 0, hostile  # nothing was read from it
+    (root / "claims" / "link.yaml").symlink_to(outside)
+    _forge(root, key, claims="claims/link.yaml")
+    result = verify_tree(root, allowed)  # a link in the folder: refused before anything is read
+    assert [(v.rule, v.file) for v in result.integrity] == [("integrity", "claims/link.yaml")]
+    assert not result.findings
 
 
 def _forge_claims(root: Path, key: Path, edit) -> None:
@@ -560,6 +564,22 @@ def _forge_claims(root: Path, key: Path, edit) -> None:
     bd.write_manifest(root)
     (root / "manifest.json.sig").unlink(missing_ok=True)
     bd.sign(root / "manifest.json", key)
+
+
+def test_allowed_signers_typos_are_shown_and_every_principal_of_the_key_is_tried(real_run, tmp_path, signer):
+    key, allowed = signer
+    bundle = bd.make_bundle(fresh_copy(real_run, tmp_path), sign_key=key, submitter="Lab", system_name="box")
+    public = (key.parent / "id.pub").read_text().strip()
+    typo = tmp_path / "typo_signers"
+    typo.write_text(f'operator@lab namespacs="kit-bundle" {public}\n')
+    result = verify(bundle, typo)
+    assert result.signature.state == "invalid"
+    assert "does not allow (ssh-keygen: " in result.signature.detail and "bad options" in result.signature.detail
+    two = tmp_path / "two_principals"
+    two.write_text(f'git-bot@lab namespaces="git" {public}\noperator@lab namespaces="kit-bundle" {public}\n')
+    result = verify(bundle, two)
+    assert result.signature.state == "valid" and result.ok, result.signature.detail
+    assert "good signature by operator@lab" in result.signature.detail
 
 
 def test_a_signed_bundles_claims_name_only_its_members_and_never_set_the_tolerance(real_run, tmp_path, signer,

@@ -37,7 +37,8 @@ from kit.run.needs import needs_script, read_needs
 from kit.run.plan import PlannedRun, describe_mismatch
 from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, master_port
 
-HARNESS_FILES = ("train.py", "models_torch.py", "models_paddle.py", "data.py")
+# every module of the harness travels (train.py imports its backends, precision, synthetic data, loaders)
+HARNESS_FILES = tuple(sorted(p.name for p in HARNESS.parent.glob("*.py")))
 Progress = Callable[[str, str, str], None]
 
 
