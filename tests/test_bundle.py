@@ -504,6 +504,32 @@ def _forge(root: Path, key: Path, **provenance) -> None:
     bd.sign(root / "manifest.json", key)
 
 
+def test_derived_files_edited_under_a_good_signature_fail(real_run, tmp_path, signer):
+    key, allowed = signer
+    root = unpacked(bd.make_bundle(fresh_copy(real_run, tmp_path), sign_key=key, submitter="Lab",
+                                   system_name="box"), tmp_path / "open")
+    assert verify_tree(root, allowed).ok
+    run = next((root / "run").iterdir())
+    csv_text = (run / "results.csv").read_text()
+    rows = csv_text.splitlines()
+    header, first = rows[0].split(","), rows[1].split(",")
+    at = header.index("median")
+    first[at] = str(float(first[at]) * 10)
+    (run / "results.csv").write_text("\n".join([rows[0], ",".join(first), *rows[2:]]) + "\n")
+    _forge(root, key)
+    result = verify_tree(root, allowed)
+    assert [(v.rule, v.file, v.line) for v in result.violations] == [("derived_files_recomputed", "results.csv", 2)]
+    (run / "results.csv").write_text(csv_text)
+    commands = json.loads((root / "commands.json").read_text())
+    entry = next(iter(commands.values()))
+    entry["argv"][entry["argv"].index("--batch-size") + 1] = "64"
+    (root / "commands.json").write_text(json.dumps(commands, indent=2, sort_keys=True) + "\n")
+    _forge(root, key)
+    result = verify_tree(root, allowed)
+    assert [(v.rule, v.file) for v in result.violations] == [("derived_files_recomputed", "commands.json")]
+    assert "'64'" in result.violations[0].message
+
+
 def test_the_auditors_kit_decides_the_rules_not_the_bundle(real_run, tmp_path, signer, capsys):
     key, allowed = signer
     root = unpacked(bd.make_bundle(fresh_copy(real_run, tmp_path), sign_key=key, submitter="Lab",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -141,9 +142,13 @@ def test_host_dying_mid_case_stops_the_others_and_resume_reruns_it(ssh_hosts, tm
     assert entry["status"] == "failed" and "h2" in entry["reason"]
     assert harness_on(ssh_hosts, "h1") == [], "h1's processes were not stopped"
     # resume redoes only the failed run (with a short step count so the test stays quick)
-    suite_copy = run_dir / "suite.yaml"
-    suite_copy.write_text(TWO_NODE_SUITE)
-    assert main(["multinode", "--hosts", "h1,h2", "--resume", str(run_dir), "--hosts-file", str(inventory)]) == 0
+    resume = ["multinode", "--hosts", "h1,h2", "--resume", str(run_dir), "--hosts-file", str(inventory)]
+    (run_dir / "suite.yaml").write_text(TWO_NODE_SUITE)  # a short step count for the redo
+    assert main(resume) == 2  # an edited suite is refused at resume ...
+    meta = json.loads((run_dir / "run.json").read_text())  # ... unless run.json is made to declare it anew
+    meta["suite_sha256"] = hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest()
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    assert main(resume) == 0
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
     assert entry["status"] == "ok"
     assert list((run_dir / "attempts").rglob("*.log.1"))

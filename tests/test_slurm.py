@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -130,9 +131,13 @@ def test_slurm_node_killed_mid_job_fails_the_run_naming_it_and_resume_redoes_it(
     assert entry["slurm"]["sacct"]["state"] in ("NODE_FAIL", "CANCELLED", "FAILED"), entry["slurm"]["sacct"]
     assert '"event": "step"' in (run_dir / "hosts" / "h2" / FOLDER / "stdout.log").read_text()  # kept
     nothing_left(slurm_cluster)
+    resume = ["cluster", "--scheduler", "slurm", "--resume", str(run_dir), "--hosts-file", str(tmp_path / "hosts.yaml")]
     (run_dir / "suite.yaml").write_text(TWO_NODE_SUITE)  # a short step count for the redo
-    assert main(["cluster", "--scheduler", "slurm", "--resume", str(run_dir),
-                 "--hosts-file", str(tmp_path / "hosts.yaml")]) == 0
+    assert main(resume) == 2  # an edited suite is refused at resume ...
+    meta = json.loads((run_dir / "run.json").read_text())  # ... unless run.json is made to declare it anew
+    meta["suite_sha256"] = hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest()
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    assert main(resume) == 0
     _run_dir, entry = entry_of(tmp_path)
     assert entry["status"] == "ok"
     assert list((run_dir / "attempts").rglob("*.log.1")) and list((run_dir / "attempts" / "hosts").rglob("stdout.log"))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence, finite
 from kit.config.suites import NLP_MODELS
+from kit.core.inputs import parse_json
 from kit.core.yamlio import ConfigError, LineDict
 from kit.hosts.consistency import consistency
 from kit.results.parsers.kitlog import events as kit_events
@@ -446,6 +447,42 @@ def report_matches_logs(ev: Evidence, out: Finding) -> None:
             out.fail(f"written {a[:160]!r}, recomputed {b[:160]!r}", "report.md", i + 1)
             if len(out.violations) >= 20:
                 break
+
+
+@predicate()
+def derived_files_recomputed(ev: Evidence, out: Finding) -> None:
+    """results.csv equals the CSV recomputed from the raw logs; in a bundle, commands.json equals the commands
+    recomputed from run.json (every derived file is recomputed, none taken on trust)."""
+    from kit.audit.bundle import _commands
+    from kit.results.exporters import to_csv
+
+    if ev.report is None:
+        return
+    csv_path = ev.root / "results.csv"
+    out.checked += 1
+    if not csv_path.is_file():
+        out.fail("results.csv is missing", "results.csv")
+    else:
+        have = csv_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        want = to_csv(ev.report).splitlines()
+        for i in range(max(len(have), len(want))):
+            a = have[i] if i < len(have) else "<end of file>"
+            b = want[i] if i < len(want) else "<end of file>"
+            if a != b:
+                out.fail(f"written {a[:160]!r}, recomputed {b[:160]!r}", "results.csv", i + 1)
+                break
+    commands = ev.root.parent.parent / "commands.json"  # <bundle>/run/<id>/ -> <bundle>/commands.json
+    if ev.root.parent.name == "run" and commands.is_file():
+        out.checked += 1
+        try:
+            written = parse_json(commands.read_bytes())
+        except ValueError as exc:
+            out.fail(f"not valid JSON: {exc}", "commands.json")
+            return
+        for path, have, want in _differences(written, _commands(ev.meta)):
+            out.fail(f"{path}: written {str(have)[:160]!r}, recomputed from run.json {str(want)[:160]!r}",
+                     "commands.json")
+            break
 
 
 @predicate()
