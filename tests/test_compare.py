@@ -115,7 +115,7 @@ def test_real_run_against_itself_is_unchanged_everywhere(tmp_path):
     rows = cmp.compare(cmp.load_results(a), cmp.load_results(REAL))
     assert len(rows) == 8 and {r.verdict for r in rows} == {"within factor"} and {r.ratio for r in rows} == {1.0}
     assert cmp.to_markdown(rows).splitlines()[-1] == (
-        "Summary: 0 faster, 0 slower, 8 unchanged (8 within factor, 0 not significant), 0 only in A, "
+        "Summary: 0 faster, 0 slower, 0 inconclusive, 8 unchanged (8 within factor, 0 not significant), 0 only in A, "
         "0 only in B, 0 failed."
     )
 
@@ -251,7 +251,7 @@ def test_markdown_of_a_small_example():
         "| torch · resnet50 · batch 16 · fp32 · 1n2g | samples/s | 11.00 | 5.50 | 0.500 | no significant change "
         "| beyond factor 1.1, not significant: 99% CIs of the medians overlap |",
     ]
-    assert lines[-1] == ("Summary: 1 faster, 0 slower, 1 unchanged (0 within factor, 1 not significant), "
+    assert lines[-1] == ("Summary: 1 faster, 0 slower, 0 inconclusive, 1 unchanged (0 within factor, 1 not significant), "
                          "0 only in A, 0 only in B, 0 failed.")
     assert sum(line.startswith("Note: 3 vs 3 repeats") for line in lines) == 1
     only = cmp.to_markdown(_rows(a, b), "run-a", "run-b", only_changed=True)

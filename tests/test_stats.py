@@ -71,3 +71,18 @@ def test_olympic_mean():
 def test_relative_difference():
     assert stats.relative_difference(1432.067, 1438.518) == pytest.approx(-0.0044845, abs=1e-6)
     assert math.isclose(stats.relative_difference(110.0, 100.0), 0.1)
+
+
+def test_median_confidence_interval_at_a_level():
+    # order statistics: 8 values at 95%: P(K <= 0) = 1/256 <= 2.5% < P(K <= 1) = 9/256; symmetric above
+    assert stats.median_ci(range(8), 0.95) == (0, 7)
+    # 20 values: P(K <= 5) = 0.0207 <= 2.5% < P(K <= 6) = 0.0577; P(K <= 14) = 0.9793 is the first >= 97.5%
+    assert stats.median_ci(range(20), 0.95) == (5, 14)
+    assert stats.median_ci(range(20)) == (3, 16)  # 99% by default, as asv
+    lo95, hi95 = stats.median_ci([9, 10, 11], 0.95)
+    lo99, hi99 = stats.median_ci([9, 10, 11], 0.99)
+    assert lo99 < lo95 < 9 and 11 < hi95 < hi99  # the Laplace posterior widens three values, less at 95%
+    assert stats.median_ci([7.0], 0.95) == (float("-inf"), float("inf"))
+    for bad in (0, 1, 1.5):
+        with pytest.raises(stats.StatsError):
+            stats.median_ci([1, 2, 3], bad)

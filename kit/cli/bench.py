@@ -99,6 +99,22 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, image
                 else:
                     bar.console.print(f"  [red]{outcome.status:<6}[/] {run.label}: ", escape(outcome.reason),
                                       soft_wrap=True, sep="")
+                busy = _busy_warning(run_dir, run)
+                if busy:
+                    bar.console.print("  [yellow]warning[/] ", escape(busy), soft_wrap=True, sep="")
 
         return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images,
                                force=force)
+
+
+def _busy_warning(run_dir: Path, run) -> str | None:
+    """kit.results.noise's warning for the run's host_load, as run_bench just recorded it in run.json."""
+    from kit.core.inputs import parse_json
+    from kit.results import noise
+
+    try:
+        meta = parse_json((Path(run_dir) / "run.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    entry = (meta.get("runs") or {}).get(str(run.log_rel)) if isinstance(meta, dict) else None
+    return noise.busy_warning(entry.get("host_load")) if isinstance(entry, dict) else None

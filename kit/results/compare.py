@@ -8,7 +8,8 @@ report`), or those files themselves. Cases match on framework, model, batch per 
 precision, nodes and GPUs per node. Per case: the A and B medians of the repeats, the
 ratio B/A and one verdict:
 
-    faster, slower          beyond the factor AND statistically significant
+    faster, slower          beyond the factor AND statistically significant AND conclusive
+    inconclusive            beyond the factor and significant, but the runs spread too much to say so
     within factor           the ratio lies in [1/factor, factor]
     no significant change   beyond the factor, not significant (asv prints it as ~ratio)
     only in A, only in B    the case is in one run only
@@ -25,9 +26,17 @@ _is_result_better):
   * otherwise (3 vs 3 repeats: p >= 0.1 whatever the data): the 99% confidence intervals of
     the two medians must not overlap (order statistics; below 8 repeats asv's interval
     from a Laplace-noise posterior of the location).
-alpha defaults to asv's p_threshold, 0.002. Rates (unit x/s) are better higher; a time
-(unit s) is better lower. Exit status: 0 compared; 1 with --fail-on-slower and a case
-slower; 2 bad input (missing or unreadable results.json, other schema, units that differ).
+alpha defaults to asv's p_threshold, 0.002.
+
+"Conclusive" is the kit's one noise rule (kit.results.stats.ratio_check, the same as the
+report's framework ratios use): each side's coefficient of variation <= 10% and the 95%
+interval of the ratio of the medians excludes 1. A faster or slower case that fails it is
+"inconclusive" (re-run with more repeats, on a quiet host); it never fails --fail-on-slower.
+An unchanged case keeps its verdict, its reason naming a spread above 10%.
+
+Rates (unit x/s) are better higher; a time (unit s) is better lower. Exit status: 0 compared;
+1 with --fail-on-slower and a case slower; 2 bad input (missing or unreadable results.json,
+other schema, units that differ).
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from kit.results import stats
 
 DEFAULT_FACTOR, DEFAULT_ALPHA = 1.1, 0.002  # asv compare --factor default; asv is_different p_threshold
 FASTER, SLOWER, WITHIN, NOT_SIGNIFICANT = "faster", "slower", "within factor", "no significant change"
+INCONCLUSIVE = "inconclusive"
 ONLY_A, ONLY_B = "only in A", "only in B"
 FAILED_A, FAILED_B, FAILED_BOTH = "failed in A", "failed in B", "failed in both"
 UNCHANGED = (WITHIN, NOT_SIGNIFICANT)
@@ -94,56 +104,10 @@ def repeats_needed(alpha: float) -> int:
     return n
 
 
-def _laplace_ppf(y: list[float], q: float) -> float:
-    """Quantile q of asv's posterior of the location under Laplace noise (LaplacePosterior):
-    density proportional to (sum_j |y_j - b|) ** -n, integrated piece by piece between the
-    sorted samples y, where the sum is linear in b: c * b + d."""
-    n, nu = len(y), len(y) - 1
-    mid = stats.median(y)
-    scale = sum(abs(v - mid) for v in y)
-    if scale == 0:
-        return mid
-    z = [(v - mid) / scale for v in y]
-    edges = [-math.inf, *z, math.inf]
-
-    def power(t: float, c: int, d: float) -> float:  # (c t + d) ** -nu, 0 at infinity
-        return 0.0 if math.isinf(t) else (c * t + d) ** -nu
-
-    pieces = []
-    for k in range(n + 1):
-        lo, hi, c, d = edges[k], edges[k + 1], 2 * k - n, sum(z[k:]) - sum(z[:k])
-        mass = (hi - lo) / d ** (nu + 1) if c == 0 else (power(lo, c, d) - power(hi, c, d)) / (nu * c)
-        pieces.append((lo, hi, c, d, mass))
-    target = q * sum(p[4] for p in pieces)
-    k = 0
-    while target > pieces[k][4] and k < n:
-        target -= pieces[k][4]
-        k += 1
-    lo, hi, c, d, _ = pieces[k]
-    if c == 0:
-        b = lo + target * d ** (nu + 1)
-    else:
-        w = power(lo, c, d) - nu * c * target
-        b = (w ** (-1 / nu) - d) / c if w > 0 else hi
-    return mid + scale * min(b, hi)
-
-
 def median_ci99(values) -> tuple[float, float]:
-    """asv's 99% confidence interval of the median: order statistics where the binomial
-    allows (8+ values), else widened to the Laplace posterior's 0.5% and 99.5% quantiles."""
-    y, lo, hi, cdf = sorted(values), -math.inf, math.inf, 0.0
-    for k, v in enumerate(y):
-        cdf += math.comb(len(y), k) / 2 ** len(y)
-        if cdf <= 0.005:
-            lo = v
-        if cdf >= 0.995:
-            hi = v
-            break
-    if len(y) > 1 and math.isinf(lo):
-        lo = min(_laplace_ppf(y, 0.005), y[0])
-    if len(y) > 1 and math.isinf(hi):
-        hi = max(_laplace_ppf(y, 0.995), y[-1])
-    return lo, hi
+    """asv's 99% confidence interval of the median (kit.results.stats.median_ci): order statistics where the
+    binomial allows (8+ values), else widened to the Laplace posterior's 0.5% and 99.5% quantiles."""
+    return stats.median_ci(values, 0.99)
 
 
 def significance(a, b, alpha: float = DEFAULT_ALPHA) -> tuple[bool | None, str, float | None]:
@@ -292,6 +256,11 @@ def compare(results_a: Results, results_b: Results, factor: float = DEFAULT_FACT
             verdict, how = NOT_SIGNIFICANT, f"beyond factor {factor:g}, not significant: {how}"
         else:
             verdict = FASTER if gain > 1 else SLOWER
+        noise = stats.ratio_check(a, b)
+        if verdict in (FASTER, SLOWER) and noise.conclusive is False:
+            verdict, how = INCONCLUSIVE, f"{verdict} beyond factor {factor:g}, but {noise.why()}; {how}"
+        elif verdict in UNCHANGED and noise.noisy:
+            how += f"; spread: {', '.join(noise.spread())} ({stats.NOISE_ADVICE})"
         rows.append(Row(key, unit_a, a, b, verdict, "; ".join([how, *notes]), test, p))
     return rows
 
@@ -313,7 +282,9 @@ def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: f
         f"A (baseline) = {a_name}, B = {b_name}; ratio = B/A of the case medians. A case changed only when the "
         f"ratio is beyond the factor {factor:g} and the difference is significant (asv's rule): Mann-Whitney U "
         f"p < {alpha:g} where the repeat counts allow it, else non-overlapping 99% confidence intervals of the "
-        "medians.",
+        f"medians; and only when the ratio is conclusive (the kit's noise rule: each side's CV <= "
+        f"{stats.NOISE_MAX_CV:.0%} and the {stats.NOISE_LEVEL:.0%} interval of the ratio excludes 1), else it is "
+        "inconclusive.",
         "",
     ]
     shown = [r for r in rows if not (only_changed and r.verdict in UNCHANGED)]
@@ -330,10 +301,15 @@ def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: f
                   f"test needs at least {repeats_needed(alpha)} repeats per case on each side."]
     if any(r.test == NO_TEST for r in rows):
         lines += ["", "Note: a single repeat on one side: no statistics, the factor alone decides (as asv does)."]
+    inconclusive = sum(r.verdict == INCONCLUSIVE for r in rows)
+    if inconclusive:
+        lines += ["", f"Note: {inconclusive} case(s) inconclusive: beyond the factor and significant by asv's test, "
+                  "but the runs spread too much to say which is faster (see why). Re-run with "
+                  f"{stats.NOISE_ADVICE} before quoting them."]
     count = {v: sum(r.verdict == v for r in rows) for v in (FASTER, SLOWER, WITHIN, NOT_SIGNIFICANT, ONLY_A, ONLY_B)}
     failed = sum(r.verdict in (FAILED_A, FAILED_B, FAILED_BOTH) for r in rows)
     hidden = len(rows) - len(shown)
-    lines += ["", f"Summary: {count[FASTER]} faster, {count[SLOWER]} slower, "
+    lines += ["", f"Summary: {count[FASTER]} faster, {count[SLOWER]} slower, {inconclusive} inconclusive, "
               f"{count[WITHIN] + count[NOT_SIGNIFICANT]} unchanged ({count[WITHIN]} within factor, "
               f"{count[NOT_SIGNIFICANT]} not significant), {count[ONLY_A]} only in A, {count[ONLY_B]} only in B, "
               f"{failed} failed" + (f"; {hidden} unchanged case(s) not shown." if hidden else ".")]

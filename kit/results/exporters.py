@@ -109,14 +109,38 @@ def comparison_markdown(report: Report) -> str:
     out.write(f"\n## Frameworks side by side\n\nMedian samples/s (CV of the runs); ratio = {first} / {second}.\n\n")
     out.write("| model | batch | precision | case | " + " | ".join(frameworks) + f" | {first}/{second} |\n")
     out.write("| --- | --- | --- | --- | " + " | ".join("---" for _ in frameworks) + " | --- |\n")
+    doubts = []
     for (model, batch, precision, case_dir), row in rows:
         shown = [
             f"{_shown(row[fw].median, report.method)} ({stats.cv(row[fw].values):.1%})" if fw in row else ""
             for fw in frameworks
         ]
-        ratio = f"{row[first].median / row[second].median:.3f}" if first in row and second in row else ""
+        ratio = ""
+        if first in row and second in row:
+            check = framework_ratio_check(row, first, second)
+            mark = RATIO_MARKS.get(check.verdict, "") if check else ""
+            ratio = f"{row[first].median / row[second].median:.3f}{mark}"
+            if check is not None and check.conclusive is not True:
+                why = check.why(second, first, advice=False)
+                doubts.append(f"- {model} · batch {batch} · {precision} · {case_dir}: {why}")
         out.write(f"| {model} | {batch} | {precision} | {case_dir} | " + " | ".join(shown) + f" | {ratio} |\n")
+    if doubts:
+        out.write(f"\nA ratio is inconclusive when either side's runs have a CV above {stats.NOISE_MAX_CV:.0%} or the "
+                  f"{stats.NOISE_LEVEL:.0%} interval of the ratio includes 1 (the two cannot be told apart); do not "
+                  f"quote it before a re-run with {stats.NOISE_ADVICE}:\n\n" + "\n".join(doubts) + "\n")
     return out.getvalue()
+
+
+RATIO_MARKS = {stats.INCONCLUSIVE: " inconclusive", stats.UNTESTED: " (1 run)"}
+
+
+def framework_ratio_check(row: dict[str, CaseResult], first: str, second: str) -> stats.RatioCheck | None:
+    """The noise rule (kit.results.stats.ratio_check) on one side-by-side row's ratio first / second; None when a
+    figure is not positive (no ratio to judge)."""
+    try:
+        return stats.ratio_check(row[second].values, row[first].values)
+    except stats.StatsError:
+        return None
 
 
 def batch_node_markdown(report: Report) -> str:

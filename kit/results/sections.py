@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kit.core.inputs import parse_json
 from kit.core.layout import SIDECAR_SUFFIX, find_logs
+from kit.results import noise
 from kit.results.parsers.kitlog import read_run_start, read_what_ran
 
 
@@ -193,6 +194,7 @@ def settings_section(run_dir: Path, suite) -> str:
         lines.append(f"Host: {host.get('hostname')}, {host.get('cpu')}, {host.get('cores')} cores, "
                      f"{host.get('memory_gib')} GiB, {host.get('os')}, Python {host.get('python')}.")
     lines += accelerators_lines(run_dir, starts)
+    lines += noise.host_load_lines(meta)
     versions = sorted({f"{s.get('framework')} {s.get('framework_version')}" for s in starts})
     if versions:
         lines.append("Frameworks: " + ", ".join(versions) + ".")

@@ -22,7 +22,7 @@ from kit.images.parity import program_stacks
 from kit.results.exporters import write_outputs
 from kit.results.report import build_report
 from kit.results.sections import program_data_section, programs_section, references_section, settings_section
-from kit.run import records, reference
+from kit.run import hostload, records, reference
 from kit.run.command import HARNESS
 from kit.run.local import BenchError, LocalRunner
 from kit.run.plan import PlannedRun, local_mismatches, plan
@@ -112,12 +112,14 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
         records.clear_for_rerun(run_dir, run)
         if progress:
             progress("start", run, None, finished, total)
-        outcome = execute(runner, run, run_dir)
+        with hostload.HostLoad(containers=bool(runner.images), env_dir=run_dir / "env") as load:
+            outcome = execute(runner, run, run_dir)
         outcomes.append(outcome)
         finished += 1
         command = runner.launched
         records.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
-                           command=command.shell(), argv=list(command.argv), env=dict(command.env))
+                           command=command.shell(), argv=list(command.argv), env=dict(command.env),
+                           host_load=load.result())
         if progress:
             progress("end", run, outcome, finished, total)
     records.finish_run_meta(run_dir, meta)

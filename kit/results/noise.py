@@ -1,0 +1,112 @@
+"""PURE: was the host busy while the runs ran? The warning for one run (kit bench's console) and the report's lines,
+from run.json's `host_load` entries (written by kit.run.hostload).
+
+The rule, one for both: a run's host was BUSY when other processes used more than BUSY_OTHER_CPU_SHARE of the
+machine's CPU time during the run (other_cpu_share: the machine's busy CPU time less the run's own process tree,
+over wall time x logical cores), or when check-env's capture of the host saw another process on a GPU. The load
+average is shown, never decisive: it counts the run's own threads too and trails by a minute.
+Like hyperfine's warnings, each message says what to do.
+"""
+
+from __future__ import annotations
+
+import math
+
+BUSY_OTHER_CPU_SHARE = 0.10
+ADVICE = "figures may be low; re-run on a quiet host"
+RULE = (f"busy: other processes used more than {BUSY_OTHER_CPU_SHARE:.0%} of the machine's CPU time during a run, "
+        "or a GPU ran another process when check-env captured the host")
+MAX_NAMED = 5  # runs named in the report's line; the rest counted
+
+
+def _number(entry: dict, key: str) -> float | None:
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _gpus(entry: dict) -> list[str]:
+    gpus = entry.get("gpus_busy")
+    return [str(g) for g in gpus] if isinstance(gpus, list) else []
+
+
+def _load_cores(entry: dict) -> float | None:
+    """The cores the load average is of: the whole machine's (machine_cores when the run had fewer CPUs)."""
+    return _number(entry, "machine_cores") or _number(entry, "cores")
+
+
+def is_busy(entry) -> bool:
+    """The rule above, for one run's host_load entry (anything else: not known to be busy)."""
+    if not isinstance(entry, dict):
+        return False
+    other = _number(entry, "other_cpu_share")
+    return (other is not None and other > BUSY_OTHER_CPU_SHARE) or bool(_gpus(entry))
+
+
+def _what(load: float | None, cores: float | None, other: float | None, gpus: list[str], during: str) -> str:
+    parts = []
+    if load is not None and cores is not None:
+        parts.append(f"load {load:.1f} on {cores:g} cores {during}")
+    if other is not None and other > BUSY_OTHER_CPU_SHARE:
+        parts.append(f"(other processes used {other:.0%} of the CPU)")
+    if gpus:
+        parts.append(f"(GPUs held by other processes: {'; '.join(gpus)})")
+    return " ".join(parts)
+
+
+def busy_warning(entry) -> str | None:
+    """'host busy: load 3.8 on 2 cores during this run (other processes used 62% of the CPU): figures may be low;
+    re-run on a quiet host', or None when the run's host was not busy."""
+    if not is_busy(entry):
+        return None
+    what = _what(_number(entry, "load_during_max"), _load_cores(entry), _number(entry, "other_cpu_share"),
+                 _gpus(entry), "during this run")
+    return f"host busy: {what}: {ADVICE}"
+
+
+def _entries(meta) -> list[tuple[str, dict]]:
+    runs = meta.get("runs") if isinstance(meta, dict) else None
+    if not isinstance(runs, dict):
+        return []
+    out = []
+    for log, entry in sorted(runs.items()):
+        if isinstance(entry, dict) and isinstance(entry.get("host_load"), dict):
+            name = f"{entry.get('case')} #{entry.get('repeat')}" if entry.get("case") else str(log)
+            out.append((name, entry["host_load"]))
+    return out
+
+
+def host_load_lines(meta) -> list[str]:
+    """The report's lines (Markdown) on the host's load from run.json (a dict as parsed): a bold warning naming the
+    busy runs, else one line saying how quiet it was; [] when no run recorded its host's load."""
+    entries = _entries(meta)
+    if not entries:
+        return []
+    sampled = [(name, e) for name, e in entries if _number(e, "other_cpu_share") is not None]
+    busy = [(name, e) for name, e in entries if is_busy(e)]
+    lines = []
+    if busy:
+        loads = [v for _, e in busy if (v := _number(e, "load_during_max")) is not None]
+        cores = [v for _, e in busy if (v := _load_cores(e)) is not None]
+        others = [v for _, e in busy if (v := _number(e, "other_cpu_share")) is not None]
+        gpus = sorted({g for _, e in busy for g in _gpus(e)})
+        names = ", ".join(name for name, _ in busy[:MAX_NAMED])
+        if len(busy) > MAX_NAMED:
+            names += f" and {len(busy) - MAX_NAMED} more"
+        what = _what(max(loads) if loads else None, max(cores) if cores else None, max(others) if others else None,
+                     gpus, f"during runs {names}")
+        lines.append(f"**host busy** in {len(busy)} of {len(entries)} runs: {what}: {ADVICE}. ({RULE}.)")
+    elif sampled:
+        worst = max(_number(e, "other_cpu_share") for _, e in sampled)
+        loads = [v for _, e in sampled if (v := _number(e, "load_during_max")) is not None]
+        cores = {v for _, e in sampled if (v := _load_cores(e)) is not None}
+        load = f", load at most {max(loads):.1f} on {'/'.join(f'{c:g}' for c in sorted(cores))} cores" \
+            if loads and cores else ""
+        lines.append(f"Host load during the runs: other processes used at most {worst:.0%} of the CPU{load}; "
+                     f"no run's host was busy ({RULE}).")
+    unsampled = len(entries) - len(sampled)
+    if unsampled:
+        lines.append(f"The host's load could not be sampled in {unsampled} of {len(entries)} runs (see run.json "
+                     "host_load).")
+    return lines
