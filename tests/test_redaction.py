@@ -1,6 +1,8 @@
 """Redaction's shortcuts (kit.audit.redact: needle lines, gates, case-sensitive search of lowered text) skip only
 text no pattern can match: redact_text finds exactly what every pattern finds on every line. And the streamed
-bundle (kit.audit.bundle: no copy of the run on disk) lists exactly the bytes it packs."""
+bundle (kit.audit.bundle: no copy of the run on disk) lists exactly the bytes it packs. And redaction never changes
+what the parsers read (issue 31): every fixture log, every format of a generated run and a log of mlcommons' own
+logger parse the same before and after, while secrets beside the same words are still redacted."""
 
 from __future__ import annotations
 
@@ -58,6 +60,9 @@ PIECES = [
     "api_key == 'v4lue'", "secret = \"abc\";", "\"contraseña\": \"x1\"", "-----BEGIN RSA PRIVATE KEY-----",
     "-----END RSA PRIVATE KEY-----", "key", "pass", "Pass:0 batch:10", "pwd", "token", "secret", "auth", "cl", "sl",
     "PWD", "fuse_pass_base", ":::KITLOG {\"event\": \"step\", \"tokens\": 8192}",
+    "\"key\": \"tracked_stats\"", "'key': 'x'", "\"tokens\": 4096.5", "tokens=-1e5", "cache_key=abc", "sort_keys: [1",
+    "'pad_token': '<pad>'", "max_token=5120", "SECRET_TOKENS=12ab", "\"key\"", "_key", "nan", ".5", "[4096]",
+    ":::MLLOG {\"key\": \"x\"}", ":::KITLOG ",
 ]
 FILLER = [" ", "  ", "\n", "\n\n", "=", ": ", ":", "\"", "'", ";", ",", "}", "[", "]", "-", "_", ".", "/", "@",
           "\t", "\r\n", "x", "Z9", "\u212a", "\u017f", "\u0130", "ñ", "é", "\u2028"]
@@ -158,3 +163,172 @@ def test_a_streamed_bundle_lists_exactly_the_bytes_it_packs(tmp_path):
     assert {"file": f"run/{run_dir.name}/logs/notes.txt", "line": 1, "key": "HF_TOKEN"} in provenance["redactions"]
     system = json.loads(packed["system.json"])
     assert system["submitter"] == "Lab" and system["number_of_nodes"] == "2"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Redaction never changes what the parsers read (issue 31, B11): MLPerf's "key" field, numbers, lookup-field names.
+
+from kit.results.extract import Method, compute_figure  # noqa: E402
+from kit.results.parsers import ParseError, parse_log  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared")  # as in conftest.py
+PUBLISHED = SHARED / "fixtures" / "published-logs"
+
+
+def _bundled(src: Path, into: Path) -> Path:
+    """The file as kit bundle packs it (kit.audit.bundle._redacted: UTF-8 text redacted, other bytes as they are),
+    under the same name."""
+    data = src.read_bytes()
+    try:
+        clean, _ = rd.redact_text(data.decode("utf-8"))
+        data = clean.encode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    out = into / src.name
+    out.write_bytes(data)
+    return out
+
+
+def _reading(path: Path, fmt: str = "auto"):
+    """What the parsers make of a log: (format, records, unterminated), or the error without the path."""
+    try:
+        parsed = parse_log(path, fmt)
+    except ParseError as exc:
+        return "error", str(exc).replace(str(path), "LOG")
+    return parsed.format.name, parsed.records, parsed.unterminated
+
+
+def _same_before_and_after(src: Path, tmp: Path, fmt: str = "auto"):
+    into = tmp / f"{len(list(tmp.iterdir()))}"
+    into.mkdir()
+    before, after = _reading(src, fmt), _reading(_bundled(src, into), fmt)
+    assert after == before, src
+    return before
+
+
+def _every_log(root: Path) -> list[Path]:
+    return [p for p in sorted(root.rglob("*")) if p.is_file() and p.suffix not in (".yaml", ".md", ".json", ".gz")]
+
+
+def test_every_published_and_fixture_log_parses_the_same_after_redaction(tmp_path):
+    logs = _every_log(PUBLISHED) + sorted((REPO / "tests" / "fixtures").rglob("*.log"))
+    assert len(logs) > 100
+    parsed = [_same_before_and_after(p, tmp_path) for p in logs]
+    assert sum(r[0] != "error" for r in parsed) > 100  # the logs were read, not merely refused alike
+
+
+def test_every_published_figure_derives_the_same_after_redaction(tmp_path):
+    import yaml
+
+    claims = yaml.safe_load((PUBLISHED / "expected.yaml").read_text())
+    cases = [(PUBLISHED / e["file"], e["format"], e["method"]) for e in claims["logs"]]
+    for suite in claims["suites"]:
+        cases += [(p, suite["format"], suite["method"]) for p in sorted((PUBLISHED / suite["name"]).rglob("*.log"))]
+    assert len(cases) > 40
+    for src, fmt, method in cases:
+        into = tmp_path / f"{len(list(tmp_path.iterdir()))}"
+        into.mkdir()
+        m = Method.from_mapping(method)
+        before = compute_figure(parse_log(src, fmt), m)
+        after = compute_figure(parse_log(_bundled(src, into), fmt), m)
+        assert after == before, src
+
+
+def test_every_format_of_a_generated_run_parses_the_same_after_redaction(tmp_path):
+    """A run of the whole v100 suite (bench/scale.py: the harness's KITLOG lines, NLP epochs included, and the
+    published programs' formats as they print them, on every host and rank)."""
+    run_dir, _ = scale.generate(tmp_path / "gen", nodes=2, repeats=1, trim=True)
+    logs = [p for p in sorted(run_dir.rglob("*")) if p.is_file() and (p.suffix == ".log" or "workerlog." in p.name)]
+    work = tmp_path / "after"
+    work.mkdir()
+    formats = {_same_before_and_after(p, work)[0] for p in logs}
+    assert {"kitlog", "paddleclas", "plsc", "fleetx-vgg", "dle-pytorch", "dle-tf1", "dle-mxnet"} <= formats
+
+
+def _mllog(tmp_path: Path) -> Path:
+    """A log written by mlcommons' own logger (mlperf_logging.mllog), as an MLPerf training program writes it."""
+    path = tmp_path / "mlperf.log"
+    program = f"""
+from mlperf_logging import mllog
+from mlperf_logging.mllog import constants as c
+mllog.config(filename={str(path)!r}, root_dir={str(tmp_path)!r})
+log = mllog.get_mllogger()
+log.event(key=c.CACHE_CLEAR, value=True)
+log.start(key=c.INIT_START)
+log.event(key=c.SUBMISSION_ORG, value="Lab")
+log.event(key=c.GLOBAL_BATCH_SIZE, value=256)
+log.end(key=c.INIT_STOP)
+log.start(key=c.RUN_START)
+for step in range(1, 6):
+    log.event(key="tracked_stats", value={{"throughput": 2400.5 + step, "tokens": 4096.5, "cache_key": "k-{{}}".format(step)}},
+              metadata={{"step": step, "sort_key": "throughput"}})
+log.end(key=c.RUN_STOP, value=None, metadata={{"status": "success"}})
+"""
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, cwd=tmp_path)
+    return path
+
+
+def test_mlperf_logs_keep_their_key_field_and_numbers(tmp_path):
+    log = _mllog(tmp_path)
+    text = log.read_text()
+    assert text.count('"key": "tracked_stats"') == 5
+    assert rd.redact_text(text) == (text, [])  # nothing in it is a secret
+    fmt, records, _ = _same_before_and_after(log, tmp_path)
+    assert fmt == "kitlog" and [r.value for r in records] == [2401.5, 2402.5, 2403.5, 2404.5, 2405.5]
+
+
+def test_an_nlp_run_with_fractional_token_counts_still_verifies_after_bundling(tmp_path):
+    """"tokens": 1900000.0 is the same count as 1900000: the bundle must carry it as it is (its figure is
+    recomputed from it), not as "tokens": <redacted>."""
+    run_dir, _ = scale.generate(tmp_path, nodes=2, repeats=1, trim=True)
+    nlp = [p for p in run_dir.rglob("*.log") if '"event": "epoch"' in p.read_text()]
+    assert nlp
+    for p in nlp:
+        p.write_text(re.sub(r'"tokens": (\d+)', r'"tokens": \1.0', p.read_text()))
+    from kit.audit.verify import verify
+
+    result = verify(bd.make_bundle(run_dir, tmp_path / "b.tar.gz", submitter="Lab", system_name="box"))
+    assert result.ok, result.lines()
+
+
+MLLOG_LINE = (':::MLLOG {"namespace": "", "time_ms": 1611234567890, "event_type": "POINT_IN_TIME", "key": '
+              '"tracked_stats", "value": {"throughput": 2412.6}, "metadata": {"file": "train.py", "lineno": 3, '
+              '"step": 42}}')
+KEPT = [  # lines holding no secret, which the parsers read (or which merely name a field): kept byte for byte
+    MLLOG_LINE,
+    ":::MLLOG {'key': 'tracked_stats', 'value': {'throughput': 2412.6}}",
+    '[1,0]<stdout>::::MLLOG {"key": "tracked_stats", "value": {"throughput": 2412.6}}',
+    ':::KITLOG {"kit": 1, "event": "epoch", "epoch": 1, "tokens": 4096.5, "seconds": 52.1, "unit": "tokens/s"}',
+    '"tokens": 1e5', '"tokens": -3', '"tokens": [4096, 8192]', "max_tokens=5120.0", "num_keys: 12",
+    "cache_key=/root/.cache/torch/kernels sort_key=throughput", '"sort_key": "samples_per_sec"',
+    '{"cache_key": "resnet50-b256", "primary_key": "id"}', "'pad_token': '<pad>', 'eos_token': '</s>',",
+    "missing_keys=['fc.weight'] unexpected_keys=[]",
+]
+STILL_SECRET = {  # and the same words around real secrets: still redacted
+    '{"key": "ghp_Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78"}': "ghp_Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78",
+    "cache_key=AKIAIOSFODNN7EXAMPLE": "AKIAIOSFODNN7EXAMPLE",
+    '"token": 4096': "4096", "PASSWORD=1234": "1234", "HF_TOKEN=hf_abc": "hf_abc", "key: hunter2": "hunter2",
+    '"tokens": "tk-5a7e"': "tk-5a7e", "WANDB_API_KEY: k-99": "k-99", "api_key = 3.5": "3.5",
+    "SECRET_TOKENS=12ab": "12ab", '"auth_key": "x9"': "x9", "OPENAI_KEY=sk-abc": "sk-abc",
+    '{"service": "wandb", "key": "a1b2c3d4"}': "a1b2c3d4",  # "key" is structural only in an MLLOG/KITLOG line
+}
+
+
+def test_structural_keys_numbers_and_lookup_names_are_kept_secrets_are_not():
+    for line in KEPT:
+        assert rd.redact_text(line) == (line, []), line
+    for line, secret in STILL_SECRET.items():
+        clean, found = rd.redact_text(line)
+        assert secret not in clean and found, line
+
+
+def test_a_tracked_stats_line_still_parses_after_redaction(tmp_path):
+    log = tmp_path / "tracked.log"
+    log.write_text("".join(MLLOG_LINE.replace("42", str(step)) + "\n" for step in range(1, 4)))
+    work = tmp_path / "after"
+    work.mkdir()
+    fmt, records, _ = _same_before_and_after(log, work)
+    assert fmt == "kitlog" and [r.value for r in records] == [2412.6] * 3

@@ -5,6 +5,10 @@ detectors of detect-secrets (Yelp; keyword assignments, URL credentials, AWS/Git
 JWTs: only their regular expressions, never their verification, which would call out), and the two forms it
 lacks (Authorization headers, mysql -pPASSWORD). Each pattern is matched line by line, as detect-secrets does.
 
+What the parsers read is never changed (issue 31): the kit's key pattern leaves MLPerf's structural "key" field,
+counts ("tokens": 4096.5), lookup-field names (cache_key, sort_key) and vocabulary symbols (pad_token) alone
+(_not_secret); tests/test_redaction.py parses every fixture log before and after redaction.
+
 Speed (a run holds thousands of logs; most hold no secret): a pattern runs only on the lines holding its needles
 (literals every match holds), after a cheaper gate (the part of the pattern from its first mandatory literal or
 keyword group on) found something there; a case-insensitive pattern runs case-sensitively on the lowered text
@@ -316,16 +320,57 @@ def _values(m: re.Match, group: int | None) -> list[tuple[int, int]]:
     return [m.span()]
 
 
-def _count(p: Pattern, m: re.Match) -> bool:
-    """A count, not a secret: the kit's key pattern on a key ending in 'tokens' with a whole number ("tokens": 4096
-    in the harness's NLP step lines, fairseq's max_tokens=5120)."""
-    return p.key is None and m.group(1).lower().endswith("tokens") and m.group(3).isascii() and m.group(3).isdigit()
+# What the kit's key pattern (a name ending in a secret marker, then its value) finds that is no secret. The
+# parsers read these fields (the harness's "tokens", MLPerf's "key"), so redacting them would change a figure or
+# make a bundle fail its own verification; the other detectors still look at the same values (a GitHub token
+# under "key" or "cache_key" is redacted all the same).
+_LOGGED_JSON = (":::MLLOG ", ":::KITLOG ")  # the lines whose "key" field the parsers read (m.string: one line)
+_KIT_MARKERS = tuple(sorted((m.lower() for m in SECRET_MARKERS), key=len, reverse=True))
+# a number as JSON, Python or a shell writes it (4096, 4096.5, -3, 1e-05, NaN, inf), maybe a list's first or last
+_NUMBER = re.compile(r"[\[(]*[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?[\])]*"
+                     r"|[-+]?(?:nan|inf|infinity)", re.IGNORECASE | re.ASCII)
+# a name's last word before the marker that makes its number a count or a limit (max_tokens=5120, num_keys: 12)
+_COUNTED = frozenset({"max", "min", "num", "n", "total", "avg", "mean", "count"})
+# names of lookup fields, not of credentials: cache_key, sort_key(s), a model's missing_keys ...
+_LOOKUP_KEYS = frozenset({
+    "cache", "sort", "primary", "foreign", "partition", "group", "dict", "lookup", "index", "join", "unique",
+    "shard", "row", "column", "metric", "monitor", "order", "map", "missing", "unexpected", "input", "output",
+    "label", "target", "image", "feature", "layer", "param", "field", "attr"})
+# a tokenizer's vocabulary symbols: 'pad_token': '<pad>', 'eos_token': '</s>' (PaddleNLP prints its whole config)
+_VOCABULARY = frozenset({
+    "bos", "eos", "pad", "unk", "cls", "sep", "mask", "special", "start", "end", "sos", "eot", "begin", "stop"})
+
+
+def _not_secret(p: Pattern, m: re.Match) -> bool:
+    """A field the kit's key pattern names that holds no secret:
+    - MLPerf's structural field: a JSON (or dict) key named exactly "key" in a line the parsers read as JSON
+      (':::MLLOG {... "key": "tracked_stats"'; kit.results.parsers.kitlog), not in any other JSON;
+    - a count: a number under a plural name or a counted one ("tokens": 4096.5 in the harness's NLP epoch lines,
+      fairseq's max_tokens=5120); a number under a singular credential name ("token": 123456, PASSWORD=1234) is
+      still a secret;
+    - a lookup field's name (cache_key, sort_key) or a vocabulary symbol (pad_token), whatever its value."""
+    if p.key is not None:
+        return False
+    name, value = m.group(1).casefold(), m.group(3)  # casefold: the pattern ignores case the Unicode way
+    before = m.string[m.start(1) - 1:m.start(1)]
+    if name == "key" and before in ("\"", "'") and m.group(2).startswith(before) \
+            and any(marker in m.string for marker in _LOGGED_JSON):
+        return True
+    plural = name.endswith("s") and name[:-1].endswith(_KIT_MARKERS)
+    single = name[:-1] if plural else name
+    marker = next((mk for mk in _KIT_MARKERS if single.endswith(mk)), None)
+    if marker is None:  # a name only Unicode case folding makes a marker: judged a secret, as before
+        return False
+    qualifier = re.split(r"[_.-]", single[:-len(marker)].rstrip("_.-"))[-1]
+    if (plural or qualifier in _COUNTED) and _NUMBER.fullmatch(value):
+        return True
+    return marker == "key" and qualifier in _LOOKUP_KEYS or marker == "token" and qualifier in _VOCABULARY
 
 
 def _spans(line: str, patterns: list[tuple[int, Pattern]]) -> list[tuple[int, int, int, str]]:
     """(start, pattern order, end, key) of every secret value in one line."""
     return sorted((start, order, end, p.key or m.group(1))
-                  for order, p in patterns for m in p.regex.finditer(line) if not _count(p, m)
+                  for order, p in patterns for m in p.regex.finditer(line) if not _not_secret(p, m)
                   for start, end in _values(m, p.group) if line[start:end] != REDACTED)
 
 

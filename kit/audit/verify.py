@@ -20,6 +20,7 @@ from kit.audit import rules as rl
 from kit.audit.evidence import READ_ERRORS, Evidence
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.inputs import InputError, parse_json, read_input
+from kit.core.text import printable
 
 INTEGRITY = "integrity"
 SIGNATURE_RULE = "signature"
@@ -61,6 +62,9 @@ class Compliance:
         return "NOT OK" if not self.ok else "OK" if self.authentic else "CONSISTENT, authenticity NOT checked"
 
     def lines(self) -> list[str]:
+        """The report as lines to print: what came from the bundle (member names, messages quoting its files, the
+        signer's output) is escaped (kit.core.text.printable): no line holds a control character, so a bundle
+        can neither print a line of its own nor hide the verdict."""
         sig = self.signature.state.upper() if self.signature else "NOT CHECKED"
         out = [f"kit verify {self.bundle}",
                f"  files: {self.files} checked against manifest.json (sha256)"
@@ -80,7 +84,7 @@ class Compliance:
             if not self.authentic:
                 out.append("  the bundle agrees with itself, but nothing shows who made it (a forger can rebuild "
                            "the manifest); give --allowed-signers FILE to require a signature by a key you trust")
-        return out
+        return [printable(line) for line in out]
 
     def to_dict(self) -> dict:
         # ok: what the verdict OK means (every rule, and signed by an allowed signer); consistent: rules alone

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kit.config import settings
 from kit.core.inputs import InputError, KitError
+from kit.core.text import printable
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 VERIFY_EXIT = """\
@@ -72,15 +73,15 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         out = make_bundle(args.run_dir, args.out, sign_key=args.sign_key, submitter=submitter,
                           system_name=system_name, claims=args.claims, force=args.force)
     except (KitError, InputError, OSError) as exc:
-        print(f"kit bundle: {exc}", file=sys.stderr)
+        print(printable(f"kit bundle: {exc}"), file=sys.stderr)
         return EXIT_BAD_INPUT
     result = verify(out)  # a bundle that would not verify is reported at once, not by the auditor
     size = out.stat().st_size
-    print(f"{out}  ({size / 2**20:.2f} MiB, {result.files} files, signature: {result.signature.state})")
+    print(printable(f"{out}  ({size / 2**20:.2f} MiB, {result.files} files, signature: {result.signature.state})"))
     if not result.ok:
         print("kit bundle: the bundle does NOT verify:", file=sys.stderr)
         for v in result.violations:
-            print(f"  [{v.rule}] {v.where}: {v.message}", file=sys.stderr)
+            print(printable(f"  [{v.rule}] {v.where}: {v.message}"), file=sys.stderr)
         return EXIT_MISMATCH
     return EXIT_OK
 
@@ -94,10 +95,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         result = verify(args.bundle, args.allowed_signers, args.rules,
                         **{k: v for k, v in limits.items() if v is not None})
     except (KitError, InputError, OSError) as exc:
-        print(f"kit verify: {exc}", file=sys.stderr)
+        print(printable(f"kit verify: {exc}"), file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        # json.dumps escapes every control character but DEL (ASCII, printed raw): escaped here too; the values
+        # stay exact (a member's real name), only their spelling in the JSON text changes
+        print(json.dumps(result.to_dict(), indent=2).replace("\x7f", "\\u007f"))
     else:
         print("\n".join(result.lines()))
     return EXIT_OK if result.ok else EXIT_MISMATCH

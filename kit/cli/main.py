@@ -33,6 +33,7 @@ from kit.cli import (
 from kit.cli.common import EXIT_BAD_INPUT, EXIT_BUG, EXIT_MISMATCH, EXIT_OK, UsageError
 from kit.config import settings
 from kit.core.inputs import InputError, KitError
+from kit.core.text import printable
 from kit.results.extract import MethodError
 from kit.results.parsers import UnknownFormat
 from kit.results.stats import StatsError
@@ -98,14 +99,14 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return COMMANDS[args.command](args)
     except InputError as exc:
-        print(f"kit: {exc}", file=sys.stderr)
+        print(printable(f"kit: {exc}"), file=sys.stderr)
     except KitError as exc:
-        print(f"kit: {exc}", file=sys.stderr)
+        print(printable(f"kit: {exc}"), file=sys.stderr)
     except (MethodError, StatsError) as exc:
         where = getattr(args, "log", None) or getattr(args, "dir", None) or getattr(args, "claims", "")
-        print(f"kit: {where}: {exc}", file=sys.stderr)
+        print(printable(f"kit: {where}: {exc}"), file=sys.stderr)
     except (UsageError, UnknownFormat) as exc:
-        print(f"kit: {exc}", file=sys.stderr)
+        print(printable(f"kit: {exc}"), file=sys.stderr)
     except KeyboardInterrupt as exc:
         print(f"kit: {'terminated (' + str(exc) + ')' if isinstance(exc, Terminated) else 'interrupted'}",
               file=sys.stderr)
@@ -114,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     except OSError as exc:  # the file system said no (not a folder, read-only, full): the path and why, one line
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"kit: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(printable(f"kit: {where}{exc.strerror or exc}"), file=sys.stderr)
     except Exception as exc:  # a bug: say so plainly, keep the traceback for KIT_DEBUG=1
         if settings.resolve().debug:
             traceback.print_exc()
