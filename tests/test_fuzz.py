@@ -348,3 +348,56 @@ def test_verify_on_mutated_bundle_contents_gives_a_verdict(real_bundle, scratch,
         rc, out, err = run_kit(["verify", subject], cwd)
     answered(rc, out, err, f"kit verify: {subject}", (0, 1))
     assert snapshot(folder) == before and not any(cwd.iterdir())
+
+
+def _edit_log(log: Path, edit) -> None:
+    out = []
+    for line in log.read_text().splitlines(keepends=True):
+        if line.startswith(":::KITLOG "):
+            line = ":::KITLOG " + json.dumps(edit(json.loads(line[len(":::KITLOG "):]))) + "\n"
+        out.append(line)
+    log.write_text("".join(out))
+
+
+def _start(**fields):
+    return lambda d: {**d, **fields} if d["event"] == "run_start" else d
+
+
+def _faster(d):
+    if d["event"] == "step":
+        return {**d, "seconds": d["seconds"] * 0.45, "samples_per_sec": d["samples_per_sec"] / 0.45}
+    return d
+
+
+CONSISTENT_FORGERIES = {  # each is a log that disagrees with the case it is filed under, or a repeat that is not one
+    "framework": _start(framework="paddle"), "model": _start(model="vgg16"), "batch": _start(local_batch=16),
+    "image size": _start(image_size=64), "precision": _start(precision="amp"), "ranks": _start(ranks=2),
+    "layout": _start(layout="nhwc", channels_last=True), "mode": _start(mode="compiled"),
+    "halved seconds": _faster, "copy as repeat 2": "copy", "extra repeat 3": "extra",
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(CONSISTENT_FORGERIES))
+def test_consistently_forged_bundles_never_verify(tmp_path, forgery):
+    """Mutated *consistently*: the report and results rebuilt from the forged logs, the manifest rebuilt by
+    kit bundle; verify must still say NOT OK, naming a rule."""
+    from kit.audit.verify import verify
+    from kit.config.suites import load_suite
+    from kit.run import bench
+
+    run = tmp_path / RUN.name
+    shutil.copytree(RUN, run)
+    case = run / "logs/torch/resnet50/bz2/1n1g"
+    edit = CONSISTENT_FORGERIES[forgery]
+    if edit == "copy":
+        (case / "resnet50_b2_fp32_2.log").write_bytes((case / "resnet50_b2_fp32_1.log").read_bytes())
+    elif edit == "extra":
+        shutil.copy(case / "resnet50_b2_fp32_1.log", case / "resnet50_b2_fp32_3.log")
+    else:
+        _edit_log(case / "resnet50_b2_fp32_1.log", edit)
+    bench.write_report(run, load_suite(run / "suite.yaml"))
+    result = verify(bd.make_bundle(run, tmp_path / "b.tar.gz", submitter="Lab", system_name="box"))
+    assert not result.ok and result.violations, forgery
+    assert {v.rule for v in result.violations} & {"log_states_its_case", "only_declared_repeats",
+                                                   "steps_agree_with_their_clock", "every_rank_logged"}, \
+        (forgery, result.violations)
