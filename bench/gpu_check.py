@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from kit.core.layout import split_tag  # noqa: E402
+
 RATIO_TARGET = 0.97
 H100_AMP_NHWC_TARGET = 4500.0
 # (model, batch, case tag) of gpu1 that the yardstick measures too
@@ -56,10 +59,10 @@ def harness_figures(run_dir: Path) -> dict[tuple[str, int, str], dict]:
 
 
 def yardstick(model: str, batch: int, tag: str, warmup: int, measure: int) -> dict:
-    precision, *rest = tag.split("-")
+    parts = split_tag(tag)
     argv = [sys.executable, str(REPO / "bench" / "yardstick.py"), "--model", model, "--batch-size", str(batch),
-            "--precision", precision, "--layout", "nhwc" if "nhwc" in rest else "nchw",
-            "--mode", "compiled" if "compiled" in rest else "eager", "--warmup-steps", str(warmup),
+            "--precision", parts["precision"], "--layout", parts.get("layout", "nchw"),
+            "--mode", parts.get("mode", "eager"), "--warmup-steps", str(warmup),
             "--measure-steps", str(measure), "--device", "gpu", "--json"]
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:

@@ -140,3 +140,14 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
         yield cluster
     finally:
         cluster.close()
+
+
+def redeclare_suite(run_dir: Path, text: str) -> None:
+    """A run's suite.yaml replaced and declared anew in run.json (what --resume otherwise refuses: an edited suite)."""
+    import hashlib
+    import json
+
+    (run_dir / "suite.yaml").write_text(text)
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["suite_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (run_dir / "run.json").write_text(json.dumps(meta))

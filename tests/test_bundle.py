@@ -13,6 +13,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from kitlogs import rewrite_kitlog
 
 from kit.audit import bundle as bd
 from kit.audit.verify import verify, verify_tree
@@ -278,18 +279,6 @@ def test_a_json_key_given_twice_is_refused_not_last_wins(real_run, tmp_path, cap
         bd.make_bundle(run, submitter="Lab", system_name="box")
 
 
-def _rewrite_steps(log: Path, edit) -> None:
-    out = []
-    for line in log.read_text().splitlines(keepends=True):
-        if line.startswith(":::KITLOG "):
-            data = json.loads(line[len(":::KITLOG "):])
-            for new in edit(data):
-                out.append(":::KITLOG " + json.dumps(new) + "\n")
-        else:
-            out.append(line)
-    log.write_text("".join(out))
-
-
 def test_step_records_that_contradict_their_own_clock_fail(real_run, tmp_path):
     def halved(d):
         if d["event"] == "step":
@@ -314,7 +303,7 @@ def test_step_records_that_contradict_their_own_clock_fail(real_run, tmp_path):
                           (long_ago, "lies outside the run's window in run.json")):
         run = fresh_copy(real_run, tmp_path / edit.__name__)
         log = run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
-        _rewrite_steps(log, edit)
+        rewrite_kitlog(log, edit)
         bench.write_report(run, load_suite(run / "suite.yaml"))
         result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
         found = [v for v in result.violations if v.rule == "steps_agree_with_their_clock"]
@@ -329,7 +318,7 @@ def test_one_field_is_no_memory_bomb_and_no_message_echoes_a_huge_value(real_run
     def bomb(d):
         yield {**d, "ranks": 20_000_000, "data": "x" * 15_000_000} if d["event"] == "run_start" else d
 
-    _rewrite_steps(log, bomb)
+    rewrite_kitlog(log, bomb)
     import resource
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -587,9 +576,7 @@ def test_claims_are_read_only_from_inside_the_bundle(real_run, tmp_path, signer,
 def _forge_claims(root: Path, key: Path, edit) -> None:
     claims = root / "claims" / "expected.yaml"
     claims.write_text(edit(claims.read_text()))
-    bd.write_manifest(root)
-    (root / "manifest.json.sig").unlink(missing_ok=True)
-    bd.sign(root / "manifest.json", key)
+    _forge(root, key)
 
 
 def test_allowed_signers_typos_are_shown_and_every_principal_of_the_key_is_tried(real_run, tmp_path, signer):

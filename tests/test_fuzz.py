@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
+from kitlogs import rewrite_kitlog
 
 from kit.audit import bundle as bd
 from kit.cli.main import main
@@ -350,15 +351,6 @@ def test_verify_on_mutated_bundle_contents_gives_a_verdict(real_bundle, scratch,
     assert snapshot(folder) == before and not any(cwd.iterdir())
 
 
-def _edit_log(log: Path, edit) -> None:
-    out = []
-    for line in log.read_text().splitlines(keepends=True):
-        if line.startswith(":::KITLOG "):
-            line = ":::KITLOG " + json.dumps(edit(json.loads(line[len(":::KITLOG "):]))) + "\n"
-        out.append(line)
-    log.write_text("".join(out))
-
-
 def _start(**fields):
     return lambda d: {**d, **fields} if d["event"] == "run_start" else d
 
@@ -394,7 +386,7 @@ def test_consistently_forged_bundles_never_verify(tmp_path, forgery):
     elif edit == "extra":
         shutil.copy(case / "resnet50_b2_fp32_1.log", case / "resnet50_b2_fp32_3.log")
     else:
-        _edit_log(case / "resnet50_b2_fp32_1.log", edit)
+        rewrite_kitlog(case / "resnet50_b2_fp32_1.log", edit)
     bench.write_report(run, load_suite(run / "suite.yaml"))
     result = verify(bd.make_bundle(run, tmp_path / "b.tar.gz", submitter="Lab", system_name="box"))
     assert not result.ok and result.violations, forgery

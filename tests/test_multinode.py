@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+from conftest import redeclare_suite
 from nethosts import write_inventory
 
 from kit.cli import main
@@ -145,9 +145,7 @@ def test_host_dying_mid_case_stops_the_others_and_resume_reruns_it(ssh_hosts, tm
     resume = ["multinode", "--hosts", "h1,h2", "--resume", str(run_dir), "--hosts-file", str(inventory)]
     (run_dir / "suite.yaml").write_text(TWO_NODE_SUITE)  # a short step count for the redo
     assert main(resume) == 2  # an edited suite is refused at resume ...
-    meta = json.loads((run_dir / "run.json").read_text())  # ... unless run.json is made to declare it anew
-    meta["suite_sha256"] = hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest()
-    (run_dir / "run.json").write_text(json.dumps(meta))
+    redeclare_suite(run_dir, TWO_NODE_SUITE)  # ... unless run.json declares it anew
     assert main(resume) == 0
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
     assert entry["status"] == "ok"

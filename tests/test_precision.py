@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED
+from kitlogs import rewrite_kitlog
 
 from kit.config import suites
 from kit.core.layout import classify, split_tag, variant_tag
@@ -42,7 +43,8 @@ def test_tag_names_the_case_and_its_logs(tmp_path):
     assert case.key == "paddle/vgg16/bz4/1n1g/bf16-nhwc-compiled"
     assert case.log_path(2).as_posix() == "paddle/vgg16/bz4/1n1g/vgg16_b4_bf16-nhwc-compiled_2.log"
     found = classify(Path("/r/logs") / case.log_path(2), Path("/r/logs"))
-    assert (found.group.precision, found.group.precision_name, found.run) == ("bf16-nhwc-compiled", "bf16", 2)
+    assert (found.group.precision, split_tag(found.group.precision)["precision"], found.run) == (
+        "bf16-nhwc-compiled", "bf16", 2)
     assert split_tag(found.group.precision) == {"precision": "bf16", "layout": "nhwc", "mode": "compiled"}
     assert variant_tag("fp32", "nchw", "eager") == "fp32" and split_tag("amp") == {"precision": "amp"}
     with pytest.raises(ValueError, match="unknown variant 'xla'"):
@@ -123,17 +125,8 @@ def test_report_names_the_gpu_and_says_what_an_old_log_did_not_record(tmp_path):
 
 def with_math(log: Path, tag_fields: dict, stop_fields: dict | None = None) -> None:
     """Rewrite a recorded log's run_start (and run_stop) as the harness now writes them."""
-    out = []
-    for line in log.read_text().splitlines(keepends=True):
-        if line.startswith(":::KITLOG "):
-            data = json.loads(line[len(":::KITLOG "):])
-            if data["event"] == "run_start":
-                data.update(tag_fields)
-            if data["event"] == "run_stop" and stop_fields:
-                data.update(stop_fields)
-            line = ":::KITLOG " + json.dumps(data) + "\n"
-        out.append(line)
-    log.write_text("".join(out))
+    added = {"run_start": tag_fields, "run_stop": stop_fields or {}}
+    rewrite_kitlog(log, lambda d: {**d, **added.get(d["event"], {})})
 
 
 def test_report_and_run_json_say_what_math_layout_and_mode_ran(tmp_path):

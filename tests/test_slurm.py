@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import redeclare_suite
 from test_multinode import TWO_NODE_SUITE, write_suite
 
 from kit.cli import main
@@ -134,9 +134,7 @@ def test_slurm_node_killed_mid_job_fails_the_run_naming_it_and_resume_redoes_it(
     resume = ["cluster", "--scheduler", "slurm", "--resume", str(run_dir), "--hosts-file", str(tmp_path / "hosts.yaml")]
     (run_dir / "suite.yaml").write_text(TWO_NODE_SUITE)  # a short step count for the redo
     assert main(resume) == 2  # an edited suite is refused at resume ...
-    meta = json.loads((run_dir / "run.json").read_text())  # ... unless run.json is made to declare it anew
-    meta["suite_sha256"] = hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest()
-    (run_dir / "run.json").write_text(json.dumps(meta))
+    redeclare_suite(run_dir, TWO_NODE_SUITE)  # ... unless run.json declares it anew
     assert main(resume) == 0
     _run_dir, entry = entry_of(tmp_path)
     assert entry["status"] == "ok"

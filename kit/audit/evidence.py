@@ -27,11 +27,14 @@ def finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+CLAIMS_REL_TOL = 1e-3  # the verifier's default for a carried claim (the loosest the shared claims need)
+
+
 @dataclass
 class Evidence:
     root: Path  # the run directory (runs/<id>/, or <bundle>/<id>/)
     claims: Path | None = None  # published claims that ride in a bundle (a kit crosscheck claims file)
-    claims_rel_tol: float = 1e-3  # the verifier's tolerance for re-derived claims (never the bundle's)
+    claims_rel_tol: float = CLAIMS_REL_TOL  # the verifier's tolerance for re-derived claims (never the bundle's)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (file, why it could not be read)
 
     # ----------------------------------------------------------------- files as written by the run

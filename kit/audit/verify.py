@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kit.audit import bundle as bd
 from kit.audit import rules as rl
-from kit.audit.evidence import READ_ERRORS, Evidence
+from kit.audit.evidence import CLAIMS_REL_TOL, READ_ERRORS, Evidence
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.inputs import InputError, parse_json, read_input
 from kit.core.text import printable
@@ -147,9 +147,6 @@ def check_system(root: Path, run_dir: Path) -> list[rl.Violation]:
     if diff:
         return [rl.Violation(SYSTEM_RULE, f"differs from the captures in {', '.join(diff)}", "system.json")]
     return []
-
-
-CLAIMS_REL_TOL = 1e-3  # the verifier's tolerance for a carried claim (the loosest the shared claims need)
 
 
 def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: str | None = None,

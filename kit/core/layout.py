@@ -73,11 +73,6 @@ class GroupKey:
         parts = [self.framework, self.model, f"batch {self.batch}", self.precision]
         return " · ".join(p for p in parts if p)
 
-    @property
-    def precision_name(self) -> str:
-        """The precision alone (the tag less its -nhwc / -compiled)."""
-        return self.precision.split("-", 1)[0]
-
 
 @dataclass(frozen=True)
 class RunLog:

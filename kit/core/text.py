@@ -1,4 +1,5 @@
-"""Text from a bundle or a log, made safe to print: no character in it can move the cursor, end a line, clear the
+"""Text from tools, bundles and logs: printed-for-a-terminal output made plain (clean_output), and anything from a
+bundle or a log made safe to print: no character in it can move the cursor, end a line, clear the
 screen or reorder what follows.
 
 What a bundle or a log holds (member names, log lines, values) is the author's, not the kit's: a name holding
@@ -10,6 +11,20 @@ backslashes included, is kept as it is: a name stays readable, and no escape can
 """
 
 from __future__ import annotations
+
+import re
+
+# ECMA-48: CSI (ESC [ params intermediates final: colours, underline, cursor), OSC (ESC ] ... BEL or ESC \, on
+# one line), and the short ones (ESC [intermediates] final: ESC =, ESC ( B, ...)
+TERMINAL_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[ -/]*[0-~])")
+
+
+def clean_output(text: str) -> str:
+    """What a tool printed for a terminal, as plain lines: escape sequences removed, CRLF as LF; the lines stay
+    where they were (errors name them). Driver 580 wraps the header of `nvidia-smi topo -m` in ESC[4m ... ESC[0m
+    even when the output is a file."""
+    return TERMINAL_ESCAPE.sub("", text).replace("\r\n", "\n")
+
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 UNSAFE = frozenset(

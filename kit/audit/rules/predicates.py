@@ -6,6 +6,7 @@ Finding how many things it checked and every violation, naming a file and, where
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import math
@@ -237,8 +238,6 @@ RUN_WINDOW_SLACK_S = 120.0
 
 
 def _epoch_seconds(text) -> float | None:
-    import datetime as dt
-
     try:
         return dt.datetime.fromisoformat(text).timestamp() if isinstance(text, str) else None
     except ValueError:

@@ -2,7 +2,7 @@
 
 PURE: parsers of recorded probe output (`nvidia-smi topo -m` in topo, `nvidia-smi -q -x` and `-q` in smi,
 /proc/cpuinfo, /proc/meminfo, /etc/os-release in system) and the HostCapture they make up (model). Each parser
-first drops terminal escapes and CRs (text.clean_output): drivers print for terminals even into files.
+first drops terminal escapes and CRs (kit.core.text.clean_output): drivers print for terminals even into files.
 Running the probes is kit.hosts.probe's job; comparing hosts is kit.hosts.consistency's. Nothing
 here touches a host, a process or the clock.
 

@@ -6,10 +6,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kit.core.inputs import parse_json
+from kit.core.text import clean_output
 from kit.hosts.capture.errors import EnvCaptureError
 from kit.hosts.capture.smi import SmiReport, parse_query_xml
 from kit.hosts.capture.system import CpuInfo, parse_cpuinfo, parse_meminfo, parse_os_release
-from kit.hosts.capture.text import clean_output
 from kit.hosts.capture.topo import Topology, parse_topo
 
 

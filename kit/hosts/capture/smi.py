@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from kit.core.text import clean_output
 from kit.hosts.capture.errors import EnvCaptureError
-from kit.hosts.capture.text import clean_output
 
 _NOT_AVAILABLE = ("N/A", "[N/A]", "[Not Supported]", "Not Supported", "Unknown Error")
 _QUANTITY = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]*)\s*$")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kit.core.text import clean_output
 from kit.hosts.capture.errors import EnvCaptureError
-from kit.hosts.capture.text import clean_output
 
 
 @dataclass

@@ -6,8 +6,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from kit.core.text import clean_output
 from kit.hosts.capture.errors import EnvCaptureError
-from kit.hosts.capture.text import clean_output
 
 _AFFINITY_LABELS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _PCIE_LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")  # closest first; SOC = SYS of old drivers

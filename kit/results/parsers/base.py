@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kit.core.inputs import InputError, read_input
+from kit.core.text import TERMINAL_ESCAPE
 
 PER_STEP = "per-step"
 PER_CARD = "per-card"  # a per-step figure of one device: multiply by the device count
@@ -586,4 +587,4 @@ def known_unit(raw: str, units: dict[str, str], path: str | Path, line: int) -> 
         raise ParseError(path, f"unknown throughput unit {raw!r} (this format prints: {known})", line) from None
 
 
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+ANSI_ESCAPE = TERMINAL_ESCAPE  # one pattern for every reader of terminal output (kit.core.text)

@@ -1,0 +1,22 @@
+"""Rewriting a harness log's :::KITLOG lines in a test (a forgery, or a log as a newer harness writes it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+MARK = ":::KITLOG "
+
+
+def rewrite_kitlog(log: Path, edit: Callable[[dict], dict | Iterable[dict]]) -> None:
+    """Each :::KITLOG line's object through edit: a dict replaces it, an iterable of dicts replaces it by those
+    lines (none drops it); other lines stay as they are."""
+    out = []
+    for line in log.read_text().splitlines(keepends=True):
+        if not line.startswith(MARK):
+            out.append(line)
+            continue
+        new = edit(json.loads(line[len(MARK):]))
+        out += [MARK + json.dumps(d) + "\n" for d in ([new] if isinstance(new, dict) else new)]
+    log.write_text("".join(out))
