@@ -167,7 +167,7 @@ def test_a_published_fp32_that_ran_tf32_says_so_beside_its_reference(tmp_path):
     from kit.results.sections import references_section
 
     ref = suites.Reference(908.244, -0.05, 0.05, "samples/s", "seed 004, A100-FP32 table", math="tf32")
-    case = NS(key="paddleclas/resnet50/bz256/1n1g/fp32", reference=ref, precision="fp32")
+    case = NS(key="paddleclas/resnet50/bz256/1n1g/fp32", references=(ref,), precision="fp32")
     group = NS(key=NS(case_key=lambda name: case.key), unit="samples/s", cases=[NS(name="1n1g", median=900.0)])
     text = references_section(NS(groups=[group]), NS(cases=[case]))
     assert "(published as FP32; the publisher's framework ran TF32, its default on this GPU generation)" in text

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from kit.config import suites
+from kit.core.layout import split_tag
 from kit.core.yamlio import ConfigError
 from kit.run import reference
 from kit.run.command import Placement, build_command
@@ -276,3 +277,87 @@ def test_unknown_image_names_file_line_and_key(tmp_path, old, new, line, words):
         suites.load_suite(path)
     message = str(err.value)
     assert message.startswith(f"{path}:{line}: image: ") and words in message, message
+
+
+GPU_IMAGENET = """\
+schema_version: 1
+name: {name}
+hardware: gpu
+defaults: {{warmup_steps: 1, measure_steps: 2, repeats: 1, data: imagenet}}
+cases:
+  - framework: torch
+    model: resnet50
+    precision: amp
+    batch_size: 256
+"""
+
+
+def test_an_imagenet_case_decodes_on_the_gpu_by_default_and_a_other_loader_is_named(tmp_path):
+    path = write(tmp_path, GPU_IMAGENET.format(name="g") + "    loader: [gpu, cpu]\n")
+    default, cpu = suites.load_suite(path).cases
+    assert (default.loader, default.tag) == ("gpu", "amp-nhwc")
+    assert (cpu.loader, cpu.tag, cpu.key) == ("cpu", "amp-nhwc-cpuload", "torch/resnet50/bz256/1n1g/amp-nhwc-cpuload")
+    assert cpu.log_path(1).name == "resnet50_b256_amp-nhwc-cpuload_1.log"
+    assert split_tag(cpu.tag) == {"precision": "amp", "layout": "nhwc", "loader": "cpu"}
+    argv = build_command(cpu, data_list="/data/train_list.txt").argv
+    assert argv[argv.index("--loader") + 1] == "cpu" and argv[argv.index("--data") + 1] == "/data/train_list.txt"
+    cpu_suite = suites.load_suite(write(tmp_path, MINIMAL.replace("image_size: 32", "image_size: 32\n    data: imagenet")))
+    assert {c.loader for c in cpu_suite.cases} == {"cpu"} and all("load" not in c.tag for c in cpu_suite.cases)
+    synthetic = suites.load_suite(write(tmp_path, MINIMAL))
+    assert {c.loader for c in synthetic.cases} == {None}
+    assert "--loader" not in build_command(synthetic.cases[0]).argv
+
+
+@pytest.mark.parametrize("text, line, words", [
+    (MINIMAL + "    loader: gpu\n", 11, "loader applies to data: imagenet"),
+    (MINIMAL.replace("image_size: 32", "image_size: 32\n    data: imagenet") + "    loader: dali\n", 12,
+     "loader dali decodes on a GPU; this is a CPU suite"),
+    (MINIMAL + "    loader: nvjpeg\n", 11, "'nvjpeg' is not one of cpu, gpu, dali"),
+    (GPU_IMAGENET.format(name="g").replace("framework: torch", "framework: tensorflow") + "    loader: cpu\n", 10,
+     "loader is the published program's own"),
+])
+def test_a_loader_where_it_does_not_apply_names_file_line_and_key(tmp_path, text, line, words):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        suites.load_suite(path)
+    assert str(err.value).startswith(f"{path}:{line}: loader: ") and words in str(err.value), str(err.value)
+
+
+def test_loader_dali_is_refused_at_plan_time_where_the_image_pins_no_dali(tmp_path):
+    from kit.run import plan
+
+    suite = suites.load_suite(write(tmp_path, GPU_IMAGENET.format(name="h100") + "    loader: [gpu, dali]\n"))
+    gpu, dali = suite.cases
+    assert plan.image_refusal(gpu, suite) is None
+    why = plan.image_refusal(dali, suite)
+    assert why.startswith("loader dali: the harness reads JPEGs with NVIDIA DALI; image ") and "pins no DALI" in why
+    runs, skipped = plan.plan(suite, str(tmp_path))
+    assert [r.case.key for r in runs] == [gpu.key] and [(c.key, w) for c, w in skipped] == [(dali.key, why)]
+
+
+REFS = """\
+    references:
+      - {value: 900, lower: -0.05, upper: 0.05, unit: samples/s, source: "seed 004"}
+      - {value: 1898, lower: null, upper: null, unit: images/s, source: "Lambda 1x H100", batch: 640,
+         container: "NGC pytorch 22.09", date: "2024-02-05", math: tf32}
+      - {value: 938, lower: null, upper: null, unit: images/s, source: "DLE README"}
+"""
+
+
+def test_a_case_takes_one_bounded_reference_and_any_number_shown(tmp_path):
+    text = GPU_IMAGENET.format(name="g").replace("precision: amp", "precision: fp32") + REFS
+    case, = suites.load_suite(write(tmp_path, text)).cases
+    assert [r.source for r in case.references] == ["seed 004", "Lambda 1x H100", "DLE README"]
+    assert case.reference.source == "seed 004"  # the one checked
+    assert case.references[1].described() == "Lambda 1x H100 (batch 640, NGC pytorch 22.09, 2024-02-05)"
+    assert case.to_dict()["references"][1] == {"value": 1898.0, "lower": None, "upper": None, "unit": "images/s",
+                                               "source": "Lambda 1x H100", "math": "tf32", "batch": 640,
+                                               "container": "NGC pytorch 22.09", "date": "2024-02-05"}
+    twice = text.replace("lower: null, upper: null, unit: images/s, source: \"DLE", "lower: -0.1, upper: 0.1, "
+                         "unit: images/s, source: \"DLE")
+    with pytest.raises(ConfigError, match="has two bounded references"):
+        suites.load_suite(write(tmp_path, twice))
+    for bad, key in (('date: "2024-02-05"', 'date: "Feb 2024"'), ("batch: 640", "batch: 0")):
+        with pytest.raises(ConfigError) as err:
+            suites.load_suite(write(tmp_path, text.replace(bad, key)))
+        assert f":{text.count(chr(10), 0, text.index(bad)) + 1}: {key.split(':')[0]}: " in str(err.value)

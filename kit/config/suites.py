@@ -70,6 +70,7 @@ NHWC_MODELS = ("resnet50", "vgg16", "arcface")  # the harness builds these chann
 AUTOCAST = ("amp", "bf16")
 COMPILABLE = ("resnet50", "vgg16", "arcface", "se_resnext50", "deeplabv3p")  # fixed shapes, one network per step
 DATA_MODES = ("synthetic", "imagenet")
+LOADERS = ("cpu", "gpu", "dali")  # the harness's JPEG pipelines (scripts/harness/loader_*.py)
 IMPLS = ("harness", "reference")
 HARDWARE = ("cpu", "gpu")
 
@@ -89,6 +90,7 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
     "num_classes": ((int,), None),
     "layout": ((str,), None),  # None: nhwc for NHWC_MODELS under amp/bf16 on a GPU suite, else nchw (harness only)
     "mode": ((str,), "eager"),  # harness only
+    "loader": ((str,), None),  # harness on ImageNet only; None: default_loader (gpu on a GPU suite, else cpu)
     "impl": ((str,), None),
     "timeout_s": ((int, float), 1800),
     "image": ((str,), None),  # a docker/pins.yaml image key (paddle/seed000) or generation (seed001); None: the default
@@ -99,8 +101,8 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
 }
 SEED003_ONLY = ("size", "seq_len", "corpus_size", "measure_epochs")
 CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS,
-           "size": ("full", "tiny"), "layout": LAYOUTS, "mode": MODES}
-HARNESS_ONLY = ("layout", "mode")
+           "size": ("full", "tiny"), "layout": LAYOUTS, "mode": MODES, "loader": LOADERS}
+HARNESS_ONLY = ("layout", "mode", "loader")
 MINIMUM = {"batch_size": 1, "nodes": 1, "gpus_per_node": 1, "warmup_steps": 0, "measure_steps": 1, "repeats": 1,
            "image_size": 8, "num_classes": 1, "timeout_s": 1, "seq_len": 8, "corpus_size": 1, "measure_epochs": 1}
 MAXIMUM = {"batch_size": 65536, "nodes": 1024, "gpus_per_node": 256, "warmup_steps": 1_000_000,
@@ -112,8 +114,9 @@ DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112, "se_resnext
                       "cyclegan": 256, "bert": 0, "transformer": 0}
 DEFAULT_NUM_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431, "se_resnext50": 1000, "deeplabv3p": 19,
                        "cyclegan": 0, "bert": 0, "transformer": 0}
-SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl", "layout", "mode")
-REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source", "math")
+SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl", "layout", "mode",
+                 "loader")
+REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source", "math", "batch", "container", "date")
 
 
 def same_unit(unit: str) -> str:
@@ -129,6 +132,9 @@ class Reference:
     unit: str
     source: str = ""
     math: str | None = None  # what the publisher's framework ran when it differs from the published precision
+    batch: int | None = None  # the publisher's per-GPU batch, where it differs from the case's
+    container: str = ""  # the publisher's software: container image or framework release
+    date: str = ""  # of the publisher's log or table (YYYY-MM-DD)
 
     def bounds(self) -> tuple[float | None, float | None]:
         low = None if self.lower is None else self.value * (1 + self.lower)
@@ -150,7 +156,14 @@ class Reference:
 
     def to_dict(self) -> dict:
         data = {"value": self.value, "lower": self.lower, "upper": self.upper, "unit": self.unit, "source": self.source}
-        return data | ({"math": self.math} if self.math else {})
+        extra = {"math": self.math, "batch": self.batch, "container": self.container, "date": self.date}
+        return data | {k: v for k, v in extra.items() if v}
+
+    def described(self) -> str:
+        """The source with what differs from the case: 'Lambda ... (batch 1280, NGC 23.10, 2024-02-05)'."""
+        said = [f"batch {self.batch}" if self.batch else "", self.container, self.date]
+        said = [s for s in said if s]
+        return self.source + (f" ({', '.join(said)})" if said else "")
 
 
 @dataclass(frozen=True)
@@ -172,7 +185,9 @@ class Case:
     impl: str  # harness | reference
     timeout_s: float
     line: int = 0
-    reference: Reference | None = None
+    references: tuple[Reference, ...] = ()  # at most one bounded (checked); the others shown beside the median
+    loader: str | None = None  # cpu | gpu | dali: the harness's JPEG pipeline (data: imagenet); None: none or its own
+    loader_named: bool = False  # a loader other than the suite's default: the case's names carry it
     image: str | None = None  # the pins image it names (`image:`); None: the default (Pins.for_case)
     size: str = "full"  # seed 003's models: full (published) or tiny
     seq_len: int | None = None  # bert / transformer
@@ -189,8 +204,14 @@ class Case:
 
     @property
     def tag(self) -> str:
-        """The precision segment of the case's key and log names: precision[-nhwc][-compiled]."""
-        return variant_tag(self.precision, self.layout, self.mode)
+        """The precision segment of the case's key and log names: precision[-nhwc][-compiled][-<loader>load]."""
+        return variant_tag(self.precision, self.layout, self.mode, self.loader if self.loader_named else None)
+
+    @property
+    def reference(self) -> Reference | None:
+        """The bounded reference the median is checked against, else the first shown one."""
+        bounded = [r for r in self.references if r.bounded]
+        return (bounded or list(self.references) or [None])[0]
 
     @property
     def runner(self) -> str:
@@ -229,6 +250,8 @@ class Case:
         data = {k: getattr(self, k) for k in CASE_KEYS
                 if (k != "image" or self.image) and (k not in SEED003_ONLY or getattr(self, k) != CASE_KEYS[k][1])}
         data["reference"] = self.reference.to_dict() if self.reference else None
+        if len(self.references) > 1:
+            data["references"] = [r.to_dict() for r in self.references]
         data["implementation"] = self.log_framework if self.impl == "reference" else None
         return data
 
@@ -244,6 +267,11 @@ class Suite:
     def to_dict(self) -> dict:
         return {"name": self.name, "path": str(self.path), "description": self.description,
                 "hardware": self.hardware, "cases": [c.to_dict() for c in self.cases]}
+
+
+def default_loader(hardware: str) -> str:
+    """JPEGs decoded where the model trains: nvJPEG on a GPU suite, Pillow in CPU threads elsewhere."""
+    return "gpu" if hardware == "gpu" else "cpu"
 
 
 def default_layout(model: str, precision: str, hardware: str) -> str:
@@ -432,11 +460,28 @@ def _resolve_layout_mode(values: dict, entry: LineDict, defaults: LineDict, path
             raise ConfigError(path, f"layout does not apply to {values['model']}", entry.line_of("layout"), "layout")
         values["layout"] = None
         return
+    _resolve_loader(values, entry, path, hardware)
     values["layout"] = values["layout"] or default_layout(values["model"], values["precision"], hardware)
     if values["layout"] == "nhwc" and values["model"] not in NHWC_MODELS:
         where = entry if "layout" in entry else defaults
         raise ConfigError(path, f"layout nhwc: the harness builds {values['model']} NCHW only (nhwc: "
                           f"{', '.join(NHWC_MODELS)})", where.line_of("layout") or entry.line, "layout")
+
+
+def _resolve_loader(values: dict, entry: LineDict, path: Path, hardware: str) -> None:
+    """A harness case reading ImageNet decodes with its `loader` (default_loader); synthetic data has none."""
+    if values["data"] != "imagenet":
+        if "loader" in entry:
+            raise ConfigError(path, "loader applies to data: imagenet (synthetic data is made on the device)",
+                              entry.line_of("loader"), "loader")
+        values["loader"] = None
+        return
+    loader = values["loader"] or default_loader(hardware)
+    if loader == "dali" and hardware != "gpu":
+        raise ConfigError(path, "loader dali decodes on a GPU; this is a CPU suite (loader: cpu or gpu)",
+                          entry.line_of("loader") or entry.line, "loader")
+    values["loader"] = loader
+    values["loader_named"] = loader != default_loader(hardware)
 
 
 def _attach_references(entry: LineDict, cases: list[Case], path: Path) -> list[Case]:
@@ -452,7 +497,14 @@ def _attach_references(entry: LineDict, cases: list[Case], path: Path) -> list[C
             unit=require(ref, "unit", str, path),
             source=optional(ref, "source", str, path, ""),
             math=optional(ref, "math", str, path, None),
+            batch=optional(ref, "batch", int, path, None),
+            container=optional(ref, "container", str, path, ""),
+            date=optional(ref, "date", str, path, ""),
         )
+        if reference.batch is not None and reference.batch < 1:
+            raise ConfigError(path, "must be >= 1", ref.line_of("batch"), "batch")
+        if reference.date and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", reference.date):
+            raise ConfigError(path, f"expected YYYY-MM-DD, got {reference.date!r}", ref.line_of("date"), "date")
         if reference.math is not None and reference.math not in HARNESS_PRECISIONS:
             raise ConfigError(path, f"{reference.math!r} is not one of {', '.join(HARNESS_PRECISIONS)}",
                               ref.line_of("math"), "math")
@@ -463,9 +515,10 @@ def _attach_references(entry: LineDict, cases: list[Case], path: Path) -> list[C
         if not hits:
             raise ConfigError(path, f"reference selects no case of this entry ({selector})", ref.line)
         for i in hits:
-            if cases[i].reference is not None:
-                raise ConfigError(path, f"case {cases[i].key} has two references", ref.line)
-            cases[i] = replace(cases[i], reference=reference)
+            if reference.bounded and any(r.bounded for r in cases[i].references):
+                raise ConfigError(path, f"case {cases[i].key} has two bounded references (one is checked; make the "
+                                  "others shown: lower and upper null)", ref.line)
+            cases[i] = replace(cases[i], references=cases[i].references + (reference,))
     return cases
 
 

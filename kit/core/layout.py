@@ -21,12 +21,15 @@ CASE_DIR = re.compile(r"^(?P<nodes>\d+)n(?P<gpus>\d+)g$", re.ASCII)
 BATCH_DIR = re.compile(r"^bz(?P<batch>\d+)$", re.ASCII)
 LOG_NAME = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<precision>\w+?(?:-[a-z0-9]+)*)_(?P<run>\d+)\.log$",
                       re.ASCII)
-TAG_SUFFIXES = {"nhwc": ("layout", "nhwc"), "compiled": ("mode", "compiled")}
+TAG_SUFFIXES = {"nhwc": ("layout", "nhwc"), "compiled": ("mode", "compiled"),
+                "cpuload": ("loader", "cpu"), "gpuload": ("loader", "gpu"), "daliload": ("loader", "dali")}
 
 
-def variant_tag(precision: str, layout: str | None = None, mode: str | None = None) -> str:
-    """'amp', 'amp-nhwc', 'fp32-compiled', 'bf16-nhwc-compiled': what a case's names say it ran."""
-    return precision + ("-nhwc" if layout == "nhwc" else "") + ("-compiled" if mode == "compiled" else "")
+def variant_tag(precision: str, layout: str | None = None, mode: str | None = None, loader: str | None = None) -> str:
+    """'amp', 'amp-nhwc', 'fp32-compiled', 'bf16-nhwc-compiled', 'amp-nhwc-cpuload': what a case's names say it ran
+    (a loader only where it is not the suite's default)."""
+    return (precision + ("-nhwc" if layout == "nhwc" else "") + ("-compiled" if mode == "compiled" else "")
+            + (f"-{loader}load" if loader else ""))
 
 
 def split_tag(tag: str) -> dict[str, str]:

@@ -9,39 +9,87 @@ from __future__ import annotations
 from pathlib import Path
 
 from kit.core.inputs import parse_json
-from kit.core.layout import SIDECAR_SUFFIX, find_logs
+from kit.core.layout import CASE_DIR, SIDECAR_SUFFIX, find_logs
 from kit.results import noise
 from kit.results.parsers.kitlog import read_run_start, read_what_ran
 
 
 def references_section(report, suite) -> str:
-    """Each measured case that carries a published reference: median vs (value, lower, upper)."""
-    by_key = {c.key: c for c in suite.cases if c.reference}
+    """Each measured case beside every published figure its suite gives it: the bounded one checked (value, lower,
+    upper), the others shown with what differs (batch, software, date); kit/published for each."""
+    by_key = {c.key: c for c in suite.cases if c.references}
     rows = []
     for group in report.groups:
         for case in group.cases:
             key = group.key.case_key(case.name)
-            ref = by_key[key].reference if key in by_key else None
-            if ref is None:
-                continue
-            low, high = ref.bounds()
-            comparable = ref.measures(group.unit)
-            if not comparable:
-                verdict = f"not comparable ({group.unit})"
-            elif not ref.bounded:
-                verdict = "shown (unbounded)"
-            else:
-                verdict = "within" if ref.holds(case.median) else "OUTSIDE"
-            difference = f"{case.median / ref.value - 1:+.1%}" if comparable else ""
-            rows.append(f"| {key} | {case.median:.2f} | {ref.value:g} {ref.unit} | "
-                        f"{'' if low is None else f'{low:.2f}'} .. {'' if high is None else f'{high:.2f}'} | "
-                        f"{difference} | {verdict} | {ref.source}{_published_math(ref, by_key[key].precision)} |")
+            declared = by_key.get(key)
+            for ref in declared.references if declared else ():
+                low, high = ref.bounds()
+                comparable = ref.measures(group.unit)
+                if not comparable:
+                    verdict = f"not comparable ({group.unit})"
+                elif not ref.bounded:
+                    verdict = "shown (unbounded)"
+                else:
+                    verdict = "within" if ref.holds(case.median) else "OUTSIDE"
+                ratio = f"{case.median / ref.value:.3f}" if comparable else ""
+                rows.append(f"| {key} | {case.median:.2f} | {ref.value:g} {ref.unit} | "
+                            f"{'' if low is None else f'{low:.2f}'} .. {'' if high is None else f'{high:.2f}'} | "
+                            f"{ratio} | {verdict} | {ref.described()}{_published_math(ref, declared.precision)} |")
     if not rows:
         return ""
     head = ["", "### Against published references", "",
-            "| case | median | reference | bounds | difference | verdict | source |",
+            "| case | median | reference | bounds | kit/published | verdict | source |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     return "\n".join(head + rows) + "\n"
+
+
+INPUT_BOUND_SHARE = 0.9  # a training figure this close to the loader's own rate may be the loader's
+
+
+def input_section(report, run_dir: Path) -> str:
+    """Each real-data harness case: its loader, the loader's own rate (one process, no training step: the log's
+    input_rate line) and the training figure per process; a figure within 10% of its loader's rate is flagged as
+    possibly input-bound (a figure of the host's CPUs or decoder, not of the framework)."""
+    logs, _ = find_logs(Path(run_dir) / "logs")
+    found: dict[str, tuple[str, list[float]]] = {}
+    for log in logs:
+        ran = read_what_ran(log.path)
+        if "input_rate" in ran:
+            key = log.group.case_key(log.case)
+            found.setdefault(key, (str(ran.get("loader") or "cpu"), []))[1].append(ran["input_rate"])
+    rows, bound = [], 0
+    for group in report.groups:
+        for case in group.cases:
+            key = group.key.case_key(case.name)
+            if key not in found:
+                continue
+            loader, rates = found[key]
+            alone = sorted(rates)[len(rates) // 2]
+            per_process = case.median / max(_processes(case.name), 1)
+            share = per_process / alone
+            flag = share >= INPUT_BOUND_SHARE
+            bound += flag
+            rows.append(f"| {key} | {loader} | {alone:.1f} | {per_process:.1f} | {share:.0%} | "
+                        f"{'**input-bound?**' if flag else 'no'} |")
+    if not rows:
+        return ""
+    head = ["", "### Input pipeline", "",
+            "Loader alone: images/s one process's loader delivers with no training step (median over runs); "
+            "training per process: the case's median / processes.", ""]
+    if bound:
+        head += [f"**Warning: {bound} case(s) train within {1 - INPUT_BOUND_SHARE:.0%} of their loader's own rate: "
+                 "their figures may measure the input pipeline, not the framework** (try loader: gpu or dali, or "
+                 "more CPU cores per GPU).", ""]
+    head += ["| case | loader | loader alone (img/s) | training per process (img/s) | share | input-bound |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    return "\n".join(head + rows) + "\n"
+
+
+def _processes(case_dir: str) -> int:
+    """'2n8g' -> 16."""
+    m = CASE_DIR.match(case_dir)
+    return int(m["nodes"]) * int(m["gpus"]) if m else 1
 
 
 def _published_math(ref, precision: str) -> str:

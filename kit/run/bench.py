@@ -21,7 +21,13 @@ from kit.hosts import probe
 from kit.images.parity import program_stacks
 from kit.results.exporters import write_outputs
 from kit.results.report import build_report
-from kit.results.sections import program_data_section, programs_section, references_section, settings_section
+from kit.results.sections import (
+    input_section,
+    program_data_section,
+    programs_section,
+    references_section,
+    settings_section,
+)
 from kit.run import hostload, records, reference
 from kit.run.command import HARNESS
 from kit.run.local import BenchError, LocalRunner
@@ -145,6 +151,7 @@ def compose_report(run_dir: Path, suite: Suite):
     stacks = program_stacks(suite, ran)
     programs = f"Published programs' images (pins): {'; '.join(stacks)}.\n" if stacks else ""
     report.settings = (settings_section(Path(run_dir), suite) + programs + references_section(report, suite)
+                       + input_section(report, Path(run_dir))
                        + programs_section(report, {name: i.framework for name, i in reference.BY_NAME.items()})
                        + program_data_section(Path(run_dir) / "logs"))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"

@@ -77,6 +77,8 @@ def harness_args(
     args += ["--warmup-steps", str(case.warmup_steps)]
     args += [] if case.model in NLP_MODELS else ["--measure-steps", str(case.measure_steps)]
     args += ["--data", data_list if case.data == "imagenet" else "synthetic", "--device", device]
+    if case.loader:
+        args += ["--loader", case.loader]
     if case.layout == "nhwc":
         args += ["--layout", "nhwc"]
     if case.mode == "compiled":

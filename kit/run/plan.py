@@ -128,7 +128,7 @@ def image_refusal(case: Case, suite: Suite) -> str | None:
     """Why the case's program cannot run in its image, or None (harness cases, programs the image can run, cases
     with no pinned image). Checked at plan time so that `--dry-run` shows it and no run starts to fail."""
     if case.impl != "reference":
-        return None
+        return _loader_refusal(case, suite)
     spec = image_of(case, suite)
     if spec is None or spec.name == "cpu":
         return None
@@ -138,13 +138,28 @@ def image_refusal(case: Case, suite: Suite) -> str | None:
     if impl.needs_fluid and release is not None and release[:2] >= programs.FLUID_REMOVED:
         return f"{impl.short} imports paddle.fluid; image {spec.key} pins Paddle {paddle}, which has none"
     if case.precision in impl.needs_dali and not spec.versions.get("dali"):
-        with_dali = [f"{s.key} (DALI {s.versions['dali']})" for s in _pins().images
-                     if s.name == spec.name and s.versions.get("dali")]
-        return (f"{impl.short} {case.precision} reads its data with DALI; image {spec.key} pins no DALI "
-                f"(image: {', '.join(with_dali) or 'none pins one'})")
+        return f"{impl.short} {case.precision} reads its data with DALI; {_no_dali(spec)}"
     if spec.model_code and impl.code not in {m.name for m in spec.model_code}:
         return (f"{impl.short}: image {spec.key} does not check out its code ({impl.code}; it has "
                 f"{', '.join(m.name for m in spec.model_code)})")
+    return None
+
+
+def _no_dali(spec) -> str:
+    with_dali = [f"{s.key} (DALI {s.versions['dali']})" for s in _pins().images
+                 if s.name == spec.name and s.versions.get("dali")]
+    return f"image {spec.key} pins no DALI (image: {', '.join(with_dali) or 'none pins one'})"
+
+
+def _loader_refusal(case: Case, suite: Suite) -> str | None:
+    """A harness case with loader dali needs an image that pins DALI (a GPU suite's image of its generation)."""
+    if case.loader != "dali":
+        return None
+    spec = image_of(case, suite)
+    if spec is None:
+        return None  # native hosts: the harness says whether DALI imports
+    if not spec.versions.get("dali"):
+        return f"loader dali: the harness reads JPEGs with NVIDIA DALI; {_no_dali(spec)}"
     return None
 
 

@@ -239,10 +239,11 @@ def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: f
 
 
 def run_settings(run_dir: Path, run: PlannedRun) -> dict:
-    """The case's precision, layout and mode, and what its log says ran (the math flags the framework had,
-    compile time): run.json keeps both, so a reader needs no log to see either."""
+    """The case's precision, layout, mode and loader, and what its log says ran (the math flags the framework had,
+    compile time, the loader's own rate): run.json keeps both, so a reader needs no log to see either."""
     case = run.case
     declared = {"precision": case.precision, "layout": case.layout, "mode": case.mode}
+    declared |= {"loader": case.loader} if case.loader else {}
     if case.impl != "harness":
         return declared
     return declared | {"ran": read_what_ran(Path(run_dir) / run.log_rel)}

@@ -179,13 +179,15 @@ def _declared_start(case) -> dict:
         want["image_size"] = case.image_size
         want["layout"] = case.layout
     want["mode"] = case.mode
+    if case.loader:
+        want["loader"] = case.loader
     return want
 
 
 @predicate()
 def harness_log_states_its_case(ev: Evidence, out: Finding) -> None:
     """A harness log's run_start names the case it is filed under: framework, model, precision, per-process batch,
-    ranks, image size, layout and mode (a log of another configuration cannot stand in for it)."""
+    ranks, image size, layout, mode and (ImageNet) loader (a log of another configuration cannot stand in for it)."""
     for key, log, _figure in ev.runs():
         case = ev.cases.get(key)
         if case is None or case.impl != "harness":
@@ -229,6 +231,8 @@ def _declared_flags(case) -> dict[str, str]:
             "--precision": case.precision, "--mode": case.mode}
     if case.model not in NLP_MODELS:
         want |= {"--image-size": str(case.image_size), "--layout": case.layout}
+    if case.loader:
+        want["--loader"] = case.loader
     return want
 
 

@@ -104,12 +104,12 @@ def read_run_start(path: str | Path) -> dict | None:
 
 
 RAN_KEYS = ("precision", "math", "layout", "mode", "amp_effective", "note", "device", "device_name", "cuda_version",
-            "cudnn_version")
+            "cudnn_version", "loader", "decode_device")
 
 
 def read_what_ran(path: str | Path) -> dict:
-    """What a harness run says it ran: run_start's precision, math flags, layout, mode, device and CUDA/cuDNN, and
-    the run_stop's compile_seconds; {} for a log with no run_start. Older logs state channels_last, not layout."""
+    """What a harness run says it ran: run_start's precision, math flags, layout, mode, loader, device and
+    CUDA/cuDNN, the run_stop's compile_seconds and the input_rate line's images/s (the loader alone); {} for a log with no run_start. Older logs state channels_last, not layout."""
     found = events(path)
     start = next((e.data for e in found if e.data.get("event") == "run_start"), None)
     if start is None:
@@ -120,14 +120,21 @@ def read_what_ran(path: str | Path) -> dict:
     stops = [e.data for e in found if e.data.get("event") == "run_stop" and "compile_seconds" in e.data]
     if stops:
         ran["compile_seconds"] = stops[-1]["compile_seconds"]
+    rates = [e.data.get("images_per_sec") for e in found if e.data.get("event") == "input_rate"]
+    if rates and _positive(rates[-1]):
+        ran["input_rate"] = float(rates[-1])
     return ran
+
+
+def _positive(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
 def read_peak_memory(path: str | Path) -> float | None:
     """Peak memory in MiB of a successful harness run (its last run_stop), or None where the log has none."""
     stops = [e.data for e in events(path) if e.data.get("event") == "run_stop" and e.data.get("status") == "success"]
     value = stops[-1].get("peak_memory_mb") if stops else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not _positive(value):
         return None
     return float(value)
 

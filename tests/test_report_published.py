@@ -1,0 +1,56 @@
+"""A report of a real one-H100 run (../shared/fixtures/gpu-runs/): the input pipeline's own rate beside each
+real-data figure, and every published figure its suite gives a case beside the kit's, with kit/published."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import SHARED
+from kitlogs import rewrite_kitlog
+
+from kit.config import suites
+from kit.run import bench
+
+GPU_RUN = SHARED / "fixtures" / "gpu-runs" / "h100-one-20261126-175228"
+LOGS = Path("logs/torch/resnet50/bz256/1n1g")
+
+
+def copy_run(tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    shutil.copytree(GPU_RUN, run_dir)
+    return run_dir
+
+
+def with_input_rate(log: Path, images_per_sec: float, loader: str = "gpu") -> None:
+    """The log as a harness with loaders writes it: run_start names the loader, an input_rate line follows."""
+    def edit(line: dict):
+        if line["event"] != "run_start":
+            return line
+        return [line | {"loader": loader, "data": "/data/train_list.txt"},
+                {"kit": 1, "event": "input_rate", "time_ms": line["time_ms"] + 1, "loader": loader,
+                 "images_per_sec": images_per_sec, "batches": 20}]
+    rewrite_kitlog(log, edit)
+
+
+def test_a_real_data_figure_near_its_loaders_own_rate_is_flagged_input_bound(tmp_path):
+    run_dir = copy_run(tmp_path)
+    with_input_rate(run_dir / LOGS / "resnet50_b256_amp_1.log", 2800.0)  # measured 2679: 96 %
+    with_input_rate(run_dir / LOGS / "resnet50_b256_fp32_1.log", 9000.0)  # measured 1842: 20 %
+    suite_path = tmp_path / "s.yaml"
+    suite_path.write_text("schema_version: 1\nname: h100-one\nhardware: gpu\n"
+                          "defaults: {repeats: 1, data: imagenet, layout: nchw}\ncases:\n"
+                          "  - {framework: torch, model: resnet50, precision: [fp32, amp], batch_size: 256}\n")
+    suite = suites.load_suite(suite_path)
+    assert {c.loader for c in suite.cases} == {"gpu"}
+    text = bench.compose_report(run_dir, suite).settings
+    assert "### Input pipeline" in text
+    assert "**Warning: 1 case(s) train within 10% of their loader's own rate" in text
+    assert "| torch/resnet50/bz256/1n1g/amp | gpu | 2800.0 | 2679.1 | 96% | **input-bound?** |" in text
+    assert "| torch/resnet50/bz256/1n1g/fp32 | gpu | 9000.0 | 1842.4 | 20% | no |" in text
+
+
+def test_synthetic_runs_have_no_input_section(tmp_path):
+    run_dir = copy_run(tmp_path)
+    suite = suites.load_suite(run_dir / "suite.yaml")
+    assert "Input pipeline" not in bench.compose_report(run_dir, suite).settings
