@@ -22,6 +22,7 @@ def cmd_suites(args: argparse.Namespace) -> int:
             ref = ""
             if c.reference:
                 ref = f"  ref {c.reference.value:g} {c.reference.unit}" + ("" if c.reference.bounded else " (shown)")
+                ref += f" +{len(c.references) - 1} shown" if len(c.references) > 1 else ""
             if c.impl == "harness" and c.model in suites.NLP_MODELS:
                 shape = f"seq {c.seq_len or '-':<4} steps {c.warmup_steps}+{c.measure_epochs} epoch(s)"
             else:
