@@ -99,22 +99,27 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, image
                 else:
                     bar.console.print(f"  [red]{outcome.status:<6}[/] {run.label}: ", escape(outcome.reason),
                                       soft_wrap=True, sep="")
-                busy = _busy_warning(run_dir, run)
-                if busy:
-                    bar.console.print("  [yellow]warning[/] ", escape(busy), soft_wrap=True, sep="")
+                for warning in _run_warnings(run_dir, run, outcome):
+                    bar.console.print("  [yellow]warning[/] ", escape(warning), soft_wrap=True, sep="")
 
         return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images,
                                force=force)
 
 
-def _busy_warning(run_dir: Path, run) -> str | None:
-    """kit.results.noise's warning for the run's host_load, as run_bench just recorded it in run.json."""
+def _run_warnings(run_dir: Path, run, outcome) -> list[str]:
+    """kit.results.noise's warnings for the run as run_bench just recorded it in run.json: a busy host, a figure
+    close to its loader's own rate."""
     from kit.core.inputs import parse_json
     from kit.results import noise
 
     try:
         meta = parse_json((Path(run_dir) / "run.json").read_bytes())
     except (OSError, ValueError):
-        return None
+        return []
     entry = (meta.get("runs") or {}).get(str(run.log_rel)) if isinstance(meta, dict) else None
-    return noise.busy_warning(entry.get("host_load")) if isinstance(entry, dict) else None
+    if not isinstance(entry, dict):
+        return []
+    found = [noise.busy_warning(entry.get("host_load"))]
+    if outcome.status == "ok":
+        found.append(noise.input_bound_warning(outcome.value / run.case.processes, entry.get("ran")))
+    return [w for w in found if w]

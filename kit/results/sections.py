@@ -44,9 +44,6 @@ def references_section(report, suite) -> str:
     return "\n".join(head + rows) + "\n"
 
 
-INPUT_BOUND_SHARE = 0.9  # a training figure this close to the loader's own rate may be the loader's
-
-
 def input_section(report, run_dir: Path) -> str:
     """Each real-data harness case: its loader, the loader's own rate (one process, no training step: the log's
     input_rate line) and the training figure per process; a figure within 10% of its loader's rate is flagged as
@@ -67,8 +64,8 @@ def input_section(report, run_dir: Path) -> str:
             loader, rates = found[key]
             alone = sorted(rates)[len(rates) // 2]
             per_process = case.median / max(_processes(case.name), 1)
-            share = per_process / alone
-            flag = share >= INPUT_BOUND_SHARE
+            share = noise.input_share(per_process, alone)
+            flag = share >= noise.INPUT_BOUND_SHARE
             bound += flag
             rows.append(f"| {key} | {loader} | {alone:.1f} | {per_process:.1f} | {share:.0%} | "
                         f"{'**input-bound?**' if flag else 'no'} |")
@@ -78,9 +75,10 @@ def input_section(report, run_dir: Path) -> str:
             "Loader alone: images/s one process's loader delivers with no training step (median over runs); "
             "training per process: the case's median / processes.", ""]
     if bound:
-        head += [f"**Warning: {bound} case(s) train within {1 - INPUT_BOUND_SHARE:.0%} of their loader's own rate: "
-                 "their figures may measure the input pipeline, not the framework** (try loader: gpu or dali, or "
-                 "more CPU cores per GPU).", ""]
+        within = 1 - noise.INPUT_BOUND_SHARE
+        head += [f"**Warning: {bound} case(s) train within {within:.0%} of their loader's own rate: their figures "
+                 "may measure the input pipeline, not the framework** (try loader: gpu or dali, or more CPU cores "
+                 "per GPU).", ""]
     head += ["| case | loader | loader alone (img/s) | training per process (img/s) | share | input-bound |",
              "| --- | --- | --- | --- | --- | --- |"]
     return "\n".join(head + rows) + "\n"
