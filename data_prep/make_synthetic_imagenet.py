@@ -2,6 +2,7 @@
 """Write a small, deterministic ImageNet-shaped tree of real JPEG files and its train list.
 
     make_synthetic_imagenet.py OUT_DIR [--classes 4] [--images-per-class 8] [--size 96] [--seed 0]
+                               [--content shapes|photo] [--all-rgb]
 
 Writes OUT_DIR/train/<wnid>/<wnid>_<n>.JPEG (n = 1..images-per-class) and OUT_DIR/train_list.txt
 (made by make_train_list.py's own functions, so lines look like `train/n01440764/n01440764_1.JPEG 0`).
@@ -9,10 +10,15 @@ Class directories are the first K real ImageNet-1k wnids in sorted order (50 are
 those, ids `n90000000`, `n90000001`, ... are generated, which sort after every real wnid, so
 the labels of the real ones do not move. At most 1000 classes.
 
-Each image is a class-coloured gradient with a few shapes and seeded noise; its width and
-height are drawn independently between 3/4 and 5/4 of --size (N or WxH), so sizes vary as in
-real ImageNet. Like real ImageNet, a few images are not RGB JPEGs: every 8th image (by its
-position in the tree) is greyscale and every 16th (offset 11) is CMYK, so a reader must convert.
+Each image (--content shapes, the default) is a class-coloured gradient with a few shapes and
+seeded noise; its width and height are drawn independently between 3/4 and 5/4 of --size (N or
+WxH), so sizes vary as in real ImageNet. --content photo draws a photo-like texture instead: a
+luminance of smooth noise summed over octaves (64 px down to 1 px, the finer slightly heavier:
+detail at every scale, as in natural images), smoother chroma, a class tint and a few outlines; at --size 400x350
+its JPEGs average ~110 KB (quality 90), as ImageNet's do, so they decode as slowly as real photos
+(flat pictures make tiny files that decode unrealistically fast). Like real ImageNet, a few
+images are not RGB JPEGs: every 8th image (by its position in the tree) is greyscale and every
+16th (offset 11) is CMYK, so a reader must convert; --all-rgb makes every image RGB.
 The same arguments give byte-identical files and list with the same Pillow build (JPEG bytes
 depend on the libjpeg version). Files are written via a temporary file and a rename; the list
 is fsynced. OUT_DIR/train must be new, empty, or hold only files this run writes.
@@ -38,6 +44,9 @@ MAX_CLASSES = 1000
 MAX_IMAGES_PER_CLASS = 10_000
 MIN_SIZE, MAX_SIZE = 16, 2048
 JPEG_QUALITY = 90
+# --content photo's luminance: octaves, their weights scale**beta (< 0: finer detail weighs more), contrast;
+# tuned so its JPEGs average ~110 KB at --size 400x350, ImageNet's mean file size
+LUMA_SCALES, LUMA_BETA, LUMA_CONTRAST = (64, 32, 16, 8, 4, 2, 1), -0.3, 4.0
 
 # The first 50 ImageNet-1k (ILSVRC2012) wnids in sorted order, i.e. labels 0..49.
 REAL_WNIDS = (
@@ -102,15 +111,23 @@ def _class_colour(label: int, seed: int) -> tuple[int, int, int]:
     return (rng.randrange(40, 216), rng.randrange(40, 216), rng.randrange(40, 216))
 
 
-def render_jpeg(seed: int, label: int, wnid: str, number: int, position: int, size: tuple[int, int]) -> bytes:
-    """Encode one deterministic synthetic image (pure: same arguments, same bytes)."""
-    from PIL import Image, ImageDraw
+def _octaves(rng: random.Random, width: int, height: int, scales: tuple[int, ...], beta: float, contrast: float):
+    """An "L" image: uniform noise drawn on grids SCALES pixels apart, each smoothed up (bicubic) to WIDTH x HEIGHT,
+    averaged with weights scale**BETA (0: detail at every scale alike) and stretched by CONTRAST around grey."""
+    from PIL import Image
 
-    rng = random.Random(f"image:{seed}:{wnid}:{number}")  # str seeds are hashed with sha512: stable
-    base_w, base_h = size
-    width = max(MIN_SIZE // 2, round(base_w * rng.uniform(0.75, 1.25)))
-    height = max(MIN_SIZE // 2, round(base_h * rng.uniform(0.75, 1.25)))
-    colour = _class_colour(label, seed)
+    acc, total = None, 0.0
+    for scale in scales:
+        w, h = width // scale + 2, height // scale + 2
+        layer = Image.frombytes("L", (w, h), rng.randbytes(w * h)).resize((width, height), Image.Resampling.BICUBIC)
+        total += scale**beta
+        acc = layer if acc is None else Image.blend(acc, layer, scale**beta / total)  # the running weighted mean
+    return acc.point(lambda v: min(255, max(0, round((v - 128) * contrast + 128))))
+
+
+def _shapes(rng: random.Random, width: int, height: int, colour: tuple[int, int, int]):
+    """A class-coloured gradient with a few filled shapes and 15% seeded noise."""
+    from PIL import Image, ImageDraw
 
     # class colour fading towards a per-image tint, left to right
     tint = tuple(rng.randrange(256) for _ in range(3))
@@ -123,11 +140,42 @@ def render_jpeg(seed: int, label: int, wnid: str, number: int, position: int, si
         fill = tuple(min(255, max(0, c + rng.randint(-60, 60))) for c in colour)
         (draw.ellipse if rng.random() < 0.5 else draw.rectangle)((x0, y0, x1, y1), fill=fill)
     noise = Image.frombytes("RGB", (width, height), rng.randbytes(width * height * 3))
-    img = Image.blend(img, noise, 0.15)
+    return Image.blend(img, noise, 0.15)
 
-    if position % 8 == 7:
+
+def _photo(rng: random.Random, width: int, height: int, colour: tuple[int, int, int]):
+    """Photo-like texture: detailed luminance, smooth chroma, a class tint and a few outlines."""
+    from PIL import Image, ImageDraw
+
+    luma = _octaves(rng, width, height, LUMA_SCALES, LUMA_BETA, LUMA_CONTRAST)
+    chroma = [_octaves(rng, width, height, (96, 48, 24), 1.0, 1.5) for _ in range(2)]
+    img = Image.merge("YCbCr", (luma, *chroma)).convert("RGB")
+    img = Image.blend(img, Image.new("RGB", (width, height), colour), 0.25)
+    draw = ImageDraw.Draw(img)
+    for _ in range(rng.randint(2, 5)):
+        x0, y0 = rng.randrange(width), rng.randrange(height)
+        x1, y1 = x0 + rng.randint(4, max(5, width // 2)), y0 + rng.randint(4, max(5, height // 2))
+        outline = tuple(rng.randrange(256) for _ in range(3))
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)((x0, y0, x1, y1), outline=outline,
+                                                                  width=rng.randint(1, 4))
+    return img
+
+
+CONTENTS = {"shapes": _shapes, "photo": _photo}
+
+
+def render_jpeg(seed: int, label: int, wnid: str, number: int, position: int, size: tuple[int, int],
+                content: str = "shapes", all_rgb: bool = False) -> bytes:
+    """Encode one deterministic synthetic image (pure: same arguments, same bytes)."""
+    rng = random.Random(f"image:{seed}:{wnid}:{number}")  # str seeds are hashed with sha512: stable
+    base_w, base_h = size
+    width = max(MIN_SIZE // 2, round(base_w * rng.uniform(0.75, 1.25)))
+    height = max(MIN_SIZE // 2, round(base_h * rng.uniform(0.75, 1.25)))
+    img = CONTENTS[content](rng, width, height, _class_colour(label, seed))
+
+    if not all_rgb and position % 8 == 7:
         img = img.convert("L")
-    elif position % 16 == 11:
+    elif not all_rgb and position % 16 == 11:
         img = img.convert("CMYK")
     buf = io.BytesIO()
     img.save(buf, format="JPEG", quality=JPEG_QUALITY)
@@ -160,7 +208,8 @@ def check_out_dir(out_dir: Path, plan: dict[str, list[str]]) -> None:
                 raise InputError(f"{train / entry.name} holds {sub.name!r}, {_NOT_OURS}")
 
 
-def generate(out_dir: Path, classes: int, per_class: int, size: tuple[int, int], seed: int) -> dict:
+def generate(out_dir: Path, classes: int, per_class: int, size: tuple[int, int], seed: int,
+             content: str = "shapes", all_rgb: bool = False) -> dict:
     """Write the tree and the list; return a summary (raises InputError / OSError)."""
     class_ids = wnids(classes)
     plan = planned_files(class_ids, per_class)
@@ -171,7 +220,7 @@ def generate(out_dir: Path, classes: int, per_class: int, size: tuple[int, int],
     for label, wnid in enumerate(class_ids):
         (train / wnid).mkdir(parents=True, exist_ok=True)
         for number, name in enumerate(plan[wnid], start=1):
-            data = render_jpeg(seed, label, wnid, number, position, size)
+            data = render_jpeg(seed, label, wnid, number, position, size, content, all_rgb)
             make_train_list.write_atomically(train / wnid / name, data, fsync=False)  # the list is fsynced
             total_bytes += len(data)
             position += 1
@@ -208,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         "--size", type=parse_size, default=(96, 96), help="nominal image size N or WxH; each side varies 0.75-1.25x"
     )
     parser.add_argument("--seed", type=_bounded_int("--seed", 0, 2**63 - 1), default=0, help="content seed (default 0)")
+    parser.add_argument("--content", choices=tuple(CONTENTS), default="shapes",
+                        help="shapes: gradient + shapes (small files); photo: photo-like texture (~110 KB at 400x350)")
+    parser.add_argument("--all-rgb", action="store_true", help="every image RGB (no greyscale or CMYK ones)")
     args = parser.parse_args(argv)
 
     try:
@@ -216,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: Pillow is required (pip install Pillow)", file=sys.stderr)
         return 2
     try:
-        summary = generate(args.out_dir, args.classes, args.images_per_class, args.size, args.seed)
+        summary = generate(args.out_dir, args.classes, args.images_per_class, args.size, args.seed, args.content,
+                           args.all_rgb)
     except (InputError, make_train_list.InputError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

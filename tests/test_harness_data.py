@@ -1,8 +1,8 @@
-"""scripts/harness/data.py on a real (synthetic) JPEG tree made by data_prep/make_synthetic_imagenet.py."""
+"""scripts/harness/data.py (list, shard, order) and loader_cpu.py (the Pillow pipeline) on a real (synthetic) JPEG
+tree made by data_prep/make_synthetic_imagenet.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -14,12 +14,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 MAKE_SYNTH = REPO / "data_prep" / "make_synthetic_imagenet.py"
-DATA_PY = REPO / "scripts" / "harness" / "data.py"
+sys.path.insert(0, str(REPO / "scripts" / "harness"))  # the harness's modules import each other by name
 
-_spec = importlib.util.spec_from_file_location("kit_harness_data", DATA_PY)
-data = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = data
-_spec.loader.exec_module(data)
+import data  # noqa: E402
+import loader_cpu  # noqa: E402
 
 CLASSES, PER_CLASS = 4, 8
 N = CLASSES * PER_CLASS
@@ -47,7 +45,7 @@ def synth_copy(synth: Path, tmp_path: Path) -> Path:
 def loader(entries, **kw):
     kw.setdefault("batch_size", 8)
     kw.setdefault("image_size", 32)
-    return data.ImageListLoader(entries, **kw)
+    return loader_cpu.ImageListLoader(entries, **kw)
 
 
 def take(entries, n, **kw):
@@ -238,5 +236,11 @@ def test_random_resized_crop_box_stays_inside_and_falls_back_to_centre() -> None
     assert data.random_resized_crop_box(1000, 10, rng) == (493, 0, 506, 10)
 
 
-def test_dali_available_is_a_bool() -> None:
-    assert isinstance(data.dali_available(), bool)
+def test_augmentation_is_a_function_of_seed_epoch_index_and_size() -> None:
+    first = data.augmentation(3, 1, 17, 500, 375)
+    assert first == data.augmentation(3, 1, 17, 500, 375)
+    (left, top, right, bottom), flip = first
+    assert 0 <= left < right <= 500 and 0 <= top < bottom <= 375 and isinstance(flip, bool)
+    others = {data.augmentation(3, 1, i, 500, 375) for i in range(40)}
+    assert len(others) == 40 and {f for _, f in others} == {True, False}
+    assert data.augmentation(3, 2, 17, 500, 375) != first and data.augmentation(4, 1, 17, 500, 375) != first

@@ -235,7 +235,7 @@ def test_the_progress_line_of_kit_bench_warns_of_a_busy_host_and_an_input_bound_
     from kit.cli.bench import _bench_with_progress
 
     log_rel = Path("logs/torch/arcface/bz16/1n1g/arcface_b16_fp32_1.log")
-    run = SimpleNamespace(label="torch/arcface/bz16/1n1g/fp32 #1", log_rel=log_rel, case=SimpleNamespace(processes=1))
+    run = SimpleNamespace(label="torch/arcface/bz16/1n1g/fp32 #1", log_rel=log_rel)
     outcome = SimpleNamespace(status="ok", value=2.19, unit="samples/s", seconds=20.0, reason="")
 
     def run_bench(run_dir, suite, progress, **_):
@@ -252,8 +252,8 @@ def test_the_progress_line_of_kit_bench_warns_of_a_busy_host_and_an_input_bound_
     at = next(i for i, line in enumerate(lines) if "ok     torch/arcface/bz16/1n1g/fp32 #1: 2.19 samples/s" in line)
     assert lines[at + 1] == ("  warning host busy: load 3.8 on 2 cores during this run (other processes used 62% of "
                              "the CPU): figures may be low; re-run on a quiet host")
-    assert lines[at + 2] == ("  warning input-bound? 2.2 images/s per process is 95% of what its cpu loader delivers "
-                             "alone (2.3): the figure may measure the input pipeline")
+    assert lines[at + 2] == ("  warning input-bound? 2.2 images/s is 95% of what its cpu loader delivers alone (2.3): "
+                             "the figure may measure the input pipeline")
 
 
 TINY = """\

@@ -121,5 +121,5 @@ def _run_warnings(run_dir: Path, run, outcome) -> list[str]:
         return []
     found = [noise.busy_warning(entry.get("host_load"))]
     if outcome.status == "ok":
-        found.append(noise.input_bound_warning(outcome.value / run.case.processes, entry.get("ran")))
+        found.append(noise.input_bound_warning(outcome.value, entry.get("ran")))
     return [w for w in found if w]

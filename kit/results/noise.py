@@ -115,18 +115,17 @@ def host_load_lines(meta) -> list[str]:
 INPUT_BOUND_SHARE = 0.9  # a training figure this close to its loader's own rate may be the loader's
 
 
-def input_share(per_process: float, input_rate) -> float | None:
-    """Training images/s per process over the loader's own rate (one process, no training step), or None."""
+def input_share(figure: float, input_rate) -> float | None:
+    """A run's training images/s over its loader's own (every rank reading, no training step), or None."""
     if isinstance(input_rate, bool) or not isinstance(input_rate, (int, float)) or input_rate <= 0:
         return None
-    return per_process / input_rate
+    return figure / input_rate
 
 
-def input_bound_warning(per_process: float, ran) -> str | None:
+def input_bound_warning(figure: float, ran) -> str | None:
     """The console's line for a run that trained within 10% of its loader's own rate."""
-    share = input_share(per_process, ran.get("input_rate") if isinstance(ran, dict) else None)
+    share = input_share(figure, ran.get("input_rate") if isinstance(ran, dict) else None)
     if share is None or share < INPUT_BOUND_SHARE:
         return None
-    return (f"input-bound? {per_process:.1f} images/s per process is {share:.0%} of what its {ran.get('loader')} "
-            f"loader delivers alone ({ran['input_rate']:.1f}): the figure may measure the input pipeline")
-
+    return (f"input-bound? {figure:.1f} images/s is {share:.0%} of what its {ran.get('loader')} loader delivers "
+            f"alone ({ran['input_rate']:.1f}): the figure may measure the input pipeline")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kit.core.inputs import parse_json
-from kit.core.layout import CASE_DIR, SIDECAR_SUFFIX, find_logs
+from kit.core.layout import SIDECAR_SUFFIX, find_logs
 from kit.results import noise
 from kit.results.parsers.kitlog import read_run_start, read_what_ran
 
@@ -45,8 +45,8 @@ def references_section(report, suite) -> str:
 
 
 def input_section(report, run_dir: Path) -> str:
-    """Each real-data harness case: its loader, the loader's own rate (one process, no training step: the log's
-    input_rate line) and the training figure per process; a figure within 10% of its loader's rate is flagged as
+    """Each real-data harness case: its loader, the loader's own rate (every process reading, no training step: the
+    log's input_rate line) and the training figure; a figure within 10% of its loader's rate is flagged as
     possibly input-bound (a figure of the host's CPUs or decoder, not of the framework)."""
     logs, _ = find_logs(Path(run_dir) / "logs")
     found: dict[str, tuple[str, list[float]]] = {}
@@ -63,31 +63,24 @@ def input_section(report, run_dir: Path) -> str:
                 continue
             loader, rates = found[key]
             alone = sorted(rates)[len(rates) // 2]
-            per_process = case.median / max(_processes(case.name), 1)
-            share = noise.input_share(per_process, alone)
+            share = noise.input_share(case.median, alone)
             flag = share >= noise.INPUT_BOUND_SHARE
             bound += flag
-            rows.append(f"| {key} | {loader} | {alone:.1f} | {per_process:.1f} | {share:.0%} | "
+            rows.append(f"| {key} | {loader} | {alone:.1f} | {case.median:.1f} | {share:.0%} | "
                         f"{'**input-bound?**' if flag else 'no'} |")
     if not rows:
         return ""
     head = ["", "### Input pipeline", "",
-            "Loader alone: images/s one process's loader delivers with no training step (median over runs); "
-            "training per process: the case's median / processes.", ""]
+            "Loader alone: images/s the loaders of all the run's processes deliver with no training step (the "
+            "log's input_rate, median over runs); training: the case's median.", ""]
     if bound:
         within = 1 - noise.INPUT_BOUND_SHARE
         head += [f"**Warning: {bound} case(s) train within {within:.0%} of their loader's own rate: their figures "
                  "may measure the input pipeline, not the framework** (try loader: gpu or dali, or more CPU cores "
                  "per GPU).", ""]
-    head += ["| case | loader | loader alone (img/s) | training per process (img/s) | share | input-bound |",
+    head += ["| case | loader | loader alone (img/s) | training (img/s) | share | input-bound |",
              "| --- | --- | --- | --- | --- | --- |"]
     return "\n".join(head + rows) + "\n"
-
-
-def _processes(case_dir: str) -> int:
-    """'2n8g' -> 16."""
-    m = CASE_DIR.match(case_dir)
-    return int(m["nodes"]) * int(m["gpus"]) if m else 1
 
 
 def _published_math(ref, precision: str) -> str:

@@ -101,6 +101,9 @@ class PaddleBackend(Backend):
     def batch_from_numpy(self, images, labels):
         return self.paddle.to_tensor(self._layout(images)), self.paddle.to_tensor(labels)
 
+    def batch_from_loader(self, images, labels):
+        return images, labels  # already in the layers' layout
+
     def synthetic_batch(self, batch, size, classes, seed):
         import numpy as np
 

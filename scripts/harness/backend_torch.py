@@ -86,6 +86,11 @@ class TorchBackend(Backend):
         x = torch.from_numpy(images).to(self.dev, non_blocking=True).contiguous(memory_format=self.memory_format)
         return x, torch.from_numpy(labels).to(self.dev, non_blocking=True)
 
+    def batch_from_loader(self, images, labels):
+        if self.memory_format is self.torch.channels_last:  # [B,S,S,3] viewed as NCHW: channels_last, no copy
+            images = images.permute(0, 3, 1, 2)
+        return images.contiguous(memory_format=self.memory_format), labels
+
     def synthetic_batch(self, batch, size, classes, seed):
         torch = self.torch
         gen = torch.Generator().manual_seed(seed)

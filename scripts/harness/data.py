@@ -1,11 +1,12 @@
-"""ImageNet `train_list.txt` reader for the harness: JPEG decode, random crop + flip, per-rank shard, prefetch.
-
-Framework-agnostic: batches come out as numpy arrays and train.py turns them into tensors.
+"""What every input pipeline of the harness shares: the `train_list.txt` reader, the per-rank shard and epoch
+order, each image's crop box and flip, and the threads that run up to `prefetch` batches ahead.
 
     entries = load_list("/data/ILSVRC2012/train_list.txt")        # [(abs path, label), ...]
-    with ImageListLoader(entries, batch_size=64, image_size=224, rank=r, world_size=n) as loader:
+    with loader_cpu.ImageListLoader(entries, batch_size=64, image_size=224, rank=r, world_size=n) as loader:
         for step, (images, labels) in zip(range(steps), loader):  # infinite: epoch after epoch
-            ...   # images float32 [B,3,S,S] (or [B,S,S,3] with channels_last), labels int64 [B]
+
+The pipelines, one module each: loader_cpu.py (Pillow in CPU threads, numpy batches), loader_gpu.py (nvJPEG
+and tensor ops on the device, or its CPU twin), loader_dali.py (NVIDIA DALI).
 
 List format (as data_prep/make_train_list.py writes it): one `<relative path> <label>` per line,
 paths resolved against the list file's directory unless `root` is given; blank lines are errors,
@@ -14,15 +15,14 @@ so list line N is entry N-1.
 Epochs: every rank shuffles all entries with the same generator seeded by (seed, epoch) and takes
 `order[rank::world_size]`, so shards are disjoint; every shard is cut to `len(entries) // world_size`
 entries and the last partial batch is dropped, so all ranks run the same number of steps per epoch.
-Per image (as PaddleClas/torchvision train transforms): PIL decode -> RGB -> random resized crop
-(area 0.08-1, aspect 3/4-4/3, 10 tries, then a centre crop) resized bilinearly to SxS -> horizontal
-flip with p=0.5 -> /255 -> normalise with the ImageNet mean/std. The augmentation of an image
-depends only on (seed, epoch, entry index), so results do not depend on thread timing, rank or
-world size. Decoding runs in a thread pool (Pillow releases the GIL while decoding and resizing)
-with at most `prefetch` batches in flight; an unreadable image raises DataError naming the file
-and its list line when its batch is consumed (never skipped).
+Augmentation (as PaddleClas/torchvision train transforms): random resized crop (area 0.08-1, aspect
+3/4-4/3, 10 tries, then a centre crop) resized bilinearly to SxS, horizontal flip with p=0.5, /255,
+ImageNet mean/std. The box and the flip of an image depend only on (seed, epoch, entry index) and its
+size (`augmentation`), so loader_cpu and loader_gpu crop an image alike, whatever the thread timing,
+rank or world size (DALI draws its own). An unreadable image raises DataError naming the file and its
+list line when its batch is consumed (never skipped).
 
-Standard library + numpy + Pillow (imported when a loader is built); never imports the kit.
+Standard library + numpy (+ Pillow, imported by `pillow()` when a loader is built); never imports the kit.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import math
 import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -41,11 +42,15 @@ CROP_RATIO = (3.0 / 4.0, 4.0 / 3.0)
 SHOW_MISSING = 3
 
 __all__ = [
+    "BatchLoader",
     "DataError",
     "ImageList",
-    "ImageListLoader",
-    "dali_available",
+    "LoaderUnavailable",
+    "augmentation",
     "load_list",
+    "pillow",
+    "random_resized_crop_box",
+    "shard_size",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
 ]
@@ -55,10 +60,14 @@ class DataError(Exception):
     """Unusable input data; the message names the file (and the list line where there is one)."""
 
 
+class LoaderUnavailable(Exception):
+    """A loader that cannot run here (a library or a device missing); the message says what to install or use."""
+
+
 class ImageList(list):
     """The entries of one list file: a plain list of (path, label) that also remembers `source`.
 
-    Entry i is line i + 1 of `source`; ImageListLoader uses that to name the line of a bad image.
+    Entry i is line i + 1 of `source`; the loaders use that to name the line of a bad image.
     Slices and copies are plain lists (their indices no longer match the file's lines).
     """
 
@@ -124,13 +133,13 @@ def _check_files_exist(list_path: str, entries: list[tuple[str, int]]) -> None:
         raise DataError(f"{list_path}:{lineno}: image not found: {path}{more}")
 
 
-def dali_available() -> bool:
-    """True only if NVIDIA DALI (`nvidia.dali`) can be imported."""
+def pillow():
+    """PIL.Image, or an ImportError that says what needs it."""
     try:
-        import nvidia.dali  # noqa: F401
-    except Exception:  # ImportError, or a broken install failing to load its libraries
-        return False
-    return True
+        from PIL import Image
+    except ImportError as exc:
+        raise ImportError(f"Pillow is required to read JPEG training data: {exc}") from exc
+    return Image
 
 
 def random_resized_crop_box(width: int, height: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
@@ -157,13 +166,33 @@ def random_resized_crop_box(width: int, height: int, rng: np.random.Generator) -
     return left, top, left + w, top + h
 
 
-class ImageListLoader:
-    """Infinite iterator of (images, labels) numpy batches over this rank's shard of ENTRIES.
+def shard_size(entries: list, batch_size: int, world_size: int) -> int:
+    """Images per rank and epoch (every rank the same); DataError when that is less than one batch."""
+    size = len(entries) // world_size
+    if size < batch_size:
+        source = getattr(entries, "source", None)
+        where = f"{source}: " if source else ""
+        raise DataError(f"{where}{len(entries)} images over {world_size} rank(s) give {size} per rank, "
+                        f"fewer than the batch size {batch_size}")
+    return size
 
-    ENTRIES: [(image path, label), ...] as load_list returns them. `workers` decode threads
-    (0: decode in the consuming thread), at most `prefetch` batches decoded ahead. Bad parameters
-    raise ValueError; a shard smaller than one batch raises DataError. Use as a context manager or
-    call close().
+
+def augmentation(seed: int, epoch: int, index: int, width: int, height: int) -> tuple[tuple[int, int, int, int], bool]:
+    """The crop box (left, top, right, bottom) and the horizontal flip of entry INDEX in EPOCH, for an image of
+    WIDTH x HEIGHT: drawn from a generator seeded by (seed, epoch, index) alone, so every loader agrees."""
+    rng = np.random.default_rng((seed, epoch, index))
+    box = random_resized_crop_box(width, height, rng)
+    return box, bool(rng.random() < 0.5)
+
+
+class BatchLoader:
+    """Infinite iterator over this rank's shard of ENTRIES, one batch of `batch_size` images after another.
+
+    ENTRIES: [(image path, label), ...] as load_list returns them. A subclass says what a batch is: `_new_batch`
+    (in the consumer, when the batch is queued), `_load` (one image, in one of `workers` threads; 0: in the
+    consumer) and `_collate` (in the consumer, when the batch is taken). At most `prefetch` batches are queued.
+    Bad parameters raise ValueError; a shard smaller than one batch raises DataError. Use as a context manager
+    or call close().
     """
 
     def __init__(
@@ -175,7 +204,6 @@ class ImageListLoader:
         world_size: int = 1,
         seed: int = 0,
         workers: int = 2,
-        channels_last: bool = False,
         prefetch: int = 4,
     ) -> None:
         for name, value, low in (
@@ -190,12 +218,6 @@ class ImageListLoader:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if not isinstance(rank, int) or not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, {world_size}), got {rank!r}")
-        try:
-            from PIL import Image
-        except ImportError as exc:
-            raise ImportError(f"Pillow is required to read JPEG training data: {exc}") from exc
-        self._Image = Image
-
         self._source = getattr(entries, "source", None)
         self._paths = [path for path, _ in entries]
         self._labels = np.fromiter((label for _, label in entries), dtype=np.int64, count=len(entries))
@@ -204,27 +226,29 @@ class ImageListLoader:
         self.rank = rank
         self.world_size = world_size
         self.seed = seed
-        self.channels_last = bool(channels_last)
         self.prefetch = prefetch
-        self.shard_size = len(entries) // world_size
-        if self.shard_size < batch_size:
-            where = f"{self._source}: " if self._source else ""
-            raise DataError(
-                f"{where}{len(entries)} images over {world_size} rank(s) give {self.shard_size} per rank, "
-                f"fewer than the batch size {batch_size}"
-            )
+        self.shard_size = shard_size(entries, batch_size, world_size)
         self.steps_per_epoch = self.shard_size // batch_size
         self.num_classes = int(self._labels.max()) + 1 if len(entries) else 0
-
-        mean = np.asarray(IMAGENET_MEAN, dtype=np.float32) * 255.0
-        inv_std = 1.0 / (np.asarray(IMAGENET_STD, dtype=np.float32) * 255.0)
-        self._mean, self._inv_std = mean, inv_std.astype(np.float32)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kit-data") if workers else None
-        # (images, labels, futures or None when workers=0, entry indices, epoch) per batch in flight
-        self._pending: deque[tuple[np.ndarray, np.ndarray, list[Future] | None, np.ndarray, int]] = deque()
+        # (batch state, entry indices, epoch, futures or None when workers=0) per batch in flight
+        self._pending: deque[tuple[Any, np.ndarray, int, list[Future] | None]] = deque()
         self._orders: dict[int, np.ndarray] = {}
         self._next_submit = 0  # global batch number of the next batch to submit
         self._closed = False
+
+    # -- what a subclass defines ------------------------------------------------------------------
+    def _new_batch(self, size: int) -> Any:
+        """The state of a batch of SIZE images, made when it is queued (e.g. the array the images go into)."""
+        return None
+
+    def _load(self, state: Any, slot: int, index: int, epoch: int) -> Any:
+        """Read image INDEX (augmented for EPOCH) as item SLOT of the batch; runs in a worker thread."""
+        raise NotImplementedError
+
+    def _collate(self, state: Any, items: list, labels: np.ndarray) -> tuple:
+        """The batch handed to the caller, from its state, its images' `_load` results and their labels."""
+        raise NotImplementedError
 
     # -- order -----------------------------------------------------------------------------------
     def epoch_indices(self, epoch: int) -> np.ndarray:
@@ -237,73 +261,50 @@ class ImageListLoader:
             self._orders[epoch] = order
         return order
 
-    # -- decoding --------------------------------------------------------------------------------
-    def _where(self, index: int) -> str:
+    def where(self, index: int) -> str:
+        """Entry INDEX as an error names it: its path and its list line."""
         path = self._paths[index]
         if self._source is not None:
             return f"{path} (list {self._source}:{index + 1})"
         return f"{path} (entry {index})"
 
-    def _load_into(self, out: np.ndarray, slot: int, index: int, epoch: int) -> None:
-        Image = self._Image
-        path = self._paths[index]
-        rng = np.random.default_rng((self.seed, epoch, index))
-        try:
-            with Image.open(path) as img:
-                img = img.convert("RGB")  # forces the full decode: truncated/corrupt files fail here
-        except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBombError...
-            raise DataError(f"cannot read image {self._where(index)}: {exc}") from exc
-        size = self.image_size
-        box = random_resized_crop_box(img.width, img.height, rng)
-        img = img.resize((size, size), Image.Resampling.BILINEAR, box=box)
-        if rng.random() < 0.5:
-            img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-        pixels = np.asarray(img, dtype=np.float32)  # [S, S, 3]
-        pixels -= self._mean
-        pixels *= self._inv_std
-        if self.channels_last:
-            out[slot] = pixels
-        else:
-            out[slot] = pixels.transpose(2, 0, 1)
+    def unreadable(self, index: int, exc: BaseException) -> DataError:
+        """The error for an image that cannot be read or decoded, in every loader's words."""
+        return DataError(f"cannot read image {self.where(index)}: {exc}")
 
+    # -- queueing --------------------------------------------------------------------------------
     def _submit(self) -> None:
         number = self._next_submit
         self._next_submit += 1
         epoch, step = divmod(number, self.steps_per_epoch)
         indices = self.epoch_indices(epoch)[step * self.batch_size : (step + 1) * self.batch_size]
-        s = self.image_size
-        shape = (len(indices), s, s, 3) if self.channels_last else (len(indices), 3, s, s)
-        images = np.empty(shape, dtype=np.float32)
-        labels = self._labels[indices].copy()
+        state = self._new_batch(len(indices))
         futures = None
         if self._executor is not None:
             futures = [
-                self._executor.submit(self._load_into, images, slot, int(index), epoch)
-                for slot, index in enumerate(indices)
+                self._executor.submit(self._load, state, slot, int(index), epoch) for slot, index in enumerate(indices)
             ]
-        self._pending.append((images, labels, futures, indices, epoch))
+        self._pending.append((state, indices, epoch, futures))
 
     # -- iteration -------------------------------------------------------------------------------
-    def __iter__(self) -> ImageListLoader:
+    def __iter__(self) -> BatchLoader:
         return self
 
-    def __next__(self) -> tuple[np.ndarray, np.ndarray]:
+    def __next__(self) -> tuple:
         if self._closed:
-            raise RuntimeError("ImageListLoader is closed")
+            raise RuntimeError(f"{type(self).__name__} is closed")
         while len(self._pending) < self.prefetch:
             self._submit()
-        images, labels, futures, indices, epoch = self._pending.popleft()
+        state, indices, epoch, futures = self._pending.popleft()
         if futures is None:
-            for slot, index in enumerate(indices):
-                self._load_into(images, slot, int(index), epoch)
+            items = [self._load(state, slot, int(index), epoch) for slot, index in enumerate(indices)]
         else:
-            for future in futures:
-                future.result()  # re-raises a worker's DataError here, in the training loop
+            items = [future.result() for future in futures]  # re-raises a worker's DataError here, in the consumer
         self._submit()  # keep `prefetch` batches in flight
-        return images, labels
+        return self._collate(state, items, self._labels[indices].copy())
 
     def close(self) -> None:
-        """Stop the decode threads and drop batches in flight (idempotent)."""
+        """Stop the worker threads and drop batches in flight (idempotent)."""
         if self._closed:
             return
         self._closed = True
@@ -311,7 +312,7 @@ class ImageListLoader:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
-    def __enter__(self) -> ImageListLoader:
+    def __enter__(self) -> BatchLoader:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

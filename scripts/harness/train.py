@@ -20,6 +20,9 @@ import platform
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 
 HARNESS_DIR = Path(__file__).resolve().parent
@@ -52,6 +55,10 @@ UNIT = {"bert": "sequences/s", "transformer": "tokens/s", "cyclegan": "samples/s
 LOG_VERSION = 1
 LAYOUTS = ("nchw", "nhwc")
 MODES = ("eager", "compiled")
+LOADERS = ("cpu", "gpu", "dali")  # the JPEG pipelines: loader_cpu.py, loader_gpu.py, loader_dali.py
+PROBE_WARMUP = 4  # untimed batches before an input probe: the loaders' prefetch depth, so the queue is full
+GPU_TWIN_NOTE = ("loader gpu decodes with nvJPEG on a GPU: on a CPU its twin runs (Pillow decodes; crop, resize "
+                 "and normalisation are tensor ops on the CPU)")
 BACKENDS = {"torch": TorchBackend, "paddle": PaddleBackend}
 
 EXIT_ERROR, EXIT_BAD_INPUT, EXIT_NAN, EXIT_OOM = 1, 2, 3, 4
@@ -104,7 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fp32 (no TF32 anywhere), tf32, amp (FP16 autocast + loss scaling), bf16 (BF16 autocast)")
     p.add_argument("--data", default="synthetic", help="'synthetic' or the path of an ImageNet train_list.txt")
     p.add_argument("--data-root", default=None, help="root the list's paths are relative to (default: its folder)")
-    p.add_argument("--workers", type=positive_int, default=4, help="JPEG decode threads per process")
+    p.add_argument("--workers", type=positive_int, default=4,
+                   help="threads per process that read (and with --loader cpu decode) JPEGs; dali: its num_threads")
+    p.add_argument("--loader", choices=LOADERS, default=None,
+                   help="JPEG pipeline for --data <list>: cpu (Pillow in threads), gpu (nvJPEG and tensor ops on the "
+                        "device; on a CPU its CPU twin), dali (NVIDIA DALI); default gpu on a CUDA device, else cpu")
+    p.add_argument("--loader-only", action="store_true",
+                   help="time the loader alone for the warm-up + measured steps (no training step): the input rate")
+    p.add_argument("--input-probe-steps", type=non_negative_int, default=20,
+                   help="real data: before warm-up, time the loader alone over N batches (an input_rate line); 0: no")
     p.add_argument("--layout", choices=LAYOUTS, default="nchw",
                    help="nhwc: NHWC layers and input (Paddle) / channels_last memory (PyTorch)")
     p.add_argument("--channels-last", dest="layout", action="store_const", const="nhwc", default=argparse.SUPPRESS,
@@ -151,42 +166,88 @@ def count_params_only(args) -> int:
     return 0
 
 
-def batches(args, backend: Backend, dist: Dist):
-    """An endless stream of device batches: one fixed random batch (synthetic) or the JPEG loader."""
+@dataclass
+class Feed:
+    """Where a run's batches come from, and what run_start says of it."""
+
+    loader: str  # synthetic | cpu | gpu | dali
+    batches: Iterator  # endless device batches
+    decode_device: str | None = None  # where JPEGs are decoded: cpu | gpu
+    decoder: str | None = None  # what decodes them
+    note: str | None = None  # the pipeline ran elsewhere than its name says
+
+
+def open_feed(args, backend: Backend, dist: Dist) -> Feed:
+    """The batches: one fixed random batch made once on the device (synthetic), or a JPEG loader's."""
     if args.model in SEED003:  # numpy-made, so both frameworks train on the same batch
         import synthetic
 
         arrays = synthetic.vision_batch(args.model, args.batch_size, args.image_size, args.num_classes or 0,
                                         args.seed + dist.rank)
-        fixed = backend.to_device(arrays)
-        while True:
-            yield fixed
+        return Feed("synthetic", repeat(backend.to_device(arrays)))
     if args.data == "synthetic":
         fixed = backend.synthetic_batch(args.batch_size, args.image_size, args.num_classes, args.seed + dist.rank)
-        while True:
-            yield fixed
+        return Feed("synthetic", repeat(fixed))
     import data
 
+    name = args.loader or ("gpu" if backend.device == "gpu" else "cpu")
+    gpu = dist.local_rank if backend.device == "gpu" else None
+    shard = {"rank": dist.rank, "world_size": dist.world_size, "seed": args.seed, "workers": args.workers}
     try:
         entries = data.load_list(args.data, args.data_root)
-        loader = data.ImageListLoader(
-            entries,
-            args.batch_size,
-            args.image_size,
-            rank=dist.rank,
-            world_size=dist.world_size,
-            seed=args.seed,
-            workers=args.workers,
-            channels_last=False,
-        )
-    except data.DataError as exc:
+        if name == "cpu":
+            import loader_cpu
+
+            loader = loader_cpu.ImageListLoader(entries, args.batch_size, args.image_size, **shard)
+            handoff = backend.batch_from_numpy
+        else:
+            import loader_dali
+            import loader_gpu
+
+            kind = loader_gpu.DeviceImageLoader if name == "gpu" else loader_dali.DaliLoader
+            loader = kind(entries, args.batch_size, args.image_size, framework=args.framework, gpu=gpu,
+                          channels_last=args.layout == "nhwc", **shard)
+            handoff = backend.batch_from_loader
+    except (data.DataError, data.LoaderUnavailable) as exc:
         raise HarnessFailure("bad_input", str(exc)) from None
+    note = GPU_TWIN_NOTE if name == "gpu" and gpu is None else None
+    return Feed(name, loader_batches(loader, handoff), loader.decode_device, loader.decoder, note)
+
+
+def loader_batches(loader, handoff) -> Iterator:
+    import data
+
     with loader:
         try:
             for images, labels in loader:
-                yield backend.batch_from_numpy(images, labels)
+                yield handoff(images, labels)
         except data.DataError as exc:
             raise HarnessFailure("bad_input", str(exc)) from None
+
+
+def batches(args, backend: Backend, dist: Dist) -> Iterator:
+    """An endless stream of device batches (open_feed's)."""
+    return open_feed(args, backend, dist).batches
+
+
+def time_batches(feed: Feed, backend: Backend, count: int) -> list[float]:
+    """Seconds to take each of COUNT batches from FEED, the device synchronised after each: the loader alone."""
+    seconds = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        next(feed.batches)
+        backend.sync()
+        seconds.append(time.perf_counter() - t0)
+    return seconds
+
+
+def input_rate(feed: Feed, global_batch: int, seconds: list[float], probe: bool, dist: Dist) -> dict:
+    """The input_rate line's fields: images/s of the loader alone, every rank reading its shard at the same time
+    (rank 0's time, as the step lines)."""
+    total = sum(seconds)
+    return {"images_per_sec": round(global_batch * len(seconds) / total, 3), "loader": feed.loader,
+            "decode_device": feed.decode_device, "steps": len(seconds), "seconds": round(total, 6),
+            "global_batch": global_batch, "ranks": dist.world_size, "probe": probe}
 
 
 def run_fields(args, dist: Dist) -> dict:
@@ -195,10 +256,15 @@ def run_fields(args, dist: Dist) -> dict:
             "layout": args.layout, "mode": args.mode}
 
 
-def timed_loop(args, backend: Backend, dist: Dist, log) -> int:
+def timed_loop(args, backend: Backend, dist: Dist, log, feed: Feed | None = None) -> int:
     global_batch = args.batch_size * dist.world_size
     common = run_fields(args, dist)
-    stream = batches(args, backend, dist)
+    feed = feed or open_feed(args, backend, dist)
+    if feed.loader != "synthetic" and args.input_probe_steps:  # every real-data figure carries its input rate
+        time_batches(feed, backend, PROBE_WARMUP)
+        log("input_rate", **input_rate(feed, global_batch, time_batches(feed, backend, args.input_probe_steps),
+                                       True, dist))
+    stream = feed.batches
     total_steps = args.warmup_steps + args.measure_steps
     measured = 0.0
     warm_start = time.perf_counter()
@@ -244,6 +310,29 @@ def timed_loop(args, backend: Backend, dist: Dist, log) -> int:
         **backend.peak_memory(),
     )
     return steps
+
+
+def loader_only(args, backend: Backend, dist: Dist, log, feed: Feed) -> int:
+    """--loader-only: the loader's batches taken and synchronised as in timed_loop, with no training step; the
+    step lines and run_stop carry the input rate as the run's figure (run_stop says loader_only)."""
+    global_batch = args.batch_size * dist.world_size
+    common = run_fields(args, dist)
+    warm_start = time.perf_counter()
+    time_batches(feed, backend, args.warmup_steps)
+    if args.warmup_steps:
+        log("warmup_end", steps=args.warmup_steps, seconds=round(time.perf_counter() - warm_start, 6))
+    measured = []
+    for step in range(args.warmup_steps + 1, args.warmup_steps + args.measure_steps + 1):
+        (seconds,) = time_batches(feed, backend, 1)
+        measured.append(seconds)
+        log("step", step=step, global_batch=global_batch, seconds=round(seconds, 6),
+            samples_per_sec=round(global_batch / seconds, 3), **common)
+    rate = input_rate(feed, global_batch, measured, False, dist)
+    log("input_rate", **rate)
+    log("run_stop", status="success", steps=args.measure_steps, seconds=rate["seconds"],
+        samples_per_sec=rate["images_per_sec"], **common, unit="images/s", throughput=rate["images_per_sec"],
+        loader_only=True, **backend.peak_memory())
+    return args.measure_steps
 
 
 def nlp_corpus(args, dist: Dist) -> list:
@@ -353,9 +442,14 @@ def run(args, dist: Dist) -> int:
             raise HarnessFailure("bad_input", f"--mode compiled: {args.model} has no compiled path here: "
                                               f"{NOT_COMPILABLE[args.model]}")
         backend = BACKENDS[args.framework](args, dist, threads)
-        note = {"note": backend.note} if backend.note else {}
-        if note and is_logger:
-            print(f"train.py: warning: {backend.note}", file=sys.stderr, flush=True)
+        feed = None if args.model in NLP else open_feed(args, backend, dist)
+        notes = [n for n in (backend.note, feed and feed.note) if n]
+        note = {"note": "; ".join(notes)} if notes else {}
+        if is_logger:
+            for line in notes:
+                print(f"train.py: warning: {line}", file=sys.stderr, flush=True)
+        loader = {"loader": feed.loader if feed else "synthetic", "decode_device": feed and feed.decode_device,
+                  "decoder": feed and feed.decoder, "loader_only": args.loader_only}
         if backend.trainer is not None:
             settings = backend.trainer.settings
             optimizer = {"optimizer": settings["optimizer"], "lr": settings["lr"],
@@ -392,6 +486,8 @@ def run(args, dist: Dist) -> int:
             **shape,
             **seed003,
             data=args.data,
+            **loader,
+            workers=args.workers if feed and feed.decoder else None,
             channels_last=args.channels_last,
             threads=threads,
             warmup_steps=args.warmup_steps,
@@ -401,7 +497,10 @@ def run(args, dist: Dist) -> int:
             host=socket.gethostname(),
             python=platform.python_version(),
         )
-        steps = (timed_epochs if args.model in NLP else timed_loop)(args, backend, dist, log)
+        if args.model in NLP:
+            steps = timed_epochs(args, backend, dist, log)
+        else:
+            steps = (loader_only if args.loader_only else timed_loop)(args, backend, dist, log, feed)
         backend.barrier()
         rank_stop(dist, "success", steps, **backend.peak_memory())
         return 0
@@ -461,6 +560,11 @@ def prepare(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dist]:
         parser.error("--batch-size is required (per process)")
     if args.data != "synthetic" and not Path(args.data).is_file():
         parser.error(f"--data: no such train list: {args.data} (give 'synthetic' or a train_list.txt)")
+    for flag, given in (("--loader", args.loader is not None), ("--loader-only", args.loader_only)):
+        if given and args.data == "synthetic":
+            parser.error(f"{flag} applies to --data <train_list.txt>: synthetic data is made on the device")
+    if args.loader_only and args.mode == "compiled":
+        parser.error("--loader-only runs no network, so --mode compiled does not apply")
     if args.model in ("arcface", "deeplabv3p") and args.batch_size < 2:
         parser.error(f"--batch-size must be >= 2 for {args.model} (its BatchNorm on pooled features needs two samples)")
     if args.model in SEED003:

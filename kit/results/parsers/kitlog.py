@@ -104,7 +104,7 @@ def read_run_start(path: str | Path) -> dict | None:
 
 
 RAN_KEYS = ("precision", "math", "layout", "mode", "amp_effective", "note", "device", "device_name", "cuda_version",
-            "cudnn_version", "loader", "decode_device")
+            "cudnn_version", "loader", "decode_device", "decoder", "loader_only")
 
 
 def read_what_ran(path: str | Path) -> dict:

@@ -1,0 +1,297 @@
+"""The harness's input pipelines beside the CPU one: loader_gpu.py through its CPU twin (the same tensor code on the
+CPU, real JPEGs decoded by Pillow), loader_dali.py's refusal and parameters, and train.py's --loader, --loader-only
+and input probe end to end.
+
+Tolerance, twin vs loader_cpu (same seed, so the same crop box and flip per image): both resample the same
+decoded pixels with Pillow's triangle-filter weights; Pillow rounds to 8 bits after its horizontal pass and at the
+end, the twin computes in float32. Each rounding moves a pixel by at most half a grey level and the second pass's
+weights are >= 0 and sum to 1, so the two differ by at most 1 grey level (+ float32 error); as they round
+independently, the mean difference is about 0.28 (measured 0.26-0.30 on these photo-like JPEGs at 48, 128 and 224
+px). Asserted: max <= 1.01, mean <= 0.35 grey levels, i.e. max 0.0177 / mean 0.0061 in normalised units
+(1 grey level = 1 / (255 std) = 0.0171-0.0175). On a GPU nvJPEG's IDCT and chroma upsampling differ from
+libjpeg-turbo's by a few levels more; that is not measurable here (no GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kit.results.parsers import parse_log
+from kit.results.parsers.kitlog import read_what_ran
+
+REPO = Path(__file__).resolve().parents[1]
+HARNESS = REPO / "scripts" / "harness"
+sys.path.insert(0, str(HARNESS))  # the harness's modules import each other by name
+
+import data  # noqa: E402
+import loader_cpu  # noqa: E402
+import loader_dali  # noqa: E402
+import loader_gpu  # noqa: E402
+
+CLASSES, PER_CLASS = 3, 8
+N = CLASSES * PER_CLASS
+GREY = np.asarray(data.IMAGENET_STD, dtype=np.float32) * 255  # one normalised unit in grey levels, per channel
+MAX_GREY, MEAN_GREY = 1.01, 0.35
+TINY = ["--model", "resnet50", "--num-classes", str(CLASSES), "--image-size", "32", "--batch-size", "4",
+        "--warmup-steps", "1", "--measure-steps", "2", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Photo-like JPEGs (greyscale and CMYK ones among them) of about 96 x 80 px."""
+    root = tmp_path_factory.mktemp("loaders") / "imagenet"
+    args = ["--classes", CLASSES, "--images-per-class", PER_CLASS, "--size", "96x80", "--content", "photo"]
+    made = subprocess.run([sys.executable, REPO / "data_prep" / "make_synthetic_imagenet.py", root, *map(str, args)],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def entries(tree: Path) -> data.ImageList:
+    return data.load_list(tree / "train_list.txt")
+
+
+def twin(entries, framework: str = "torch", **kw) -> loader_gpu.DeviceImageLoader:
+    kw.setdefault("batch_size", 8)
+    kw.setdefault("image_size", 32)
+    return loader_gpu.DeviceImageLoader(entries, framework=framework, gpu=None, **kw)
+
+
+def numpy(batch) -> tuple[np.ndarray, np.ndarray]:
+    images, labels = batch
+    return images.numpy(), labels.numpy()
+
+
+def grey_levels(a: np.ndarray, b: np.ndarray, channels_last: bool) -> np.ndarray:
+    return np.abs(a - b) * GREY.reshape((3,) if channels_last else (3, 1, 1))
+
+
+def test_photo_content_makes_imagenet_sized_jpegs(tmp_path: Path) -> None:
+    """What bench/loader.py times: ~110 KB files of ~400x350 (ImageNet's means), all RGB with --all-rgb."""
+    from PIL import Image
+
+    args = ["--classes", "2", "--images-per-class", "12", "--size", "400x350", "--content", "photo", "--all-rgb"]
+    made = subprocess.run([sys.executable, REPO / "data_prep" / "make_synthetic_imagenet.py", tmp_path, *args],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    files = sorted((tmp_path / "train").rglob("*.JPEG"))
+    assert len(files) == 24
+    assert 90_000 <= np.mean([f.stat().st_size for f in files]) <= 130_000
+    for f in files:
+        with Image.open(f) as img:
+            assert img.mode == "RGB" and 300 <= img.width <= 500 and 262 <= img.height <= 438
+
+
+# -- the twin against the Pillow pipeline ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("framework", "size", "channels_last"),
+                         [("torch", 48, False), ("torch", 128, True), ("paddle", 48, True), ("paddle", 128, False)])
+def test_gpu_twin_matches_the_pillow_loader(entries, framework: str, size: int, channels_last: bool) -> None:
+    kw = {"batch_size": 8, "image_size": size, "seed": 5, "channels_last": channels_last}
+    with loader_cpu.ImageListLoader(entries, **kw) as cpu, twin(entries, framework, **kw) as gpu:
+        assert (gpu.decode_device, gpu.decoder) == ("cpu", "pillow")
+        for _ in range(2 * cpu.steps_per_epoch):  # two epochs: every image, two crops each
+            (want, want_labels), (got, got_labels) = next(cpu), numpy(next(gpu))
+            assert got.dtype == np.float32 and got.shape == want.shape
+            np.testing.assert_array_equal(got_labels, want_labels)
+            diff = grey_levels(got, want, channels_last)
+            assert diff.max() <= MAX_GREY and diff.mean() <= MEAN_GREY, (diff.max(), diff.mean())
+
+
+def test_twin_is_the_same_in_both_frameworks_and_for_any_worker_count(entries) -> None:
+    with twin(entries, "torch", seed=2, workers=0) as a, twin(entries, "paddle", seed=2, workers=3, prefetch=1) as b:
+        for _ in range(4):
+            (xa, ya), (xb, yb) = numpy(next(a)), numpy(next(b))
+            np.testing.assert_allclose(xa, xb, atol=1e-4)
+            np.testing.assert_array_equal(ya, yb)
+
+
+def test_a_flip_or_a_wrong_box_would_show(entries) -> None:
+    """The tolerance is tight enough to matter: the mirror image of a batch is far outside it."""
+    with loader_cpu.ImageListLoader(entries, 8, 48, seed=5) as cpu, twin(entries, image_size=48, seed=5) as gpu:
+        want, (got, _) = next(cpu)[0], numpy(next(gpu))
+    assert grey_levels(got[..., ::-1], want, False).mean() > 10 * MEAN_GREY
+
+
+def test_runs_split_by_the_pixel_budget_give_the_same_batch(entries) -> None:
+    with twin(entries, seed=1) as whole, twin(entries, seed=1) as split:
+        split.pixel_budget = 1  # every image a run of its own
+        for _ in range(2):
+            np.testing.assert_allclose(numpy(next(split))[0], numpy(next(whole))[0], atol=1e-5)
+    assert loader_gpu.runs([(10, 10), (20, 5), (10, 10)], 400) == [[0, 1], [2]]  # 2 x 20 x 10 fit, 3 x do not
+    assert loader_gpu.runs([(10, 10)] * 3, 300) == [[0, 1, 2]]
+    assert loader_gpu.runs([(30, 30), (1, 1)], 100) == [[0], [1]]  # larger than the budget: alone
+
+
+def test_resample_weights_are_pillows_triangle_filter() -> None:
+    ops = loader_gpu.TorchOps(None)
+    same = loader_gpu.axis_plan(3, 11, 20, 8)  # 8 pixels onto 8: the identity, shifted by the window's offset
+    weights = loader_gpu.resample_weights(ops, [same], same.length).numpy()[0]
+    np.testing.assert_allclose(weights, np.eye(same.length, 8, k=-(3 - same.offset)), atol=1e-6)
+    down = loader_gpu.axis_plan(0, 30, 30, 10)  # 3:1, antialiased: a triangle 3 pixels wide on each side
+    weights = loader_gpu.resample_weights(ops, [down], down.length).numpy()[0]
+    np.testing.assert_allclose(weights.sum(axis=0), 1, atol=1e-6)
+    np.testing.assert_allclose(weights[:8, 1], [0, 0, 1 / 9, 2 / 9, 3 / 9, 2 / 9, 1 / 9, 0], atol=1e-6)
+    flipped = loader_gpu.axis_plan(0, 30, 30, 10, flip=True)
+    np.testing.assert_allclose(loader_gpu.resample_weights(ops, [flipped], 30).numpy()[0], weights[:, ::-1])
+
+
+# -- errors, shards -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_bad_jpeg_is_a_data_error_naming_file_and_line(tree: Path, tmp_path: Path, damage: str) -> None:
+    root = tmp_path / "imagenet"
+    shutil.copytree(tree, root)
+    rel = "train/n01443537/n01443537_3.JPEG"
+    path = root / rel
+    path.write_bytes(path.read_bytes()[:3000] if damage == "truncated" else b"\xff\xd8\xff not a JPEG" * 20)
+    lst = root / "train_list.txt"
+    lineno = lst.read_text().splitlines().index(f"{rel} 1") + 1
+    entries = data.load_list(lst)
+    messages = []
+    for make in (twin, loader_cpu.ImageListLoader):
+        with make(entries, batch_size=8, image_size=32) as ld, pytest.raises(data.DataError) as err:
+            for _ in range(ld.steps_per_epoch):  # the bad image is in one of the epoch's batches
+                next(ld)
+        messages.append(str(err.value))
+    assert messages[0].startswith(f"cannot read image {path} (list {lst}:{lineno}): ")
+    assert ("image file is truncated" if damage == "truncated" else "cannot identify image file") in messages[0]
+    assert messages[0] == messages[1], "the same words as the CPU loader's"
+
+
+def test_world_size_2_shards_are_disjoint_equal_and_batches_follow_them(entries) -> None:
+    entries = entries[:-1]  # 23 entries: shards of 11, one left out
+    labels = np.array([label for _, label in entries])
+    shards = []
+    for rank in (0, 1):
+        with twin(entries, batch_size=5, rank=rank, world_size=2) as ld:
+            assert ld.shard_size == 11 and ld.steps_per_epoch == 2
+            for epoch in (0, 1):
+                got = np.concatenate([numpy(next(ld))[1] for _ in range(ld.steps_per_epoch)])
+                np.testing.assert_array_equal(got, labels[ld.epoch_indices(epoch)[:10]])
+            shards.append(ld.epoch_indices(0))
+    assert len(shards[0]) == len(shards[1]) == 11 and not set(shards[0]) & set(shards[1])
+
+
+# -- DALI -----------------------------------------------------------------------------------------------------------
+
+
+def test_dali_refuses_clearly_without_dali(entries) -> None:
+    with pytest.raises(data.LoaderUnavailable, match=r"^loader dali: NVIDIA DALI is not installed \(pip install "
+                                                     r"nvidia-dali-cuda120"):
+        loader_dali.DaliLoader(entries, 8, 32, framework="torch", gpu=0)
+
+
+def test_dali_parameters_say_the_same_augmentation_and_shard(entries) -> None:
+    p = loader_dali.pipeline_params(entries, 8, 224, gpu=1, rank=2, world_size=4, seed=9, workers=6,
+                                    channels_last=True, prefetch=3)
+    assert p["pipeline"] == {"batch_size": 8, "num_threads": 6, "device_id": 1, "seed": 9, "prefetch_queue_depth": 3}
+    reader = p["reader"]
+    assert reader["files"] == [path for path, _ in entries] and reader["labels"] == [label for _, label in entries]
+    assert (reader["shard_id"], reader["num_shards"], reader["random_shuffle"]) == (2, 4, True)
+    assert p["decoder"] == {"device": "mixed", "output_type": "RGB", "random_area": [0.08, 1.0],
+                            "random_aspect_ratio": [0.75, 4 / 3], "num_attempts": 10}
+    assert p["resize"] == {"resize_x": 224, "resize_y": 224, "interp_type": "INTERP_LINEAR", "antialias": True}
+    norm = p["normalize"]
+    assert norm["output_layout"] == "HWC" and norm["dtype"] == "FLOAT" and p["flip_probability"] == 0.5
+    np.testing.assert_allclose(norm["mean"], [123.675, 116.28, 103.53])
+    np.testing.assert_allclose(norm["std"], [58.395, 57.12, 57.375])
+    assert loader_dali.pipeline_params(entries, 8, 224, gpu=0, rank=0, world_size=1, seed=0, workers=1,
+                                       channels_last=False, prefetch=2)["normalize"]["output_layout"] == "CHW"
+
+
+# -- train.py -------------------------------------------------------------------------------------------------------
+
+
+def harness(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(HARNESS / "train.py"), *args], capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+
+
+def kitlines(text: str) -> list[dict]:
+    return [json.loads(line.split(":::KITLOG ", 1)[1]) for line in text.splitlines() if ":::KITLOG " in line]
+
+
+@pytest.mark.parametrize(("framework", "layout"), [("torch", "nhwc"), ("paddle", "nchw")])
+def test_loader_only_run_logs_its_input_rate(tree: Path, tmp_path: Path, framework: str, layout: str) -> None:
+    out = harness("--framework", framework, *TINY, "--data", str(tree / "train_list.txt"), "--loader", "gpu",
+                  "--loader-only", "--layout", layout, "--workers", "2")
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = kitlines(out.stdout)
+    assert [e["event"] for e in events] == ["run_start", "warmup_end", "step", "step", "input_rate", "run_stop",
+                                            "rank_stop"]
+    start, steps, rate, stop = events[0], events[2:4], events[4], events[5]
+    assert {k: start[k] for k in ("loader", "decode_device", "decoder", "loader_only", "workers")} == {
+        "loader": "gpu", "decode_device": "cpu", "decoder": "pillow", "loader_only": True, "workers": 2}
+    assert "its twin runs" in start["note"] and "its twin runs" in out.stderr
+    assert rate["loader"] == "gpu" and rate["probe"] is False and rate["steps"] == 2 and rate["global_batch"] == 4
+    assert rate["seconds"] == pytest.approx(sum(s["seconds"] for s in steps), abs=1e-5)
+    assert rate["images_per_sec"] == pytest.approx(8 / rate["seconds"], rel=1e-3)
+    assert stop["status"] == "success" and stop["loader_only"] is True and stop["unit"] == "images/s"
+    assert stop["samples_per_sec"] == rate["images_per_sec"]
+    log = tmp_path / "run.log"
+    log.write_text(out.stdout)
+    assert parse_log(log, "auto").format.name == "kitlog"
+    ran = read_what_ran(log)
+    assert ran["loader"] == "gpu" and ran["decode_device"] == "cpu" and ran["input_rate"] == rate["images_per_sec"]
+
+
+def test_training_on_jpegs_probes_the_input_rate_first(tree: Path) -> None:
+    out = harness("--framework", "torch", *TINY, "--data", str(tree / "train_list.txt"), "--input-probe-steps", "3")
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = kitlines(out.stdout)
+    assert [e["event"] for e in events][:3] == ["run_start", "input_rate", "warmup_end"]
+    start, rate = events[0], events[1]
+    assert (start["loader"], start["decode_device"], start["decoder"], start["loader_only"]) == (
+        "cpu", "cpu", "pillow", False)  # the default on a CPU
+    assert "note" not in start
+    assert rate["probe"] is True and rate["steps"] == 3 and rate["loader"] == "cpu" and rate["images_per_sec"] > 0
+    assert events[-2]["event"] == "run_stop" and "loader_only" not in events[-2]
+
+    out = harness("--framework", "torch", *TINY, "--data", str(tree / "train_list.txt"), "--input-probe-steps", "0")
+    assert out.returncode == 0 and "input_rate" not in {e["event"] for e in kitlines(out.stdout)}
+
+
+def test_synthetic_runs_record_the_synthetic_loader_and_no_rate() -> None:
+    out = harness("--framework", "paddle", *TINY)
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = kitlines(out.stdout)
+    assert "input_rate" not in {e["event"] for e in events}
+    assert {k: events[0][k] for k in ("loader", "decode_device", "decoder", "loader_only", "workers")} == {
+        "loader": "synthetic", "decode_device": None, "decoder": None, "loader_only": False, "workers": None}
+
+
+def test_loader_dali_is_refused_as_bad_input(tree: Path) -> None:
+    out = harness("--framework", "torch", *TINY, "--data", str(tree / "train_list.txt"), "--loader", "dali")
+    assert out.returncode == 2
+    assert "bad_input: loader dali: NVIDIA DALI is not installed (pip install nvidia-dali-cuda120" in out.stderr
+    stop, rank = kitlines(out.stdout)[-2:]
+    assert stop["status"] == "failed" and stop["reason"] == "bad_input" and "DALI is not installed" in stop["message"]
+    assert rank["event"] == "rank_stop" and rank["status"] == "failed"
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--loader", "cpu"], "--loader applies to --data <train_list.txt>"),
+    (["--loader-only"], "--loader-only applies to --data <train_list.txt>"),
+    (["--loader", "tpu"], "argument --loader: invalid choice: 'tpu'"),
+    (["--input-probe-steps", "-1"], "must be an integer >= 0"),
+])
+def test_loader_argument_errors(args: list[str], words: str) -> None:
+    out = harness("--framework", "torch", *TINY, *args)
+    assert out.returncode == 2 and words in out.stderr and not out.stdout
+
+
+def test_loader_only_is_not_compiled(tree: Path) -> None:
+    out = harness("--framework", "torch", *TINY, "--data", str(tree / "train_list.txt"), "--loader-only",
+                  "--mode", "compiled")
+    assert out.returncode == 2 and "--loader-only runs no network, so --mode compiled does not apply" in out.stderr
