@@ -240,7 +240,13 @@ def test_imagenet_cases_read_real_jpegs_from_a_synthetic_tree_on_cpu(tmp_path):
     (log,) = (run_dir / "logs").rglob("*.log")
     start = json.loads(next(line for line in log.read_text().splitlines() if '"run_start"' in line).split(" ", 1)[1])
     assert start["data"] == str(listing)
-    assert "| resnet50 | 32 | 10 | 1 | 2 | " + str(listing) in (run_dir / "report.md").read_text()
+    assert (start["loader"], start["decode_device"]) == ("cpu", "cpu")
+    report = (run_dir / "report.md").read_text()
+    assert "| resnet50 | 32 | 10 | 1 | 2 | " + str(listing) in report
+    ran = json.loads((run_dir / "run.json").read_text())["runs"][str(log.relative_to(run_dir))]["ran"]
+    assert ran["loader"] == "cpu" and ran["input_rate"] > 0  # the loader alone, measured before warm-up
+    row = next(line for line in report.splitlines() if line.startswith("| torch/resnet50/bz2/1n1g/fp32 | cpu | "))
+    assert f"| {ran['input_rate']:.1f} | " in row and row.endswith((" | no |", " | **input-bound?** |"))
 
 
 def test_gpu_suite_with_imagenet_needs_a_train_list(tmp_path):
