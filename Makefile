@@ -26,7 +26,7 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-scale bench-overhead bench-loader bench-fanout bench-convert gpu-check crosscheck bundle verify clean distclean check-venv
+.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-scale bench-overhead bench-loader bench-fanout bench-convert gpu-check gpu-check-loader crosscheck bundle verify clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -129,6 +129,9 @@ bench-convert: check-venv ## data_prep/convert.py img/s per format vs a plain re
 
 gpu-check: ## one lent GPU in ~6 min: check-env, kit bench --suite gpu1, bundle + verify, harness / torchvision yardstick
 	bash bench/gpu_check.sh
+
+gpu-check-loader: ## one GPU: ResNet50 AMP NHWC on real JPEGs (gpu and cpu loaders) / synthetic; target >= 0.90 (~5 min)
+	$(or $(PYTHON),python3) bench/loader_gpu_check.py $(LOADER_CHECK_ARGS)
 
 crosscheck: check-venv ## re-derive published figures from logs: CLAIMS=<claims.yaml>
 	$(VENV)/bin/kit crosscheck $(CLAIMS)
