@@ -35,6 +35,7 @@ from kit.results.parsers import FORMATS, ParseError, parse_log
 REPO = Path(__file__).resolve().parent.parent
 set_hypothesis_home_dir(REPO / ".pytest_cache" / "hypothesis")  # its caches beside pytest's, not in ./.hypothesis
 RUN = Path(__file__).parent / "fixtures" / "fuzz" / "fuzz-20261124-053313"
+LAMBDA = Path(__file__).parent / "fixtures" / "published-logs" / "lambda" / "pytorch"
 # bounded by example counts, not per-example time (shared machines are noisy); in CI the same examples every run
 FUZZ = settings(deadline=None, database=None, print_blob=True, derandomize=os.environ.get("CI") == "true",
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -151,6 +152,7 @@ def log_seeds(published, scratch) -> list[bytes]:
     for i, text in enumerate(_rendered_logs()):
         (scratch / f"rendered{i}.log").write_text(text)
     candidates = sorted(p for p in published.rglob("*") if p.is_file() and p.stat().st_size < 200_000)
+    candidates += sorted(LAMBDA.glob("results/H100_80GB_SXM5_v1/PyTorch_*/*.txt"))  # the formats of Lambda's logs
     for path in [*RUN.glob("logs/**/*.log"), *sorted(scratch.glob("rendered*.log")), *candidates]:
         try:
             parsed = parse_log(path)

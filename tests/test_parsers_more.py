@@ -23,6 +23,8 @@ NEW_FORMATS = {"plsc", "fleetx-vgg", "paddle-models-1.8", "oneflow", "nvlog-tf"}
 # the Perf family's other models (tests/test_parsers_perf_models.py reads their real logs)
 PERF_MODELS_FORMATS = {"paddlenlp-bert", "paddlenlp-transformer", "paddleseg", "dle-bert-pytorch", "dle-bert-tf1",
                        "mmseg", "dle-transformer-pytorch"}
+# Lambda's deeplearning-benchmark logs' own formats (tests/test_claims_lambda.py)
+LAMBDA_FORMATS = {"dle-ssd-pytorch", "dle-gnmt-pytorch", "dle-transformerxl-pytorch", "dle-tts-pytorch"}
 
 
 def utc(text: str, fmt: str = "%Y-%m-%d %H:%M:%S") -> float:
@@ -562,7 +564,7 @@ def test_auto_detection_chooses_the_format(name):
 
 
 def test_new_formats_are_registered_with_distinct_priorities():
-    assert set(FORMATS) == ORIGINAL_FORMATS | NEW_FORMATS | PERF_MODELS_FORMATS | {"kitlog"}
+    assert set(FORMATS) == ORIGINAL_FORMATS | NEW_FORMATS | PERF_MODELS_FORMATS | LAMBDA_FORMATS | {"kitlog"}
     priorities = [f.priority for f in FORMATS.values()]
     assert len(set(priorities)) == len(priorities)
     for name in NEW_FORMATS:

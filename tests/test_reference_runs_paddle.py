@@ -154,7 +154,7 @@ def test_reference_paddleclas_on_two_hosts_through_paddle_launch(paddle_hosts, t
     assert (run_dir / "logs" / "paddleclas/resnet50/bz256/2n1g/resnet50_b256_fp32_1.log").read_bytes() == rank0
     report = (run_dir / "report.md").read_text()
     assert f"| paddleclas/resnet50/bz256/2n1g/fp32 | {figure:.2f} | {per_card * 2:.3f} samples/s |" in report
-    assert "| +0.0% | within | Perf V100 FP32 32 GPUs 10984.436 samples/s, per card x 2 |" in report
+    assert "| 1.000 | within | Perf V100 FP32 32 GPUs 10984.436 samples/s, per card x 2 |" in report
     assert f"| paddleclas/resnet50/bz256/2n1g/resnet50_b256_fp32_1 | paddle data at {data} |" in report
 
 

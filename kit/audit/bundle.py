@@ -217,8 +217,8 @@ def _claims_files(claims: Path) -> list[Path]:
     _, suites, logs = load_claims(claims)
     base = claims.parent
     files = [claims]
-    for entry in logs:
-        files.append(base / entry["file"])
+    for entry in logs:  # `file`, or `files` (runs a publisher averaged)
+        files += [base / name for name in entry["files"]] if "files" in entry else [base / entry["file"]]
     for entry in suites:
         folder = base / (entry.get("dir") or entry["name"])
         files += sorted(p for p in folder.rglob("*") if p.is_file())

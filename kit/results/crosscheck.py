@@ -3,8 +3,10 @@
 Claims file schema (the fixtures' expected.yaml is the reference):
   suites: [{name, dir?, format?, method, per_device_batch?, precision?,
             published_median: {<case>: v}, published_speedup?: {<case>: v}, rel_tol}]
-  logs:   [{file, format?, gpus?, method, published, rel_tol?, derives?, recomputed?, note?}]
-Paths are relative to the claims file.
+  logs:   [{file | files, format?, gpus?, batch?, method, published, rel_tol?, derives?, recomputed?, note?}]
+Paths are relative to the claims file. `files` (instead of `file`): several runs the publisher averaged (Lambda's
+compile_results): the method's figure of each before its rounding, their mean, then the method's round/trunc/sig.
+`gpus` and `batch` (the publisher's global batch) describe the figure for the reader; the check does not use them.
 
 Verdicts: match; flagged (the claims file says `derives: false`, and the log indeed gives another
 figure, the one it declares as `recomputed` where it gives one): a finding about the publisher, not a
@@ -15,13 +17,13 @@ whose declared recomputed figure the log does not give); error (no figure could 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kit.core.layout import CASE_DIR, find_logs
 from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 from kit.results import stats
-from kit.results.extract import Method, MethodError, compute_figure
+from kit.results.extract import Method, MethodError, compute_figure, format_number, rounded
 from kit.results.parsers import FORMATS, ParseError, parse_log
 from kit.results.report import SPEEDUP_DECIMALS
 
@@ -140,11 +142,28 @@ def check_claims(path: Path, progress=None, *, confine: Path | None = None,
     return verdicts
 
 
+def _files(entry: LineDict, path: Path, confine: Path | None) -> tuple[str, list[Path]]:
+    """A log claim's label and its log(s): `file`, or `files` (runs whose figures the publisher averaged)."""
+    if "files" not in entry:
+        file = require(entry, "file", str, path)
+        return file, [_member(entry, "file", file, path, confine)]
+    if "file" in entry:
+        raise ConfigError(path, "give file or files, not both", entry.line_of("files"), "files")
+    names = require(entry, "files", list, path)
+    if not names or not all(isinstance(name, str) for name in names):
+        raise ConfigError(path, "expected a non-empty list of file names", entry.line_of("files"), "files")
+    label = names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1} runs)"
+    return label, [_member(entry, "files", name, path, confine) for name in names]
+
+
 def _plan_log(entry: LineDict, path: Path, confine: Path | None = None, ceiling: float | None = None) -> dict:
-    file = require(entry, "file", str, path)
+    label, files = _files(entry, path, confine)
+    batch = optional(entry, "batch", int, path, None)
+    if batch is not None and batch < 1:
+        raise ConfigError(path, f"must be an integer >= 1, got {batch}", entry.line_of("batch"), "batch")
     return {
-        "label": file,
-        "file": _member(entry, "file", file, path, confine),
+        "label": label,
+        "files": files,
         "format": _format(entry, path),
         "method": _method(entry, path),
         "published": _number(entry, "published", path),
@@ -166,19 +185,30 @@ def _check_log(plan: dict, path: Path) -> Verdict:
         declared_derives=plan["derives"],
         source_line=plan["line"],
     )
+    files, method = plan["files"], plan["method"]
+    if len(files) > 1:  # each run's figure unrounded; the mean is rounded as the method says
+        method = replace(method, round=None, trunc=None, sig=None)
+    figures = []
     try:
-        figure = compute_figure(parse_log(plan["file"], plan["format"]), plan["method"])
+        for file in files:
+            figures.append(compute_figure(parse_log(file, plan["format"]), method))
     except ParseError as exc:
         verdict.detail = str(exc)
         return verdict
     except (MethodError, stats.StatsError) as exc:
-        verdict.detail = f"{plan['file']}: {exc}"
+        verdict.detail = f"{file}: {exc}"
         return verdict
-    verdict.recomputed = figure.value
+    figure = figures[0]
+    if len(figures) == 1:
+        verdict.recomputed = figure.value
+        verdict.detail = (
+            f"{figure.format} {figure.metric}, {figure.used} record(s), lines {figure.first_line}-{figure.last_line}"
+        )
+    else:
+        verdict.recomputed = rounded(stats.mean([f.value for f in figures]), plan["method"])
+        verdict.detail = (f"{figure.format} {figure.metric}, the mean of {len(figures)} runs' figures "
+                          f"({', '.join(format_number(f.value) for f in figures)})")
     verdict.status = MATCH if abs(verdict.rel_diff) <= plan["rel_tol"] else MISMATCH
-    verdict.detail = (
-        f"{figure.format} {figure.metric}, {figure.used} record(s), lines {figure.first_line}-{figure.last_line}"
-    )
     if not plan["derives"]:
         verdict.detail += "; claims file says it does not derive"
         declared = plan["declared"]

@@ -200,12 +200,7 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
     value = raw * method.scale
     if not math.isfinite(value):
         raise MethodError(f"{raw:g} x scale {method.scale:g} is past the largest number (a wrong --scale?)")
-    if method.round is not None:
-        value = stats.round_decimals(value, method.round)
-    elif method.trunc is not None:
-        value = truncate_decimals(value, method.trunc)
-    elif method.sig is not None:
-        value = stats.round_significant(value, method.sig)
+    value = rounded(value, method)
     unit = chosen[0].unit
     if chosen[0].kind == PER_CARD and method.scale == 1:
         warnings.append(WARNINGS["per_card_unscaled"])
@@ -247,6 +242,17 @@ def _wallclock(series: list[Record], method: Method) -> tuple[float, list[Record
         raise MethodError(f"wallclock: step {last} is not later than step {first} (lines {start.line}, {end.line})")
     assert method.batch is not None
     return (last - first) * method.batch / elapsed, [start, end]
+
+
+def rounded(value: float, method: Method) -> float:
+    """value rounded, cut or given significant digits as the method says (a figure's last step)."""
+    if method.round is not None:
+        return stats.round_decimals(value, method.round)
+    if method.trunc is not None:
+        return truncate_decimals(value, method.trunc)
+    if method.sig is not None:
+        return stats.round_significant(value, method.sig)
+    return value
 
 
 def truncate_decimals(value: float, decimals: int) -> float:

@@ -30,6 +30,7 @@ from kit.results.parsers.dle_tf1 import DLETensorFlow1
 from kit.results.parsers.fairseq_transformer import FairseqTransformer
 from kit.results.parsers.fleetx_vgg import FleetXVGG
 from kit.results.parsers.kitlog import KitLog
+from kit.results.parsers.lambda_dle_pytorch import LAMBDA_DLE_FORMATS
 from kit.results.parsers.mmseg import MMSeg
 from kit.results.parsers.nvlog_tf import NVLogTF
 from kit.results.parsers.oneflow import OneFlow
@@ -79,6 +80,7 @@ _ALL: list[LogFormat] = [
     DLEBertTF1(),
     MMSeg(),
     FairseqTransformer(),
+    *LAMBDA_DLE_FORMATS,  # SSD, GNMT, Transformer-XL, Tacotron2/WaveGlow of Lambda's deeplearning-benchmark
 ]
 FORMATS: dict[str, LogFormat] = {f.name: f for f in sorted(_ALL, key=lambda f: f.name)}
 
