@@ -54,3 +54,19 @@ def test_synthetic_runs_have_no_input_section(tmp_path):
     run_dir = copy_run(tmp_path)
     suite = suites.load_suite(run_dir / "suite.yaml")
     assert "Input pipeline" not in bench.compose_report(run_dir, suite).settings
+
+
+def test_a_one_gpu_h100_report_shows_the_published_figures_beside_its_own(tmp_path):
+    """The built-in h100 suite's references (Lambda's re-derived 1CC H100 figures) beside the real run's median."""
+    run_dir = copy_run(tmp_path)
+    suite = suites.load_suite("h100")
+    case = next(c for c in suite.cases if c.key == "torch/resnet50/bz256/1n1g/fp32")
+    lambda_ref = next(r for r in case.references if r.source.startswith("Lambda"))
+    assert (lambda_ref.value, lambda_ref.batch, lambda_ref.math, lambda_ref.bounded) == (1898, 640, "tf32", False)
+    claims = (Path(suites.SUITES_DIR).parent / "claims" / "lambda.yaml").read_text()
+    assert "1cc_H100_80GB_SXM5_v1/PyTorch_resnet50_FP32/" in claims and "published: 1898," in claims
+    text = bench.compose_report(run_dir, suite).settings
+    row = next(line for line in text.splitlines() if line.startswith("| torch/resnet50/bz256/1n1g/fp32 | 1842.40 |"))
+    assert "| 1898 images/s |  ..  | 0.971 | shown (unbounded) | Lambda deeplearning-benchmark@aa5addb6, 1CC H100" in row
+    assert "(batch 640, PyTorch 2.3.0a0 nv24.03, CUDA 12.4, 2024-05-02) (published as FP32; the publisher's " \
+           "framework ran TF32" in row
