@@ -28,6 +28,24 @@ class ReferenceError(ValueError):
 
 
 @dataclass(frozen=True)
+class Package:
+    """A small Python package a program imports, checked out beside its code (<model-code root>/<folder>) and put on
+    its PYTHONPATH: a native host installs nothing, and needs no network when the program runs."""
+
+    folder: str
+    repo: str
+    commit: str
+    source: str  # where the program names it
+
+
+# DeepLearningExamples@4a15e914 PyTorch/Classification/ConvNets/requirements.txt (what DLE's Dockerfile pip-installs):
+# git+https://github.com/NVIDIA/dllogger@v1.0.0#egg=dllogger; v1.0.0 is this commit (read in NVIDIA/dllogger)
+DLLOGGER = Package("dllogger", "https://github.com/NVIDIA/dllogger", "0540a43971f4a8a16693a9de9de73c1072020769",
+                   "DeepLearningExamples PyTorch/Classification/ConvNets/requirements.txt: "
+                   "git+https://github.com/NVIDIA/dllogger@v1.0.0#egg=dllogger")
+
+
+@dataclass(frozen=True)
 class Impl:
     name: str  # the framework folder of its logs: logs/<name>/<model>/bz<B>/<N>n<G>g/
     framework: str  # the suite's framework (its image)
@@ -43,6 +61,7 @@ class Impl:
     needs_fluid: bool = False  # it imports paddle.fluid, which Paddle >= FLUID_REMOVED no longer has (kit.run.plan)
     modes: tuple[str, ...] = ()  # precisions beyond fp32/amp that name a mode of this program
     needs_dali: tuple[str, ...] = ()  # the precisions (modes) in which it reads its data with DALI
+    packages: tuple[Package, ...] = ()  # checked out beside its code, on its PYTHONPATH (kit.run.reference)
 
     @property
     def short(self) -> str:
@@ -66,7 +85,7 @@ IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
     Impl("ngc-pytorch", "torch", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch)", "dle",
          "PyTorch/Classification/ConvNets", "dle-pytorch",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}",
-         data_format="folder", synthetic="--data-backend syntetic"),
+         data_format="folder", synthetic="--data-backend syntetic", packages=(DLLOGGER,)),
     Impl("ngc-tensorflow", "tensorflow", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (TensorFlow 1)",
          "dle", "TensorFlow/Classification/ConvNets", "dle-tf1",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/TensorFlow/scripts/{tf_test_all.sh,tf_test_dist_all.sh}",
@@ -136,6 +155,16 @@ class RefJob:
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+
+def layout_and_mode(job: RefJob) -> tuple[str, str] | None:
+    """(layout, mode) the job's program trains in where its command sets them; None where its own config decides
+    (not read here). DLE PyTorch runs eager (main.py's --jit no): NHWC in its own synthetic benchmark under AMP
+    (configs.yml at the pin: memory_format nhwc in every resnet50 AMP row, data_backend syntetic in its
+    benchmark_training_short mode), else main.py's default NCHW (the Perf logs' PARAMETER lines say nchw)."""
+    if implementation(job.framework, job.model).name != "ngc-pytorch":
+        return None
+    return ("nhwc" if job.data == "synthetic" and job.precision == "amp" else "nchw"), "eager"
 
 
 # the runs whose commands the logs record: one node (the 32-GPU logs of these programs record none)

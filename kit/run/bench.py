@@ -20,6 +20,7 @@ from kit.core.inputs import KitError
 from kit.hosts import probe
 from kit.images.parity import program_stacks
 from kit.results.exporters import write_outputs
+from kit.results.program_ratio import program_ratio_section
 from kit.results.report import build_report
 from kit.results.sections import (
     input_section,
@@ -153,6 +154,7 @@ def compose_report(run_dir: Path, suite: Suite):
     report.settings = (settings_section(Path(run_dir), suite) + programs + references_section(report, suite)
                        + input_section(report, Path(run_dir))
                        + programs_section(report, {name: i.framework for name, i in reference.BY_NAME.items()})
+                       + program_ratio_section(report, suite, reference.layout_and_mode)
                        + program_data_section(Path(run_dir) / "logs"))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
     return report

@@ -56,8 +56,22 @@ def missing_code(case: Case, root: str) -> str | None:
     if Path(where).is_dir():
         return None
     impl = reference.implementation(case.framework, case.model)
-    return (f"{impl.title}: model code not found at {where} (set KIT_MODEL_CODE to the root of the pinned "
-            f"checkouts; the images have them under {reference.CODE_ROOT})")
+    pin = _pins().model_code[impl.code]
+    return (f"{impl.title}: model code not found at {where} (a checkout of {pin.repo} at {pin.commit}; set "
+            f"KIT_MODEL_CODE to the root of the pinned checkouts, made by `python3 bench/prepare_models.py "
+            f"--dest ROOT {case.framework}/{case.model}`; the images have them under {reference.CODE_ROOT})")
+
+
+def checkouts(case: Case, root: str) -> list[tuple[str, str]]:
+    """(path, pinned commit) of each checkout the case's program runs from here: its code, and the packages beside
+    it (Impl.packages) where they are (one missing here may be installed in the host's Python instead)."""
+    impl = reference.implementation(case.framework, case.model)
+    found = [(code_dir(case, root), pinned_commit(case))]
+    for package in impl.packages:
+        where = f"{root.rstrip('/')}/{package.folder}"
+        if Path(where).is_dir():
+            found.append((where, package.commit))
+    return found
 
 
 def _pins():
@@ -75,9 +89,10 @@ def pinned_commit(case: Case) -> str:
     return pin_of(reference.implementation(case.framework, case.model).code)
 
 
-def head_mismatch(case: Case, where: str, head: str | None) -> dict | None:
-    """None when the checkout at `where` is at the pinned commit; else what differs (a record for run.json)."""
-    pin = pinned_commit(case)
+def head_mismatch(case: Case, where: str, head: str | None, pin: str | None = None) -> dict | None:
+    """None when the checkout at `where` is at the pinned commit (`pin`, else the case's code's); else what differs
+    (a record for run.json)."""
+    pin = pin or pinned_commit(case)
     if head == pin:
         return None
     return {"case": case.key, "path": where, "head": head, "pin": pin}
@@ -103,9 +118,9 @@ def local_mismatches(suite: Suite, model_code: str) -> list[dict]:
     found = []
     for case in suite.cases:
         if case.impl == "reference" and case.nodes == 1 and not missing_code(case, model_code):
-            where = code_dir(case, model_code)
-            if differs := head_mismatch(case, where, local_head(where)):
-                found.append(differs)
+            for where, pin in checkouts(case, model_code):
+                if differs := head_mismatch(case, where, local_head(where), pin):
+                    found.append(differs)
     return found
 
 
@@ -167,7 +182,9 @@ def plan(suite: Suite, model_code: str, force: bool = False) -> tuple[list[Plann
     """Runs this host can do (interleaved repeats) and the cases it cannot, with the reason. A program whose
     checkout is not at the pinned commit runs only with `force` (kit.run.bench records it)."""
     skipped: list[tuple[Case, str]] = []
-    differs = {m["case"]: m for m in local_mismatches(suite, model_code)} if not force else {}
+    differs: dict[str, list[dict]] = {}
+    for m in local_mismatches(suite, model_code) if not force else []:
+        differs.setdefault(m["case"], []).append(m)
     for case in suite.cases:
         if why := image_refusal(case, suite):
             skipped.append((case, why))
@@ -176,7 +193,8 @@ def plan(suite: Suite, model_code: str, force: bool = False) -> tuple[list[Plann
         elif case.impl == "reference" and (why := missing_code(case, model_code)):
             skipped.append((case, why))
         elif case.key in differs:
-            skipped.append((case, describe_mismatch(differs[case.key]) + "; `kit bench --force` runs it (recorded)"))
+            skipped.append((case, "; ".join(describe_mismatch(m) for m in differs[case.key])
+                            + "; `kit bench --force` runs it (recorded)"))
     ok = {id(c) for c in suite.cases} - {id(c) for c, _ in skipped}
     return plan_for_nodes(suite, 1, lambda c: id(c) in ok), skipped
 

@@ -8,7 +8,8 @@
 Each recipe is the publisher's script with its flags, read where the comments say; where the recorded
 logs (tests/test_reference.py checks them) and a script disagree, the log wins. Model code is never
 vendored: it is checked out at the pinned commits (docker/pins.yaml) under CODE_ROOT in the images, or
-under a host's `model_code` root. No process starts here.
+under a host's `model_code` root, beside the small packages a program imports (Impl.packages: DLE PyTorch's
+dllogger), which its PYTHONPATH names. No process starts here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kit.config.programs import (  # noqa: F401  (the catalog, also read through
     check,
     combinations,
     implementation,
+    layout_and_mode,
 )
 from kit.core.layout import RunLog
 from kit.results.extract import Method
@@ -144,16 +146,19 @@ def _plsc(job: RefJob, cl: Cluster) -> tuple[list[str], dict[str, str]]:
 def _ngc_pytorch(job: RefJob, cl: Cluster, data_dir: str | None) -> tuple[list[str], dict[str, str]]:
     amp = ["--amp", "--static-loss-scale", "256"] if job.precision == "amp" else []
     b = ["-b", str(job.batch_size)]
+    # the Perf runs' layout is main.py's default (nchw); DLE's own synthetic AMP benchmark is NHWC (layout_and_mode)
+    nhwc = ["--memory-format", "nhwc"] if layout_and_mode(job) == ("nhwc", "eager") else []
     if job.nodes > 1:  # README's run_benchmark.sh under mpirun, one per node: ${precision} unquoted, no loss scale
         main = ["--arch", "resnet50", *amp[:1], *b, "--training-only", "-p", "1", "--raport-file", "benchmark.json",
-                "--epochs", "1", "--prof", "100", data_dir or "./data/imagenet"]
+                "--epochs", "1", "--prof", "100", *nhwc, data_dir or "./data/imagenet"]
         return ["python", "./multiproc.py", "--master_addr", cl.hosts[0], "--master_port", str(cl.port),
                 "--nnodes", str(job.nodes), "--nproc_per_node", str(job.gpus_per_node), "--node_rank",
                 str(cl.rank), "./main.py", *main], {}
     head = ["--arch", "resnet50", *b, "--training-only", "-p", "1", "--raport-file", "benchmark.json"]
     if job.gpus == 1:  # pytorch_test_all.sh: the flags in the script's order
-        return ["python", "./main.py", *head, "--epochs", "1", "--prof", "100", *amp, data_dir or "/imagenet"], {}
-    main = [*head, *amp, "--epochs", "1", "--prof", "100", data_dir or "/imagenet"]
+        return ["python", "./main.py", *head, "--epochs", "1", "--prof", "100", *amp, *nhwc,
+                data_dir or "/imagenet"], {}
+    main = [*head, *amp, "--epochs", "1", "--prof", "100", *nhwc, data_dir or "/imagenet"]
     return ["python", "./multiproc.py", "--nproc_per_node", str(job.gpus_per_node), "./main.py", *main], {}
 
 
@@ -340,6 +345,9 @@ def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = 
         argv, env = _ngc_mxnet(job, data_dir)
     if cluster.nic and argv:
         env = {**env, "NCCL_SOCKET_IFNAME": cluster.nic}
+    if impl.packages and argv:  # its small dependencies from checkouts beside its code: nothing installed
+        root = (code_root or CODE_ROOT).rstrip("/")
+        env = {**env, "PYTHONPATH": ":".join(f"{root}/{p.folder}" for p in impl.packages)}
     note = "" if argv else f"nothing to start here: rank 0's mpirun starts this host's {job.gpus_per_node} ranks"
     if job.data == "synthetic" and argv:
         argv, data_dir = synthetic(impl, argv), None

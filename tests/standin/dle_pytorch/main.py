@@ -1,6 +1,8 @@
-"""STAND-IN for DeepLearningExamples' PyTorch main.py (tests only): joins the real process group of its rank
-(torch.distributed, gloo), says what it was given, then replays its node's lines of a real published log
-(replay.log beside this file, mpirun-tagged [1,<node>]). A rank named in hang_rank beside it hangs instead."""
+"""STAND-IN for DeepLearningExamples' PyTorch main.py (tests only): distributed where its launcher says so, as the
+real one decides (WORLD_SIZE > 1: it joins the real process group of its rank, torch.distributed over gloo), says
+what it was given and where it found dllogger (the real main.py imports it first thing), then replays its node's
+lines of a real published log (replay.log beside this file: mpirun-tagged [1,<node>] lines, or every line of a
+one-GPU log). A rank named in hang_rank beside it hangs instead."""
 
 import json
 import os
@@ -10,24 +12,35 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import torch.distributed as dist
+try:
+    import dllogger
+except ImportError:  # the real main.py stops here; the multi-host tests' trees carry no dllogger
+    dllogger = None
 
-os.environ.setdefault("GLOO_SOCKET_IFNAME", os.environ.get("NCCL_SOCKET_IFNAME", "lo"))
-dist.init_process_group("gloo", timeout=timedelta(seconds=60))
-rank, world = dist.get_rank(), dist.get_world_size()
-dist.barrier()
+distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+if distributed:
+    import torch.distributed as dist
+
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", os.environ.get("NCCL_SOCKET_IFNAME", "lo"))
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dist.barrier()
+else:
+    rank, world = 0, 1
 print("stand-in main.py " + json.dumps({"rank": rank, "world": world, "argv": sys.argv[1:], "cwd": os.getcwd(),
-                                         "master": os.environ["MASTER_ADDR"]}), flush=True)
+                                         "master": os.environ.get("MASTER_ADDR"),
+                                         "dllogger": dllogger and dllogger.__file__}), flush=True)
 hang = Path(__file__).parent / "hang_rank"  # a test's hung rank: it ignores SIGTERM, only SIGKILL stops it
 if hang.is_file() and hang.read_text().strip() == str(rank):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print("stand-in main.py: this rank hangs", flush=True)
     while True:
         time.sleep(1)
-node = rank // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-if int(os.environ["LOCAL_RANK"]) == 0:
+if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+    node = rank // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    lines = (Path(__file__).parent / "replay.log").read_text().splitlines()
     tag = f"[1,{node}]<stdout>:"
-    for line in (Path(__file__).parent / "replay.log").read_text().splitlines():
-        if tag in line:
-            print(line, flush=True)
-dist.destroy_process_group()
+    for line in [line for line in lines if tag in line] or lines:
+        print(line, flush=True)
+if distributed:
+    dist.destroy_process_group()
