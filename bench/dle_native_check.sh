@@ -26,16 +26,8 @@ if ! "$PY" -c 'import torch, torchvision, pynvml' 2>/dev/null; then
   echo "dle-native-check: $PY cannot import torch, torchvision and pynvml (DLE needs all three)" >&2
   exit 2
 fi
-if ! "$PY" -c 'import fabric, docker, mlperf_logging' 2>/dev/null; then
-  if compgen -G '.whl/*.whl' >/dev/null; then
-    site=${KIT_SITE:-/tmp/kit-site}
-    "$PY" -m pip install -q --no-index --no-deps --target "$site" .whl/*.whl
-    export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-  else
-    echo "dle-native-check: the kit's dependencies are not importable by $PY and there is no .whl/ folder" >&2
-    exit 2
-  fi
-fi
+CHECK=dle-native-check
+source bench/kit_deps.sh
 if ! command -v python >/dev/null; then  # DLE's recipe starts `python ./main.py`, as its README does
   mkdir -p /tmp/kit-bin && ln -sf "$(command -v "$PY")" /tmp/kit-bin/python && export PATH="/tmp/kit-bin:$PATH"
 fi
