@@ -26,7 +26,7 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-scale bench-overhead bench-loader bench-fanout bench-convert gpu-check gpu-check-loader crosscheck bundle verify clean distclean check-venv
+.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-scale bench-overhead bench-loader bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -127,8 +127,11 @@ bench-fanout: check-venv ## check_env and a no-op launch on HOSTS (default 4) SS
 bench-convert: check-venv ## data_prep/convert.py img/s per format vs a plain read (target <= 2x); staging 2 hosts / 1 (<= 1.3); root
 	$(VENV_PY) bench/convert_bench.py $(CONVERT_ARGS)
 
-gpu-check: ## one lent GPU in ~6 min: check-env, kit bench --suite gpu1, bundle + verify, harness / torchvision yardstick
+gpu-check: ## one GPU, ~12 min: check-env, kit bench --suite gpu1 (3 repeats), bundle + verify, harness / torchvision yardstick
 	bash bench/gpu_check.sh
+
+gpu-prep: ## .whl/ + .models/ for a GPU box without network, made where PyPI/GitHub reach, then checked (GPU_PREP_ARGS)
+	$(or $(PYTHON),$(if $(wildcard $(VENV_PY)),$(VENV_PY),python3)) bench/gpu_prep.py $(GPU_PREP_ARGS)
 
 gpu-check-loader: ## one GPU: ResNet50 AMP NHWC on real JPEGs (gpu and cpu loaders) / synthetic; target >= 0.90 (~5 min)
 	$(or $(PYTHON),python3) bench/loader_gpu_check.py $(LOADER_CHECK_ARGS)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Check out the published programs' code at the commits docker/pins.yaml pins, for hosts that run them natively.
 
-    python3 bench/prepare_models.py [--dest .models] [--from KEY=SOURCE ...] [FRAMEWORK/MODEL ...]
+    python3 bench/prepare_models.py [--dest .models] [--from KEY=SOURCE ...] [--pin KEY=COMMIT ...]
+                                    [FRAMEWORK/MODEL ...]
 
 Run it where git can reach the sources (a URL, or a local mirror or clone); the folder it makes then travels to a
 host without network (bench/dle_native_check.sh reads .models/ beside the kit; elsewhere set KIT_MODEL_CODE to it).
@@ -12,6 +13,8 @@ DEST/<package> for each package it imports from a checkout of its own (DLE PyTor
 tag DLE's requirements.txt names). KEY=SOURCE fetches a model_code key (dle, paddleclas, ...) or package folder
 (dllogger) from SOURCE instead of its repository URL, e.g.
     --from dle=/work/.mirror/NVIDIA+DeepLearningExamples/repo --from dllogger=/work/.mirror/NVIDIA+dllogger/repo
+KEY=COMMIT checks out that full commit instead of the pin (another commit of a program, or a mirror whose history
+lacks the pin); the kit then runs it only with `kit bench --force`, which records it.
 A checkout already at its pin is kept; one at another commit is an error (nothing is overwritten). A DEST inside
 this repository that git does not ignore is added to .git/info/exclude.
 """
@@ -19,8 +22,11 @@ this repository that git does not ignore is added to .git/info/exclude.
 from __future__ import annotations
 
 import argparse
+import re
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,12 +36,43 @@ from kit.images.spec import current_pins  # noqa: E402
 
 # a local source (path or file://) serves a blob-less fetch and any commit only when its upload-pack allows it
 UPLOAD_PACK = "git -c uploadpack.allowFilter=true -c uploadpack.allowAnySHA1InWant=true upload-pack"
+DEFAULT_PROGRAMS = ["torch/resnet50"]
 
 
-def git(*args: str, cwd: Path | None = None) -> str:
+@dataclass(frozen=True)
+class Checkout:
+    key: str  # what --from and --pin name: a model_code key (dle) or a package folder (dllogger)
+    folder: str  # under DEST
+    repo: str
+    commit: str
+    subdirs: tuple[str, ...]  # only these in the work tree (sparse); empty: all of it
+
+
+def _pair(text: str, expected: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not (key and sep and value):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+    return key, value
+
+
+def source_value(text: str) -> tuple[str, str]:
+    """argparse type of --from KEY=SOURCE."""
+    return _pair(text, "KEY=SOURCE, e.g. dle=/path/to/a/mirror")
+
+
+def pin_value(text: str) -> tuple[str, str]:
+    """argparse type of --pin KEY=COMMIT."""
+    key, commit = _pair(text, "KEY=COMMIT, e.g. dle=<a commit's 40 hex digits>")
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise argparse.ArgumentTypeError(f"{text!r}: the commit must be 40 lowercase hex digits")
+    return key, commit
+
+
+def git(*args: str, cwd: Path | None = None, doing: str | None = None) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"prepare_models: git {' '.join(args)}: {done.stderr.strip() or f'exit {done.returncode}'}")
+        said = "; ".join(line.strip() for line in done.stderr.splitlines() if line.strip())
+        raise SystemExit(f"prepare_models: {doing or 'git ' + ' '.join(args)}: {said or f'exit {done.returncode}'}")
     return done.stdout.strip()
 
 
@@ -56,13 +93,18 @@ def checkout(where: Path, source: str, commit: str, folders: list[str]) -> None:
         print(f"{where}: at {commit} already")
         return
     where.mkdir(parents=True)
-    git("init", "-q", cwd=where)
-    git("remote", "add", "origin", source, cwd=where)
-    git("config", "remote.origin.uploadpack", UPLOAD_PACK, cwd=where)
-    git("fetch", "-q", "--depth", "1", "--filter=blob:none", "origin", commit, cwd=where)
-    if folders:
-        git("sparse-checkout", "set", *folders, cwd=where)
-    git("checkout", "-q", "--detach", "FETCH_HEAD", cwd=where)
+    try:
+        git("init", "-q", cwd=where)
+        git("remote", "add", "origin", source, cwd=where)
+        git("config", "remote.origin.uploadpack", UPLOAD_PACK, cwd=where)
+        git("fetch", "-q", "--depth", "1", "--filter=blob:none", "origin", commit, cwd=where,
+            doing=f"{where}: fetching {commit} from {source}")
+        if folders:
+            git("sparse-checkout", "set", *folders, cwd=where)
+        git("checkout", "-q", "--detach", "FETCH_HEAD", cwd=where)
+    except SystemExit:
+        shutil.rmtree(where)  # a half-made checkout would block the next try
+        raise
     if head(where) != commit:
         raise SystemExit(f"prepare_models: {where} is at {head(where)} after the checkout, not {commit}")
     print(f"{where}: {source} at {commit}" + (f" ({', '.join(folders)})" if folders else ""))
@@ -74,40 +116,66 @@ def exclude(dest: Path) -> None:
         rel = dest.resolve().relative_to(REPO)
     except ValueError:
         return
-    if subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", str(rel)]).returncode != 0:
-        with open(REPO / ".git" / "info" / "exclude", "a") as out:
+    # the trailing slash: a folder not made yet still matches a folder pattern (/.models/)
+    if subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", f"{rel.as_posix()}/"]).returncode != 0:
+        info = REPO / git("-C", str(REPO), "rev-parse", "--git-path", "info/exclude")
+        info.parent.mkdir(parents=True, exist_ok=True)
+        with open(info, "a") as out:
             out.write(f"/{rel.as_posix()}/\n")
-        print(f"added /{rel.as_posix()}/ to .git/info/exclude")
+        print(f"added /{rel.as_posix()}/ to {info.relative_to(REPO) if info.is_relative_to(REPO) else info}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("programs", nargs="*", default=["torch/resnet50"], metavar="FRAMEWORK/MODEL")
-    parser.add_argument("--dest", type=Path, default=REPO / ".models")
-    parser.add_argument("--from", dest="sources", action="append", default=[], metavar="KEY=SOURCE")
-    args = parser.parse_args()
-    sources = dict(s.split("=", 1) for s in args.sources)
-    pins = current_pins().model_code
+def planned(names: list[str], pins: dict[str, str] | None = None) -> list[Checkout]:
+    """The checkouts the programs `names` (FRAMEWORK/MODEL) need, at their pins; `pins` (KEY: COMMIT) overrides."""
+    pins = pins or {}
+    code_pins = current_pins().model_code
     code: dict[str, list[str]] = {}  # model_code key -> the programs' folders in it
     packages: dict[str, programs.Package] = {}
-    for name in args.programs:
+    for name in names:
         try:
             impl = programs.implementation(*name.split("/", 1))
         except (TypeError, programs.ReferenceError) as exc:
             raise SystemExit(f"prepare_models: {name}: {exc}") from None
-        if impl.code not in pins:
+        if impl.code not in code_pins:
             raise SystemExit(f"prepare_models: {impl.title}: docker/pins.yaml pins no {impl.code} (model_code)")
         code.setdefault(impl.code, []).extend([impl.subdir] if impl.subdir else [])
         packages.update({p.folder: p for p in impl.packages})
-    unknown = set(sources) - set(code) - set(packages)
-    if unknown:
-        raise SystemExit(f"prepare_models: --from {', '.join(sorted(unknown))}: not needed by "
-                         f"{', '.join(args.programs)} (keys: {', '.join(sorted({*code, *packages}))})")
-    exclude(args.dest)
-    for key, folders in code.items():
-        checkout(args.dest / programs.CODE_DIRS[key], sources.get(key, pins[key].repo), pins[key].commit, folders)
-    for folder, package in packages.items():
-        checkout(args.dest / folder, sources.get(folder, package.repo), package.commit, [])
+    return ([Checkout(key, programs.CODE_DIRS[key], code_pins[key].repo, pins.get(key, code_pins[key].commit),
+                      tuple(folders)) for key, folders in code.items()]
+            + [Checkout(folder, folder, p.repo, pins.get(folder, p.commit), ()) for folder, p in packages.items()])
+
+
+def unknown_keys(option: str, given: dict[str, str], checkouts: list[Checkout], names: list[str]) -> str | None:
+    """The error for `option` keys (--from, --pin) that name none of `checkouts`, or None."""
+    unknown = set(given) - {c.key for c in checkouts}
+    if not unknown:
+        return None
+    return (f"prepare_models: {option} {', '.join(sorted(unknown))}: not needed by {', '.join(names)} "
+            f"(keys: {', '.join(sorted(c.key for c in checkouts))})")
+
+
+def prepare(dest: Path, checkouts: list[Checkout], sources: dict[str, str]) -> None:
+    """Each checkout under `dest`, fetched from its repository or `sources[key]`."""
+    exclude(dest)
+    for c in checkouts:
+        checkout(dest / c.folder, sources.get(c.key, c.repo), c.commit, list(c.subdirs))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("programs", nargs="*", default=DEFAULT_PROGRAMS, metavar="FRAMEWORK/MODEL")
+    parser.add_argument("--dest", type=Path, default=REPO / ".models")
+    parser.add_argument("--from", dest="sources", action="append", default=[], type=source_value, metavar="KEY=SOURCE",
+                        help="fetch KEY (dle, dllogger, ...) from SOURCE (a URL, a local mirror or clone)")
+    parser.add_argument("--pin", dest="pins", action="append", default=[], type=pin_value, metavar="KEY=COMMIT",
+                        help="check out COMMIT for KEY instead of its pin (kit bench then needs --force)")
+    args = parser.parse_args()
+    sources, pins = dict(args.sources), dict(args.pins)
+    checkouts = planned(args.programs, pins)
+    for option, given in (("--from", sources), ("--pin", pins)):
+        if error := unknown_keys(option, given, checkouts, args.programs):
+            raise SystemExit(error)
+    prepare(args.dest, checkouts, sources)
     print(f"model code for {', '.join(args.programs)} under {args.dest.resolve()} (KIT_MODEL_CODE)")
     return 0
 
