@@ -2,14 +2,16 @@
 """A yardstick nobody here wrote: torchvision's ResNet50 / VGG16, trained with the harness's step and timing rule.
 
     python bench/yardstick.py --model resnet50 --batch-size 256 --precision amp --layout nhwc --mode eager \
-        --warmup-steps 20 --measure-steps 100 [--image-size 224] [--device auto|cpu|gpu] [--threads N] [--json]
+        --warmup-steps 20 --measure-steps 100 [--repeats 1] [--image-size 224] [--device auto|cpu|gpu] [--threads N]
+        [--json]
 
 The step of scripts/harness/train.py: SGD momentum 0.9, weight decay 1e-4, lr 0.1 x B/256, one synthetic batch made
 once on the device, softmax cross-entropy; the same math modes, set by the harness's own scripts/harness/precision.py;
 layout nhwc = channels_last memory; mode compiled = torch.compile of the network, which compiles in the first warm-up
 step. Each step is timed between two device synchronisations; the figure = B x M / (sum of the M measured step
-seconds), images/s, printed on the last line (--json: one JSON object instead). harness / yardstick at the same
-setting on the same machine is what the harness's own code costs (or gains).
+seconds), images/s, printed on the last line (--json: one JSON object instead). --repeats R times R windows of M
+steps one after another after the warm-up: one figure per window ("repeats" in the JSON), the median of them the
+figure. harness / yardstick at the same setting on the same machine is what the harness's own code costs (or gains).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -41,12 +44,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--compile-backend", default="inductor", help="torch.compile's backend (--mode compiled)")
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--measure-steps", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=1, help="timed windows of --measure-steps each (default 1)")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the bare figure")
     a = p.parse_args(argv)
-    if min(a.batch_size, a.image_size, a.num_classes, a.measure_steps) < 1 or a.warmup_steps < 0:
-        p.error("--batch-size, --image-size, --num-classes, --measure-steps must be >= 1, --warmup-steps >= 0")
+    if min(a.batch_size, a.image_size, a.num_classes, a.measure_steps, a.repeats) < 1 or a.warmup_steps < 0:
+        p.error("--batch-size, --image-size, --num-classes, --measure-steps, --repeats must be >= 1, "
+                "--warmup-steps >= 0")
     if a.mode == "compiled" and a.warmup_steps == 0:
         p.error("--mode compiled needs --warmup-steps >= 1: the network compiles in the first step")
     return a
@@ -105,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
 
     seconds, skipped, first = [], 0, None
     scale = scaler.get_scale() if scaler else None
-    for index in range(a.warmup_steps + a.measure_steps):
+    total = a.warmup_steps + a.measure_steps * a.repeats
+    for index in range(total):
         sync()
         t0 = time.perf_counter()
         loss = step()
@@ -119,12 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         scale = scaler.get_scale() if scaler else None
     final = float(loss.detach())
     if not math.isfinite(final):
-        print(f"yardstick.py: loss is {final} after {a.warmup_steps + a.measure_steps} steps", file=sys.stderr)
+        print(f"yardstick.py: loss is {final} after {total} steps", file=sys.stderr)
         return 3
     if skipped:
-        print(f"yardstick.py: warning: {skipped} of {a.measure_steps} measured steps skipped their update "
+        print(f"yardstick.py: warning: {skipped} of {a.measure_steps * a.repeats} measured steps skipped their update "
               "(loss-scale overflow): the figure covers less work", file=sys.stderr)
-    figure = round(a.batch_size * a.measure_steps / sum(seconds), 3)
+    windows = [round(a.batch_size * a.measure_steps / sum(seconds[r * a.measure_steps:(r + 1) * a.measure_steps]), 3)
+               for r in range(a.repeats)]
+    figure = statistics.median(windows)
     if not a.json:
         print(figure)
         return 0
@@ -132,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": a.model, "batch_size": a.batch_size, "precision": a.precision, "layout": a.layout, "mode": a.mode,
         "images_per_sec": figure, "device_name": torch.cuda.get_device_name(dev) if use_gpu else cpu_name(),
         "torch": torch.__version__, "torchvision": torchvision.__version__, "image_size": a.image_size,
-        "warmup_steps": a.warmup_steps, "measure_steps": a.measure_steps,
+        "warmup_steps": a.warmup_steps, "measure_steps": a.measure_steps, "repeats": windows,
         "math": precision.torch_math(torch, dev.type, dtype, scaler is not None), "note": note,
         "compile_seconds": round(first, 6) if a.mode == "compiled" else None,
         "loss": round(final, 5), "skipped_steps": skipped,

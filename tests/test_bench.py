@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from kit.run.plan import plan
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared")  # as in conftest.py
+STANDIN_SMI = REPO / "tests" / "standin" / "nvidia-smi"  # the stand-in nvidia-smi (tests/standin/README.md)
 
 TINY_SUITE_BASE = """\
 schema_version: 1
@@ -158,30 +158,16 @@ def test_gpu_suite_refused_on_a_host_without_gpus(tmp_path, capsys, monkeypatch)
     assert not (tmp_path / "runs").exists()
 
 
-# a stand-in for nvidia-smi: replays what the real one printed on an H100 VM, driver 580 (escapes included)
-STANDIN_NVIDIA_SMI = """#!/bin/sh
-# stand-in nvidia-smi: prints recorded real outputs byte for byte
-case "$*" in
-  "topo -m") exec cat {dir}/topo-m_1xH100-80GB-HBM3_driver580.txt ;;
-  "-q -x") exec cat {dir}/q-x_1xH100-80GB-HBM3_driver580.xml ;;
-  "-q") exec cat {dir}/q_1xH100-80GB-HBM3_driver580.txt ;;
-  *) echo "stand-in nvidia-smi: unsupported arguments: $*" >&2; exit 2 ;;
-esac
-"""
 
 
 def test_gpu_suite_starts_on_a_driver_580_host(tmp_path):
     """Issue 30: driver 580 wraps `nvidia-smi topo -m`'s header in ANSI escapes; pre-flight must still pass."""
     smi = SHARED / "fixtures" / "nvidia-smi"
     assert smi.is_dir(), f"fixtures missing: {smi} (put shared/ beside the repo or set KIT_SHARED)"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(STANDIN_NVIDIA_SMI.format(dir=shlex.quote(str(smi))))
-    (bin_dir / "nvidia-smi").chmod(0o755)
     runs = tmp_path / "runs"
     cmd = [sys.executable, "-m", "kit", "bench", "--suite", str(REPO / "kit" / "suites" / "gpu1.yaml"),
            "--runs-dir", str(runs)]
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{STANDIN_SMI}{os.pathsep}{os.environ['PATH']}", "STANDIN_SMI_DIR": str(smi)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.monotonic() + 120

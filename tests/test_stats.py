@@ -86,3 +86,27 @@ def test_median_confidence_interval_at_a_level():
     for bad in (0, 1, 1.5):
         with pytest.raises(stats.StatsError):
             stats.median_ci([1, 2, 3], bad)
+
+
+def test_a_ratio_against_a_threshold_is_met_missed_or_inconclusive():
+    yardstick = [1000.0, 1004.0, 998.0, 1001.0]
+    met = stats.ratio_check(yardstick, [995.0, 992.0, 997.0, 993.0])  # ~0.99, tight
+    assert stats.ratio_target(met, 0.97) == stats.MET
+    missed = stats.ratio_check(yardstick, [948.0, 951.0, 946.0, 950.0])  # ~0.95, tight
+    assert stats.ratio_target(missed, 0.97) == stats.MISSED
+    straddles = stats.ratio_check(yardstick, [940.0, 1000.0, 970.0, 985.0])  # the interval holds 0.97
+    assert straddles.low < 0.97 < straddles.high and stats.ratio_target(straddles, 0.97) == stats.INCONCLUSIVE
+    noisy = stats.ratio_check(yardstick, [500.0, 1000.0, 1500.0])  # CV 50%: no verdict, whatever the median
+    assert stats.ratio_target(noisy, 0.5) == stats.INCONCLUSIVE
+    one = stats.ratio_check(yardstick, [990.0])
+    assert stats.ratio_target(one, 0.97) == stats.UNTESTED
+
+
+def test_a_figure_against_a_floor():
+    assert stats.figure_target([4620.0, 4631.0, 4625.0], 4500)[0] == stats.MET
+    verdict, low, high = stats.figure_target([4410.0, 4420.0, 4415.0], 4500)
+    assert verdict == stats.MISSED and high < 4500
+    assert stats.figure_target([4450.0, 4560.0, 4500.0], 4500)[0] == stats.INCONCLUSIVE
+    assert stats.figure_target([4600.0], 4500) == (stats.UNTESTED, -math.inf, math.inf)
+    with pytest.raises(stats.StatsError):
+        stats.figure_target([], 4500)

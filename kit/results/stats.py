@@ -250,3 +250,35 @@ def ratio_check(a: Sequence[float], b: Sequence[float], level: float = NOISE_LEV
     high = hi_b / lo_a if lo_a > 0 else math.inf
     verdict = INCONCLUSIVE if max(cv_a, cv_b) > max_cv or low <= 1 <= high else CONCLUSIVE
     return RatioCheck(ratio, low, high, cv_a, cv_b, verdict, max_cv, level)
+
+
+MET, MISSED = "met", "missed"
+
+
+def ratio_target(check: RatioCheck, target: float) -> str:
+    """The noise rule against a threshold: MET when the ratio's whole interval lies at or above `target`, MISSED
+    when it lies below, INCONCLUSIVE when it straddles the target or a side spreads more than max_cv, UNTESTED with
+    one run on a side (its spread unknown)."""
+    if check.verdict == UNTESTED:
+        return UNTESTED
+    if check.noisy:
+        return INCONCLUSIVE
+    if check.low >= target:
+        return MET
+    return MISSED if check.high < target else INCONCLUSIVE
+
+
+def figure_target(values: Sequence[float], target: float, level: float = NOISE_LEVEL,
+                  max_cv: float = NOISE_MAX_CV) -> tuple[str, float, float]:
+    """(verdict, low, high): a figure's runs against a floor, by the interval of their median at `level`
+    (median_ci) as ratio_target judges a ratio's."""
+    if not values:
+        raise StatsError("a figure target needs runs")
+    if len(values) < 2:
+        return UNTESTED, -math.inf, math.inf
+    low, high = median_ci(values, level)
+    if cv(values) > max_cv:
+        return INCONCLUSIVE, low, high
+    if low >= target:
+        return MET, low, high
+    return (MISSED if high < target else INCONCLUSIVE), low, high

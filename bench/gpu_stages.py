@@ -1,0 +1,435 @@
+"""What the GPU checks share (bench/gpu_proof.py, bench/gpu_check.py, bench/loader_gpu_check.py): a time budget,
+subprocesses under timeouts, each stage's measurements, and verdicts against targets by the kit's own noise rule
+(kit.results.stats.ratio_check / ratio_target / figure_target: a target is met or missed only when the interval of
+the figure or ratio lies wholly on one side of it; otherwise the verdict says inconclusive, or untested with one run).
+
+Stages (each returns Rows for the summary table and writes what it measured under its output folder):
+    suite_stage   kit check-env + kit bench --suite S + kit bundle + kit verify + the torchvision yardstick
+    loader_stage  real JPEGs through a harness loader against synthetic data, interleaved repeats
+    program_stage kit bench of a suite pairing a published program with the harness at the same settings
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from kit.config.suites import load_suite  # noqa: E402
+from kit.core.layout import split_tag  # noqa: E402
+from kit.hosts.capture.model import capture_from_dir  # noqa: E402
+from kit.results import stats  # noqa: E402
+
+HARNESS = REPO / "scripts" / "harness" / "train.py"
+YARDSTICK = REPO / "bench" / "yardstick.py"
+MAKE_TREE = REPO / "data_prep" / "make_synthetic_imagenet.py"
+GRACE_S = 20  # after SIGINT at a timeout, before SIGKILL: the kit ends a run cleanly and writes what it has
+YARDSTICK_MODELS = ("resnet50", "vgg16")
+RATIO_TARGET = 0.97  # harness / torchvision yardstick, same setting
+LOADER_TARGET = 0.90  # real JPEGs through the gpu loader / synthetic
+PROGRAM_TARGET = 0.95  # harness / the published program, same setting
+# ResNet50 amp-nhwc bs256 on one GPU, images/s, by the GPU's name in the kit's capture (H200: 10% above the H100)
+FIGURE_TARGETS = {"H100": 4500.0, "H200": 4950.0}
+LOADER_CLASSES = 8
+
+
+@dataclass
+class Budget:
+    """Seconds for the whole check, counted from its start."""
+
+    total_s: float
+    start: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def left(self) -> float:
+        return self.total_s - self.elapsed()
+
+
+@dataclass
+class Done:
+    argv: list[str]
+    returncode: int | None  # None: killed at its timeout
+    seconds: float
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def why(self) -> str:
+        if self.returncode is None:
+            return f"timed out after {self.seconds:.0f} s"
+        said = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        return f"exit {self.returncode}: {said[-1]}" if said else f"exit {self.returncode} (its output is above)"
+
+
+def run(argv: list[str], timeout_s: float, *, capture: bool = False, env: dict | None = None,
+        cwd: Path = REPO) -> Done:
+    """ARGV in its own process group, under TIMEOUT_S: then SIGINT to the group (the kit stops as on Ctrl-C and
+    keeps what it has), SIGKILL GRACE_S later. Output is captured (capture) or goes to this process's own."""
+    print(f"$ {' '.join(argv)}   (timeout {timeout_s:.0f} s)", flush=True)
+    pipe = subprocess.PIPE if capture else None
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=max(timeout_s, 1))
+        return Done(argv, proc.returncode, time.monotonic() - start, out or "", err or "")
+    except subprocess.TimeoutExpired:
+        _signal(proc, signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal(proc, signal.SIGKILL)
+            out, err = proc.communicate()
+        print(f"timed out after {timeout_s:.0f} s: {argv[0]} ... stopped", flush=True)
+        return Done(argv, None, time.monotonic() - start, out or "", err or "")
+    except BaseException:  # Ctrl-C here: nothing is left running
+        _signal(proc, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def kit_env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+def kit(args: list[str], timeout_s: float, capture: bool = False) -> Done:
+    return run([sys.executable, "-m", "kit", *args], timeout_s, capture=capture, env=kit_env())
+
+
+@dataclass
+class Row:
+    """One line of the summary table."""
+
+    stage: str
+    what: str
+    figure: str
+    target: str
+    verdict: str  # stats.MET | MISSED | INCONCLUSIVE | UNTESTED, or failed | skipped | no target
+    detail: str = ""
+
+    @property
+    def bad(self) -> bool:
+        return self.verdict in (stats.MISSED, "failed")
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| stage | what | figure | target | verdict | detail |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r.stage} | {r.what} | {r.figure} | {r.target} | {r.verdict} | {r.detail} |" for r in rows]
+    return "\n".join(lines)
+
+
+def ratio_row(stage: str, what: str, base: list[float], mine: list[float], target: float,
+              names: tuple[str, str]) -> Row:
+    """median(mine) / median(base) against TARGET; failed when a side has no figure."""
+    if not base or not mine:
+        missing = " and ".join(n for n, v in zip(names, (base, mine), strict=True) if not v)
+        return Row(stage, what, "—", f">= {target}", "failed", f"no {missing} figure")
+    check = stats.ratio_check(base, mine)
+    verdict = stats.ratio_target(check, target)
+    interval = f"95% interval [{check.low:.3f}, {check.high:.3f}]" if check.verdict != stats.UNTESTED else ""
+    detail = "; ".join(filter(None, [f"{names[1]} {stats.median(mine):.1f} / {names[0]} {stats.median(base):.1f}",
+                                     f"runs {len(mine)} / {len(base)}", interval,
+                                     check.why(names[0], names[1], advice=False)]))
+    return Row(stage, what, f"{check.ratio:.3f}", f">= {target}", verdict, detail)
+
+
+def figure_row(stage: str, what: str, values: list[float], gpu: str | None) -> Row:
+    """The harness's ResNet50 amp-nhwc figure against the target of the GPU the kit's capture names."""
+    if not gpu:
+        return Row(stage, what, _median(values), "—", "failed", "the kit's capture names no GPU on this host")
+    target = next((t for key, t in FIGURE_TARGETS.items() if key in gpu), None)
+    if target is None:
+        return Row(stage, what, _median(values), "—", "no target",
+                   f"targets are set for {', '.join(FIGURE_TARGETS)}; this is {gpu}")
+    if not values:
+        return Row(stage, what, "—", f">= {target:.0f}", "failed", f"no harness figure ({gpu})")
+    verdict, low, high = stats.figure_target(values, target)
+    interval = f"95% interval [{low:.1f}, {high:.1f}]" if verdict != stats.UNTESTED else "one run"
+    return Row(stage, what, _median(values), f">= {target:.0f}", verdict, f"{gpu}; runs {len(values)}; {interval}")
+
+
+def _median(values: list[float]) -> str:
+    return f"{stats.median(values):.1f}" if values else "—"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# what a run directory holds
+
+def new_run_dir(runs_dir: Path, before: set[Path]) -> Path | None:
+    made = sorted((p for p in runs_dir.iterdir() if p.is_dir() and p not in before), key=lambda p: p.stat().st_mtime)
+    return made[-1] if made else None
+
+
+def run_figures(run_dir: Path) -> dict[tuple[str, str, int, str], list[float]]:
+    """(framework folder, model, batch, tag) -> the figures of its runs, from results.json (1-GPU cases)."""
+    path = run_dir / "results.json"
+    if not path.is_file():
+        return {}
+    out = {}
+    for group in json.loads(path.read_text())["groups"]:
+        for case in group["cases"]:
+            if case["case"] == "1n1g":
+                key = (group["framework"], group["model"], group["batch_per_device"], group["precision"])
+                out[key] = [r["value"] for r in case["runs"] if r.get("value")]
+    return out
+
+
+def gpu_name(run_dir: Path) -> str | None:
+    """The first GPU's product name in the kit's own capture of the run's hosts (env/<host>/), re-parsed from the
+    raw nvidia-smi output it kept."""
+    for host_dir in sorted((run_dir / "env").glob("*/")):
+        try:
+            capture = capture_from_dir(host_dir.name, host_dir)
+        except Exception as exc:  # noqa: BLE001  (a broken capture is reported, not fatal to the check)
+            print(f"gpu-check: the capture of {host_dir.name} cannot be read: {exc}", flush=True)
+            continue
+        if capture.smi and capture.smi.gpus:
+            return capture.smi.gpus[0].product_name
+    return None
+
+
+def keep(src: Path, dest: Path) -> None:
+    """Copy a file or a folder into the output folder (links kept as links)."""
+    if src.is_dir():
+        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    elif src.is_file():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest)
+
+
+def verdict_line(out: Path, stage: str, rows: list[Row]) -> None:
+    bad = [r for r in rows if r.bad]
+    worst = "FAILED" if bad else ("passed" if all(r.verdict in (stats.MET, "no target") for r in rows) else "unsure")
+    text = f"{stage}: {worst}: " + "; ".join(f"{r.what} {r.figure} ({r.verdict})" for r in rows)
+    (out / "verdict.txt").write_text(text + "\n")
+    print(text, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# stage 1: the suite, bundled and verified, beside the torchvision yardstick
+
+def yardstick_settings(suite_name: str) -> list[tuple[str, int, str, int, int, int]]:
+    """(model, batch, tag, image size, warm-up, measured steps) of the suite's 1-GPU synthetic harness cases that
+    torchvision has (ResNet50, VGG16)."""
+    suite = load_suite(suite_name)
+    return [(c.model, c.batch_size, c.tag, c.image_size, c.warmup_steps, c.measure_steps) for c in suite.cases
+            if c.impl == "harness" and c.model in YARDSTICK_MODELS and c.data == "synthetic" and c.processes == 1]
+
+
+def yardstick(setting: tuple, repeats: int, device: str, timeout_s: float) -> dict:
+    model, batch, tag, size, warmup, measure = setting
+    parts = split_tag(tag)
+    argv = [sys.executable, str(YARDSTICK), "--model", model, "--batch-size", str(batch), "--image-size", str(size),
+            "--precision", parts["precision"], "--layout", parts.get("layout", "nchw"),
+            "--mode", parts.get("mode", "eager"), "--warmup-steps", str(max(warmup, 1)),
+            "--measure-steps", str(measure), "--repeats", str(repeats), "--device", device, "--json"]
+    done = run(argv, timeout_s, capture=True)
+    if not done.ok:
+        return {"model": model, "batch_size": batch, "tag": tag, "error": done.why()}
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "tag": tag}
+
+
+def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_dir: Path, device: str = "gpu",
+                yardstick_repeats: int = 3, yardstick_on: bool = True, check_env: bool = True) -> list[Row]:
+    """kit check-env, kit bench --suite SUITE, bundle + verify, then the yardstick at each of its settings; the run
+    directory, report, results, bundle and yardstick.json are copied to OUT as each is made."""
+    name = "1 suite"
+    out.mkdir(parents=True, exist_ok=True)
+    stop = budget.elapsed() + limit_s
+    rows: list[Row] = []
+    settings = yardstick_settings(suite) if yardstick_on else []
+    # the yardstick's share of the stage: its runs are shorter than the kit's (no process per repeat)
+    stick_s = 0.3 * limit_s if settings else 0.0
+    if check_env:
+        env = kit(["check-env", "--local", "--require-gpu", "--runs-dir", str(out / "check-env")], min(120, limit_s))
+        if not env.ok:
+            rows.append(Row(name, "pre-flight (kit check-env --local --require-gpu)", "—", "passes", "failed",
+                            env.why()))
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    before = set(runs_dir.iterdir())
+    bench = kit(["bench", "--suite", suite, "--runs-dir", str(runs_dir)],
+                stop - budget.elapsed() - stick_s - 60)
+    run_dir = new_run_dir(runs_dir, before)
+    if run_dir is None:
+        rows.append(Row(name, f"kit bench --suite {suite}", "—", "a run directory", "failed", bench.why()))
+        verdict_line(out, name, rows)
+        return rows
+    keep(run_dir, out / "run")
+    for file in ("report.md", "results.json"):
+        keep(run_dir / file, out / file)
+    if not bench.ok:
+        rows.append(Row(name, f"kit bench --suite {suite}", "—", "every run gives a figure", "failed", bench.why()))
+    bundle = runs_dir / f"{run_dir.name}.bundle.tar.gz"
+    made = kit(["bundle", str(run_dir), "--out", str(bundle), "--force", "--submitter", "gpu-proof",
+                "--system-name", "gpu-proof"], min(120, max(stop - budget.elapsed() - stick_s, 30)))
+    verified = kit(["verify", str(bundle)], min(120, max(stop - budget.elapsed() - stick_s, 30)),
+                   capture=True) if made.ok else made
+    keep(bundle, out / bundle.name)
+    (out / "verify.txt").write_text(verified.stdout + verified.stderr)
+    rows.append(Row(name, "kit bundle + kit verify", "consistent" if verified.ok else "—", "consistent",
+                    stats.MET if verified.ok else "failed", "" if verified.ok else verified.why()))
+
+    figures = run_figures(run_dir)
+    sticks = []
+    for setting in settings:
+        left = stop - budget.elapsed()
+        if left < 20:
+            sticks.append({"model": setting[0], "tag": setting[2], "error": f"skipped: {left:.0f} s left"})
+            continue
+        sticks.append(yardstick(setting, yardstick_repeats, device, min(left, 240)))
+        (out / "yardstick.json").write_text(json.dumps(sticks, indent=1) + "\n")
+    for setting, stick in zip(settings, sticks, strict=True):
+        model, batch, tag = setting[:3]
+        mine = figures.get(("torch", model, batch, tag), [])
+        base = stick.get("repeats") or []
+        row = ratio_row(name, f"{model} bs{batch} {tag}: harness / torchvision", base, mine, RATIO_TARGET,
+                        ("yardstick", "harness"))
+        if "error" in stick:
+            row.verdict, row.detail = "failed", f"yardstick: {stick['error']}"
+        rows.append(row)
+    amp_nhwc = [v for (fw, model, _b, tag), v in figures.items() if (fw, model, tag) == ("torch", "resnet50",
+                                                                                           "amp-nhwc")]
+    if amp_nhwc or any(s[0] == "resnet50" and s[2] == "amp-nhwc" for s in settings):
+        rows.append(figure_row(name, "resnet50 amp-nhwc: harness images/s", amp_nhwc[0] if amp_nhwc else [],
+                               gpu_name(run_dir)))
+    verdict_line(out, name, rows)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# stage 2: real JPEGs through a loader against synthetic data
+
+def jpeg_tree(root: Path, images: int, parts: int, timeout_s: float = 600) -> Path:
+    """The train list of a cached tree of IMAGES photo-like JPEGs (~110 KB, 400x350, quality 90, all RGB) under
+    ROOT, made by PARTS generator processes at once."""
+    root = root / f"photo-rgb-{images}-parts{parts}"
+    listing = root / "train_list.txt"
+    if listing.is_file():
+        return listing
+    per_part = max(1, images // (parts * LOADER_CLASSES))
+
+    def make(part: int) -> Done:
+        return run([sys.executable, str(MAKE_TREE), str(root / f"part{part}"), "--classes", str(LOADER_CLASSES),
+                    "--images-per-class", str(per_part), "--size", "400x350", "--content", "photo", "--all-rgb",
+                    "--seed", str(part)], timeout_s, capture=True)
+
+    with ThreadPoolExecutor(parts) as pool:
+        failed = [d for d in pool.map(make, range(parts)) if not d.ok]
+    if failed:
+        raise RuntimeError(f"making the JPEG tree under {root}: {failed[0].why()}")
+    lines = []
+    for part in range(parts):
+        lines += [f"part{part}/{line}" for line in (root / f"part{part}" / "train_list.txt").read_text().splitlines()]
+    tmp = listing.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(listing)  # written last: a tree without it is made again
+    return listing
+
+
+@dataclass
+class HarnessRun:
+    figure: float | None
+    input_rate: float | None = None
+    decoder: str | None = None
+    device_name: str | None = None
+    error: str = ""
+
+
+def harness(argv: list[str], timeout_s: float, log: Path | None = None) -> HarnessRun:
+    """One train.py process; its run_stop figure and input_rate probe. Its output is kept in LOG."""
+    done = run([sys.executable, str(HARNESS), *argv], timeout_s, capture=True)
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(done.stdout + done.stderr)
+    events = [json.loads(line.split(":::KITLOG ", 1)[1]) for line in done.stdout.splitlines() if ":::KITLOG " in line]
+    stops = [e for e in events if e["event"] == "run_stop" and e.get("status") == "success"]
+    if not done.ok or not stops:
+        return HarnessRun(None, error=done.why())
+    rate = next((e for e in events if e["event"] == "input_rate"), {})
+    start = next(e for e in events if e["event"] == "run_start")
+    return HarnessRun(stops[-1]["samples_per_sec"], rate.get("images_per_sec"), start.get("decoder"),
+                      start.get("device_name"))
+
+
+def loader_stage(out: Path, budget: Budget, limit_s: float, *, runs: dict[str, list[str]], common: list[str],
+                 repeats: int, listing: Path) -> dict[str, list[HarnessRun]]:
+    """REPEATS rounds of one train.py run per entry of RUNS (name -> its extra flags), interleaved (round 1 of each,
+    then round 2, ...); each run's output under OUT/logs/, the figures in OUT/figures.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    stop = budget.elapsed() + limit_s
+    got: dict[str, list[HarnessRun]] = {name: [] for name in runs}
+    for repeat in range(1, repeats + 1):
+        for name, extra in runs.items():
+            left = stop - budget.elapsed()
+            if left < 15:
+                got[name].append(HarnessRun(None, error=f"skipped: {left:.0f} s left in the stage"))
+                continue
+            got[name].append(harness([*common, *extra], left, out / "logs" / f"{name.replace(' ', '-')}_{repeat}.log"))
+            (out / "figures.json").write_text(json.dumps(
+                {"list": str(listing), "common": common, "runs": {n: [vars(r) for r in rs] for n, rs in got.items()}},
+                indent=1) + "\n")
+    return got
+
+
+def figures_of(runs: list[HarnessRun]) -> list[float]:
+    return [r.figure for r in runs if r.figure]
+
+
+def first_error(runs: list[HarnessRun]) -> str:
+    return next((r.error for r in runs if r.error), "")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# stage 3: a published program beside the harness
+
+def program_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_dir: Path, program: str,
+                  force: bool) -> list[Row]:
+    """kit bench --suite SUITE (a harness case and the published PROGRAM's case at the same settings), and
+    harness / program by the noise rule; the run directory and report copied to OUT."""
+    name = "3 program"
+    out.mkdir(parents=True, exist_ok=True)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    before = set(runs_dir.iterdir())
+    bench = kit(["bench", "--suite", suite, "--runs-dir", str(runs_dir), *(["--force"] if force else [])], limit_s)
+    run_dir = new_run_dir(runs_dir, before)
+    if run_dir is None:
+        rows = [Row(name, f"kit bench --suite {suite}", "—", "a run directory", "failed", bench.why())]
+        verdict_line(out, name, rows)
+        return rows
+    keep(run_dir, out / "run")
+    for file in ("report.md", "results.json"):
+        keep(run_dir / file, out / file)
+    figures = run_figures(run_dir)
+    cases = {c.key: c for c in load_suite(suite).cases}
+    harness_case = next(c for c in cases.values() if c.impl == "harness")
+    program_case = next(c for c in cases.values() if c.impl == "reference")
+    mine = figures.get((harness_case.log_framework, harness_case.model, harness_case.batch_size, harness_case.tag), [])
+    theirs = figures.get((program_case.log_framework, program_case.model, program_case.batch_size, program_case.tag),
+                         [])
+    row = ratio_row(name, f"{harness_case.model} bs{harness_case.batch_size} {harness_case.tag}: harness / {program}",
+                    theirs, mine, PROGRAM_TARGET, (program, "harness"))
+    if not bench.ok and row.verdict != "failed":
+        row.detail += f"; kit bench {bench.why()}"
+    rows = [row]
+    verdict_line(out, name, rows)
+    return rows
