@@ -258,8 +258,8 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
     stop = budget.elapsed() + limit_s
     rows: list[Row] = []
     settings = yardstick_settings(suite) if yardstick_on else []
-    # the yardstick's share of the stage: its runs are shorter than the kit's (no process per repeat)
-    stick_s = 0.3 * limit_s if settings else 0.0
+    # the yardstick's share of the stage: one process per setting, where the kit starts one per repeat
+    stick_s = 0.25 * limit_s if settings else 0.0
     if check_env:
         env = kit(["check-env", "--local", "--require-gpu", "--runs-dir", str(out / "check-env")], min(120, limit_s))
         if not env.ok:
@@ -268,7 +268,7 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
     runs_dir.mkdir(parents=True, exist_ok=True)
     before = set(runs_dir.iterdir())
     bench = kit(["bench", "--suite", suite, "--runs-dir", str(runs_dir)],
-                stop - budget.elapsed() - stick_s - 60)
+                stop - budget.elapsed() - stick_s - 30)
     run_dir = new_run_dir(runs_dir, before)
     if run_dir is None:
         rows.append(Row(name, f"kit bench --suite {suite}", "—", "a run directory", "failed", bench.why()))
