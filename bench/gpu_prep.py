@@ -167,7 +167,8 @@ def check_models(folder: Path, checkouts: list[prepare_models.Checkout]) -> list
         found = prepare_models.head(where)
         if found != c.commit:
             problems.append(f"{where}: at {found or 'no git commit'}, the pin is {c.commit}")
-        status = subprocess.run(["git", "-C", str(where), "status", "--porcelain"], capture_output=True, text=True)
+        status = subprocess.run(["git", "-C", str(where), "status", "--porcelain"], capture_output=True, text=True,
+                                timeout=120)
         if status.returncode != 0:
             said = "; ".join(line.strip() for line in status.stderr.splitlines() if line.strip())
             problems.append(f"{where}: git status failed: {said}")

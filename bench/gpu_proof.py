@@ -93,13 +93,21 @@ def save_nvidia_smi(out: Path) -> None:
             (out / f"{name}.error").write_bytes(f"exit {done.returncode}\n".encode() + done.stderr)
 
 
+def probe(code: str) -> str | None:
+    """None when this Python runs CODE; else the last line it said (or that it hung)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return f"`{sys.executable} -c {code!r}` did not end in 120 s"
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+
+
 def machine_problem(a: argparse.Namespace) -> str | None:
     """Why this machine cannot run the check, or None."""
     if a.device == "cpu":
         return None
-    done = subprocess.run([sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
-                          capture_output=True, timeout=120)
-    return None if done.returncode == 0 else f"{sys.executable}: PyTorch sees no CUDA device"
+    return None if probe("import torch; assert torch.cuda.is_available()") is None else (
+        f"{sys.executable}: PyTorch sees no CUDA device")
 
 
 def program_problem(a: argparse.Namespace) -> str | None:
@@ -109,10 +117,8 @@ def program_problem(a: argparse.Namespace) -> str | None:
         return (f"no {a.model_code / missing[0]}: make gpu-prep on a machine with the sources, and carry .models "
                 "with the checkout")
     if a.device == "gpu":
-        done = subprocess.run([sys.executable, "-c", "import torch, torchvision, pynvml"], capture_output=True,
-                              text=True, timeout=120)
-        if done.returncode:
-            return f"DLE imports torch, torchvision and pynvml: {done.stderr.strip().splitlines()[-1]}"
+        if failed := probe("import torch, torchvision, pynvml"):
+            return f"DLE imports torch, torchvision and pynvml: {failed}"
     return None
 
 

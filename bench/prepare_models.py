@@ -37,6 +37,7 @@ from kit.images.spec import current_pins  # noqa: E402
 # a local source (path or file://) serves a blob-less fetch and any commit only when its upload-pack allows it
 UPLOAD_PACK = "git -c uploadpack.allowFilter=true -c uploadpack.allowAnySHA1InWant=true upload-pack"
 DEFAULT_PROGRAMS = ["torch/resnet50"]
+GIT_TIMEOUT_S = 1800  # a whole fetch of a sparse, blob-less checkout
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,11 @@ def pin_value(text: str) -> tuple[str, str]:
 
 
 def git(*args: str, cwd: Path | None = None, doing: str | None = None) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        what = doing or "git " + " ".join(args)
+        raise SystemExit(f"prepare_models: {what}: no answer in {GIT_TIMEOUT_S} s") from None
     if done.returncode != 0:
         said = "; ".join(line.strip() for line in done.stderr.splitlines() if line.strip())
         raise SystemExit(f"prepare_models: {doing or 'git ' + ' '.join(args)}: {said or f'exit {done.returncode}'}")
@@ -77,7 +82,7 @@ def git(*args: str, cwd: Path | None = None, doing: str | None = None) -> str:
 
 
 def head(where: Path) -> str | None:
-    done = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True)
+    done = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=60)
     return done.stdout.strip() if done.returncode == 0 else None
 
 
@@ -117,7 +122,7 @@ def exclude(dest: Path) -> None:
     except ValueError:
         return
     # the trailing slash: a folder not made yet still matches a folder pattern (/.models/)
-    if subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", f"{rel.as_posix()}/"]).returncode != 0:
+    if subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", f"{rel.as_posix()}/"], timeout=60).returncode:
         info = REPO / git("-C", str(REPO), "rev-parse", "--git-path", "info/exclude")
         info.parent.mkdir(parents=True, exist_ok=True)
         with open(info, "a") as out:
