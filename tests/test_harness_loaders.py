@@ -1,6 +1,6 @@
 """The harness's input pipelines beside the CPU one: loader_gpu.py through its CPU twin (the same tensor code on the
-CPU, real JPEGs decoded by Pillow), loader_dali.py's refusal and parameters, and train.py's --loader, --loader-only
-and input probe end to end.
+CPU, real JPEGs decoded by Pillow), its decode thread against the inline order (decode_ahead=0), loader_dali.py's
+refusal and parameters, and train.py's --loader, --loader-only and input probe end to end.
 
 Tolerance, twin vs loader_cpu (same seed, so the same crop box and flip per image): both resample the same
 decoded pixels with Pillow's triangle-filter weights; Pillow rounds to 8 bits after its horizontal pass and at the
@@ -15,9 +15,13 @@ libjpeg-turbo's by a few levels more; that is not measurable here (no GPU).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -148,8 +152,8 @@ def test_resample_weights_are_pillows_triangle_filter() -> None:
 # -- errors, shards -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage"])
-def test_bad_jpeg_is_a_data_error_naming_file_and_line(tree: Path, tmp_path: Path, damage: str) -> None:
+def damaged(tree: Path, tmp_path: Path, damage: str) -> tuple[data.ImageList, int, str]:
+    """A copy of TREE with one JPEG truncated or garbage: its entries, that entry's index, and how errors name it."""
     root = tmp_path / "imagenet"
     shutil.copytree(tree, root)
     rel = "train/n01443537/n01443537_3.JPEG"
@@ -157,14 +161,19 @@ def test_bad_jpeg_is_a_data_error_naming_file_and_line(tree: Path, tmp_path: Pat
     path.write_bytes(path.read_bytes()[:3000] if damage == "truncated" else b"\xff\xd8\xff not a JPEG" * 20)
     lst = root / "train_list.txt"
     lineno = lst.read_text().splitlines().index(f"{rel} 1") + 1
-    entries = data.load_list(lst)
+    return data.load_list(lst), lineno - 1, f"cannot read image {path} (list {lst}:{lineno}): "
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_bad_jpeg_is_a_data_error_naming_file_and_line(tree: Path, tmp_path: Path, damage: str) -> None:
+    entries, _, named = damaged(tree, tmp_path, damage)
     messages = []
     for make in (twin, loader_cpu.ImageListLoader):
         with make(entries, batch_size=8, image_size=32) as ld, pytest.raises(data.DataError) as err:
             for _ in range(ld.steps_per_epoch):  # the bad image is in one of the epoch's batches
                 next(ld)
         messages.append(str(err.value))
-    assert messages[0].startswith(f"cannot read image {path} (list {lst}:{lineno}): ")
+    assert messages[0].startswith(named)
     assert ("image file is truncated" if damage == "truncated" else "cannot identify image file") in messages[0]
     assert messages[0] == messages[1], "the same words as the CPU loader's"
 
@@ -181,6 +190,173 @@ def test_world_size_2_shards_are_disjoint_equal_and_batches_follow_them(entries)
                 np.testing.assert_array_equal(got, labels[ld.epoch_indices(epoch)[:10]])
             shards.append(ld.epoch_indices(0))
     assert len(shards[0]) == len(shards[1]) == 11 and not set(shards[0]) & set(shards[1])
+
+
+# -- the decode thread ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def watched() -> None:
+    """The test fails rather than hangs (a lost batch would leave next() waiting), and leaves no loader thread
+    (decode thread `kit-decode`, workers `kit-data_N`) running."""
+
+    def hung(signum, frame):
+        raise TimeoutError("the test ran for 60 s")
+
+    before = set(threading.enumerate())
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert [t.name for t in set(threading.enumerate()) - before if t.name.startswith("kit-")] == []
+
+
+def outcomes(loader, count: int) -> list:
+    """LOADER's next COUNT batches, each as numpy (images, labels) or as the message of the DataError in its place."""
+    out = []
+    for _ in range(count):
+        try:
+            out.append(numpy(next(loader)))
+        except data.DataError as exc:
+            out.append(str(exc))
+    return out
+
+
+def batch_entries(loader, number: int) -> np.ndarray:
+    """The entry indices of LOADER's batch NUMBER (counted from 0 across epochs)."""
+    epoch, step = divmod(number, loader.steps_per_epoch)
+    return loader.epoch_indices(epoch)[step * loader.batch_size : (step + 1) * loader.batch_size]
+
+
+def wait_until(condition, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+class Counted(loader_gpu.DeviceImageLoader):
+    """The twin, counting the batches it has decoded."""
+
+    decoded = 0
+
+    def _collate(self, *args) -> tuple:
+        batch = super()._collate(*args)
+        self.decoded += 1
+        return batch
+
+
+class Gated(loader_gpu.DeviceImageLoader):
+    """The twin, whose decode of a batch waits for `gate` (30 s at most)."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.gate = threading.Event()
+
+    def _collate(self, *args) -> tuple:
+        self.gate.wait(30)
+        return super()._collate(*args)
+
+
+@pytest.mark.parametrize(("framework", "ahead", "workers", "rank", "world_size"), [
+    ("torch", 1, 2, 0, 1), ("torch", 2, 0, 1, 2), ("torch", 3, 3, 0, 2), ("paddle", 1, 3, 1, 2), ("paddle", 2, 1, 0, 1)])
+def test_decode_thread_hands_out_the_inline_batches_in_order(entries, watched, framework: str, ahead: int,
+                                                             workers: int, rank: int, world_size: int) -> None:
+    """Over three epochs and into a fourth: the same labels (those of epoch_indices) and the same pixels, batch for
+    batch, as the loader that decodes in the consumer."""
+    kw = {"batch_size": 5, "seed": 3, "rank": rank, "world_size": world_size, "workers": workers}
+    with twin(entries, framework, decode_ahead=0, **kw) as inline, \
+            twin(entries, framework, decode_ahead=ahead, **kw) as overlapped:
+        count = 3 * inline.steps_per_epoch + 1
+        want, got = outcomes(inline, count), outcomes(overlapped, count)
+        assert inline._thread is None and overlapped._thread.is_alive()
+    labels = np.array([label for _, label in entries])
+    for number, ((want_x, want_y), (got_x, got_y)) in enumerate(zip(want, got, strict=True)):
+        np.testing.assert_array_equal(got_y, labels[batch_entries(overlapped, number)])
+        np.testing.assert_array_equal(got_y, want_y)
+        np.testing.assert_array_equal(got_x, want_x)
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+def test_decode_thread_holds_at_most_decode_ahead_batches(entries, watched, ahead: int) -> None:
+    with Counted(entries, 8, 32, framework="torch", gpu=None, decode_ahead=ahead) as ld:
+        for taken in range(1, 5):  # past the epoch's 3 batches
+            next(ld)
+            wait_until(lambda n=taken + ahead: ld.decoded == n)
+            time.sleep(0.2)  # time to decode one more, were it allowed
+            assert ld.decoded == taken + ahead
+
+
+@pytest.mark.parametrize("ahead", [1, 3])
+def test_bad_jpeg_is_raised_at_its_batch_and_the_batches_around_it_are_the_inline_ones(
+        tree: Path, tmp_path: Path, watched, ahead: int) -> None:
+    """The DataError comes from next() at each batch that holds the bad image, not earlier; the batches before and
+    after it are delivered as inline; then the loader closes cleanly."""
+    entries, bad, named = damaged(tree, tmp_path, "garbage")
+    with twin(entries, decode_ahead=0) as inline, twin(entries, decode_ahead=ahead) as overlapped:
+        count = 3 * inline.steps_per_epoch
+        want, got = outcomes(inline, count), outcomes(overlapped, count)
+    holding = [n for n in range(count) if bad in batch_entries(overlapped, n)]
+    assert [n for n, o in enumerate(got) if isinstance(o, str)] == holding and len(holding) == 3
+    for w, g in zip(want, got, strict=True):
+        if isinstance(g, str):
+            assert g == w and g.startswith(named) and "cannot identify image file" in g
+        else:
+            np.testing.assert_array_equal(g[0], w[0])
+            np.testing.assert_array_equal(g[1], w[1])
+
+
+@pytest.mark.parametrize(("framework", "when"), [("torch", "never started"), ("torch", "mid-epoch"),
+                                                 ("torch", "queue full"), ("paddle", "queue full")])
+def test_close_stops_the_decode_thread_promptly(entries, watched, framework: str, when: str) -> None:
+    ld = twin(entries, framework, decode_ahead=2)
+    if when != "never started":
+        next(ld)
+    if when == "queue full":  # the decode thread waits for room
+        wait_until(lambda: ld._ready.qsize() == 2)
+        time.sleep(0.1)
+    t0 = time.monotonic()
+    ld.close()
+    assert time.monotonic() - t0 < 2
+    assert ld._thread is None or not ld._thread.is_alive()
+    with pytest.raises(RuntimeError, match="DeviceImageLoader is closed"):
+        next(ld)
+    ld.close()  # idempotent
+
+
+def test_a_failed_decode_thread_is_an_error_at_next_not_a_hang(entries, watched) -> None:
+    def no_device() -> None:
+        raise RuntimeError("no such device")
+
+    with twin(entries, decode_ahead=2) as ld:
+        ld.ops.enter_decode_thread = no_device
+        with pytest.raises(RuntimeError, match="no such device"):
+            next(ld)
+        with pytest.raises(RuntimeError, match="the decode thread stopped"):
+            next(ld)
+
+
+def test_keyboard_interrupt_in_the_training_step_closes_cleanly(entries, watched) -> None:
+    with pytest.raises(KeyboardInterrupt), twin(entries, decode_ahead=2) as ld:
+        next(ld)
+        raise KeyboardInterrupt  # Ctrl-C while the decode thread decodes the next batches
+
+
+def test_ctrl_c_while_next_waits_for_the_decode_thread_does_not_hang(entries, watched) -> None:
+    ld = Gated(entries, 8, 32, framework="torch", gpu=None, decode_ahead=1)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt), ld:
+        try:
+            next(ld)  # waits for the gated decode: SIGINT arrives here
+        finally:
+            ld.gate.set()  # the decode in progress ends, as a real one would
+    timer.join()
+    assert time.monotonic() - t0 < 10
 
 
 # -- DALI -----------------------------------------------------------------------------------------------------------

@@ -5,12 +5,24 @@ normalisation done as tensor ops on the device; with `gpu=None`, its CPU twin: t
         images, labels = next(loader)   # device tensors: float32 [B,3,S,S] ([B,S,S,3] with channels_last), int64 [B]
 
 Worker threads read each image's header (Pillow, no decode) and the file and draw its crop box and flip with
-data.augmentation, exactly as loader_cpu does. The consumer then decodes the batch on the device: PyTorch in
-one call (`torchvision.io.decode_jpeg(list, device="cuda")`), Paddle image by image
+data.augmentation, exactly as loader_cpu does. One decode thread then decodes each batch on the device: PyTorch
+in one call (`torchvision.io.decode_jpeg(list, device="cuda")`), Paddle image by image
 (`paddle.vision.ops.decode_jpeg` on the GPU). What nvJPEG cannot decode is decoded by Pillow, the CPU loader's
 decoder: CMYK and non-JPEG files (found in the header, decoded in the worker threads), and any file nvJPEG
 refuses (a failed batch is decoded again image by image to find it); Pillow's own failure is the DataError,
 in the CPU loader's words. The CPU twin decodes every image with Pillow in the worker threads.
+
+Overlap: the decode thread decodes, crops, resizes and normalises batch i+1 (up to `decode_ahead` batches, 2
+by default) while the consumer trains on batch i, and hands the batches over in order; an error takes its
+batch's place, so next() raises it at that batch. PyTorch on a GPU: the thread queues its work on a side CUDA
+stream and waits for each batch's event before decoding the next (torchvision's decoder writes on a stream of
+its own that does not wait for ours, so memory the previous batch freed must be idle); next() makes the
+consumer's current stream wait for that event and record_stream()s the batch, so the caching allocator keeps
+its memory until the consumer's stream is done with it. Paddle: a plain thread on the same GPU, whose work
+joins the training's stream (Paddle's current stream is per device, not per thread): the host's work (reading,
+nvJPEG's Huffman decode on the CPU, launching) overlaps the step, the GPU's runs in stream order. The CPU twin
+runs the same thread. `decode_ahead=0` decodes in the consumer instead (the tests' reference order). close()
+stops the thread after the batch it is on.
 
 Resize: Pillow's bilinear filter written as two matrix products per batch (height, then width): output pixel i
 of an axis averages the input pixels within `support` of its centre `start + (i + 0.5) * scale` with triangle
@@ -28,6 +40,8 @@ Standard library + numpy + Pillow + the framework (+ torchvision for PyTorch on 
 from __future__ import annotations
 
 import math
+import queue
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -37,6 +51,7 @@ from data import IMAGENET_MEAN, IMAGENET_STD, BatchLoader, LoaderUnavailable, au
 
 PIXEL_BUDGET = 1 << 26  # padded window pixels per resize run: x 3 channels x (uint8 + float32) = 1 GiB
 NVJPEG_MODES = ("RGB", "L")  # JPEGs nvJPEG decodes to RGB (YCbCr and greyscale); CMYK goes to Pillow
+DECODE_AHEAD = 2  # batches the decode thread may hold ready for the consumer
 
 
 @dataclass(slots=True)
@@ -119,6 +134,36 @@ class TorchOps:
                     f"{torch.__version__}, or use --loader cpu") from None
             self._decode_jpeg, self._rgb = decode_jpeg, ImageReadMode.RGB
             self.decoder = "torchvision.io.decode_jpeg"
+        self.stream = None if gpu is None else torch.cuda.Stream(self.device)  # the decode thread's
+
+    def enter_decode_thread(self) -> None:
+        """Make the calling thread queue its work on the side stream, after what the device has queued so far
+        (the loader's constants)."""
+        if self.stream is not None:
+            cuda = self.torch.cuda
+            cuda.set_device(self.device)
+            cuda.synchronize(self.device)
+            cuda.set_stream(self.stream)
+
+    def finish(self, batch: tuple) -> tuple:
+        """In the decode thread: (BATCH, the event after its work), waited for: the next decode may reuse the
+        memory this batch freed, and torchvision's decoder writes it on its own stream, which does not wait for
+        ours (pytorch/vision#9606)."""
+        if self.stream is None:
+            return batch, None
+        event = self.torch.cuda.Event()
+        event.record(self.stream)
+        event.synchronize()
+        return batch, event
+
+    def hand_over(self, batch: tuple, event) -> tuple:
+        """In the consumer: its stream waits for EVENT, and the allocator keeps BATCH's memory for that stream."""
+        if event is not None:
+            stream = self.torch.cuda.current_stream(self.device)
+            stream.wait_event(event)
+            for tensor in batch:
+                tensor.record_stream(stream)
+        return batch
 
     def decode(self, files: list[bytearray]) -> list:
         """nvJPEG, one call for the batch: [3, H, W] uint8 tensors on the GPU."""
@@ -154,6 +199,18 @@ class PaddleOps:
         self.paddle, self.einsum = paddle, paddle.einsum
         self.place = paddle.CPUPlace() if gpu is None else paddle.CUDAPlace(gpu)
         self.decoder = "pillow" if gpu is None else "paddle.vision.ops.decode_jpeg"
+        self.gpu = gpu
+
+    def enter_decode_thread(self) -> None:
+        """Set the calling thread's GPU (decode_jpeg runs on the current one); its work joins the device's stream."""
+        if self.gpu is not None:
+            self.paddle.device.set_device(f"gpu:{self.gpu}")
+
+    def finish(self, batch: tuple) -> tuple:
+        return batch, None  # one stream: the consumer's work follows the batch's in stream order
+
+    def hand_over(self, batch: tuple, event: None) -> tuple:
+        return batch
 
     def decode(self, files: list[bytearray]) -> list:
         """nvJPEG image by image (Paddle has no batched decode) on the current GPU (the backend's set_device):
@@ -186,16 +243,25 @@ OPS = {"torch": TorchOps, "paddle": PaddleOps}
 
 class DeviceImageLoader(BatchLoader):
     """data.BatchLoader of (images, labels) device tensors of FRAMEWORK ('torch' or 'paddle') on GPU `gpu` (its
-    local index), or on the CPU with `gpu=None` (the twin); `channels_last`: images [B,S,S,3]."""
+    local index), or on the CPU with `gpu=None` (the twin); `channels_last`: images [B,S,S,3]. A decode thread,
+    started by the first next(), holds up to `decode_ahead` batches ready (0: none, the consumer decodes)."""
 
     pixel_budget = PIXEL_BUDGET
 
     def __init__(self, entries, batch_size: int, image_size: int, *, framework: str, gpu: int | None,
                  rank: int = 0, world_size: int = 1, seed: int = 0, workers: int = 2, channels_last: bool = False,
-                 prefetch: int = 4) -> None:
+                 prefetch: int = 4, decode_ahead: int = DECODE_AHEAD) -> None:
+        if not isinstance(decode_ahead, int) or decode_ahead < 0:
+            raise ValueError(f"decode_ahead must be an integer >= 0, got {decode_ahead!r}")
         self._Image = pillow()
         self.ops = OPS[framework](gpu)
         super().__init__(entries, batch_size, image_size, rank, world_size, seed, workers, prefetch)
+        self.decode_ahead = decode_ahead
+        self._thread: threading.Thread | None = None
+        self._room = threading.Semaphore(decode_ahead)  # batches the thread may decode before the consumer takes one
+        self._ready: queue.SimpleQueue = queue.SimpleQueue()  # (batch, event) or the batch's error, in batch order
+        self._stopping = False
+        self._broken: BaseException | None = None  # what ended the thread, other than close()
         self.channels_last = bool(channels_last)
         self.decode_device = "cpu" if gpu is None else "gpu"
         self.decoder = self.ops.decoder
@@ -224,7 +290,46 @@ class DeviceImageLoader(BatchLoader):
         except Exception as exc:
             raise self.unreadable(index, exc) from exc
 
-    # -- the consumer ----------------------------------------------------------------------------
+    # -- the consumer and the decode thread ------------------------------------------------------
+    def __next__(self) -> tuple:
+        if not self.decode_ahead:
+            return super().__next__()
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._decode_ahead, name="kit-decode", daemon=True)
+            self._thread.start()
+        if self._broken is not None and self._ready.empty():
+            raise RuntimeError(f"{type(self).__name__}: the decode thread stopped") from self._broken
+        item = self._ready.get()
+        self._room.release()
+        if isinstance(item, BaseException):
+            raise item
+        return self.ops.hand_over(*item)
+
+    def _decode_ahead(self) -> None:
+        """The decode thread: the inline path (BatchLoader.__next__) batch after batch, at most `decode_ahead`
+        batches ahead of the consumer, each batch's error in its place, until close()."""
+        try:
+            self.ops.enter_decode_thread()
+            while self._room.acquire() and not self._stopping:
+                try:
+                    item = self.ops.finish(super().__next__())
+                except Exception as exc:  # DataError, out of memory...: next() raises it at this batch
+                    item = exc
+                self._ready.put(item)
+        except BaseException as exc:  # the thread itself failed: next() says so, after the batches before
+            self._broken = exc
+            self._ready.put(exc)
+
+    def close(self) -> None:
+        """Stop the decode thread (after the batch it is on), then the worker threads (idempotent)."""
+        if self._thread is not None:
+            self._stopping = True
+            self._room.release()  # wakes a thread waiting for room
+            self._thread.join()
+        super().close()
+
     def _collate(self, state: None, items: list[Item], labels: np.ndarray) -> tuple:
         images = self._decode(items)
         return self._crop_resize(images, items), self.ops.tensor(labels)
