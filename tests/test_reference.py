@@ -610,12 +610,15 @@ def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monke
     execute(runner, runs[0], tmp_path / "run")
     log = tmp_path / "run" / runs[0].log_rel
     text = log.read_text()
-    assert f"cwd {convnets}" in text and "argv ['--arch', 'resnet50', '-b', '256', '--training-only'" in text
     meta = json.loads(records.sidecar_path(log).read_text())
+    scratch = meta["scratch"]["path"]  # main.py ran in a scratch mirror of its folder, outside the run
+    assert f"\ncwd {scratch}\n" in text and "argv ['--arch', 'resnet50', '-b', '256', '--training-only'" in text
+    assert meta["ran_in"] == scratch and not Path(scratch).is_relative_to(tmp_path / "run")
     assert log.name == "resnet50_b256_fp32_1.log" and records.sidecar_path(log).name == "resnet50_b256_fp32_1.cmd.json"
     assert meta["publisher_method"]["skip"] == 9 and meta["kit_method"]["reduce"] == "harmonic_mean"
     assert meta["log_format"] == "dle-pytorch"
-    assert meta["command"].startswith(f"cd {convnets} && PYTHONPATH={models}/dllogger python ./main.py")
+    assert meta["command"].startswith(f"cd {convnets} && PYTHONPATH={models}/dllogger${{PYTHONPATH:+:$PYTHONPATH}} "
+                                      "python ./main.py")
 
 
 def test_local_runner_in_the_pinned_image_mounts_the_scripts(tmp_path):
@@ -675,7 +678,7 @@ def test_dry_run_prints_every_case_per_host(tmp_path, capsys):
         assert f"\n{case.key} [" in out, case.key
     assert "node1..node4 are placeholders" in out
     assert "node3 (in the image): cd /opt/models/DeepLearningExamples/PyTorch/Classification/ConvNets && " \
-           "PYTHONPATH=/opt/models/dllogger python " \
+           "PYTHONPATH=/opt/models/dllogger${PYTHONPATH:+:$PYTHONPATH} python " \
            "./multiproc.py --master_addr '<node1>' --master_port 29500 --nnodes 4 --nproc_per_node 8 " \
            "--node_rank 2 ./main.py --arch resnet50 --amp -b 256" in out
     hosts = tmp_path / "hosts.yaml"

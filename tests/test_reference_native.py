@@ -3,18 +3,22 @@ container), beside the kit's harness with the same settings, and the report's ha
 
 The program is a STAND-IN (tests/standin/dle_pytorch/main.py, see tests/standin/README.md) replaying the real
 published one-GPU AMP log; it is started by the kit's real command line (scripts/reference/launch.py, then DLE's
-`python ./main.py ...` in the checkout's folder), finds dllogger where the kit's PYTHONPATH says (the stand-in
-package in <model-code root>/dllogger), and is parsed, reduced and reported as a real run. The harness runs for real
-on this CPU (batch 2, 1 + 2 steps). The argv is checked against main.py's parser at the pinned commit.
+`python ./main.py ...` in a scratch folder mirroring the checkout's folder), finds dllogger where the kit puts it
+before the host's PYTHONPATH (the stand-in package in <model-code root>/dllogger) and pynvml on that inherited
+PYTHONPATH, saves its checkpoint where it runs (removed with the scratch folder), and is parsed, reduced and reported
+as a real run. The harness runs for real on this CPU (batch 2, 1 + 2 steps). The argv is checked against main.py's
+parser at the pinned commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from types import SimpleNamespace as NS
 
@@ -25,12 +29,14 @@ from kit.config import suites
 from kit.config.programs import DLLOGGER, layout_and_mode
 from kit.core.layout import GroupKey
 from kit.results.program_ratio import program_ratio_section
-from kit.run.plan import pin_of, plan
+from kit.run.needs import needs_script, read_needs
+from kit.run.plan import local_head, pin_of, plan
 from kit.run.reference import RefJob, build
 
 STANDIN = Path(__file__).resolve().parent / "standin"
 CONVNETS = "DeepLearningExamples/PyTorch/Classification/ConvNets"
-AMP_LOG = "perf-v100/pytorch/pytorch_gpu1_amp_bs256.txt"  # expected.yaml: 790.033 (skip 9, mean)
+AMP_LOG = "perf-v100/pytorch/pytorch_gpu1_amp_bs256.txt"
+NOBODY = 65534  # Debian's nobody/nogroup: a checkout another user owns  # expected.yaml: 790.033 (skip 9, mean)
 SUITE = """\
 schema_version: 1
 name: dle-native-cpu
@@ -123,28 +129,46 @@ def stand_in_said(log: Path) -> dict:
     return json.loads(line.removeprefix("stand-in main.py "))
 
 
-def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_ratio(native_host, tmp_path):
+def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_ratio(native_host, tmp_path,
+                                                                                     monkeypatch):
     root, runs = native_host, tmp_path / "runs"
+    site = tmp_path / "site"  # what a GPU host's `pip install --target` put on its own PYTHONPATH
+    site.mkdir()
+    (site / "pynvml.py").write_text('"""stand-in pynvml: only has to be found"""\n')
+    monkeypatch.setenv("PYTHONPATH", str(site))
     assert main(["bench", "--suite", str(tmp_path / "suite.yaml"), "--runs-dir", str(runs), "--force"]) == 0
     (run_dir,) = runs.iterdir()
     meta = json.loads((run_dir / "run.json").read_text())
     entries = {Path(k).parts[1]: v for k, v in meta["runs"].items()}  # logs/<framework folder>/...
     assert entries["torch"]["status"] == entries["ngc-pytorch"]["status"] == "ok", entries
 
-    # the native launch: DLE's main.py in its checkout's folder, with the argv main.py at the pin accepts
+    # the native launch: DLE's main.py in a scratch mirror of its checkout's folder, with the argv main.py at the pin
+    # accepts
     log = run_dir / "logs/ngc-pytorch/resnet50/bz2/1n1g/resnet50_b2_amp_1.log"
     said = stand_in_said(log)
-    assert said["argv"] == ARGV and said["cwd"] == str(root / CONVNETS)
+    sidecar_path = log.parent / "resnet50_b2_amp_1.cmd.json"
+    sidecar = json.loads(sidecar_path.read_text())
+    scratch = Path(sidecar["scratch"]["path"])
+    assert said["argv"] == ARGV and said["cwd"] == sidecar["ran_in"] == str(scratch)
+    assert not scratch.is_relative_to(run_dir) and not scratch.is_relative_to(root) and not scratch.exists()
     assert (said["rank"], said["world"], said["master"]) == (0, 1, None)  # one GPU: no launcher, no process group
     parsed = dle_main_parse(said["argv"])
     assert (parsed.arch, parsed.batch_size, parsed.amp, parsed.static_loss_scale, parsed.memory_format,
             parsed.data_backend, parsed.prof, parsed.epochs, parsed.training_only, parsed.print_freq) == (
         "resnet50", 2, True, 256.0, "nhwc", "syntetic", 100, 1, True, 1)
-    assert said["dllogger"] == str(root / "dllogger" / "dllogger" / "__init__.py")  # from the model-code root
-    sidecar = json.loads((log.parent / "resnet50_b2_amp_1.cmd.json").read_text())
+    # dllogger from the model-code root, put before the PYTHONPATH the program inherited, where it found pynvml
+    assert said["dllogger"] == str(root / "dllogger" / "dllogger" / "__init__.py")
+    assert said["pynvml"] == str(site / "pynvml.py")
     job = RefJob("torch", "resnet50", "amp", 2, 1, 1, "synthetic")
     assert sidecar["argv"] == build(job, code_root=str(root)).argv == ["python", "./main.py", *ARGV]
-    assert sidecar["env"]["PYTHONPATH"] == str(root / "dllogger")
+    assert "PYTHONPATH" not in sidecar["env"] and sidecar["pythonpath"] == [str(root / "dllogger")]
+    assert sidecar["environ"]["PYTHONPATH"] == f"{root / 'dllogger'}:{site}"  # what the program got
+    assert sidecar["command"].startswith(f"cd {root / CONVNETS} && PYTHONPATH={root / 'dllogger'}"
+                                         "${PYTHONPATH:+:$PYTHONPATH} python ./main.py")
+    # its checkpoint went to the scratch folder, removed after the run: neither the run nor the checkout holds one
+    assert sidecar["scratch"] == {"path": str(scratch), "bytes": 65536,
+                                  "removed": [{"path": "checkpoint.pth.tar", "bytes": 65536}]}
+    assert [p for p in (*run_dir.rglob("*"), *root.rglob("*")) if p.name.endswith(".pth.tar")] == []
     assert sidecar["data"] == {"mode": "synthetic", "format": None, "path": None, "synthetic": "--data-backend syntetic"}
     assert meta["model_code_forced"] == [  # a stand-in tree is no checkout of the pins: it ran with --force
         {"host": "local", "case": "ngc-pytorch/resnet50/bz2/1n1g/amp", "path": str(root / CONVNETS), "head": None,
@@ -162,6 +186,27 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
            f"{program:.2f} | {harness / program:.3f} |")
     assert "### The kit's harness ÷ the published program, same setting" in report
     assert row in report.splitlines(), report
+    assert ("What the published programs saved where they ran (checkpoints) went to a scratch folder outside the "
+            "run directory, removed after each run: 1 file(s), 65536 bytes (0.1 MiB) in 1 run(s); a bundle never "
+            "holds them.") in report.splitlines()
+
+    # kit verify holds the run as made (its command record is the recipe's), and the bundle holds no checkpoint
+    from kit.audit import bundle as bd
+    from kit.audit.verify import verify
+
+    packed = bd.make_bundle(run_dir, tmp_path / "run.tar.gz", submitter="Lab", system_name="box")
+    with tarfile.open(packed) as tar:
+        assert not [n for n in tar.getnames() if n.endswith(".pth.tar")]
+    result = verify(packed)
+    assert [v for v in result.violations if v.rule.startswith("program_")] == [], result.violations
+
+    # a record made before the packages' folders moved out of the env (they replaced the host's PYTHONPATH) is
+    # still the recipe of its time
+    old = json.loads(sidecar_path.read_text())
+    old["env"] = {**old["env"], "PYTHONPATH": ":".join(old.pop("pythonpath"))}
+    sidecar_path.write_text(json.dumps(old))
+    result = verify(bd.make_bundle(run_dir, tmp_path / "old.tar.gz", submitter="Lab", system_name="box"))
+    assert [v for v in result.violations if v.rule.startswith("program_")] == [], result.violations
 
 
 def test_dle_pytorch_is_refused_where_its_code_is_missing_or_off_the_pin(native_host, tmp_path):
@@ -195,6 +240,52 @@ def test_dle_pytorch_is_refused_where_its_code_is_missing_or_off_the_pin(native_
         f"docker/pins.yaml pins {DLLOGGER.commit} {case}; `kit bench --force` runs it (recorded)")
     runs, skipped = plan(suite, str(native_host), force=True)
     assert len(runs) == 2 and skipped == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the checkout to another user (chown) needs root; CI runs as "
+                                              "root, so this runs there")
+def test_a_checkout_another_user_owns_is_read_at_its_commit(native_host, tmp_path):
+    """git refuses a repository another user owns unless safe.directory names its top folder (the work tree's root,
+    not DLE's ConvNets folder inside it): the plan, a host's needs script and the launcher's record each read the
+    commit checked out there (a shared model-code root, owned by whoever prepared it)."""
+    heads = {}
+    for folder in ("DeepLearningExamples", "dllogger"):
+        where = native_host / folder
+        git = ["git", "-C", str(where), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(["git", "init", "-q", str(where)], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", "not the pin"], check=True)
+        heads[folder] = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                       check=True).stdout.strip()
+    for folder, dirs, files in os.walk(native_host):  # another user's tree: nobody's
+        for name in [".", *dirs, *files]:
+            os.chown(Path(folder) / name, NOBODY, NOBODY, follow_symlinks=False)
+    convnets, top = native_host / CONVNETS, native_host / "DeepLearningExamples"
+    refused = subprocess.run(["git", "-C", str(convnets), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "dubious ownership" in refused.stderr  # git >= 2.35.2, without safe.directory
+    key = "ngc-pytorch/resnet50/bz2/1n1g/amp"
+
+    suite = suites.load_suite(tmp_path / "suite.yaml")
+    _runs, skipped = plan(suite, str(native_host))
+    assert [c.key for c, _ in skipped] == [key]
+    assert skipped[0][1].startswith(f"model code at {convnets} is at {heads['DeepLearningExamples']}, docker/pins.yaml "
+                                    f"pins {pin_of('dle')} (case {key}); model code at {native_host / 'dllogger'} "
+                                    f"is at {heads['dllogger']}, ")
+    assert local_head(str(convnets), str(top)) == heads["DeepLearningExamples"]
+
+    case = next(c for c in suite.cases if c.impl == "reference")  # an SSH or Slurm host's check, run by sh
+    out = subprocess.run(["sh", "-c", needs_script([(key, case)], None, str(native_host))], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.splitlines() == [f"head\t{key}\t{convnets}\t{heads['DeepLearningExamples']}"]
+    assert read_needs([(key, case)], out) == ([], [{"case": key, "path": str(convnets),
+                                                    "head": heads["DeepLearningExamples"], "pin": pin_of("dle")}])
+
+    runs = tmp_path / "runs"  # the launcher's record of the run (forced off the pin)
+    (tmp_path / "program.yaml").write_text("".join(line for line in SUITE.splitlines(keepends=True)
+                                                   if "impl: harness" not in line))
+    assert main(["bench", "--suite", str(tmp_path / "program.yaml"), "--runs-dir", str(runs), "--force"]) == 0
+    (sidecar,) = runs.glob("*/logs/ngc-pytorch/**/*.cmd.json")
+    assert json.loads(sidecar.read_text())["model_code_commit"] == heads["DeepLearningExamples"]
 
 
 @pytest.mark.parametrize(("line", "message"), [

@@ -86,9 +86,13 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
         said = [json.loads(line.split(" ", 2)[2]) for line in (folder / "stdout.log").read_text().splitlines()
                 if line.startswith("stand-in main.py ")]
         assert [(s["rank"], s["world"], s["master"]) for s in said] == [(rank, 2, ssh_hosts.hosts[0].address)]
-        assert said[0]["cwd"].endswith(CONVNETS) and said[0]["argv"][:2] == ["--arch", "resnet50"]
-        assert said[0]["argv"][-1] == str(tmp_path / "data" / "folder")  # the host's data, in DLE's format
         sidecar = json.loads((folder / "resnet50_b256_fp32_1.cmd.json").read_text())
+        # each host ran main.py in a scratch mirror of its folder, outside the run; rank 0 saved its checkpoint there
+        scratch = sidecar["scratch"]
+        assert said[0]["cwd"] == sidecar["ran_in"] == scratch["path"] and not Path(scratch["path"]).exists()
+        assert scratch["removed"] == ([{"path": "checkpoint.pth.tar", "bytes": 65536}] if rank == 0 else [])
+        assert said[0]["argv"][:2] == ["--arch", "resnet50"]
+        assert said[0]["argv"][-1] == str(tmp_path / "data" / "folder")  # the host's data, in DLE's format
         assert sidecar["rank"] == rank and sidecar["impl"] == "ngc-pytorch" and "--node_rank" in sidecar["argv"]
         assert sidecar["data"] == {"mode": "imagenet", "format": "folder", "path": str(tmp_path / "data/folder"),
                                    "synthetic": None}
@@ -100,6 +104,9 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
     assert "Method per run: last summary line, scale 1.\n" in report  # DLE PyTorch 32 GPUs: its own rule
     assert (f"| ngc-pytorch/resnet50/bz256/2n1g/resnet50_b256_fp32_1 | folder data at {tmp_path / 'data/folder'} |"
             in report)
+    assert "removed after each run: 1 file(s), 65536 bytes (0.1 MiB) in 2 run(s); a bundle never holds them." in report
+    assert [p for p in (*run_dir.rglob("*"), *tmp_path.glob("models/**/*"), *tmp_path.glob("work/**/*"))
+            if p.name.endswith(".pth.tar")] == []
     audit_program_rules(run_dir, tmp_path)
 
 

@@ -185,7 +185,10 @@ def test_reference_ngc_mxnet_benchmark_py_on_one_host(hosts_with_tools, tmp_path
     bench = json.loads(re.search(r"^stand-in benchmark.py (.*)$", stdout, re.MULTILINE)[1])
     ranks = tagged(stdout, 0)
     train = json.loads(ranks[0].removeprefix("stand-in train.py "))
-    assert (train["rank"], train["world"], train["host"]) == (0, 1, "h1") and train["cwd"] == str(root / MXNET_CODE)
+    sidecar = json.loads((folder / "resnet50_b128_fp32_1.cmd.json").read_text())
+    scratch = sidecar["scratch"]["path"]  # a mirror of its folder outside the run, removed after it
+    assert (train["rank"], train["world"], train["host"]) == (0, 1, "h1") and train["cwd"] == scratch
+    assert sidecar["ran_in"] == scratch and not Path(scratch).exists()
     for flag, value in (("--batch-size", "128"), ("--num-epochs", "3"), ("--dtype", "float32"), ("--gpus", "0"),
                         ("--dllogger-log", "benchmark_report_fp32.json-1,128"), ("--num-examples", "32000")):
         assert train["argv"][train["argv"].index(flag) + 1] == value
@@ -194,16 +197,19 @@ def test_reference_ngc_mxnet_benchmark_py_on_one_host(hosts_with_tools, tmp_path
     assert tagged(stdout, 0, "stderr") == tagged(log, 0, "stderr")
     assert "\ntrain.ips\n           |    128    |\n------------------------\n     1     |   389.54  |\n" in stdout
 
-    sidecar = json.loads((folder / "resnet50_b128_fp32_1.cmd.json").read_text())
     data = sidecar["argv"][sidecar["argv"].index("--data-root") + 1] if "--data-root" in sidecar["argv"] else None
     recipe = build(job, Cluster(0, (h1.address,), nic=h1.nic), code_root=str(root), data_dir=data)
     assert sidecar["argv"] == recipe.argv and sidecar["argv"][:2] == ["python", "benchmark.py"]
-    assert bench["argv"] == recipe.argv[2:] and bench["cwd"] == str(root / MXNET_CODE)
+    assert bench["argv"] == recipe.argv[2:] and bench["cwd"] == scratch
     assert sidecar["rank"] == 0 and sidecar["host"] == "h1" and sidecar["impl"] == "ngc-mxnet"
     if data == str(tmp_path / "data" / "recordio"):  # the kit's data directory, as train.py saw it
         assert train["data"] == {f"{data}/train.rec": True, f"{data}/train.idx": True}
-    # benchmark.py's -o report (DLE's format) where the program wrote it: relative to where it ran
-    written = json.loads((root / MXNET_CODE / "benchmark_report_fp32.json").read_text())
+    # benchmark.py's -o report (DLE's format), written where it ran, collected beside the record; its per-run
+    # DLLogger files (-o-N,B) were removed with the scratch folder; the checkout holds neither
+    written = json.loads((folder / "outputs" / "benchmark_report_fp32.json").read_text())
+    assert sidecar["outputs"] == ["benchmark_report_fp32.json"]
+    assert [f["path"] for f in sidecar["scratch"]["removed"]] == ["benchmark_report_fp32.json-1,128"]
+    assert list((root / MXNET_CODE).glob("benchmark_report*")) == []
     assert (written["model"], written["ngpus"], written["bs"], written["metric_keys"]) == ("", [1], [128],
                                                                                            ["train.ips"])
     assert f"{written['metrics']['1']['128']['train.ips']:.5g}" == "389.54"

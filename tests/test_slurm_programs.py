@@ -99,13 +99,13 @@ def test_slurm_reference_paddleclas_across_two_nodes(slurm_cluster, tmp_path, mo
         here = run_dir / "hosts" / node / FOLDER
         (me,) = said((here / "stdout.log").read_text(), "ppcls/static/train.py")
         assert (me["rank"], me["world"], me["rank_sum"]) == (rank, 2, 1)  # the gloo group's all_reduce: 0 + 1
-        assert me["cwd"] == str(root / "PaddleClas")
+        sidecar = json.loads((here / "resnet50_b256_fp32_1.cmd.json").read_text())
+        assert me["cwd"] == sidecar["scratch"]["path"] and not Path(me["cwd"]).exists()  # a mirror, removed
         assert me["data"]["cls_label_path"] == f"{data}/paddle/train_list.txt"
         env = me["env"]
         assert [e.split(":")[0] for e in env["PADDLE_TRAINER_ENDPOINTS"].split(",")] == addresses
         assert env["POD_IP"] == addresses[rank] and env["PADDLE_LOG_DIR"].endswith(f"/{node}/{FOLDER}/launcher")
         assert sorted(p.name for p in (here / "launcher").glob("workerlog.*")) == ["workerlog.0"]
-        sidecar = json.loads((here / "resnet50_b256_fp32_1.cmd.json").read_text())
         assert sidecar["rank"] == rank and sidecar["impl"] == "paddleclas"
         assert sidecar["data"]["path"] == f"{data}/paddle"
     staged = tmp_path / "shared" / "kit-scripts" / "reference" / "launch.py"

@@ -62,6 +62,9 @@ class Impl:
     modes: tuple[str, ...] = ()  # precisions beyond fp32/amp that name a mode of this program
     needs_dali: tuple[str, ...] = ()  # the precisions (modes) in which it reads its data with DALI
     packages: tuple[Package, ...] = ()  # checked out beside its code, on its PYTHONPATH (kit.run.reference)
+    # what it saves where it runs besides the outputs the kit collects (its checkpoints): in its scratch folder these
+    # names are never links into the checkout, so an earlier run's leftover there is not written through
+    saves: tuple[str, ...] = ()
 
     @property
     def short(self) -> str:
@@ -72,7 +75,8 @@ class Impl:
 IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
     Impl("paddleclas", "paddle", "resnet50", "PaddleClas ResNet50 (static graph)", "paddleclas", "", "paddleclas",
          "PaddlePaddle/Perf@e7a07c4d ResNet50V1.5 logs (launch Configuration); PaddlePaddle/benchmark PaddleClas",
-         data_format="paddle"),
+         # ppcls/static/train.py: save_model into Global.output_dir (./output/) at every save_interval epoch, 0 included
+         data_format="paddle", saves=("output",)),
     Impl("fleetx", "paddle", "vgg16", "FleetX VGG16 (fleet collective)", "fleetx", "python", "fleetx-vgg",
          "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py",
          # auto: seed 000's auto-parallel table (DistributedStrategy.auto = True alone, DALI reading the data)
@@ -85,7 +89,9 @@ IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
     Impl("ngc-pytorch", "torch", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch)", "dle",
          "PyTorch/Classification/ConvNets", "dle-pytorch",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}",
-         data_format="folder", synthetic="--data-backend syntetic", packages=(DLLOGGER,)),
+         data_format="folder", synthetic="--data-backend syntetic", packages=(DLLOGGER,),
+         # image_classification/utils.py save_checkpoint: --checkpoint-filename in --workspace (./), and the best's copy
+         saves=("checkpoint.pth.tar", "model_best.pth.tar")),
     Impl("ngc-tensorflow", "tensorflow", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (TensorFlow 1)",
          "dle", "TensorFlow/Classification/ConvNets", "dle-tf1",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/TensorFlow/scripts/{tf_test_all.sh,tf_test_dist_all.sh}",

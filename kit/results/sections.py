@@ -133,6 +133,30 @@ def program_data_section(logs: Path) -> str:
     return "\n".join(head + rows) + "\n"
 
 
+def program_scratch_section(run_dir: Path) -> str:
+    """One line on what the published programs saved where they ran (checkpoints): the scratch folders outside
+    the run directory that scripts/reference/launch.py made and removed, from every host's command record."""
+    folders: dict[str, dict] = {}  # by path: rank 0's record is also beside its log
+    for sidecar in sorted(p for top in ("logs", "hosts") for p in (Path(run_dir) / top).rglob("*" + SIDECAR_SUFFIX)):
+        try:
+            scratch = parse_json(sidecar.read_bytes()).get("scratch")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(scratch, dict) and isinstance(scratch.get("path"), str):
+            folders[scratch["path"]] = scratch
+    if not folders:
+        return ""
+    done = [f for f in folders.values() if isinstance(f.get("removed"), list) and "error" not in f]
+    files, size = sum(len(f["removed"]) for f in done), sum(int(f.get("bytes") or 0) for f in done)
+    line = (f"\nWhat the published programs saved where they ran (checkpoints) went to a scratch folder outside the "
+            f"run directory, removed after each run: {files} file(s), {size} bytes ({size / 2**20:.1f} MiB) in "
+            f"{len(done)} run(s); a bundle never holds them.\n")
+    left = sorted(path for path, f in folders.items() if f not in done)
+    if left:  # stopped before it could clean up (SIGKILL), or removing failed
+        line += f"Scratch folder(s) not removed (see their command records): {', '.join(left)}.\n"
+    return line
+
+
 def _run_starts(run_dir: Path) -> list[dict]:
     found = (read_run_start(log) for log in sorted((run_dir / "logs").rglob("*.log")))
     return [start for start in found if start]

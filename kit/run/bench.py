@@ -25,6 +25,7 @@ from kit.results.report import build_report
 from kit.results.sections import (
     input_section,
     program_data_section,
+    program_scratch_section,
     programs_section,
     references_section,
     settings_section,
@@ -155,7 +156,7 @@ def compose_report(run_dir: Path, suite: Suite):
                        + input_section(report, Path(run_dir))
                        + programs_section(report, {name: i.framework for name, i in reference.BY_NAME.items()})
                        + program_ratio_section(report, suite, reference.layout_and_mode)
-                       + program_data_section(Path(run_dir) / "logs"))
+                       + program_data_section(Path(run_dir) / "logs") + program_scratch_section(Path(run_dir)))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
     return report
 

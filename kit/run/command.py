@@ -269,10 +269,16 @@ def sidecar_name(log_name: str) -> str:
 
 def launch_argv(python: str, scripts_dir: str, cmd: reference.RefCommand, job: reference.RefJob,
                 cluster: reference.Cluster, record: str) -> list[str]:
-    """The line that records the run, prepares a patched copy where needed and becomes the program."""
+    """The line that records the run, prepares a patched copy or a scratch folder where needed and starts the
+    program (its packages before the PYTHONPATH it inherits)."""
     meta = reference.record(cmd, job, cluster)
     argv = [python, f"{scripts_dir}/{LAUNCHER}", "--record", record, "--meta", json.dumps(meta, sort_keys=True),
             "--cwd", cmd.cwd]
+    argv += ["--checkout", cmd.checkout] if cmd.checkout else []
+    for folder in cmd.pythonpath:
+        argv += ["--pythonpath", folder]
+    if cmd.scratch:
+        argv += ["--scratch", *(a for name in cmd.impl.saves for a in ("--unlinked", name))]
     if cmd.work_copy:
         argv += ["--work-copy", cmd.work_copy]
     if cmd.patch:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from kit.config.suites import Case
 from kit.hosts.connect import quote_cmd
 from kit.run import reference
-from kit.run.plan import code_dir, head_mismatch
+from kit.run.plan import code_dir, head_argv, head_mismatch
 
 Programs = list[tuple[str, Case]]  # (case key, case), the published-program cases of the runs
 
@@ -25,8 +25,10 @@ def needs_script(programs: Programs, data_dir: str | None, model_code: str | Non
         if where := reference.data_path(data_dir, case.ref_job()):
             lines.append(f"[ -d {quote_cmd([where])} ] || printf 'nodata\\t%s\\t%s\\n' {quote_cmd([key, where])}")
         if check_code:
-            where = code_dir(case, model_code or reference.CODE_ROOT)
-            head = quote_cmd(["git", "-c", f"safe.directory={where}", "-C", where, "rev-parse", "HEAD"])
+            root = model_code or reference.CODE_ROOT
+            where = code_dir(case, root)
+            impl = reference.implementation(case.framework, case.model)
+            head = quote_cmd(head_argv(where, reference.checkout_dir(root, impl)))
             lines.append(f"if [ -d {quote_cmd([where])} ]; then h=$({head} 2>/dev/null) || h=-; "
                          f"printf 'head\\t%s\\t%s\\t%s\\n' {quote_cmd([key, where])} \"${{h:--}}\"; "
                          f"else printf 'nocode\\t%s\\t%s\\n' {quote_cmd([key, where])}; fi")

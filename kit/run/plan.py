@@ -47,7 +47,7 @@ def model_code_root() -> str:
 
 def code_dir(case: Case, root: str) -> str:
     impl = reference.implementation(case.framework, case.model)
-    return "/".join(p for p in (root.rstrip("/"), reference.CODE_DIRS[impl.code], impl.subdir) if p)
+    return "/".join(p for p in (reference.checkout_dir(root, impl), impl.subdir) if p)
 
 
 def missing_code(case: Case, root: str) -> str | None:
@@ -62,15 +62,16 @@ def missing_code(case: Case, root: str) -> str | None:
             f"--dest ROOT {case.framework}/{case.model}`; the images have them under {reference.CODE_ROOT})")
 
 
-def checkouts(case: Case, root: str) -> list[tuple[str, str]]:
-    """(path, pinned commit) of each checkout the case's program runs from here: its code, and the packages beside
-    it (Impl.packages) where they are (one missing here may be installed in the host's Python instead)."""
+def checkouts(case: Case, root: str) -> list[tuple[str, str, str]]:
+    """(path, its checkout's top folder, pinned commit) of each checkout the case's program runs from here: its code,
+    and the packages beside it (Impl.packages) where they are (one missing here may be installed in the host's
+    Python instead)."""
     impl = reference.implementation(case.framework, case.model)
-    found = [(code_dir(case, root), pinned_commit(case))]
+    found = [(code_dir(case, root), reference.checkout_dir(root, impl), pinned_commit(case))]
     for package in impl.packages:
         where = f"{root.rstrip('/')}/{package.folder}"
         if Path(where).is_dir():
-            found.append((where, package.commit))
+            found.append((where, where, package.commit))
     return found
 
 
@@ -103,11 +104,16 @@ def describe_mismatch(m: dict) -> str:
     return f"model code at {m['path']} is {got}, docker/pins.yaml pins {m['pin']} (case {m['case']})"
 
 
-def local_head(where: str) -> str | None:
-    """The git commit checked out at `where` on this machine, or None."""
+def head_argv(where: str, top: str) -> list[str]:
+    """git reading the commit checked out at `where`, a folder of the checkout whose top folder is `top`: git matches
+    safe.directory against the work tree's top, so naming it reads a checkout another user owns (a shared root)."""
+    return ["git", "-c", f"safe.directory={top}", "-C", where, "rev-parse", "HEAD"]
+
+
+def local_head(where: str, top: str) -> str | None:
+    """The git commit checked out at `where` (in the checkout `top`) on this machine, or None."""
     try:
-        out = subprocess.run(["git", "-c", f"safe.directory={where}", "-C", where, "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(head_argv(where, top), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -118,8 +124,8 @@ def local_mismatches(suite: Suite, model_code: str) -> list[dict]:
     found = []
     for case in suite.cases:
         if case.impl == "reference" and case.nodes == 1 and not missing_code(case, model_code):
-            for where, pin in checkouts(case, model_code):
-                if differs := head_mismatch(case, where, local_head(where), pin):
+            for where, top, pin in checkouts(case, model_code):
+                if differs := head_mismatch(case, where, local_head(where, top), pin):
                     found.append(differs)
     return found
 

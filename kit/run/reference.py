@@ -9,7 +9,9 @@ Each recipe is the publisher's script with its flags, read where the comments sa
 logs (tests/test_reference.py checks them) and a script disagree, the log wins. Model code is never
 vendored: it is checked out at the pinned commits (docker/pins.yaml) under CODE_ROOT in the images, or
 under a host's `model_code` root, beside the small packages a program imports (Impl.packages: DLE PyTorch's
-dllogger), which its PYTHONPATH names. No process starts here.
+dllogger), which are put before the PYTHONPATH it inherits on its host. Where it is safe (RefCommand.scratch) a
+program runs in a scratch folder outside the run's folder that mirrors its checkout folder, so what it saves where
+it runs (checkpoints) never lands in the checkout or the run (scripts/reference/launch.py). No process starts here.
 """
 
 from __future__ import annotations
@@ -66,14 +68,32 @@ class RefCommand:
     data_dir: str | None = None  # what it reads; None: its publisher's default path, or its synthetic mode
     code_root: str = CODE_ROOT  # where it found the checkouts, and the kit's scripts (for the record)
     scripts_dir: str = SCRIPTS_DIR
+    pythonpath: tuple[str, ...] = ()  # put before the PYTHONPATH the program inherits on its host (Impl.packages)
+    scratch: bool = False  # run in a scratch mirror of cwd outside the run's folder, removed after the run
+    checkout: str = ""  # the top folder of cwd's git checkout (git's safe.directory names it)
 
     def shell(self) -> str:
         """One line to paste into a shell: cd, environment, command (every argument quoted)."""
         if not self.argv:
             return f"# {self.note}"
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        env = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
+        if self.pythonpath:
+            env.append(f"PYTHONPATH={shlex.quote(':'.join(self.pythonpath))}${{PYTHONPATH:+:$PYTHONPATH}}")
         where = f"cd {shlex.quote(self.work_copy or self.cwd)} && " if self.cwd else ""
-        return where + (env + " " if env else "") + shlex.join(self.argv)
+        return where + "".join(f"{e} " for e in env) + shlex.join(self.argv)
+
+
+def checkout_dir(root: str, impl: Impl) -> str:
+    """The top folder of the program's git checkout under a model-code root (its code is `impl.subdir` inside)."""
+    folder = CODE_DIRS.get(impl.code) or UNPINNED_CODE_DIRS[impl.code]
+    return "/".join(p for p in (root.rstrip("/"), folder) if p)
+
+
+def runs_in_scratch(impl: Impl, argv: list[str], nodes: int) -> bool:
+    """Whether the program may run in a scratch folder of its host (RefCommand.scratch): not PLSC, which runs in
+    its patched work copy (the run's evidence, checkpoint-free: the patch ends it before its pass saves), nor one
+    mpirun over several hosts, whose ranks there start in rank 0's working directory (Open MPI passes it on)."""
+    return impl.name != "plsc" and not (nodes > 1 and argv[:1] in (["mpirun"], ["mpiexec"]))
 
 
 def _devices(n: int) -> str:
@@ -318,8 +338,9 @@ def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = 
     if len(cluster.hosts) != job.nodes or not 0 <= cluster.rank < job.nodes:
         raise ReferenceError(f"{job.nodes} node(s) need as many host addresses and a rank below that; got rank "
                              f"{cluster.rank} of {len(cluster.hosts)} host(s)")
-    folder = CODE_DIRS.get(impl.code) or UNPINNED_CODE_DIRS[impl.code]
-    cwd = "/".join(p for p in ((code_root or CODE_ROOT).rstrip("/"), folder, impl.subdir) if p)
+    root = (code_root or CODE_ROOT).rstrip("/")
+    checkout = checkout_dir(root, impl)
+    cwd = "/".join(p for p in (checkout, impl.subdir) if p)
     work_copy = patch = None
     add: tuple[str, ...] = ()
     if impl.name == "paddleclas":
@@ -345,15 +366,15 @@ def build(job: RefJob, cluster: Cluster = Cluster(), *, code_root: str | None = 
         argv, env = _ngc_mxnet(job, data_dir)
     if cluster.nic and argv:
         env = {**env, "NCCL_SOCKET_IFNAME": cluster.nic}
-    if impl.packages and argv:  # its small dependencies from checkouts beside its code: nothing installed
-        root = (code_root or CODE_ROOT).rstrip("/")
-        env = {**env, "PYTHONPATH": ":".join(f"{root}/{p.folder}" for p in impl.packages)}
+    # its small dependencies from checkouts beside its code (nothing installed), before what its host's Python finds
+    pythonpath = tuple(f"{root}/{p.folder}" for p in impl.packages) if argv else ()
     note = "" if argv else f"nothing to start here: rank 0's mpirun starts this host's {job.gpus_per_node} ranks"
     if job.data == "synthetic" and argv:
         argv, data_dir = synthetic(impl, argv), None
     publisher, kit = methods(impl, job)
     return RefCommand(impl, argv, env, cwd, publisher, kit, work_copy, patch, add, note, outputs(impl, argv),
-                      data_dir, code_root or CODE_ROOT, scripts_dir)
+                      data_dir, code_root or CODE_ROOT, scripts_dir, pythonpath,
+                      bool(argv) and runs_in_scratch(impl, argv, job.nodes), checkout)
 
 
 def data_path(root: str | None, job: RefJob) -> str | None:
@@ -409,7 +430,8 @@ def record(cmd: RefCommand, job: RefJob, cluster: Cluster) -> dict:
         "impl": cmd.impl.name, "title": cmd.impl.title, "source": cmd.impl.source,
         "framework": job.framework, "model": job.model, "precision": job.precision, "batch_size": job.batch_size,
         "nodes": job.nodes, "gpus_per_node": job.gpus_per_node, "rank": cluster.rank,
-        "cwd": cmd.cwd, "argv": cmd.argv, "env": redact(cmd.env), "command": cmd.shell(),
+        "cwd": cmd.cwd, "argv": cmd.argv, "env": redact(cmd.env), "pythonpath": list(cmd.pythonpath),
+        "command": cmd.shell(),
         "log_format": cmd.impl.log_format,
         "publisher_method": cmd.publisher_method.to_dict() if cmd.publisher_method else None,
         "kit_method": cmd.kit_method.to_dict(),

@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
 """Start one published benchmark program exactly as given, after recording it beside its log.
 
-    python3 launch.py --record LOG_STEM.cmd.json --meta JSON --cwd MODEL_DIR \
-        [--work-copy NAME --patch FILE --add FILE ...] [--collect PATH ...] -- ARGV...
+    python3 launch.py --record LOG_STEM.cmd.json --meta JSON --cwd MODEL_DIR [--checkout TOP] \
+        [--pythonpath DIR ...] [--scratch [--unlinked NAME ...]] [--work-copy NAME --patch FILE --add FILE ...] \
+        [--collect PATH ...] -- ARGV...
 
 --meta is the kit's description of the run (kit.run.reference.record: argv, env, methods, ...); ARGV must
 equal its "argv". The record adds what only this host knows: time, host name, the model code's git
-commit, the patch's sha256, and the whole environment (values of secret-looking names redacted).
+commit (TOP: the checkout's top folder, which git's safe.directory names; default MODEL_DIR), the patch's
+sha256, and the whole environment the program gets (values of secret-looking names redacted): each
+--pythonpath DIR goes before the PYTHONPATH this process inherited on its host.
 --work-copy NAME copies MODEL_DIR to ./NAME (a fresh copy each run; the checkout stays untouched),
 applies --patch there (every context line must match at its stated line: no offset, no fuzz) and
 copies each --add file into it (DLPerf ran PLSC's train.py from inside the checkout). Then this
-process becomes ARGV in MODEL_DIR (or the copy): its output is the run's log. With --collect (files the
-program writes besides its output: DLLogger/raport JSON, a results folder; relative to where it runs, or
-absolute) ARGV runs as a child instead (SIGTERM/SIGINT/SIGHUP passed on), and what it wrote there during
-the run is copied to outputs/ beside the record (regular files only, links never followed), listed in
-the record's "outputs"; the exit status is the program's.
+process becomes ARGV in MODEL_DIR (or the copy): its output is the run's log.
+--scratch runs ARGV in a new folder under $TMPDIR (kit-scratch-*, never inside this process's working
+directory, the run's folder) holding a link to each entry of MODEL_DIR but the --unlinked names (what the
+program saves there) and the --collect names at its top: relative paths reach the pinned code, and what the
+program writes where it runs (checkpoints) stays out of the checkout. After the program, also when it
+fails or a stop signal came, the folder is removed; the record's "scratch" says where it was and lists
+each file removed with its bytes (the collected ones aside).
+With --collect (files the program writes besides its output: DLLogger/raport JSON, a results folder;
+relative to where it runs, or absolute) or --scratch, ARGV runs as a child instead (SIGTERM/SIGINT/SIGHUP
+passed on), and what it wrote under --collect during the run is copied to outputs/ beside the record
+(regular files only, links never followed), listed in the record's "outputs"; the exit status is the
+program's.
 Standard library only; never imports the kit.
 """
 
@@ -31,6 +41,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -99,10 +110,12 @@ def apply_hunks(text: str, hunks: list[tuple[int, list[str], list[str]]], name: 
     return "\n".join(lines)
 
 
-def git_commit(path: Path) -> str | None:
+def git_commit(path: Path, top: Path) -> str | None:
+    """HEAD of the checkout holding `path`; safe.directory names its top folder (git matches the work tree's root),
+    so a checkout another user owns is read too."""
     try:
-        out = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(["git", "-c", f"safe.directory={top}", "-C", str(path), "rev-parse", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -145,13 +158,64 @@ def collect(patterns: list[str], where: Path, since: float, into: Path) -> list[
     return copied
 
 
-def run_child(command: list[str], where: Path) -> int:
-    """ARGV as a child in `where`, the stop signals passed on; its exit status (128+N for signal N)."""
-    child = subprocess.Popen(command, cwd=where)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
-    code = child.wait()
-    return code if code >= 0 else 128 - code
+class Child:
+    """ARGV as a child, the stop signals passed on; one that comes before it starts means it never starts."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.stopped = 0  # the first stop signal received
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        self.stopped = self.stopped or signum
+        if self.proc is not None:
+            self.proc.send_signal(signum)
+
+    def run(self, command: list[str], where: Path) -> int:
+        """Its exit status in `where` (128+N for signal N)."""
+        if self.stopped:
+            return 128 + self.stopped
+        self.proc = subprocess.Popen(command, cwd=where)
+        code = self.proc.wait()
+        return code if code >= 0 else 128 - code
+
+
+def make_scratch(code: Path, unlinked: set[str], run_folder: Path) -> Path:
+    """A new folder under $TMPDIR linking to each entry of `code` but the `unlinked` names; ValueError when it
+    would lie inside the run's folder (a bundle would pack what the program saves there)."""
+    scratch, run_folder = Path(tempfile.mkdtemp(prefix="kit-scratch-")).resolve(), run_folder.resolve()
+    if run_folder != Path(run_folder.anchor) and scratch.is_relative_to(run_folder):
+        scratch.rmdir()
+        raise ValueError(f"the scratch folder {scratch} lies inside the run's folder {run_folder} (TMPDIR): "
+                         "set TMPDIR outside it")
+    try:
+        for entry in sorted(code.absolute().iterdir()):
+            if entry.name not in unlinked:
+                (scratch / entry.name).symlink_to(entry)
+    except OSError:
+        shutil.rmtree(scratch)
+        raise
+    return scratch
+
+
+def clear_scratch(scratch: Path, kept: set[str]) -> dict:
+    """Remove the scratch folder; what it held: every regular file but the `kept` ones (collected into outputs/),
+    with its bytes (the links to the checkout are not followed)."""
+    removed = []
+    for folder, _dirs, names in os.walk(scratch):  # never descends into a linked folder
+        for name in names:
+            path = Path(folder) / name
+            rel = path.relative_to(scratch).as_posix()
+            if not path.is_symlink() and path.is_file() and rel not in kept:
+                removed.append({"path": rel, "bytes": path.lstat().st_size})
+    record = {"path": str(scratch), "removed": sorted(removed, key=lambda f: f["path"]),
+              "bytes": sum(f["bytes"] for f in removed)}
+    try:
+        shutil.rmtree(scratch)
+    except OSError as exc:
+        record["error"] = f"not removed: {exc}"
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record", type=Path, required=True)
     p.add_argument("--meta", required=True)
     p.add_argument("--cwd", type=Path, required=True)
+    p.add_argument("--checkout", type=Path)
+    p.add_argument("--pythonpath", action="append", default=[])
+    p.add_argument("--scratch", action="store_true")
+    p.add_argument("--unlinked", action="append", default=[])
     p.add_argument("--work-copy")
     p.add_argument("--patch", type=Path)
     p.add_argument("--add", type=Path, action="append", default=[])
@@ -178,34 +246,48 @@ def main(argv: list[str] | None = None) -> int:
         print(f"launch.py: model code not found: {args.cwd} (pinned image, or a host's model_code root)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    where, digest = args.cwd, None
-    if args.work_copy:
-        try:
+    if args.pythonpath:  # the program's packages first, then what its host's Python finds
+        os.environ["PYTHONPATH"] = os.pathsep.join([*args.pythonpath, *filter(None, [os.environ.get("PYTHONPATH")])])
+    child = Child() if args.collect or args.scratch else None
+    where, digest, scratch = args.cwd, None, None
+    try:
+        if args.work_copy:
             where, digest = prepare_copy(args.cwd, args.work_copy, args.patch, args.add)
-        except (PatchError, OSError) as exc:
-            print(f"launch.py: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+        if args.scratch:
+            # a collected name at the top is written fresh there (an earlier run's copy in the checkout is not
+            # linked); a deeper one keeps its top folder linked: the program may read what lies beside it
+            fresh = {Path(c).parts[0] for c in args.collect if not c.startswith("/") and len(Path(c).parts) == 1}
+            where = scratch = make_scratch(where, set(args.unlinked) | fresh, Path.cwd())
+    except (PatchError, OSError, ValueError) as exc:
+        print(f"launch.py: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     meta.update({
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host": socket.gethostname(),
         "ran_in": str(where),
-        "model_code_commit": git_commit(args.cwd),
+        "model_code_commit": git_commit(args.cwd, args.checkout or args.cwd),
         "patch_sha256": digest,
         "environ": redact(dict(os.environ)),
     })
+    if scratch is not None:
+        meta["scratch"] = {"path": str(scratch), "removed": None}  # known even if this process is killed
     args.record.parent.mkdir(parents=True, exist_ok=True)
     args.record.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     sys.stdout.flush()
-    if args.collect:
-        since = time.time() - 1
+    if child is not None:
+        since, code = time.time() - 1, 127
         try:
-            code = run_child(command, where)
+            code = child.run(command, where)
         except OSError as exc:
             print(f"launch.py: cannot start {command[0]}: {exc}", file=sys.stderr)
-            return 127
-        meta["outputs"] = collect(args.collect, where, since, args.record.parent / "outputs")
-        meta["exit_code"] = code
-        args.record.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        finally:  # a failed or stopped program's outputs too, and never a scratch folder left behind
+            try:
+                meta["outputs"] = collect(args.collect, where, since, args.record.parent / "outputs")
+            finally:
+                if scratch is not None:
+                    meta["scratch"] = clear_scratch(scratch, set(meta.get("outputs", [])))
+            meta["exit_code"] = code
+            args.record.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         return code
     os.chdir(where)
     try:

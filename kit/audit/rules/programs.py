@@ -63,7 +63,8 @@ def judged_records(ev: Evidence, out: Finding):
 @predicate()
 def program_command_is_recipe(ev: Evidence, out: Finding) -> None:
     """Each record names the job its log's place says (program, model, batch, precision, nodes, GPUs), and its
-    argv, working directory, environment and patch are what this kit's recipe builds for that job there."""
+    argv, working directory, environment (and the folders put before its host's PYTHONPATH) and patch are what
+    this kit's recipe builds for that job there."""
     for key, log, host, path, meta, _records in judged_records(ev, out):
         where = ev.rel(path)
         g = log.group
@@ -78,9 +79,15 @@ def program_command_is_recipe(ev: Evidence, out: Finding) -> None:
         except RECORD_ERRORS as exc:
             out.fail(f"{key} ({host}): no recipe builds the recorded job: {exc}"[:300], where)
             continue
-        have = {"argv": meta.get("argv"), "cwd": meta.get("cwd"), "env": meta.get("env"),
+        env, pythonpath = meta.get("env"), meta.get("pythonpath")
+        if pythonpath is None and isinstance(env, dict) and "PYTHONPATH" in env:  # older records: the folders stood
+            env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # in the env, in place of the host's own
+            old = meta["env"]["PYTHONPATH"]
+            pythonpath = old.split(":") if isinstance(old, str) else old
+        have = {"argv": meta.get("argv"), "cwd": meta.get("cwd"), "env": env, "pythonpath": pythonpath or [],
                 "work_copy": meta.get("work_copy"), "patch": meta.get("patch"), "add": meta.get("add")}
         recipe = {"argv": built.argv, "cwd": built.cwd, "env": reference.redact(built.env),
+                  "pythonpath": list(built.pythonpath),
                   "work_copy": built.work_copy, "patch": built.patch, "add": list(built.add)}
         for field, value in recipe.items():
             if have[field] != value:

@@ -1,8 +1,11 @@
 """STAND-IN for DeepLearningExamples' PyTorch main.py (tests only): distributed where its launcher says so, as the
 real one decides (WORLD_SIZE > 1: it joins the real process group of its rank, torch.distributed over gloo), says
-what it was given and where it found dllogger (the real main.py imports it first thing), then replays its node's
-lines of a real published log (replay.log beside this file: mpirun-tagged [1,<node>] lines, or every line of a
-one-GPU log). A rank named in hang_rank beside it hangs instead."""
+what it was given and where it found pynvml and dllogger (the real main.py imports both first thing: pynvml through
+image_classification/gpu_affinity.py), then replays its node's lines of a real published log (replay.log beside this
+file: mpirun-tagged [1,<node>] lines, or every line of a one-GPU log) and, on rank 0, saves a fake checkpoint where
+it runs, as the real one's save_checkpoint does (--workspace ./, --checkpoint-filename checkpoint.pth.tar).
+A rank named in hang_rank beside it hangs instead; after_checkpoint beside it says how a test's run ends after the
+checkpoint: "fail" (exit 3) or "wait" (until a stop signal)."""
 
 import json
 import os
@@ -13,9 +16,15 @@ from datetime import timedelta
 from pathlib import Path
 
 try:
+    import pynvml  # image_classification/gpu_affinity.py's first import
+except ImportError:  # the real main.py stops here; only a test that puts one on PYTHONPATH has it
+    pynvml = None
+try:
     import dllogger
 except ImportError:  # the real main.py stops here; the multi-host tests' trees carry no dllogger
     dllogger = None
+
+CHECKPOINT_BYTES = 65536  # the real one is ~200 MB
 
 distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
 if distributed:
@@ -29,7 +38,8 @@ else:
     rank, world = 0, 1
 print("stand-in main.py " + json.dumps({"rank": rank, "world": world, "argv": sys.argv[1:], "cwd": os.getcwd(),
                                          "master": os.environ.get("MASTER_ADDR"),
-                                         "dllogger": dllogger and dllogger.__file__}), flush=True)
+                                         "dllogger": dllogger and dllogger.__file__,
+                                         "pynvml": pynvml and pynvml.__file__}), flush=True)
 hang = Path(__file__).parent / "hang_rank"  # a test's hung rank: it ignores SIGTERM, only SIGKILL stops it
 if hang.is_file() and hang.read_text().strip() == str(rank):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -42,5 +52,13 @@ if int(os.environ.get("LOCAL_RANK", "0")) == 0:
     tag = f"[1,{node}]<stdout>:"
     for line in [line for line in lines if tag in line] or lines:
         print(line, flush=True)
+if rank == 0:  # image_classification/utils.py save_checkpoint: rank 0, at the end of its epoch
+    Path("checkpoint.pth.tar").write_bytes(b"\0" * CHECKPOINT_BYTES)
 if distributed:
     dist.destroy_process_group()
+then = Path(__file__).parent / "after_checkpoint"
+ending = then.read_text().strip() if then.is_file() else ""
+if ending == "fail":
+    sys.exit(3)
+while ending == "wait":
+    time.sleep(1)
