@@ -39,6 +39,7 @@ LOADER_TARGET = 0.90  # real JPEGs through the gpu loader / synthetic
 PROGRAM_TARGET = 0.95  # harness / the published program, same setting
 # ResNet50 amp-nhwc bs256 on one GPU, images/s, by the GPU's name in the kit's capture (H200: 10% above the H100)
 FIGURE_TARGETS = {"H100": 4500.0, "H200": 4950.0}
+PROGRAM_SECTION = "### The kit's harness ÷ the published program, same setting"  # kit.results.program_ratio
 LOADER_CLASSES = 8
 
 
@@ -428,6 +429,10 @@ def program_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs
                          [])
     row = ratio_row(name, f"{harness_case.model} bs{harness_case.batch_size} {harness_case.tag}: harness / {program}",
                     theirs, mine, PROGRAM_TARGET, (program, "harness"))
+    report = run_dir / "report.md"
+    if row.verdict != "failed" and (not report.is_file() or PROGRAM_SECTION not in report.read_text()):
+        row.verdict = "failed"  # the kit's own pairing (kit.results.program_ratio) found them different work
+        row.detail += "; the report pairs no harness case with the program at the same setting"
     if not bench.ok and row.verdict != "failed":
         row.detail += f"; kit bench {bench.why()}"
     rows = [row]

@@ -35,20 +35,21 @@ name: gpu-proof-dle-cpu
 hardware: cpu
 defaults: {batch_size: 2, precision: amp, data: synthetic, repeats: 2, timeout_s: 120}
 cases:
-  - {framework: torch, model: resnet50, impl: harness, layout: nhwc, warmup_steps: 1, measure_steps: 2,
-     image_size: 64}
+  - {framework: torch, model: resnet50, impl: harness, layout: nhwc, warmup_steps: 1, measure_steps: 2}
   - {framework: torch, model: resnet50, impl: reference}
 """
 
 
-def proof(tmp_path: Path, published: Path, *args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess,
-                                                                                        Path]:
+def proof(tmp_path: Path, published: Path, *args: str, timeout: float = 600,
+          prepare=None) -> tuple[subprocess.CompletedProcess, Path]:
     root = model_code(tmp_path, published)
     (tmp_path / "bin").mkdir(exist_ok=True)
     if not (tmp_path / "bin" / "python").exists():  # DLE's recipe starts a bare `python`
         (tmp_path / "bin" / "python").symlink_to(sys.executable)
     (tmp_path / "suite.yaml").write_text(SUITE)
     (tmp_path / "program.yaml").write_text(PROGRAM_SUITE)
+    if prepare:
+        prepare()
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "GPU_PROOF_FORCE": "1",
            "STANDIN_SMI_DIR": str(SHARED / "fixtures" / "nvidia-smi"),
@@ -106,7 +107,7 @@ def test_the_dry_run_goes_through_all_three_stages_and_keeps_each_stages_results
     # stage 3: the harness beside the DLE stand-in (its replayed 790 images/s): a ratio, two runs a side
     program = rows[("3 program", "resnet50 bs2 amp-nhwc: harness / DLE")]
     assert program[4] in ("missed", "inconclusive") and "runs 2 / 2" in program[5]
-    assert "harness ÷ the published program" in (out / "3-program" / "report.md").read_text()
+    assert gpu_stages.PROGRAM_SECTION in (out / "3-program" / "report.md").read_text()
 
     # the record: raw nvidia-smi outputs, the console, one verdict line per stage, the exit status
     fixture = SHARED / "fixtures" / "nvidia-smi" / "q-x_1xH100-80GB-HBM3_driver580.xml"
@@ -123,9 +124,19 @@ def test_a_stage_the_budget_cannot_hold_is_skipped_with_a_message(tmp_path, publ
     assert [(r[0], r[4]) for r in summary_rows(out)] == [("2 loader", "skipped"), ("3 program", "skipped")]
 
 
+def test_a_harness_case_of_other_settings_than_the_programs_is_no_ratio(tmp_path, published):
+    """The program stage takes the kit's own pairing: a harness case at another image size is other work."""
+    done, out = proof(tmp_path, published, "--stages", "3", "--program-suite", str(tmp_path / "other.yaml"),
+                      prepare=lambda: (tmp_path / "other.yaml").write_text(
+                          PROGRAM_SUITE.replace("measure_steps: 2}", "measure_steps: 2, image_size: 64}")))
+    (row,) = summary_rows(out)
+    assert done.returncode == 1 and row[4] == "failed", done.stdout[-3000:]
+    assert "the report pairs no harness case with the program at the same setting" in row[5]
+
+
 def test_bad_stages_are_refused(tmp_path, published):
     done, _ = proof(tmp_path, published, "--stages", "1,4", timeout=60)
-    assert done.returncode == 2 and "--stages: pick from 1, 2, 3, got 1,4" in done.stderr
+    assert done.returncode == 2 and "--stages: pick from 1, 2, 3, got 1,4" in done.stdout  # the console, via tee
 
 
 def test_a_command_past_its_timeout_is_stopped_with_its_whole_process_group():
