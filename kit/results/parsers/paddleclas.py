@@ -19,16 +19,14 @@ from pathlib import Path
 from kit.results.parsers.base import (
     NUMBER,
     PER_CARD,
-    LogFormat,
     Record,
     finite_floats,
     holds,
-    leading_times,
     make_records,
     new_record,
-    posix_time,
     read_number,
 )
+from kit.results.parsers.paddle_ips import METRIC, PaddleIps
 
 _UNIT = r"(?P<unit>samples/sec|samples/s|images/sec|images/s|img/s)(?![\w/])"
 _IPS = re.compile(r"ips: ?(?P<value>" + NUMBER + r") ?" + _UNIT)
@@ -37,21 +35,19 @@ _ANY_IPS = re.compile(r"ips:(?<![\w-]ips:)(?: ?(?P<value>" + NUMBER + r") ?" + _
 _INT = re.compile(r" *(\d+)")
 _STEP_MARKERS = ("step:", "Iter:")
 _EPOCH_MARKERS = ("epoch:", "[Epoch ")
-_TIME = re.compile(r"^\[(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\]")
-_TIMES = re.compile(r"\n\[(\d{4}/\d\d/\d\d \d\d:\d\d):(\d\d)\]")  # _TIME, for leading_times()
 _UNITS = {"samples/sec": "samples/s", "images/sec": "images/s", "img/s": "images/s"}
 _EVAL = ("[Eval]", "eval step")  # a line holding one is not read
 
 
-class PaddleClas(LogFormat):
+class PaddleClas(PaddleIps):
     name = "paddleclas"
     description = "PaddleClas: per-card 'ips: 394.81086 samples/sec' (older 'images/sec')"
     needle = re.compile(r"ips: ?[-+\d.ni]")
     detectors = (re.compile(r"ips: ?[\d.]+ ?(?:samples|images)/s"),)
     detect_literals = ("ips:",)
-    default_metric = "ips"
-    series_kind = PER_CARD
     priority = 50
+    time = re.compile(r"\[(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\]")
+    times = re.compile(r"\n\[(\d{4}/\d\d/\d\d \d\d:\d\d):(\d\d)\]")
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         at = line.rfind("ips:")
@@ -62,14 +58,10 @@ class PaddleClas(LogFormat):
             return []
         raw, unit = m.groups()
         value = read_number(raw, path, lineno)
-        ts = None
-        if line.startswith("["):
-            t = _TIME.match(line)
-            if t:
-                ts = posix_time(*t.groups())
+        ts = self.time_of(line) if line.startswith("[") else None
         step = _int_after(line, _STEP_MARKERS, at)
         epoch = _int_after(line, _EPOCH_MARKERS, at)
-        return [new_record(Record, (value, _UNITS.get(unit, unit), "ips", PER_CARD, lineno, step, epoch, ts, rank))]
+        return [new_record(Record, (value, _UNITS.get(unit, unit), METRIC, PER_CARD, lineno, step, epoch, ts, rank))]
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
         return self.scan_lines_bulk(text, path, self._bulk)
@@ -106,14 +98,12 @@ class PaddleClas(LogFormat):
         if values is None:
             return None
         try:
-            times = leading_times(prefixes, _TIMES)
-            if times is None:  # a line without the time
-                times = [posix_time(*t.groups()) if t else None for t in map(_TIME.match, prefixes)]
+            times = self.times_of(prefixes)
             steps, epochs = _ints_after(prefixes, _STEP_MARKERS), _ints_after(prefixes, _EPOCH_MARKERS)
         except ValueError:  # (scan_lines names its line)
             return None
-        return make_records(values, list(map(_UNITS.get, units, units)), "ips", PER_CARD, lines, steps, epochs, times,
-                            None)
+        return make_records(values, list(map(_UNITS.get, units, units)), METRIC, PER_CARD, lines, steps, epochs,
+                            times, None)
 
 
 def _ints_after(prefixes: list[str], markers: tuple[str, ...]) -> list[int | None]:
