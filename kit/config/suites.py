@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.config import programs
+from kit.config.catalogue import contract, harness
 from kit.config.imagekeys import image_key, pinned_keys
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.layout import case_key, case_name, run_log_path, variant_tag
@@ -57,18 +58,19 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"  # the data: kit/suites/*.yaml
 FRAMEWORKS = ("paddle", "torch", "tensorflow", "mxnet")
 HARNESS_FRAMEWORKS = ("paddle", "torch")
-MODELS = ("resnet50", "vgg16", "arcface", "se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
-NLP_MODELS = ("bert", "transformer")  # seed 003: timed over whole epochs of a variable-length corpus
-IMAGENET_MODELS = ("resnet50", "vgg16", "arcface")  # the harness reads ImageNet lists for these
-SEED003_MODELS = ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
+# the harness's models and what each supports: its catalogue (scripts/harness/catalogue.py), read here
+MODELS = harness.NAMES
+NLP_MODELS = harness.NLP  # seed 003: timed over whole epochs of a variable-length corpus
+IMAGENET_MODELS = harness.IMAGENET  # the harness reads ImageNet lists for these
+SEED003_MODELS = harness.SEED003
 HARNESS_PRECISIONS = ("fp32", "tf32", "amp", "bf16")  # exact math modes (scripts/harness/train.py sets them)
 # and the published programs' own modes (FleetX's auto-parallel, seed 000): programs.check says which takes which
 PRECISIONS = HARNESS_PRECISIONS + tuple(sorted({m for i in programs.IMPLS.values() for m in i.modes}))
 LAYOUTS = ("nchw", "nhwc")
 MODES = ("eager", "compiled")
-NHWC_MODELS = ("resnet50", "vgg16", "arcface")  # the harness builds these channels-last; seed 003's are NCHW only
+NHWC_MODELS = harness.NHWC  # the harness builds these channels-last; seed 003's are NCHW only
 AUTOCAST = ("amp", "bf16")
-COMPILABLE = ("resnet50", "vgg16", "arcface", "se_resnext50", "deeplabv3p")  # fixed shapes, one network per step
+COMPILABLE = tuple(m.name for m in harness.CATALOGUE if m.compilable)  # fixed shapes, one network per step
 DATA_MODES = ("synthetic", "imagenet")
 LOADERS = ("cpu", "gpu", "dali")  # the harness's JPEG pipelines (scripts/harness/loader_*.py)
 IMPLS = ("harness", "reference")
@@ -102,6 +104,11 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
 SEED003_ONLY = ("size", "seq_len", "corpus_size", "measure_epochs")
 CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS,
            "size": ("full", "tiny"), "layout": LAYOUTS, "mode": MODES, "loader": LOADERS}
+# a contract key (scripts/harness/contract.py) with no meaning to the suite beyond its flag: its kind, train.py's
+# default and choices; the Case keeps it in `extra`
+CONTRACT_ONLY = tuple(st.key for st in contract.SETTINGS if st.key not in CASE_KEYS)
+CASE_KEYS |= {st.key: ((st.kind,), st.default) for st in contract.SETTINGS if st.key in CONTRACT_ONLY}
+CHOICES |= {st.key: st.choices for st in contract.SETTINGS if st.key in CONTRACT_ONLY and st.choices}
 HARNESS_ONLY = ("layout", "mode", "loader")
 MINIMUM = {"batch_size": 1, "nodes": 1, "gpus_per_node": 1, "warmup_steps": 0, "measure_steps": 1, "repeats": 1,
            "image_size": 8, "num_classes": 1, "timeout_s": 1, "seq_len": 8, "corpus_size": 1, "measure_epochs": 1}
@@ -109,11 +116,9 @@ MAXIMUM = {"batch_size": 65536, "nodes": 1024, "gpus_per_node": 256, "warmup_ste
            "measure_steps": 10_000_000, "repeats": 1000, "image_size": 4096, "num_classes": 10_000_000,
            "timeout_s": 7 * 24 * 3600, "seq_len": 8192, "corpus_size": 100_000_000, "measure_epochs": 1000}
 MAX_RUNS = 10_000  # cases x repeats of one suite
-# as scripts/harness/train.py; the NLP models have neither (0), CycleGAN no classes (0)
-DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112, "se_resnext50": 224, "deeplabv3p": 769,
-                      "cyclegan": 256, "bert": 0, "transformer": 0}
-DEFAULT_NUM_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431, "se_resnext50": 1000, "deeplabv3p": 19,
-                       "cyclegan": 0, "bert": 0, "transformer": 0}
+# the NLP models have neither (0), CycleGAN no classes (0)
+DEFAULT_IMAGE_SIZE = {m.name: m.image_size for m in harness.CATALOGUE}
+DEFAULT_NUM_CLASSES = {m.name: m.num_classes for m in harness.CATALOGUE}
 SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl", "layout", "mode",
                  "loader")
 REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source", "math", "batch", "container", "date")
@@ -193,6 +198,13 @@ class Case:
     seq_len: int | None = None  # bert / transformer
     corpus_size: int | None = None  # bert / transformer
     measure_epochs: int = 1  # bert / transformer
+    extra: tuple[tuple[str, Any], ...] = ()  # the CONTRACT_ONLY keys' values
+
+    def __getattr__(self, name: str) -> Any:  # a CONTRACT_ONLY key, as an attribute like the others
+        for key, value in object.__getattribute__(self, "extra"):
+            if key == name:
+                return value
+        raise AttributeError(name)
 
     @property
     def case_dir(self) -> str:
@@ -410,7 +422,8 @@ def _expand(entry: LineDict, defaults: LineDict, path: Path, hardware: str = "gp
         values["timeout_s"] = float(values["timeout_s"])
         if values["image"] is not None:
             _check_image(values["framework"], values["image"], entry if "image" in entry else defaults, path)
-        case = Case(**values, line=entry.line)
+        extra = tuple((key, values.pop(key)) for key in CONTRACT_ONLY)
+        case = Case(**values, extra=extra, line=entry.line)
         if impl == "reference":
             try:
                 programs.check(case.ref_job())

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kit import REPO_ROOT
+from kit.config.catalogue import contract
 from kit.config.suites import NLP_MODELS, Case
 from kit.core.layout import SIDECAR_SUFFIX
 from kit.run import reference
@@ -56,36 +57,21 @@ class Command:
 def harness_args(
     case: Case, threads: int | None = None, data_list: str | None = None, device: str = "auto"
 ) -> list[str]:
-    """train.py's flags for a case."""
+    """train.py's flags for a case: the contract's (scripts/harness/contract.py) in its order, the device after
+    the data, the threads last."""
     if case.data == "imagenet" and not data_list:
         raise ValueError(f"case {case.key} reads ImageNet: give the train_list.txt path")
-    args = [
-        "--framework", case.framework,
-        "--model", case.model,
-        "--batch-size", str(case.batch_size),
-        "--precision", case.precision,
-    ]  # fmt: skip
-    if case.model in NLP_MODELS:  # seed 003: whole epochs of a variable-length corpus
-        for key in ("seq_len", "corpus_size"):
-            args += [f"--{key.replace('_', '-')}", str(getattr(case, key))] if getattr(case, key) else []
-        args += ["--measure-epochs", str(case.measure_epochs)]
-    else:
-        args += ["--image-size", str(case.image_size)]
-        args += ["--num-classes", str(case.num_classes)] if case.num_classes else []
-    if case.size != "full":
-        args += ["--size", case.size]
-    args += ["--warmup-steps", str(case.warmup_steps)]
-    args += [] if case.model in NLP_MODELS else ["--measure-steps", str(case.measure_steps)]
-    args += ["--data", data_list if case.data == "imagenet" else "synthetic", "--device", device]
-    if case.loader:
-        args += ["--loader", case.loader]
-    if case.layout == "nhwc":
-        args += ["--layout", "nhwc"]
-    if case.mode == "compiled":
-        args += ["--mode", "compiled"]
-    if threads is not None:
-        args += ["--threads", str(threads)]
-    return args
+    epochs = case.model in NLP_MODELS
+    args = []
+    for setting in contract.SETTINGS:
+        value = getattr(case, setting.key)
+        if setting.key == "data":
+            value = data_list if case.data == "imagenet" else "synthetic"
+        if setting.applies(epochs) and setting.gives(value):
+            args += [setting.flag, str(value)]
+        if setting.key == "data":
+            args += ["--device", device]
+    return args + (["--threads", str(threads)] if threads is not None else [])
 
 
 def build_command(

@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from kit import REPO_ROOT, __version__
+from kit.config.catalogue import contract
 from kit.config.suites import Suite, available, load_suite, suite_path
 from kit.core import runlock
 from kit.core.files import write_json
@@ -239,11 +240,12 @@ def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: f
 
 
 def run_settings(run_dir: Path, run: PlannedRun) -> dict:
-    """The case's precision, layout, mode and loader, and what its log says ran (the math flags the framework had,
-    compile time, the loader's own rate): run.json keeps both, so a reader needs no log to see either."""
+    """The case's settings the contract records (scripts/harness/contract.py: precision, layout, mode, loader where
+    it has one), and what its log says ran (the math flags the framework had, compile time, the loader's own rate):
+    run.json keeps both, so a reader needs no log to see either."""
     case = run.case
-    declared = {"precision": case.precision, "layout": case.layout, "mode": case.mode}
-    declared |= {"loader": case.loader} if case.loader else {}
+    declared = {s.key: getattr(case, s.key) for s in contract.SETTINGS
+                if s.recorded and (s.given != contract.SET or getattr(case, s.key))}
     if case.impl != "harness":
         return declared
     return declared | {"ran": read_what_ran(Path(run_dir) / run.log_rel)}

@@ -10,15 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-SEED003 = ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")  # seed 003's benchmark set
-NLP = ("bert", "transformer")  # timed over whole epochs of a variable-length corpus (seed 003's rule)
-MODELS = ("resnet50", "vgg16", "arcface", *SEED003)
-# --mode compiled: fixed-shape models whose whole step goes through the network
-NOT_COMPILABLE = {
-    "bert": "its batches change shape with the corpus's sentence lengths, so recompilation would be timed",
-    "transformer": "its batches change shape with the corpus's sentence lengths, so recompilation would be timed",
-    "cyclegan": "its step runs the discriminators outside the network, with two optimizers",
-}
+from catalogue import NAMES as MODELS  # noqa: F401  (the model sets, from the one catalogue)
+from catalogue import NLP, NOT_COMPILABLE, SEED003  # noqa: F401
 
 
 class HarnessFailure(Exception):

@@ -41,14 +41,14 @@ from backend import (  # noqa: E402
 )
 from backend_paddle import PaddleBackend  # noqa: E402  (neither imports its framework before it is built)
 from backend_torch import TorchBackend  # noqa: E402
+from catalogue import CATALOGUE  # noqa: E402
 from precision import PRECISIONS  # noqa: E402
 
 FRAMEWORKS = ("paddle", "torch")
-# the published shapes: ImageNet 224, PLSC's 112, Paddle's DeepLabV3+ Cityscapes crop 769, CycleGAN's 256
-DEFAULT_IMAGE_SIZE = {"resnet50": 224, "vgg16": 224, "arcface": 112, "se_resnext50": 224, "deeplabv3p": 769,
-                      "cyclegan": 256}
-# arcface: PLSC's MS1M-V3 identities; deeplabv3p: Cityscapes' 19 classes
-DEFAULT_CLASSES = {"resnet50": 1000, "vgg16": 1000, "arcface": 93431, "se_resnext50": 1000, "deeplabv3p": 19}
+# the published shapes and classes (catalogue.py): ImageNet 224, PLSC's 112 and MS1M-V3 identities, Paddle's
+# DeepLabV3+ Cityscapes crop 769 and 19 classes, CycleGAN's 256
+DEFAULT_IMAGE_SIZE = {m.name: m.image_size for m in CATALOGUE if m.image_size}
+DEFAULT_CLASSES = {m.name: m.num_classes for m in CATALOGUE if m.num_classes}
 DEFAULT_SEQ_LEN = {"bert": 512, "transformer": 256}  # BERT's max_seq_len; the Transformer's max sentence length
 DEFAULT_CORPUS = {"bert": 4096, "transformer": 20000}  # sequences / sentence pairs in the synthetic corpus
 UNIT = {"bert": "sequences/s", "transformer": "tokens/s", "cyclegan": "samples/s"}  # others: images/s

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence, finite
+from kit.config.catalogue import contract
 from kit.config.suites import NLP_MODELS
 from kit.core.inputs import parse_json
 from kit.core.yamlio import ConfigError, LineDict
@@ -171,17 +172,17 @@ def every_rank_logged(ev: Evidence, out: Finding) -> None:
                      f"(looked in {len(looked)} file(s))", ev.rel(log.path))
 
 
+def _checked(case) -> list:
+    """The contract's settings (scripts/harness/contract.py) verify compares for this case's model."""
+    epochs = case.model in NLP_MODELS
+    return [st for st in contract.SETTINGS if st.checked and st.applies(epochs)
+            and (st.given != contract.SET or getattr(case, st.key))]
+
+
 def _declared_start(case) -> dict:
-    """What a harness log's run_start must say for the case it is filed under."""
-    want = {"framework": case.framework, "model": case.model, "precision": case.precision,
-            "local_batch": case.batch_size, "ranks": case.processes}
-    if case.model not in NLP_MODELS:
-        want["image_size"] = case.image_size
-        want["layout"] = case.layout
-    want["mode"] = case.mode
-    if case.loader:
-        want["loader"] = case.loader
-    return want
+    """What a harness log's run_start must say for the case it is filed under: the contract's checked fields, and
+    its ranks."""
+    return {st.start: getattr(case, st.key) for st in _checked(case)} | {"ranks": case.processes}
 
 
 @predicate()
@@ -222,18 +223,15 @@ def _harness_flags(argv: list[str]) -> dict[str, str]:
         if arg.startswith("--") and not argv[i + 1].startswith("--"):
             flags[arg] = argv[i + 1]
     flags.setdefault("--layout", "nhwc" if "--channels-last" in argv else "nchw")
-    flags.setdefault("--mode", "eager")
+    for st in contract.SETTINGS:  # a flag the kit leaves out at its default has train.py's default
+        if st.checked and st.given == contract.CHANGED:
+            flags.setdefault(st.flag, str(st.default))
     return flags
 
 
 def _declared_flags(case) -> dict[str, str]:
-    want = {"--framework": case.framework, "--model": case.model, "--batch-size": str(case.batch_size),
-            "--precision": case.precision, "--mode": case.mode}
-    if case.model not in NLP_MODELS:
-        want |= {"--image-size": str(case.image_size), "--layout": case.layout}
-    if case.loader:
-        want["--loader"] = case.loader
-    return want
+    """The flags a harness run's recorded command must carry for its case (the contract's checked ones)."""
+    return {st.flag: str(getattr(case, st.key)) for st in _checked(case)}
 
 
 STEP_CLOCK_SLACK_S = 0.002  # time_ms is whole milliseconds

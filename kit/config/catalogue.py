@@ -1,0 +1,33 @@
+"""The harness's model catalogue and its contract with a suite's cases (scripts/harness/catalogue.py, contract.py),
+read from their files: the harness travels alone to every host and imports them there; the kit reads the same
+files here, so a model's facts and a case key's path to the command line, the log and verify are written once.
+
+    from kit.config.catalogue import contract, harness
+    harness.MODELS["arcface"].image_size     # 112
+    contract.BY_KEY["layout"].flag           # --layout
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+HARNESS_DIR = Path(__file__).resolve().parents[2] / "scripts" / "harness"
+
+
+def load(name: str):
+    """scripts/harness/<name>.py as the module kit_harness_<name> (the harness's own names are too plain to share
+    the kit's namespace)."""
+    qualified = f"kit_harness_{name}"
+    if qualified in sys.modules:
+        return sys.modules[qualified]
+    spec = importlib.util.spec_from_file_location(qualified, HARNESS_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[qualified] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+harness = load("catalogue")
+contract = load("contract")

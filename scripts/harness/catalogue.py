@@ -1,0 +1,54 @@
+"""The harness's models and what each supports: the one catalogue the harness and the kit both read.
+
+    from catalogue import MODELS, NLP, SEED003
+    MODELS["resnet50"].image_size, MODELS["bert"].compiled_not   # 224, "its batches change shape ..."
+
+Standard library only: it travels to every host with the harness, and the kit loads this file by its path
+(kit.config.catalogue), so a model's facts are written here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALL_LAYOUTS = ("nchw", "nhwc")
+NCHW_ONLY = ("nchw",)
+SYNTHETIC_ONLY = ("synthetic",)
+RESHAPED = "its batches change shape with the corpus's sentence lengths, so recompilation would be timed"
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    family: str  # imagenet: ResNet50/VGG16/ArcFace (the seeds 000-002, 004); seed003: seed 003's five models
+    image_size: int  # default input size (0: none, a sequence model)
+    num_classes: int  # default classes (0: none)
+    layouts: tuple[str, ...] = NCHW_ONLY  # nhwc: built channels-last too
+    data: tuple[str, ...] = SYNTHETIC_ONLY  # imagenet: reads an ImageNet train list through the loaders
+    compiled_not: str = ""  # why --mode compiled does not apply ("" : it does)
+    epochs: bool = False  # timed over whole epochs of a variable-length corpus (seed 003's rule for NLP)
+
+    @property
+    def compilable(self) -> bool:
+        return not self.compiled_not
+
+
+_IMAGENET = dict(family="imagenet", layouts=ALL_LAYOUTS, data=("synthetic", "imagenet"))
+CATALOGUE = (
+    Model("resnet50", image_size=224, num_classes=1000, **_IMAGENET),
+    Model("vgg16", image_size=224, num_classes=1000, **_IMAGENET),
+    Model("arcface", image_size=112, num_classes=93431, **_IMAGENET),
+    Model("se_resnext50", "seed003", 224, 1000),
+    Model("deeplabv3p", "seed003", 769, 19),
+    Model("bert", "seed003", 0, 0, compiled_not=RESHAPED, epochs=True),
+    Model("transformer", "seed003", 0, 0, compiled_not=RESHAPED, epochs=True),
+    Model("cyclegan", "seed003", 256, 0,
+          compiled_not="its step runs the discriminators outside the network, with two optimizers"),
+)
+MODELS = {m.name: m for m in CATALOGUE}
+NAMES = tuple(MODELS)
+SEED003 = tuple(m.name for m in CATALOGUE if m.family == "seed003")
+NLP = tuple(m.name for m in CATALOGUE if m.epochs)
+IMAGENET = tuple(m.name for m in CATALOGUE if "imagenet" in m.data)
+NHWC = tuple(m.name for m in CATALOGUE if "nhwc" in m.layouts)
+NOT_COMPILABLE = {m.name: m.compiled_not for m in CATALOGUE if m.compiled_not}

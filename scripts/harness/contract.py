@@ -1,0 +1,64 @@
+"""The contract between a suite's case and the harness: each case key, the train.py flag that carries it, the
+run_start field that states what ran, and how the kit's verify compares them. One table, read by both sides:
+the kit builds a case's command (kit.run.command.harness_args), keeps its settings in run.json
+(kit.run.records.run_settings) and checks a log against its case (kit.audit.rules.predicates) by iterating it;
+train.py takes every flag it names and states every field. Standard library only (it travels with the harness;
+the kit loads this file by its path, kit.config.catalogue).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALWAYS, SET, CHANGED = "always", "set", "changed"  # when the kit gives the flag: always; when the case has a value;
+# when the value differs from the harness's default
+ALL, IMAGE, NLP = "all", "image", "nlp"  # the models a key applies to: all; those timed per step; those per epoch
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str  # the suite's case key (and the Case attribute)
+    flag: str  # train.py's flag
+    start: str  # the run_start field that states the value the run had
+    kind: type = int
+    default: object = None  # train.py's value when the flag is not given (None: per model, or required)
+    choices: tuple = ()  # the values train.py accepts (empty: any of its kind)
+    scope: str = ALL
+    given: str = ALWAYS
+    checked: bool = False  # verify: run_start's field and the recorded flag must be the case's value
+    recorded: bool = False  # run.json keeps the case's value beside what the log says ran (records.run_settings)
+
+    def applies(self, epochs: bool) -> bool:
+        """Whether the key applies to a model (EPOCHS: timed over whole epochs, the NLP models)."""
+        return self.scope == ALL or (self.scope == NLP) == epochs
+
+    def gives(self, value) -> bool:
+        """Whether the kit puts the flag on the command line for this value."""
+        return self.given == ALWAYS or (self.given == SET and bool(value)) or (
+            self.given == CHANGED and value is not None and value != self.default)
+
+
+# in the order of the command line; --data's value is the train list where the case reads ImageNet
+SETTINGS = (
+    Setting("framework", "--framework", "framework", str, checked=True),
+    Setting("model", "--model", "model", str, checked=True),
+    Setting("batch_size", "--batch-size", "local_batch", checked=True),
+    Setting("precision", "--precision", "precision", str, "fp32", ("fp32", "tf32", "amp", "bf16"), checked=True,
+            recorded=True),
+    Setting("seq_len", "--seq-len", "seq_len", scope=NLP, given=SET),
+    Setting("corpus_size", "--corpus-size", "corpus_size", scope=NLP, given=SET),
+    Setting("measure_epochs", "--measure-epochs", "measure_epochs", default=1, scope=NLP),
+    Setting("image_size", "--image-size", "image_size", scope=IMAGE, checked=True),
+    Setting("num_classes", "--num-classes", "num_classes", scope=IMAGE, given=SET),
+    Setting("size", "--size", "size", str, "full", ("full", "tiny"), given=CHANGED),
+    Setting("warmup_steps", "--warmup-steps", "warmup_steps", default=20),
+    Setting("measure_steps", "--measure-steps", "measure_steps", default=100, scope=IMAGE),
+    Setting("data", "--data", "data", str, "synthetic"),
+    Setting("loader", "--loader", "loader", str, None, ("cpu", "gpu", "dali"), given=SET, checked=True,
+            recorded=True),
+    Setting("layout", "--layout", "layout", str, "nchw", ("nchw", "nhwc"), scope=IMAGE, given=CHANGED, checked=True,
+            recorded=True),
+    Setting("mode", "--mode", "mode", str, "eager", ("eager", "compiled"), given=CHANGED, checked=True,
+            recorded=True),
+)
+BY_KEY = {s.key: s for s in SETTINGS}

@@ -1,0 +1,76 @@
+"""The harness's catalogue (scripts/harness/catalogue.py) and its contract with a suite's cases (contract.py): written
+once, read by the kit and by the harness; the command, run.json's settings and verify's checks all come from them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from kit.audit.rules import predicates
+from kit.config import suites
+from kit.config.catalogue import contract, harness
+from kit.run.command import harness_args
+
+HARNESS = Path(__file__).resolve().parents[1] / "scripts" / "harness"
+
+
+def assigned(path: Path, name: str):
+    """The literal a harness module assigns to NAME (read, not imported: the frameworks need not load)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{path.name} assigns no {name}")
+
+
+def test_the_kit_and_the_harness_read_one_catalogue():
+    assert suites.MODELS == harness.NAMES and suites.NLP_MODELS == harness.NLP == ("bert", "transformer")
+    assert suites.SEED003_MODELS == harness.SEED003 and suites.IMAGENET_MODELS == suites.NHWC_MODELS == (
+        "resnet50", "vgg16", "arcface")
+    assert set(suites.COMPILABLE) == set(harness.NAMES) - set(harness.NOT_COMPILABLE)
+    assert suites.DEFAULT_IMAGE_SIZE["arcface"] == 112 and suites.DEFAULT_NUM_CLASSES["arcface"] == 93431
+    for name in ("backend.py", "train.py"):  # the harness imports it: no list of models of its own
+        assert "from catalogue import" in (HARNESS / name).read_text()
+    for framework in ("torch", "paddle"):  # each framework's model file builds exactly the catalogue's models
+        assert assigned(HARNESS / f"models_{framework}.py", "MODELS") == harness.NAMES
+
+
+def test_every_contract_key_is_a_suite_key_and_a_flag_train_py_takes():
+    parser_text = (HARNESS / "train.py").read_text()
+    for setting in contract.SETTINGS:
+        assert setting.key in suites.CASE_KEYS and setting.key in suites.Case.__dataclass_fields__, setting.key
+        assert f'"{setting.flag}"' in parser_text, setting.flag
+    assert suites.CONTRACT_ONLY == ()  # every key of today's table has a meaning in the suite too
+
+
+@pytest.mark.parametrize(("suite", "key", "want"), [
+    ("gpu1", "torch/resnet50/bz256/1n1g/amp-nhwc-compiled",
+     "--framework torch --model resnet50 --batch-size 256 --precision amp --image-size 224 --num-classes 1000 "
+     "--warmup-steps 20 --measure-steps 60 --data synthetic --device auto --layout nhwc --mode compiled --threads 4"),
+    ("gpu1", "torch/bert/bz32/1n1g/amp",
+     "--framework torch --model bert --batch-size 32 --precision amp --seq-len 128 --corpus-size 2048 "
+     "--measure-epochs 1 --warmup-steps 20 --data synthetic --device auto --threads 4"),
+    ("seed003", "torch/cyclegan/bz1/1n1g/fp32",
+     "--framework torch --model cyclegan --batch-size 1 --precision fp32 --image-size 32 --warmup-steps 3 "
+     "--measure-steps 10 --data synthetic --device auto --threads 4"),
+])
+def test_the_command_line_is_the_contracts_in_its_order(suite, key, want):
+    case = {c.key: c for c in suites.load_suite(suite).cases}[key]
+    assert " ".join(harness_args(case, 4)) == want
+
+
+def test_verify_checks_what_the_contract_marks_checked():
+    cases = {c.key: c for c in suites.load_suite("gpu1").cases}
+    nhwc, bert = cases["torch/resnet50/bz256/1n1g/amp-nhwc"], cases["torch/bert/bz32/1n1g/amp"]
+    assert predicates._declared_start(nhwc) == {
+        "framework": "torch", "model": "resnet50", "local_batch": 256, "precision": "amp", "image_size": 224,
+        "layout": "nhwc", "mode": "eager", "ranks": 1}
+    assert predicates._declared_start(bert) == {  # no image size or layout for a sequence model
+        "framework": "torch", "model": "bert", "local_batch": 32, "precision": "amp", "mode": "eager", "ranks": 1}
+    assert predicates._declared_flags(nhwc) == {
+        "--framework": "torch", "--model": "resnet50", "--batch-size": "256", "--precision": "amp",
+        "--image-size": "224", "--layout": "nhwc", "--mode": "eager"}
+    # a flag the kit leaves out at its default reads as train.py's default
+    ran = predicates._harness_flags(harness_args(cases["torch/resnet50/bz256/1n1g/amp"]))
+    assert (ran["--layout"], ran["--mode"]) == ("nchw", "eager")
