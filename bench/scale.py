@@ -11,7 +11,7 @@ cases on N hosts x 8 GPUs (N = 4, 8, 16: the quarter, half and full sizes), laid
 Log text is replayed from real logs: the published PaddleClas, NGC PyTorch/TensorFlow/MXNet logs in
 ../shared/fixtures/published-logs, FleetX's and PLSC's print statements as the stand-ins print them, and the
 kit harness's own :::KITLOG lines (the launcher and warning lines around them copied from a real run). A
-published program's command record is built by the kit's own recipe (kit.run.reference.record), so `kit verify`
+published program's command record is built by the kit's own recipe (kit.config.reference.record), so `kit verify`
 judges it as a real one. report.md and results.json are written by the kit (kit.run.bench.write_report), as a run
 writes them. The multi-node cases' published references (4 nodes) are dropped: they do not apply to N nodes.
 
@@ -44,12 +44,13 @@ sys.path.append(str(REPO / "scripts" / "harness"))
 
 from train import UNIT, counted  # noqa: E402  (the harness: what its NLP figures count)
 
+from kit.config import reference  # noqa: E402
 from kit.config.suites import Case, load_suite  # noqa: E402
-from kit.core.layout import run_folder  # noqa: E402
+from kit.core.layout import run_folder, sidecar_name  # noqa: E402
+from kit.core.secrets import redact  # noqa: E402
 from kit.hosts import capture as ec  # noqa: E402
-from kit.run import bench, records, reference  # noqa: E402
-from kit.run.command import sidecar_name  # noqa: E402
-from kit.run.plan import pin_of  # noqa: E402
+from kit.images.spec import pin_of  # noqa: E402
+from kit.run import bench, records  # noqa: E402
 from kit.run.ssh import wrapper_command  # noqa: E402
 
 SUITE = REPO / "kit" / "suites" / "v100.yaml"
@@ -416,7 +417,7 @@ def reference_run(w: Writer, case: Case, repeat: int, hosts: list[str], ips: lis
         meta.update({"started": "2026-11-24T08:15:20+00:00", "host": host, "ran_in": cmd.cwd,
                      "model_code_commit": pin, "patch_sha256": None,
                      "environ": {"HOME": "/root", "PATH": "/usr/local/bin:/usr/bin:/bin", "PWD": work,
-                                 "PYTHONUNBUFFERED": "1", **reference.redact(cmd.env)}})
+                                 "PYTHONUNBUFFERED": "1", **redact(cmd.env)}})
         launch = "paddle.distributed.launch" in cmd.argv
         if "-tag-output" in cmd.argv:
             stdout = tf_ranks(text, ranks)

@@ -14,8 +14,9 @@ import psutil
 import pytest
 
 from kit.cli import main
+from kit.config import reference
 from kit.config.suites import load_suite
-from kit.run import bench, reference
+from kit.run import bench
 from kit.run.local import LocalRunner
 from kit.run.plan import plan
 

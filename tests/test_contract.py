@@ -16,6 +16,15 @@ from kit.run.command import harness_args
 HARNESS = Path(__file__).resolve().parents[1] / "scripts" / "harness"
 
 
+def harness_cli():
+    """scripts/harness/cli.py imported as the harness imports it (its folder on sys.path; no framework loads)."""
+    import sys
+    if str(HARNESS) not in sys.path:
+        sys.path.insert(0, str(HARNESS))
+    import cli
+    return cli
+
+
 def assigned(path: Path, name: str):
     """The literal a harness module assigns to NAME (read, not imported: the frameworks need not load)."""
     for node in ast.parse(path.read_text()).body:
@@ -30,17 +39,27 @@ def test_the_kit_and_the_harness_read_one_catalogue():
         "resnet50", "vgg16", "arcface")
     assert set(suites.COMPILABLE) == set(harness.NAMES) - set(harness.NOT_COMPILABLE)
     assert suites.DEFAULT_IMAGE_SIZE["arcface"] == 112 and suites.DEFAULT_NUM_CLASSES["arcface"] == 93431
-    for name in ("backend.py", "train.py"):  # the harness imports it: no list of models of its own
-        assert "from catalogue import" in (HARNESS / name).read_text()
-    for framework in ("torch", "paddle"):  # each framework's model file builds exactly the catalogue's models
-        assert assigned(HARNESS / f"models_{framework}.py", "MODELS") == harness.NAMES
+    for name in ("backend.py", "cli.py", "model_specs.py", "run_start.py"):  # the harness reads it
+        assert "from catalogue import" in (HARNESS / name).read_text(), name
+    for path in HARNESS.glob("*.py"):  # and holds no list of the models of its own
+        if path.name != "catalogue.py":
+            assert '"resnet50", "vgg16"' not in path.read_text(), path.name
+    for framework in ("torch", "paddle"):  # each framework's model files build exactly the catalogue's models
+        seed003 = ast.parse((HARNESS / f"{framework}_seed003.py").read_text())
+        built = [n.value for n in ast.walk(seed003) if isinstance(n, ast.Assign)
+                 and getattr(n.targets[0], "id", None) == "SEED003"][0]
+        assert tuple(k.value for k in built.keys) == harness.SEED003
 
 
 def test_every_contract_key_is_a_suite_key_and_a_flag_train_py_takes():
-    parser_text = (HARNESS / "train.py").read_text()
+    parser = harness_cli().build_parser()
+    flags = {a.option_strings[0]: a for a in parser._actions if a.option_strings}
     for setting in contract.SETTINGS:
         assert setting.key in suites.CASE_KEYS and setting.key in suites.Case.__dataclass_fields__, setting.key
-        assert f'"{setting.flag}"' in parser_text, setting.flag
+        action = flags[setting.flag]  # train.py's parser is built from the table: its flag, name and default
+        assert (action.dest, action.default) == (setting.key, setting.default), setting.flag
+        if setting.choices:
+            assert tuple(action.choices) == setting.choices, setting.flag
     assert suites.CONTRACT_ONLY == ()  # every key of today's table has a meaning in the suite too
 
 

@@ -263,7 +263,7 @@ def local_files(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("fmt", ["paddle", "folder", "tfrecord", "recordio"])
 def test_format_is_staged_to_data_dir_format_on_both_hosts_and_verified(ssh_hosts, tmp_path, converted, fmt):
     from kit.config.programs import RefJob
-    from kit.run.reference import data_path
+    from kit.config.reference import data_path
 
     inv, hosts = inventory(ssh_hosts, tmp_path)
     events = []

@@ -1,4 +1,5 @@
-"""scripts/harness/models_{torch,paddle}.py: the same three networks, layer for layer, in both frameworks.
+"""scripts/harness/models_{torch,paddle}.py (the ImageNet networks: {torch,paddle}_imagenet.py): the same three
+networks, layer for layer, in both frameworks.
 
 Counts at 1000 classes are taken on torch's meta device / under paddle.LazyGuard (no storage, instant); every
 model is also built for real (10 classes), run forward + backward on a tiny batch in train mode, and then -- with
@@ -26,8 +27,9 @@ RESNET50_FC = 2048 * 1000 + 1000
 VGG16_LAST_FC = 4096 * 1000 + 1000
 
 
-def _load(framework: str):
-    name = f"models_{framework}"
+def _load(name: str):
+    if str(HARNESS) not in sys.path:  # the model modules import their siblings by name, as on a host
+        sys.path.insert(0, str(HARNESS))
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, HARNESS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
@@ -38,7 +40,7 @@ def _load(framework: str):
 
 @pytest.fixture(scope="module")
 def mt():
-    module = _load("torch")
+    module = _load("models_torch")
     import torch
 
     torch.manual_seed(0)
@@ -47,7 +49,7 @@ def mt():
 
 @pytest.fixture(scope="module")
 def mp():
-    module = _load("paddle")
+    module = _load("models_paddle")
     import paddle
 
     paddle.seed(0)
@@ -130,8 +132,9 @@ def _triples(words: list[str]) -> list[list[str]]:
 @pytest.mark.parametrize("framework", ["torch", "paddle"])
 def test_bad_arguments_raise_value_error(framework, request):
     module = request.getfixturevalue("mt" if framework == "torch" else "mp")
-    assert module.MODELS[:3] == ("resnet50", "vgg16", "arcface")
-    assert module.MODELS[3:] == module.SEED003_MODELS == ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
+    specs = _load("model_specs")
+    assert specs.MODELS[:3] == specs.IMAGENET_MODELS == ("resnet50", "vgg16", "arcface")
+    assert specs.MODELS[3:] == specs.SEED003_MODELS == ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
     with pytest.raises(ValueError, match="resnet18"):
         module.build_model("resnet18")
     with pytest.raises(ValueError, match="num_classes"):
@@ -232,7 +235,7 @@ def test_arcface_target_logit_gets_the_angular_margin(mt, mp):
     import torch
 
     rng = np.random.default_rng(2)
-    thead = mt.ArcMarginHead(8, 5)
+    thead = _load("torch_imagenet").ArcMarginHead(8, 5)
     weight = thead.weight.detach().numpy()  # torch: [classes, embedding]
     unit_weight = weight / np.linalg.norm(weight, axis=1, keepdims=True)
     embedding = rng.standard_normal((4, 8), dtype=np.float32)
@@ -250,21 +253,32 @@ def test_arcface_target_logit_gets_the_angular_margin(mt, mp):
     got_torch = thead(torch.from_numpy(embedding), torch.from_numpy(labels)).detach().numpy()
     np.testing.assert_allclose(got_torch, want, rtol=1e-4, atol=1e-3)
 
-    phead = mp.ArcMarginHead(8, 5)
+    phead = _load("paddle_imagenet").ArcMarginHead(8, 5)
     phead.weight.set_value(paddle.to_tensor(np.ascontiguousarray(weight.T)))
     got_paddle = phead(paddle.to_tensor(embedding), paddle.to_tensor(labels)).numpy()
     np.testing.assert_allclose(got_paddle, want, rtol=1e-4, atol=1e-3)
 
 
 # ---------------------------------------------------------------- self-contained
+FRAMEWORK_MODULES = ("models_{}", "{}_layers", "{}_imagenet", "{}_seed003", "{}_trainer")
+NEUTRAL_MODULES = {"model_specs", "trainer", "catalogue"}  # standard library only: what both frameworks share
+
+
 @pytest.mark.parametrize("framework", ["torch", "paddle"])
 def test_model_modules_import_only_stdlib_numpy_and_their_framework(framework):
-    tree = ast.parse((HARNESS / f"models_{framework}.py").read_text())
-    roots = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            roots |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            roots.add((node.module or "").split(".")[0])
-    assert "kit" not in roots
-    assert roots <= set(sys.stdlib_module_names) | {"numpy", framework}, roots
+    """Each framework's model and step modules: the standard library, numpy, the framework, each other and the
+    framework-neutral modules -- never the other framework nor the kit."""
+    own = {pattern.format(framework) for pattern in FRAMEWORK_MODULES}
+    for name in sorted(own | NEUTRAL_MODULES):
+        tree = ast.parse((HARNESS / f"{name}.py").read_text())
+        roots = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                roots.add((node.module or "").split(".")[0])
+        assert "kit" not in roots
+        allowed = set(sys.stdlib_module_names) | NEUTRAL_MODULES | {"numpy"}
+        if name not in NEUTRAL_MODULES:
+            allowed |= own | {framework}
+        assert roots <= allowed, (name, roots - allowed)

@@ -34,6 +34,8 @@ FULL_COUNTS = {
 
 
 def _load(name: str):
+    if str(HARNESS) not in sys.path:  # the model modules import their siblings by name, as on a host
+        sys.path.insert(0, str(HARNESS))
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, HARNESS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
@@ -178,7 +180,8 @@ def test_two_training_steps_give_the_same_losses_in_both_frameworks(mt, mp, syn,
     copy_torch_into_paddle(tnet, pnet)
     tnet.train()
     pnet.train()
-    ttrain, ptrain = mt.Trainer(name, tnet, batch_size=2), mp.Trainer(name, pnet, batch_size=2)
+    ttrain = _load("torch_trainer").Trainer(name, tnet, batch_size=2)
+    ptrain = _load("paddle_trainer").Trainer(name, pnet, batch_size=2)
     assert ttrain.settings == ptrain.settings
     arrays = batch_for(syn, name)
     tbatch = [torch.from_numpy(a) for a in arrays]

@@ -1,5 +1,6 @@
-"""The layering (README "Architecture"): packages import only packages below them, and the pure stages
-import no remote, container or process libraries."""
+"""The layering (README "Architecture"): packages import only packages below them, audit imports nothing of run
+(it judges a run from its files, with the recipes and composer run uses from the layers below both), no module
+imports itself through others, and the pure stages import no remote, container or process libraries."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ KIT = ROOT / "kit"
 ORDER = ["core", "results", "config", "hosts", "images", "run", "audit", "cli", "tasks"]
 PURE = [
     "kit.results", "kit.results.parsers", "kit.results.stats", "kit.results.extract", "kit.results.report",
-    "kit.results.sections", "kit.results.crosscheck", "kit.results.compare", "kit.core.layout",
+    "kit.results.sections", "kit.results.crosscheck", "kit.results.compare", "kit.results.compose",
+    "kit.results.program_ratio", "kit.core.layout", "kit.core.secrets",
     "kit.config.suites", "kit.config.hosts", "kit.config.programs", "kit.hosts.capture", "kit.hosts.consistency",
-    "kit.run.command", "kit.run.reference", "kit.images.spec", "kit.audit.evidence", "kit.audit.rules",
+    "kit.run.command", "kit.config.reference", "kit.images.spec", "kit.audit.evidence", "kit.audit.rules",
     "kit.audit.sysdesc",
 ]
 FORBIDDEN = ("fabric", "invoke", "paramiko", "docker")
-NO_PROCESSES = ["kit/results", "kit/audit/rules", "kit/run/command.py", "kit/run/reference.py", "kit/images/spec.py",
+NO_PROCESSES = ["kit/results", "kit/audit/rules", "kit/run/command.py", "kit/images/spec.py",
                 "kit/hosts/capture", "kit/hosts/consistency.py", "kit/config"]
 
 
@@ -62,6 +64,79 @@ def test_no_package_imports_one_above_it():
             if other is not None and other > own:
                 wrong.append(f"kit/{rel}:{line} imports {module} ({ORDER[own]} < {ORDER[other]})")
     assert not wrong, "\n".join(wrong)
+
+
+def test_audit_imports_nothing_of_run():
+    """kit verify judges a run from its files alone: what it shares with the runs (the programs' recipes, the report
+    composer, the kit's revision) lives below both (kit.config.reference, kit.results.compose, kit.core)."""
+    wrong = [f"{path.relative_to(ROOT)}:{line} imports {module}" for path in sorted((KIT / "audit").rglob("*.py"))
+             for line, module in _imports(path) if module == "kit.run" or module.startswith("kit.run.")]
+    assert not wrong, "\n".join(wrong)
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, dict[str, int]]:
+    """module -> {kit module it imports: line}, from every import statement of the kit's files: at module level and
+    inside functions alike (a function-local import closes a circle as soon as the function runs), but not those
+    under `if TYPE_CHECKING:` (annotations only; never executed). `from a.b import c` names the module a.b.c where
+    there is one, else a.b. A package's own __init__ run before its submodules is not an edge of its own: that is how
+    Python imports any submodule, not a choice of the code."""
+    modules = {_module_of(p): p for p in KIT.rglob("*.py")}
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+                for stmt in node.body for n in ast.walk(stmt)}
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = graph.setdefault(name, {})
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*package.split(".")[:len(package.split(".")) - node.level + 1], *filter(None, [base])])
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges.setdefault(target, node.lineno)
+    return graph
+
+
+def test_no_module_imports_itself_through_others():
+    graph = _import_graph()
+    assert {"kit.run.bench", "kit.audit.bundle", "kit.audit.rules.predicates"} <= set(graph)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+    circles: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for other, line in sorted(graph[module].items()):
+            if state.get(other) == 1:
+                circle = path[path.index(other):] + [other]
+                circles.append(" -> ".join(circle) + f" (last edge: {module} line {line})")
+            elif other not in state:
+                visit(other)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert not circles, "\n".join(circles)
 
 
 def test_pure_modules_import_no_fabric_or_docker():

@@ -22,10 +22,10 @@ import pytest
 from kit.cli import main
 from kit.results import noise, stats
 from kit.results.exporters import to_markdown
+from kit.results.extract import HARNESS_METHOD
 from kit.results.report import build_report
 from kit.run import hostload
 from kit.run.hostload import HostLoad
-from kit.run.records import HARNESS_METHOD
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BURN = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < {seconds}: pass\n"

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from kit.cli import main
+from kit.config.reference import Cluster, RefJob, build
 from kit.run.command import SCRIPTS
-from kit.run.reference import Cluster, RefJob, build
 
 LAUNCHER = SCRIPTS / "reference" / "launch.py"
 STANDIN = Path(__file__).resolve().parent / "standin"

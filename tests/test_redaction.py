@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kit.audit import bundle as bd
+from kit.audit import prefilter
 from kit.audit import redact as rd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -103,7 +104,7 @@ def test_counts_of_tokens_are_not_secrets_but_token_values_are():
 
 def test_only_these_characters_match_an_ascii_letter_ignoring_case():
     everything = "".join(chr(c) for c in range(128, sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF)
-    assert set(re.findall("[a-zA-Z]", everything, re.IGNORECASE)) == rd._FOLDS_TO_ASCII
+    assert set(re.findall("[a-zA-Z]", everything, re.IGNORECASE)) == prefilter.FOLDS_TO_ASCII
 
 
 def test_case_sensitive_search_of_lowered_text_is_allowed_only_where_it_finds_everything():
@@ -113,10 +114,10 @@ def test_case_sensitive_search_of_lowered_text_is_allowed_only_where_it_finds_ev
     refused = ["aBc", "[A-Z]+", "[+-a]", "x(?![^A-Z])", "(?-i:abc)", "\u212a", "[\u0100-\u0200]", "[A-F]",
                "[\\dA-F]", "x(?![^K])", "a\\x42c", "(?(1)a|b)"]
     for pattern in allowed:
-        assert rd._lowered_ok(pattern, flags), pattern
+        assert prefilter.lowered_ok(pattern, flags), pattern
     for pattern in refused:
-        assert not rd._lowered_ok(pattern, flags), pattern
-    assert not rd._lowered_ok("abc", re.UNICODE)  # a case-sensitive pattern runs on the text itself
+        assert not prefilter.lowered_ok(pattern, flags), pattern
+    assert not prefilter.lowered_ok("abc", re.UNICODE)  # a case-sensitive pattern runs on the text itself
     # and where allowed, it finds on lowered ASCII text all that the pattern finds ignoring case
     for pattern in allowed:
         for text in ("ABC", "abc", "aBc xY", "A-b_C-d9", "1a2B3c4D", "x", "xA", "xa", "x!", "CONTRASEÑA"):
@@ -126,15 +127,15 @@ def test_case_sensitive_search_of_lowered_text_is_allowed_only_where_it_finds_ev
 
 def test_gates_are_tails_of_their_patterns():
     for p in rd.PATTERNS:
-        gate = rd._gate(p.regex)
+        gate = prefilter.gate(p.regex)
         if gate is not None:
             assert p.regex.pattern.endswith(gate) and p.gate.pattern == gate and p.gate.flags == p.regex.flags
-    assert rd._gate(re.compile(r"\d{8,10}:[0-9A-Za-z_-]{35}")) == ":[0-9A-Za-z_-]{35}"
-    assert rd._gate(re.compile(r"(ghp|gho)_[A-Za-z0-9_]{36}")) is None  # re finds literal alternatives fast
-    assert rd._gate(re.compile(r"(['\"])x+(\1)\s*key")) is None  # the tail would refer to a group before it
-    assert rd._gate(re.compile(r"[a-z]+x?y|z")) is None  # an alternative at top level: nothing is mandatory
-    assert rd._gate(re.compile(r"[a-z]+x?y")) == "y"  # 'x?' is optional
-    assert rd._gate(re.compile(r"[ab](a)(b)(c)(d)(e)(f)(g)(h)(i)(j)\10x")) is None  # not '0x': group 10
+    assert prefilter.gate(re.compile(r"\d{8,10}:[0-9A-Za-z_-]{35}")) == ":[0-9A-Za-z_-]{35}"
+    assert prefilter.gate(re.compile(r"(ghp|gho)_[A-Za-z0-9_]{36}")) is None  # re finds literal alternatives fast
+    assert prefilter.gate(re.compile(r"(['\"])x+(\1)\s*key")) is None  # the tail would refer to a group before it
+    assert prefilter.gate(re.compile(r"[a-z]+x?y|z")) is None  # an alternative at top level: nothing is mandatory
+    assert prefilter.gate(re.compile(r"[a-z]+x?y")) == "y"  # 'x?' is optional
+    assert prefilter.gate(re.compile(r"[ab](a)(b)(c)(d)(e)(f)(g)(h)(i)(j)\10x")) is None  # not '0x': group 10
 
 
 def test_a_streamed_bundle_lists_exactly_the_bytes_it_packs(tmp_path):

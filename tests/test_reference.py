@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from kit.config import reference
+from kit.config.reference import Cluster, RefJob, build
 from kit.core.yamlio import load_yaml
 from kit.results.extract import Method
-from kit.run import records, reference
-from kit.run.reference import Cluster, RefJob, build
+from kit.run import records
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -517,11 +518,17 @@ def test_code_paths_are_where_the_images_check_out_the_pins():
 
 
 def test_secret_looking_variables_are_redacted_everywhere():
+    """One list of secret-looking names in the kit (kit.core.secrets: the command records, the bundle's redaction);
+    the launcher, which runs on hosts without the kit, keeps an equal copy."""
+    from kit.audit import redact as bundle_redaction
+    from kit.core import secrets
+
     env = {"NCCL_SOCKET_IFNAME": "eth0", "HF_TOKEN": "t", "aws_secret_access_key": "s", "DB_PASSWORD": "p"}
-    assert reference.redact(env) == launcher_module().redact(env) == {
+    assert secrets.redact(env) == launcher_module().redact(env) == {
         "NCCL_SOCKET_IFNAME": "eth0", "HF_TOKEN": "<redacted>", "aws_secret_access_key": "<redacted>",
         "DB_PASSWORD": "<redacted>"}
-    assert launcher_module().SECRET_MARKERS == reference.SECRET_MARKERS
+    assert launcher_module().SECRET_MARKERS == secrets.SECRET_MARKERS
+    assert bundle_redaction.SECRET_MARKERS is secrets.SECRET_MARKERS and reference.redact is secrets.redact
 
 
 # ---- the launcher and the runners -------------------------------------------------------------------------------

@@ -26,12 +26,13 @@ import pytest
 
 from kit.cli import main
 from kit.config import suites
-from kit.config.programs import DLLOGGER, layout_and_mode
+from kit.config.programs import DLLOGGER, layout_and_mode, ran_as
+from kit.config.reference import RefJob, build
 from kit.core.layout import GroupKey
+from kit.images.spec import pin_of
 from kit.results.program_ratio import program_ratio_section
 from kit.run.needs import needs_script, read_needs
-from kit.run.plan import local_head, pin_of, plan
-from kit.run.reference import RefJob, build
+from kit.run.plan import local_head, plan
 
 STANDIN = Path(__file__).resolve().parent / "standin"
 CONVNETS = "DeepLearningExamples/PyTorch/Classification/ConvNets"
@@ -335,13 +336,19 @@ def test_the_ratio_pairs_only_cases_of_the_same_setting(tmp_path):
     groups = [NS(key=GroupKey(fw, "resnet50", 256, tag), cases=[NS(name="1n1g", median=m)])
               for fw, tag, m in ((k.split("/")[0], k.split("/")[1], v) for k, v in figures.items())]
     groups.append(NS(key=GroupKey("ngc-pytorch", "resnet50", 128, "amp"), cases=[NS(name="1n1g", median=2000.0)]))
-    text = program_ratio_section(NS(groups=groups), suite, layout_and_mode)
-    rows = [line for line in text.splitlines() if line.startswith("| torch") or line.startswith("| paddle")]
+    text = program_ratio_section(NS(groups=groups), suite, ran_as)
+    rows = [line for line in text.splitlines() if line.startswith(("| torch ", "| paddle "))]
     # batch 128's harness case has no figure; nchw and compiled are other work; PaddleClas's layout is its config's
     assert rows == ["| torch resnet50, batch 256/GPU, 1n1g, amp, nhwc, eager, synthetic data | "
                     "torch/resnet50/bz256/1n1g/amp-nhwc | 4600.00 | ngc-pytorch/resnet50/bz256/1n1g/amp | 4000.00 | "
                     "1.150 |"]
-    assert program_ratio_section(NS(groups=groups[:1]), suite, layout_and_mode) == ""
+    refused = [line[2:].split(": ", 1) for line in text.splitlines() if line.startswith("- ")]
+    assert [key for key, _why in refused] == ["ngc-pytorch/resnet50/bz128/1n1g/amp (2000.00)",
+                                              "paddleclas/resnet50/bz256/1n1g/amp (3100.00)"]
+    assert refused[0][1].endswith("the nearest, torch/resnet50/bz256/1n1g/amp-nhwc, differs in batch size 256 "
+                                  "(program: 128)")
+    assert refused[1][1].startswith("PaddleClas trains a static graph")
+    assert program_ratio_section(NS(groups=groups[:1]), suite, ran_as) == ""
 
 
 def test_prepare_models_keeps_what_is_there_and_names_what_it_cannot_use(tmp_path):

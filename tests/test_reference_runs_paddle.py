@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from nethosts import write_inventory
 
+from kit.config.reference import Cluster, RefJob, build, implementation, methods
 from kit.core.yamlio import load_yaml
 from kit.results.extract import Method
-from kit.run.reference import Cluster, RefJob, build, implementation, methods
 
 REPO = Path(__file__).resolve().parent.parent
 FAB = REPO / ".venv" / "bin" / "fab"

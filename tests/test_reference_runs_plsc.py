@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from nethosts import write_inventory
 
+from kit.config.reference import Cluster, RefJob, build
 from kit.results.extract import Method, compute_figure
 from kit.results.parsers import parse_log
-from kit.run.reference import Cluster, RefJob, build
 
 REPO = Path(__file__).resolve().parent.parent
 FAB = REPO / ".venv" / "bin" / "fab"

@@ -170,18 +170,56 @@ def test_a_published_programs_log_is_reduced_by_its_recipe_everywhere(tmp_path, 
     assert not report.failures
 
 
-def test_each_program_case_stands_beside_the_harness_case_of_the_same_shape():
+def test_each_program_case_is_paired_with_the_harness_case_of_its_setting_or_refused_with_why(tmp_path):
+    """The one harness ÷ program table: what the table paired by tag alone (ngc-pytorch amp with torch amp,
+    PaddleClas with paddle) is a ratio only where every setting, layout and mode included, is the same; every
+    other program case is listed with why it is not compared."""
     from types import SimpleNamespace as NS
 
+    from kit.config.programs import ran_as
     from kit.core.layout import GroupKey
-    from kit.results.sections import programs_section
+    from kit.results.program_ratio import HEADING, NOT_COMPARED, program_ratio_section
 
-    def group(framework, precision, median):
-        return NS(key=GroupKey(framework, "resnet50", 256, precision), cases=[NS(name="1n8g", median=median)])
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "schema_version: 1\nname: s\nhardware: gpu\n"
+        "defaults: {repeats: 1, batch_size: 256, gpus_per_node: 8, data: imagenet}\ncases:\n"
+        "  - {framework: torch, model: resnet50, impl: harness, precision: [amp, fp32], layout: nchw}\n"
+        "  - {framework: torch, model: resnet50, impl: reference, precision: amp}\n"
+        "  - {framework: torch, model: resnet50, impl: reference, precision: amp, batch_size: 128, data: synthetic}\n"
+        "  - {framework: tensorflow, model: resnet50, impl: reference, precision: amp}\n"
+        "  - {framework: paddle, model: resnet50, impl: harness, precision: fp32}\n"
+        "  - {framework: paddle, model: resnet50, impl: reference, precision: fp32}\n")
+    suite = load_suite(path)
 
-    report = NS(groups=[group("ngc-pytorch", "amp", 5889.05), group("torch", "amp", 5300.0),
-                        group("torch", "fp32", 2000.0), group("ngc-tensorflow", "amp", 9405.36)])
-    text = programs_section(report, {"ngc-pytorch": "torch", "ngc-tensorflow": "tensorflow"})
-    rows = [line for line in text.splitlines() if line.startswith("| ngc-")]
-    assert rows == ["| ngc-pytorch/resnet50/bz256/1n8g/amp | 5889.05 | torch: 5300.00 | 0.900 |"]
-    assert programs_section(NS(groups=[group("torch", "amp", 1.0)]), {"ngc-pytorch": "torch"}) == ""
+    def group(framework, batch, precision, median):
+        return NS(key=GroupKey(framework, "resnet50", batch, precision), cases=[NS(name="1n8g", median=median)])
+
+    programs = [group("ngc-pytorch", 256, "amp", 5889.05), group("ngc-pytorch", 128, "amp", 3000.0),
+                group("ngc-tensorflow", 256, "amp", 9405.36), group("paddleclas", 256, "fp32", 1400.0)]
+    harness = [group("torch", 256, "amp", 5300.0), group("torch", 256, "fp32", 2000.0),
+               group("paddle", 256, "fp32", 1500.0)]
+    text = program_ratio_section(NS(groups=programs + harness), suite, ran_as)
+    paired, refused = text.split(NOT_COMPARED)
+    assert HEADING in paired
+    assert [line for line in paired.splitlines() if line.startswith("| torch ")] == [
+        "| torch resnet50, batch 256/GPU, 1n8g, amp, nchw, eager, imagenet data (harness loader: gpu) | "
+        "torch/resnet50/bz256/1n8g/amp | 5300.00 | ngc-pytorch/resnet50/bz256/1n8g/amp | 5889.05 | 0.900 |"]
+    rows = dict(line[2:].split(" ", 1) for line in refused.splitlines() if line.startswith("- "))
+    assert {key: why.split(": ", 1)[1] for key, why in rows.items()} == {
+        "ngc-pytorch/resnet50/bz128/1n8g/amp": (
+            "no harness case of its setting has a figure (nhwc, eager: DLE PyTorch main.py runs eager (no --jit); "
+            "DLE's synthetic AMP benchmark: --memory-format nhwc (configs.yml)); the nearest, "
+            "torch/resnet50/bz256/1n8g/amp, differs in batch size 256 (program: 128), data imagenet (program: "
+            "synthetic), layout nchw (program: nhwc)"),
+        "ngc-tensorflow/resnet50/bz256/1n8g/amp": ran_as(next(c for c in suite.cases if c.framework == "tensorflow").ref_job()).why,
+        "paddleclas/resnet50/bz256/1n8g/fp32": (
+            "PaddleClas trains a static graph (ppcls/static/train.py), which no harness mode is; its layout is "
+            "ResNet50.yaml's Arch.data_format at the pinned checkout, which the kit does not read"),
+    }
+    assert rows["ngc-tensorflow/resnet50/bz256/1n8g/amp"].startswith("(9405.36): ") and "XLA" in refused
+    assert not [line for line in text.splitlines() if line.startswith(("| ngc-", "| paddleclas"))]  # no key-led row
+    # no harness figure at all: every program case is listed, no ratio table
+    alone = program_ratio_section(NS(groups=programs), suite, ran_as)
+    assert HEADING not in alone and alone.count("\n- ") == 4
+    assert program_ratio_section(NS(groups=harness), suite, ran_as) == ""

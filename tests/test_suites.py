@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from kit.config import suites
+from kit.config import reference, suites
 from kit.core.layout import split_tag
 from kit.core.yamlio import ConfigError
-from kit.run import reference
 from kit.run.command import Placement, build_command
 
 MINIMAL = """\

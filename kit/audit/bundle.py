@@ -38,10 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import REPO_ROOT, __version__
+from kit.audit.commands import recorded_commands
 from kit.audit.redact import redact_text
 from kit.audit.rules.engine import newest
 from kit.core.files import stamped, write_json, write_text
 from kit.core.inputs import KitError, parse_json
+from kit.core.revision import source_revision
 from kit.core.runlock import LOCK_NAME, holder, is_busy
 
 NAMESPACE = "kit-bundle"
@@ -116,19 +118,6 @@ def _describes_system(rel: str) -> bool:
 
 
 # --------------------------------------------------------------------------- making a bundle
-
-
-def _commands(meta: dict) -> dict:
-    """run.json's per-run command lines (and per-host ones of multi-node runs), secrets redacted."""
-    out = {}
-    for log, entry in sorted((meta.get("runs") or {}).items()):
-        item = {k: entry[k] for k in ("case", "repeat", "status", "command", "argv", "env") if k in entry}
-        hosts = {h: v.get("command") for h, v in (entry.get("hosts") or {}).items() if v.get("command")}
-        if hosts:
-            item["hosts"] = hosts
-        out[log] = item
-    text, _ = redact_text(json.dumps(out, indent=2, sort_keys=True))
-    return json.loads(text)
 
 
 def system_description(run_dir: Path, pins_file: Path | None, submitter: str, system_name: str,
@@ -282,11 +271,11 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
                                             submitter or os.environ.get("USER") or "unknown",
                                             system_name or (meta.get("host") or {}).get("hostname") or run_dir.name,
                                             shown=run_dir)
-                for name, data in (("system.json", system), ("commands.json", _commands(meta))):
+                for name, data in (("system.json", system), ("commands.json", recorded_commands(meta))):
                     write_text(root / name, json.dumps(data, indent=2, sort_keys=True) + "\n")  # unversioned
                 write_json(root / "provenance.json", {
                     "kit_version": __version__,
-                    "kit_commit_at_run": meta.get("kit_commit"), "kit_commit_at_bundle": _revision(),
+                    "kit_commit_at_run": meta.get("kit_commit"), "kit_commit_at_bundle": source_revision(),
                     "bundled": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
                     "run_id": run_dir.name, "rules_version": rules_version,
                     "pins_sha256": sha256_file(root / "pins.yaml") if (root / "pins.yaml").is_file() else None,
@@ -320,12 +309,6 @@ def output_path(out: Path, run_dir: Path, force: bool) -> Path:
     if parent == run_dir or parent.is_relative_to(run_dir):
         raise BundleError(f"{out}: inside the run directory being bundled; write the bundle elsewhere")
     return parent / out.name
-
-
-def _revision() -> dict:
-    from kit.run.records import source_revision
-
-    return source_revision()
 
 
 def write_manifest(root: Path) -> Path:

@@ -1,8 +1,9 @@
 """What a run directory proves, read back from its files alone: the facts the compliance rules judge. Pure.
 
 Evidence.load(run_dir) reads suite.yaml, run.json, images.json, results.json and the environment captures, and
-RECOMPUTES the report from the raw logs with the spine's parsers and stats (kit.run.bench.compose_report), so no
-rule ever trusts a figure the run wrote about itself.
+RECOMPUTES the report from the raw logs with the spine's parsers and stats (kit.results.compose, given what this
+kit knows of the published programs, as kit.run.bench.compose_report gives it), so no rule ever trusts a figure
+the run wrote about itself.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from kit.config import programs, reference
 from kit.config.suites import Case, Suite, load_suite
 from kit.core.inputs import InputError, KitError, parse_json
 from kit.core.layout import RunLog, run_folder
 from kit.core.yamlio import LineDict, load_yaml
 from kit.hosts import capture as ec
+from kit.images.parity import program_stacks
+from kit.results.compose import compose_report
 from kit.results.parsers.kitlog import events as kit_events
 from kit.results.report import Report
 
@@ -93,12 +97,11 @@ class Evidence:
     # ----------------------------------------------------------------- recomputed from the raw logs
     @cached_property
     def report(self) -> Report | None:
-        from kit.run.bench import compose_report  # bench's report composer is the one the run used
-
         if self.suite is None:
             return None
-        try:
-            return compose_report(self.root, self.suite)
+        try:  # the composer the run used, with the same knowledge of the programs (kit.run.bench.compose_report)
+            return compose_report(self.root, self.suite, method_for=reference.log_reduction, ran_as=programs.ran_as,
+                                  program_stacks=program_stacks)
         except Exception as exc:  # noqa: BLE001 - as in the rules engine: a damaged file is a finding, not a crash
             self.problems.append(("logs/", f"cannot recompute the report: {type(exc).__name__}: {exc}"[:300]))
             return None

@@ -147,8 +147,8 @@ def _cluster_groups(args: argparse.Namespace, names: list[str], fits: str):
 
 
 def _slurm_cluster(args: argparse.Namespace, inv) -> int:
-    """kit cluster --scheduler slurm: each group of n-node cases one allocation of the partition (kit.run.slurm)."""
-    from kit.run import slurm
+    """kit cluster --scheduler slurm: each group of n-node cases one allocation of the partition (kit.run.slurm_job)."""
+    from kit.run import slurm, slurm_job
 
     if inv.slurm is None:
         raise UsageError(f"{inv.path}: no slurm: section (partition, shared_dir, ...); --scheduler slurm needs it")
@@ -157,7 +157,7 @@ def _slurm_cluster(args: argparse.Namespace, inv) -> int:
         from kit.run import records
 
         suite = records.resume(args.resume) if args.resume else load_suite(args.suite)
-        for line in slurm.dry_run(inv.slurm, suite, f"of Slurm partition {inv.slurm.partition}", args.resume):
+        for line in slurm_job.dry_run(inv.slurm, suite, f"of Slurm partition {inv.slurm.partition}", args.resume):
             print(line)
         return EXIT_OK
     nodes = slurm.partition_nodes(inv.slurm)  # no Slurm, no controller, unknown partition: one line, nothing started
@@ -165,8 +165,8 @@ def _slurm_cluster(args: argparse.Namespace, inv) -> int:
                                                       f"partition {inv.slurm.partition} ({len(nodes)} nodes)")
     return _host_jobs(args, inv, groups, run_dir, suite, console,
                       "kit cluster --scheduler slurm",
-                      job=lambda group, progress: slurm.run_slurm_job(inv.slurm, len(group), suite, run_dir,
-                                                                      args.on_failure, progress, args.force))
+                      job=lambda group, progress: slurm_job.run_slurm_job(inv.slurm, len(group), suite, run_dir,
+                                                                          args.on_failure, progress, args.force))
 
 
 def cmd_gather_logs(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@
     implementation("torch", "resnet50")                  # Impl; ReferenceError names the combinations that exist
     check(RefJob("paddle", "arcface", "amp", 128, 8, 1))  # ReferenceError: DLPerf published FP32 runs only
 
-How each program is launched is kit.run.reference (the recipes); this catalog is what the suites are checked
+How each program is launched is kit.config.reference (the recipes); this catalog is what the suites are checked
 against when they load, so a case no published program covers is an error at file:line:key.
 """
 
@@ -61,7 +61,7 @@ class Impl:
     needs_fluid: bool = False  # it imports paddle.fluid, which Paddle >= FLUID_REMOVED no longer has (kit.run.plan)
     modes: tuple[str, ...] = ()  # precisions beyond fp32/amp that name a mode of this program
     needs_dali: tuple[str, ...] = ()  # the precisions (modes) in which it reads its data with DALI
-    packages: tuple[Package, ...] = ()  # checked out beside its code, on its PYTHONPATH (kit.run.reference)
+    packages: tuple[Package, ...] = ()  # checked out beside its code, on its PYTHONPATH (kit.config.reference)
     # what it saves where it runs besides the outputs the kit collects (its checkpoints): in its scratch folder these
     # names are never links into the checkout, so an earlier run's leftover there is not written through
     saves: tuple[str, ...] = ()
@@ -163,14 +163,71 @@ class RefJob:
         return self.nodes * self.gpus_per_node
 
 
+@dataclass(frozen=True)
+class RanAs:
+    """The layout and mode a program's job trains in, each as far as the kit can state it from the program's
+    command (kit.config.reference) and the pinned code it read; None where the program's own config or code decides
+    and the kit does not read it. `why` says where they were read, or why one is not known. The report pairs a
+    program with the harness only where both are known and equal the harness case's (kit.results.program_ratio);
+    the harness's modes are eager and compiled, so a program's static graph or XLA is other work."""
+
+    layout: str | None
+    mode: str | None
+    why: str
+
+    @property
+    def known(self) -> bool:
+        return self.layout is not None and self.mode is not None
+
+
+STATIC = "static"  # a static graph built and run by the framework's executor (Paddle's static mode, fluid)
+XLA = "xla"  # TensorFlow 1's graph, compiled by XLA
+
+
+def ran_as(job: RefJob) -> RanAs:
+    """What each published program's job trains in (see RanAs), read from its recipe and seed reports:
+    - DLE PyTorch: eager (main.py without --jit); NHWC in its own synthetic benchmark under AMP (configs.yml at the
+      pin: memory_format nhwc in every resnet50 AMP row, data_backend syntetic in its benchmark_training_short mode),
+      else main.py's default NCHW (the Perf logs' PARAMETER lines say nchw);
+    - PaddleClas: a static graph (ppcls/static/train.py); its layout is Arch.data_format of the YAML config the
+      recipe names (ResNet50.yaml, ResNet50_amp_O2_ultra.yaml), read in the checkout at run time, not by the kit;
+    - FleetX: a static graph (scripts/fleetx/vgg16_benchmark.py: paddle.enable_static, fleet collective); FleetX's
+      VGG16 application builds the layout, which the kit does not read;
+    - PLSC: a static graph (DLPerf's train.py on paddle.fluid); PLSC's ResNet50 backbone builds the layout, not read;
+    - DLE TensorFlow: a graph compiled by XLA (--use_xla, as seed 001 ran every framework that has XLA); its
+      --data_format is the program's default, not in its command, not read;
+    - DLE MXNet and the programs of the other models: their own defaults or configs decide both, not read."""
+    name = implementation(job.framework, job.model).name
+    if name == "ngc-pytorch":
+        layout = "nhwc" if job.data == "synthetic" and job.precision == "amp" else "nchw"
+        why = ("DLE's synthetic AMP benchmark: --memory-format nhwc (configs.yml)" if layout == "nhwc"
+               else "main.py's default memory format (nchw)")
+        return RanAs(layout, "eager", f"DLE PyTorch main.py runs eager (no --jit); {why}")
+    if name == "paddleclas":
+        config = "ResNet50_amp_O2_ultra.yaml" if job.precision == "amp" else "ResNet50.yaml"
+        return RanAs(None, STATIC, f"PaddleClas trains a static graph (ppcls/static/train.py), which no harness mode "
+                                   f"is; its layout is {config}'s Arch.data_format at the pinned checkout, which the "
+                                   "kit does not read")
+    if name == "fleetx":
+        return RanAs(None, STATIC, "FleetX trains a static graph (scripts/fleetx/vgg16_benchmark.py: "
+                                   "paddle.enable_static), which no harness mode is; its VGG16 application at the "
+                                   "pinned checkout sets the layout, which the kit does not read")
+    if name == "plsc":
+        return RanAs(None, STATIC, "PLSC trains a static graph (DLPerf's train.py on paddle.fluid), which no harness "
+                                   "mode is; its ResNet50 backbone at the pinned checkout sets the layout, which the "
+                                   "kit does not read")
+    if name == "ngc-tensorflow":
+        return RanAs(None, XLA, "DLE TensorFlow runs a graph compiled by XLA (--use_xla), which no harness mode is; "
+                                "its --data_format is the program's own default, which the kit does not read")
+    return RanAs(None, None, f"{implementation(job.framework, job.model).title}: its own defaults or config set "
+                             "its layout and mode (not its command), which the kit does not read")
+
+
 def layout_and_mode(job: RefJob) -> tuple[str, str] | None:
-    """(layout, mode) the job's program trains in where its command sets them; None where its own config decides
-    (not read here). DLE PyTorch runs eager (main.py's --jit no): NHWC in its own synthetic benchmark under AMP
-    (configs.yml at the pin: memory_format nhwc in every resnet50 AMP row, data_backend syntetic in its
-    benchmark_training_short mode), else main.py's default NCHW (the Perf logs' PARAMETER lines say nchw)."""
-    if implementation(job.framework, job.model).name != "ngc-pytorch":
-        return None
-    return ("nhwc" if job.data == "synthetic" and job.precision == "amp" else "nchw"), "eager"
+    """(layout, mode) the job's program trains in where the kit knows both (ran_as); None where its own config or
+    code decides one of them."""
+    ran = ran_as(job)
+    return (ran.layout, ran.mode) if ran.known else None
 
 
 # the runs whose commands the logs record: one node (the 32-GPU logs of these programs record none)
@@ -187,7 +244,7 @@ def check(job: RefJob, recipe_only: bool = False) -> None:
     if impl.code in UNPINNED_CODE_DIRS and not recipe_only:
         raise ReferenceError(f"{impl.title}: {UNPINNED_CODE_DIRS[impl.code]} is not pinned in docker/pins.yaml "
                              "(model_code), so no image checks it out and the kit cannot run it yet; its recipe and "
-                             "its publisher's method are kept (kit.run.reference, kit/claims/perf-models.yaml)")
+                             "its publisher's method are kept (kit.config.reference, kit/claims/perf-models.yaml)")
     if impl.name in ONE_NODE_ONLY and job.nodes > 1:
         raise ReferenceError(f"{impl.title}: one node only ({ONE_NODE_ONLY[impl.name]})")
     if job.precision not in PRECISIONS + impl.modes:

@@ -12,7 +12,7 @@ Merge order, later wins, one setting at a time (the order kit.config.hosts follo
     debug       False                            KIT_DEBUG       -  (any non-empty value turns it on)
 
 model_code is this machine's root of the reference programs' checkouts (kit.run.plan, kit.run.command); None means the
-pinned images' root, kit.run.reference.CODE_ROOT. cache_dir holds the image builds' downloads
+pinned images' root, kit.config.reference.CODE_ROOT. cache_dir holds the image builds' downloads
 (kit.images.build). debug keeps the traceback of an internal error (kit.cli.main).
 
 Per-host values (user, port, gpus, data_dir, ...) are not settings: kit.config.hosts merges them from
@@ -40,7 +40,7 @@ def _default_cache_dir() -> Path:
 @dataclass(frozen=True)
 class Settings:
     hosts_file: Path | None = None  # configured inventory; None: hosts.yaml in the current directory
-    model_code: str | None = None  # None: kit.run.reference.CODE_ROOT
+    model_code: str | None = None  # None: kit.config.reference.CODE_ROOT
     cache_dir: Path = field(default_factory=_default_cache_dir)
     debug: bool = False
 

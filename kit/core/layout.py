@@ -155,6 +155,11 @@ def _within(path: Path, root: Path) -> bool:
 SIDECAR_SUFFIX = ".cmd.json"  # a reference run's command record beside its log (scripts/reference/launch.py)
 
 
+def sidecar_name(log_name: str) -> str:
+    """The name of a log's command record: resnet50_b256_amp_1.log -> resnet50_b256_amp_1.cmd.json."""
+    return log_name.removesuffix(".log") + SIDECAR_SUFFIX
+
+
 def find_logs(root: Path) -> tuple[list[RunLog], list[Stray]]:
     """Every run log below root (sorted), plus the files that look like logs but don't fit."""
     root = Path(root)

@@ -3,7 +3,7 @@
 Two modes, all hosts at once (one thread per host):
   stage_format(inv, hosts, FORMAT, SOURCE): a data_prep/convert.py output SOURCE (paddle | folder | tfrecord |
     recordio, with its manifest.json) to <data_dir>/<FORMAT>/ on every host, where the reference runs read it
-    (kit.run.reference.data_path):
+    (kit.config.reference.data_path):
     1. mkdir -p <data_dir>/<FORMAT> and <work_dir>/tools; data_prep/verify.py and its sibling modules are
        staged to <work_dir>/tools/ (each sftp'd to a temporary name, then all moved by one `mv` command)
     2. `rsync -a` of SOURCE/ into <data_dir>/<FORMAT>/ (partial files in a hidden .rsync-partial/, so a cut

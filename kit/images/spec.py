@@ -150,6 +150,12 @@ def current_pins() -> Pins:
 _READ: dict = {}
 
 
+def pin_of(code: str) -> str:
+    """The commit docker/pins.yaml pins for a model_code key (what the images check out; what kit verify holds a
+    published program's run to)."""
+    return current_pins().model_code[code].commit
+
+
 def load_pins(path: str | Path = PINS_FILE) -> Pins:
     path = Path(path)
     doc = load_yaml(path)

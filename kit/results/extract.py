@@ -104,6 +104,11 @@ class Method:
         return data
 
 
+# The harness logs measured steps only, so the run's figure is global batch x steps / sum of step seconds:
+# the harmonic mean of the per-step throughputs (the harness's own run_stop figure).
+HARNESS_METHOD = Method(skip=0, reduce="harmonic_mean")
+
+
 @dataclass(frozen=True)
 class Figure:
     value: float

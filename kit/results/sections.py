@@ -90,25 +90,6 @@ def _published_math(ref, precision: str) -> str:
             "on this GPU generation)")
 
 
-def programs_section(report, framework_of: dict[str, str]) -> str:
-    """Each published program's case beside the kit's harness case of the same framework, model, batch, nodes,
-    GPUs and precision: how far the uniform harness is from the publisher's program on the same hardware.
-    framework_of: program folder (ngc-pytorch, paddleclas, ...) -> the framework its harness case runs."""
-    medians = {(g.key.framework, g.key.model, g.key.batch, c.name, g.key.precision): c.median
-               for g in report.groups for c in g.cases}
-    rows = []
-    for (folder, model, batch, case, precision), program in sorted(medians.items()):
-        harness = medians.get((framework_of.get(folder), model, batch, case, precision))
-        if folder in framework_of and harness is not None:
-            rows.append(f"| {folder}/{model}/bz{batch}/{case}/{precision} | {program:.2f} | "
-                        f"{framework_of[folder]}: {harness:.2f} | {harness / program:.3f} |")
-    if not rows:
-        return ""
-    head = ["", "### The kit's harness against the published programs", "",
-            "| program case | program | harness | harness/program |", "| --- | --- | --- | --- |"]
-    return "\n".join(head + rows) + "\n"
-
-
 def program_data_section(logs: Path) -> str:
     """What each published program's run read: the host's data in the program's format, or its own synthetic
     mode (from the <log stem>.cmd.json records beside the logs)."""

@@ -14,27 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import REPO_ROOT
+from kit.config import programs, reference
 from kit.config.suites import Case, Suite
 from kit.core import runlock
 from kit.core.inputs import KitError
 from kit.hosts import probe
 from kit.images.parity import program_stacks
+from kit.results import compose
 from kit.results.exporters import write_outputs
-from kit.results.program_ratio import program_ratio_section
-from kit.results.report import build_report
-from kit.results.sections import (
-    input_section,
-    program_data_section,
-    program_scratch_section,
-    programs_section,
-    references_section,
-    settings_section,
-)
-from kit.run import hostload, records, reference
+from kit.results.report import Report
+from kit.run import hostload, records
 from kit.run.command import HARNESS
 from kit.run.local import BenchError, LocalRunner
 from kit.run.plan import PlannedRun, local_mismatches, plan
-from kit.run.records import HARNESS_METHOD
 from kit.run.runner import RunOutcome, execute
 
 SYNTHETIC_TREE = {"classes": 8, "images_per_class": 16, "size": 80}
@@ -145,20 +137,11 @@ def capture_env(run_dir: Path, meta: dict) -> None:
         meta["env_error"] = f"{type(exc).__name__}: {exc}"
 
 
-def compose_report(run_dir: Path, suite: Suite):
-    """The run's report from its logs alone (what write_report writes; what `kit verify` recomputes)."""
-    report = build_report(Path(run_dir) / "logs", HARNESS_METHOD, method_for=reference.log_reduction)
-    report.title = f"{suite.name} benchmark: {Path(run_dir).name}"
-    ran = {g.key.case_key(c.name) for g in report.groups for c in g.cases}
-    stacks = program_stacks(suite, ran)
-    programs = f"Published programs' images (pins): {'; '.join(stacks)}.\n" if stacks else ""
-    report.settings = (settings_section(Path(run_dir), suite) + programs + references_section(report, suite)
-                       + input_section(report, Path(run_dir))
-                       + programs_section(report, {name: i.framework for name, i in reference.BY_NAME.items()})
-                       + program_ratio_section(report, suite, reference.layout_and_mode)
-                       + program_data_section(Path(run_dir) / "logs") + program_scratch_section(Path(run_dir)))
-    report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
-    return report
+def compose_report(run_dir: Path, suite: Suite) -> Report:
+    """The run's report from its logs alone (kit.results.compose, with what the kit knows of the published programs:
+    kit.audit.evidence recomputes it with the same three, and `kit verify` compares report.md line for line)."""
+    return compose.compose_report(run_dir, suite, method_for=reference.log_reduction, ran_as=programs.ran_as,
+                                  program_stacks=program_stacks)
 
 
 def write_report(run_dir: Path, suite: Suite) -> list[Path]:

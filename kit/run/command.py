@@ -1,7 +1,7 @@
 """PURE: the ONE command builder — what starts rank r of a run on its host, for any case.
 
     command_for(run, rank, sites, port, hardware) -> RunCommand
-        .program    the kit's harness (train.py, or its launcher) or the publisher's program (kit.run.reference)
+        .program    the kit's harness (train.py, or its launcher) or the publisher's program (kit.config.reference)
         .launched   what the host starts: the program, through scripts/reference/launch.py for a publisher's
                     program (it records <log stem>.cmd.json first), inside `docker run` where the site has an image
 
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kit import REPO_ROOT
-from kit.config.catalogue import contract
-from kit.config.suites import NLP_MODELS, Case
-from kit.core.layout import SIDECAR_SUFFIX
-from kit.run import reference
+from kit.config import reference
+from kit.config.catalogue import contract, harness
+from kit.config.suites import Case
+from kit.core.layout import sidecar_name
 
 SCRIPTS = REPO_ROOT / "scripts"  # what runs on hosts and in images; never imports kit
 HARNESS = SCRIPTS / "harness" / "train.py"
@@ -61,13 +61,13 @@ def harness_args(
     the data, the threads last."""
     if case.data == "imagenet" and not data_list:
         raise ValueError(f"case {case.key} reads ImageNet: give the train_list.txt path")
-    epochs = case.model in NLP_MODELS
+    model = harness.MODELS[case.model]
     args = []
     for setting in contract.SETTINGS:
         value = getattr(case, setting.key)
         if setting.key == "data":
             value = data_list if case.data == "imagenet" else "synthetic"
-        if setting.applies(epochs) and setting.gives(value):
+        if setting.applies(model) and setting.gives(value):
             args += [setting.flag, str(value)]
         if setting.key == "data":
             args += ["--device", device]
@@ -247,10 +247,6 @@ class RunCommand:
     def starts_nothing(self) -> bool:
         """True on hosts whose ranks rank 0 starts (mpirun over ssh): nothing to launch here."""
         return not self.launched.argv
-
-
-def sidecar_name(log_name: str) -> str:
-    return log_name.removesuffix(".log") + SIDECAR_SUFFIX
 
 
 def launch_argv(python: str, scripts_dir: str, cmd: reference.RefCommand, job: reference.RefJob,

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from kit.config import reference
 from kit.config.hosts import HostConfig
 from kit.config.suites import Case, Suite
 from kit.images.parity import cudnn_of, parity_warning
-from kit.run import records, reference
+from kit.run import records
 from kit.run.command import RunCommand, command_for
 from kit.run.local import LocalRunner
 from kit.run.plan import PlannedRun, cluster_plan, plan, unfit

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from kit.config.hosts import HostConfig, Inventory
 from kit.core.inputs import parse_json
-from kit.core.layout import log_of_run_folder
+from kit.core.layout import log_of_run_folder, sidecar_name
 from kit.hosts.connect import connect
 from kit.hosts.fanout import on_all, values
-from kit.run.command import sidecar_name
 from kit.run.plan import PlannedRun
 
 

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from kit.run import reference
+from kit.config import reference
 from kit.run.command import SCRIPTS, Command, Container, Mount, RunCommand, Site, cleanup_command, command_for
 from kit.run.plan import PlannedRun, model_code_root
 from kit.run.records import cpu_count, sidecar_path

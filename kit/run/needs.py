@@ -2,18 +2,22 @@
 
     script = needs_script(programs, data_dir, model_code, check_code=True)   # run on the host (SSH or srun)
     problems, mismatches = read_needs(programs, output)                      # its stdout, read back
+    forced = settle(problems, mismatches, force, progress, RunError, "host")  # every host's, together
 
 The script prints one tab-separated line per finding: `nodata <case> <path>`, `nocode <case> <path>`, and
 `head <case> <path> <commit or ->` for every checkout it found. The SSH runner runs it over each host's
-connection, the Slurm runner as one step on every node of the allocation; both read it back here.
+connection, the Slurm runner as one step on every node of the allocation; both read it back here and settle
+what every host lacks here: the runs refused, or the checkouts off their pins run forced (--force).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from kit.config import reference
 from kit.config.suites import Case
 from kit.hosts.connect import quote_cmd
-from kit.run import reference
-from kit.run.plan import code_dir, head_argv, head_mismatch
+from kit.run.plan import code_dir, describe_mismatch, head_argv, head_mismatch
 
 Programs = list[tuple[str, Case]]  # (case key, case), the published-program cases of the runs
 
@@ -53,3 +57,18 @@ def read_needs(programs: Programs, output: str) -> tuple[list[str], list[dict]]:
             if differs := head_mismatch(cases[key], where, None if head == "-" else head):
                 mismatches.append(differs)
     return problems, mismatches
+
+
+def settle(problems: list[str], mismatches: list[dict], force: bool, progress: Callable[[str, str, str], None],
+           refuse: type[Exception], where: str) -> list[dict]:
+    """What a runner's check does with what its hosts lack (problems: "<host>: ..."; mismatches: head_mismatch
+    records with their host): refuse the runs naming every problem and, unless force, every checkout off its pin;
+    else say each forced one. The forced ones, sorted, for run.json (model_code_forced)."""
+    if not force:
+        problems = problems + [f"{m['host']}: {describe_mismatch(m)}; pass --force to run it anyway (the run records "
+                               "it)" for m in mismatches]
+    if problems:
+        raise refuse(f"not every {where} has what the runs need, nothing started: " + "; ".join(problems))
+    for m in mismatches:
+        progress(m["host"], "forced", describe_mismatch(m))
+    return sorted(mismatches, key=lambda m: (m["host"], m["case"]))

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from kit.config import programs, settings
+from kit.config import programs, reference, settings
 from kit.config.suites import Case, Suite
 from kit.core.layout import run_folder
-from kit.run import reference
+from kit.images.spec import current_pins, pin_of
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def missing_code(case: Case, root: str) -> str | None:
     if Path(where).is_dir():
         return None
     impl = reference.implementation(case.framework, case.model)
-    pin = _pins().model_code[impl.code]
+    pin = current_pins().model_code[impl.code]
     return (f"{impl.title}: model code not found at {where} (a checkout of {pin.repo} at {pin.commit}; set "
             f"KIT_MODEL_CODE to the root of the pinned checkouts, made by `python3 bench/prepare_models.py "
             f"--dest ROOT {case.framework}/{case.model}`; the images have them under {reference.CODE_ROOT})")
@@ -73,17 +73,6 @@ def checkouts(case: Case, root: str) -> list[tuple[str, str, str]]:
         if Path(where).is_dir():
             found.append((where, where, package.commit))
     return found
-
-
-def _pins():
-    from kit.images.spec import current_pins
-
-    return current_pins()
-
-
-def pin_of(code: str) -> str:
-    """The commit docker/pins.yaml pins for a model_code key (what the images check out)."""
-    return _pins().model_code[code].commit
 
 
 def pinned_commit(case: Case) -> str:
@@ -134,7 +123,7 @@ def image_of(case: Case, suite: Suite):
     """The docker/pins.yaml image the case runs in (its `image:`, else its framework's image of the suite's
     generation), or None where there is none (a suite not named after a generation, without `image:`)."""
     try:
-        return _pins().for_case(case.framework, suite.hardware, suite.name, case.image)
+        return current_pins().for_case(case.framework, suite.hardware, suite.name, case.image)
     except KeyError:
         return None
 
@@ -167,7 +156,7 @@ def image_refusal(case: Case, suite: Suite) -> str | None:
 
 
 def _no_dali(spec) -> str:
-    with_dali = [f"{s.key} (DALI {s.versions['dali']})" for s in _pins().images
+    with_dali = [f"{s.key} (DALI {s.versions['dali']})" for s in current_pins().images
                  if s.name == spec.name and s.versions.get("dali")]
     return f"image {spec.key} pins no DALI (image: {', '.join(with_dali) or 'none pins one'})"
 

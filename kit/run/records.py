@@ -16,28 +16,24 @@ import os
 import platform
 import shutil
 import socket
-import subprocess
 from pathlib import Path
 
-from kit import REPO_ROOT, __version__
+from kit import __version__
+from kit.config import reference
 from kit.config.catalogue import contract
 from kit.config.suites import Suite, available, load_suite, suite_path
 from kit.core import runlock
 from kit.core.files import write_json
 from kit.core.inputs import KitError, parse_json
-from kit.core.layout import RunLog, classify
+from kit.core.layout import RunLog, classify, sidecar_name
+from kit.core.revision import source_revision
 from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
-from kit.results.extract import Figure, Method, MethodError, compute_figure
+from kit.results.extract import HARNESS_METHOD, Figure, Method, MethodError, compute_figure
 from kit.results.parsers import ParseError, parse_log
 from kit.results.parsers.kitlog import read_what_ran
-from kit.run import reference
-from kit.run.command import HARNESS, sidecar_name
+from kit.run.command import HARNESS
 from kit.run.plan import PlannedRun
-
-# The harness logs measured steps only, so the run's figure is global batch x steps / sum of step seconds:
-# the harmonic mean of the per-step throughputs (the harness's own run_stop figure).
-HARNESS_METHOD = Method(skip=0, reduce="harmonic_mean")
 
 
 class RunDirError(KitError):
@@ -254,20 +250,6 @@ def run_settings(run_dir: Path, run: PlannedRun) -> dict:
 def finish_run_meta(run_dir: Path, meta: dict) -> None:
     meta["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     save_run_meta(run_dir, meta)
-
-
-def source_revision() -> dict:
-    """The kit's own git commit (and whether its tree had changes), or why it is unknown."""
-    try:
-        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"commit": None, "error": str(exc)}
-    if head.returncode != 0:
-        return {"commit": None, "error": (head.stderr.strip() or "not a git checkout")[:200]}
-    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
 
 
 def cpu_count() -> int:

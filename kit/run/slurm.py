@@ -41,16 +41,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from kit.config import reference
 from kit.config.hosts import HostConfig, SlurmConfig
-from kit.config.suites import Suite
 from kit.hosts.connect import quote_cmd, remote_env
-from kit.run import gather, records, reference
-from kit.run.bench import write_report
+from kit.run import gather
 from kit.run.command import HARNESS, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
-from kit.run.multinode import cudnn_warning
-from kit.run.needs import needs_script, read_needs
-from kit.run.plan import PlannedRun, describe_mismatch, plan_for_nodes
-from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, RunOutcome, execute, master_port
+from kit.run.needs import needs_script, read_needs, settle
+from kit.run.plan import PlannedRun
+from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, master_port
 from kit.run.ssh import HARNESS_FILES, harness_dir, scripts_dir, ssh_site
 
 TOOLS = ("salloc", "srun", "squeue", "scancel", "scontrol", "sinfo")
@@ -220,14 +218,7 @@ class SlurmRunner(Runner):
                 elif what == "noimage" and len(fields) == 2:
                     problems.append(f"{n.name}: no image {fields[0]} in the node's docker engine ({fields[1]}); "
                                     "load or pull it on every node")
-        if not force:
-            problems += [f"{m['host']}: {describe_mismatch(m)}; pass --force to run it anyway (the run records it)"
-                         for m in mismatches]
-        if problems:
-            raise SlurmError("not every node has what the runs need, nothing started: " + "; ".join(problems))
-        for m in mismatches:
-            self.progress(m["host"], "forced", describe_mismatch(m))
-        return sorted(mismatches, key=lambda m: (m["host"], m["case"]))
+        return settle(problems, mismatches, force, self.progress, SlurmError, "node")
 
     def allocate(self, nodes: int, runs: int = 1) -> None:
         """A job holding `nodes` nodes of the partition (kept while it lives); SlurmError when it pends longer
@@ -505,82 +496,4 @@ def _job_in(lines: list[str]) -> str | None:
         words = line.split()
         if "allocation" in words and words[-1].isdigit():
             return words[-1]
-    return None
-
-
-def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, policy: str = "continue",
-                  progress: Progress | None = None, force: bool = False) -> tuple[list[RunOutcome], list[Path]]:
-    """Every case of the suite for `nodes` nodes through one allocation (kit.run.multinode.run_job's loop, with
-    Slurm's record of each run), then the report. The allocation is cancelled at the end, on error or Ctrl-C."""
-    progress = progress or (lambda host, what, detail: None)
-    run_dir = Path(run_dir)
-    runner = SlurmRunner(cfg, run_dir, suite.hardware, progress)
-    planned = plan_for_nodes(suite, nodes)
-    refused = {r.case.key: why for r in planned if (why := unfit(r.case, cfg, runner.mode, suite.hardware))}
-    for key, why in refused.items():
-        progress("plan", "not run", f"{key}: {why}")
-    runs = [r for r in planned if r.case.key not in refused and not records.is_done(run_dir, r)]
-    meta = records.open_run_meta(run_dir, suite, scheduler="slurm", partition=cfg.partition)
-    records.note_skipped(run_dir, meta, refused)
-    if runner.mode != "native":
-        records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
-    outcomes = []
-    if runs:
-        runner.stage(runs)
-    checked = False
-    try:
-        for run in runs:
-            runner.allocate(nodes, len(runs))
-            if not checked:
-                env_check(runner.capture_env(run_dir / "env", suite.hardware == "gpu"), run_dir, force, progress)
-                records.note_forced(run_dir, meta, runner.check(runs, force))
-                checked = True
-            meta["hosts"] = [n.name for n in runner.nodes]
-            records.clear_for_rerun(run_dir, run)
-            outcome = execute(runner, run, run_dir)
-            outcomes.append(outcome)
-            records.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
-                               hosts={h.host: h.to_dict() for h in outcome.hosts}, slurm=runner.record())
-            if outcome.status != "ok" and policy == "stop":
-                break
-    finally:
-        runner.release()
-    return outcomes, write_report(run_dir, suite)
-
-
-def dry_run(cfg: SlurmConfig, suite: Suite, source: str, resume: Path | None = None) -> list[str]:
-    """`kit cluster --scheduler slurm --dry-run`: the partition's nodes as the host groups, each rank's command as
-    its step would run it, what is refused and why; asks sinfo/scontrol, starts nothing."""
-    from kit.run import dryrun
-
-    runner = SlurmRunner(cfg, Path(resume or "dry-run"), suite.hardware)
-    nodes = [runner._node(n, runner._address(n)) for n in partition_nodes(cfg)]
-    image = f", images {cfg.images}" if runner.mode != "native" else ""
-    intro = (f"slurm: each group one allocation (salloc --no-shell -N n -p {cfg.partition}), each run one step "
-             f"(srun --jobid J -N n --ntasks-per-node 1 bash step.sh, rank = $SLURM_NODEID); container: "
-             f"{runner.mode}{image}; logs under {cfg.shared_dir}/runs/",)
-    return dryrun.render_cluster(suite, nodes, source, resume, why_not=lambda case, group: unfit(
-        case, cfg, runner.mode, suite.hardware), intro=intro)
-
-
-def env_check(verdict, run_dir: Path, force: bool, progress: Progress) -> None:
-    """check_env's verdict over the allocation's nodes: refused unless --force (as on SSH hosts)."""
-    if verdict.ok:
-        return
-    if not force:
-        raise SlurmError(f"check_env refuses these nodes ({'; '.join(verdict.lines()[:8])}); captures in "
-                         f"{run_dir / 'env'}; fix them or pass --force")
-    for line in verdict.lines():
-        progress("check_env", "forced", line)
-
-
-def unfit(case, cfg: SlurmConfig, mode: str, hardware: str) -> str | None:
-    """Why the case cannot run through this Slurm as configured, or None."""
-    if case.impl == "reference" and case.framework == "tensorflow" and case.nodes > 1:
-        return ("one mpirun over the nodes starts TensorFlow's ranks itself; under Slurm each rank is a task of "
-                "the kit's step (run it on SSH hosts, or as 1 node)")
-    if mode != "native" and not cfg.image(case.framework):
-        return f"no image for {case.framework} in slurm.images (container: {mode})"
-    if hardware == "gpu" and cfg.gpus_per_node < case.gpus_per_node:
-        return f"needs {case.gpus_per_node} GPU(s) per node; slurm.gpus_per_node is {cfg.gpus_per_node}"
     return None

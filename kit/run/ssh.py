@@ -18,10 +18,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kit.config import reference
 from kit.config.hosts import HostConfig, Inventory
+from kit.core.layout import sidecar_name
 from kit.hosts.connect import connect, quote_cmd, remote_env
 from kit.hosts.fanout import on_all
-from kit.run import gather, reference
+from kit.run import gather
 from kit.run.command import (
     HARNESS,
     SCRIPT_FILES,
@@ -31,10 +33,9 @@ from kit.run.command import (
     Site,
     cleanup_command,
     command_for,
-    sidecar_name,
 )
-from kit.run.needs import needs_script, read_needs
-from kit.run.plan import PlannedRun, describe_mismatch
+from kit.run.needs import needs_script, read_needs, settle
+from kit.run.plan import PlannedRun
 from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, master_port
 
 # every module of the harness travels (train.py imports its backends, precision, synthetic data, loaders)
@@ -170,14 +171,7 @@ class SshRunner(Runner):
 
         found = [f"{name}: {problem}" for name, out in on_all(self.hosts, put).items()
                  for problem in (out.get() if out.ok else [str(out.error)])]
-        if not force:
-            found += [f"{m['host']}: {describe_mismatch(m)}; pass --force to run it anyway (the run records it)"
-                      for m in mismatches]
-        if found:
-            raise RunError("not every host has what the runs need, nothing started: " + "; ".join(found))
-        for m in mismatches:
-            self.progress(m["host"], "forced", describe_mismatch(m))
-        return sorted(mismatches, key=lambda m: (m["host"], m["case"]))
+        return settle(found, mismatches, force, self.progress, RunError, "host")
 
     # ---- Runner ------------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """What every framework backend shares: the failure type, the process's place in the run, the step the timed loop
-calls, and the model sets that decide what a backend may do. Standard library only."""
+calls (through the model's Trainer), and the model sets that decide what a backend may do (and the unit of each
+model's figure). Standard library only."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from catalogue import NAMES as MODELS  # noqa: F401  (the model sets, from the one catalogue)
-from catalogue import NLP, NOT_COMPILABLE, SEED003  # noqa: F401
+from catalogue import NLP, NOT_COMPILABLE, SEED003, UNIT  # noqa: F401
 
 
 class HarnessFailure(Exception):
@@ -61,6 +62,14 @@ def model_options(args) -> dict:
     return {"size": args.size} if args.model in SEED003 else {}
 
 
+def optimizer_options(args) -> dict:
+    """The Trainer's settings from the command line: --lr (None: the model's own); the ImageNet models also take
+    --momentum and --weight-decay (seed 003's: their publisher's, model_specs.OPTIMIZER_SETTINGS)."""
+    if args.model in SEED003:
+        return {"lr": args.lr}
+    return {"lr": args.lr, "momentum": args.momentum, "weight_decay": args.weight_decay}
+
+
 class Backend:
     """What differs between frameworks, behind one small surface used by the timed loop."""
 
@@ -78,9 +87,9 @@ class Backend:
     compiler: str | None = None  # what compiles the network (--mode compiled), None: eager
     started = False  # a step has run (the first one compiles, --mode compiled)
 
-    net = opt = scaler = None
-
-    trainer = None  # seed 003's models: their publisher's optimizer(s) and step (models_*.Trainer)
+    net = scaler = None
+    trainer = None  # the model's optimizer(s) and step (torch_trainer / paddle_trainer .Trainer)
+    launch_step = None  # one forward/backward/update, not waited for: the Trainer's launcher()
 
     @property
     def amp_effective(self) -> bool:
@@ -91,7 +100,6 @@ class Backend:
     def to_device(self, arrays: tuple) -> tuple: ...
     def peak_memory(self) -> dict: ...
     def autocast(self): ...  # the framework's autocast context for autocast_dtype (a no-op context for FP32)
-    def zero_grad(self) -> None: ...
     def batch_from_numpy(self, images, labels): ...
     def batch_from_loader(self, images, labels): ...  # device tensors from loader_gpu/loader_dali, [B,S,S,3] for nhwc
     def synthetic_batch(self, batch: int, size: int, classes: int, seed: int): ...
@@ -119,22 +127,17 @@ class Backend:
         self.started = True
         return loss
 
-    def launch_step(self, *batch):
-        """One forward/backward/update, not waited for: the loss tensor (seed 003's Trainer: its float loss)."""
-        if self.trainer is not None:
-            return self.trainer.step(*batch)
-        images, labels = batch
-        self.zero_grad()
-        with self.autocast():
-            loss = self.net(images, labels)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.opt)
-            self.scaler.update()
-        else:
-            loss.backward()
-            self.opt.step()
-        return loss
+    def _start_trainer(self, trainer, args, dist: Dist, model, who: str, where: str) -> None:
+        """The math read back checked against the autocast asked for (WHO: the framework, WHERE: the device), then
+        the run's TRAINER over MODEL (self.net: what runs it) and the step the timed loop launches."""
+        if self.math["autocast"] != self.autocast_dtype:
+            raise HarnessFailure("bad_input", f"--precision {args.precision}: {who} did not enable "
+                                              f"{self.autocast_dtype} autocast on {where}")
+        self.trainer = trainer(args.model, model, self.net, batch_size=args.batch_size * dist.world_size,
+                               scaler=self.scaler, autocast=self.autocast if self.autocast_dtype else None,
+                               **optimizer_options(args))
+        self.launch_step = self.trainer.launcher()
+        self.net.train()
 
     def close(self) -> None:
         pass

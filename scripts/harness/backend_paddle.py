@@ -1,12 +1,13 @@
-"""The harness's Paddle backend: device, math mode, layout, the network (eager or paddle.jit.to_static), optimizer,
-batches. Layout nhwc builds the layers with data_format NHWC and feeds [B, H, W, 3] images."""
+"""The harness's Paddle backend: device, math mode, layout, the network (eager or paddle.jit.to_static), its Trainer
+(paddle_trainer.py: optimizer and step), batches. Layout nhwc builds the layers with data_format NHWC and feeds
+[B, H, W, 3] images."""
 
 from __future__ import annotations
 
 import os
 
 import precision
-from backend import SEED003, Backend, Dist, HarnessFailure, cpu_name, cpu_peak_memory, model_options
+from backend import Backend, Dist, HarnessFailure, cpu_name, cpu_peak_memory, model_options
 
 PADDLE_GPU_MEMORY_FLAG = "FLAGS_fraction_of_gpu_memory_to_use"  # 0: no pre-allocated pool, real peak (seed 003)
 
@@ -23,6 +24,7 @@ class PaddleBackend(Backend):
         precision.set_environment(args.precision)  # before Paddle loads cuBLAS and cuDNN
         import models_paddle
         import paddle
+        import paddle_trainer
 
         self.paddle = paddle
         self.version = paddle.__version__
@@ -65,22 +67,7 @@ class PaddleBackend(Backend):
         self.scaler = (paddle.amp.GradScaler(init_loss_scaling=2.0**15)
                        if mode.loss_scaling and self.autocast_dtype else None)
         self.math = precision.paddle_math(paddle, self.autocast_dtype, self.scaler is not None)
-        if self.math["autocast"] != self.autocast_dtype:
-            raise HarnessFailure("bad_input", f"--precision {args.precision}: Paddle did not enable "
-                                              f"{self.autocast_dtype} autocast on {self.device}")
-        autocast = self.autocast if self.autocast_dtype else None
-        if args.model in SEED003:
-            self.trainer = models_paddle.Trainer(args.model, model, net, lr=args.lr,
-                                                 batch_size=args.batch_size * dist.world_size, scaler=self.scaler,
-                                                 autocast=autocast)
-        else:
-            self.opt = paddle.optimizer.Momentum(
-                learning_rate=args.lr,
-                momentum=args.momentum,
-                parameters=model.parameters(),
-                weight_decay=paddle.regularizer.L2Decay(args.weight_decay),
-            )
-        self.net.train()
+        self._start_trainer(paddle_trainer.Trainer, args, dist, model, "Paddle", self.device)
 
     def count_params(self) -> int:
         return self.params
@@ -114,9 +101,6 @@ class PaddleBackend(Backend):
 
     def autocast(self):
         return precision.paddle_autocast(self.paddle, self.autocast_dtype)
-
-    def zero_grad(self) -> None:
-        self.opt.clear_grad()
 
     def sync(self) -> None:
         if self.device == "gpu":

@@ -1,11 +1,12 @@
-"""The harness's PyTorch backend: device, math mode, layout, the network (eager or torch.compile), optimizer, batches.
+"""The harness's PyTorch backend: device, math mode, layout, the network (eager or torch.compile), its Trainer
+(torch_trainer.py: optimizer and step), batches.
 
-Layout nhwc is channels_last memory (tensors stay NCHW-shaped, models_torch.py's docstring says why)."""
+Layout nhwc is channels_last memory (tensors stay NCHW-shaped, torch_layers.py's docstring says why)."""
 
 from __future__ import annotations
 
 import precision
-from backend import SEED003, Backend, Dist, HarnessFailure, cpu_name, cpu_peak_memory, model_options
+from backend import Backend, Dist, HarnessFailure, cpu_name, cpu_peak_memory, model_options
 
 
 class TorchBackend(Backend):
@@ -15,6 +16,7 @@ class TorchBackend(Backend):
         precision.set_environment(args.precision)  # before torch loads cuBLAS and cuDNN
         import models_torch
         import torch
+        import torch_trainer
 
         self.torch = torch
         self.version = torch.__version__
@@ -56,18 +58,7 @@ class TorchBackend(Backend):
         self.net = net
         self.scaler = torch.amp.GradScaler("cuda") if mode.loss_scaling and self.autocast_dtype else None
         self.math = precision.torch_math(torch, self.dev.type, self.autocast_dtype, self.scaler is not None)
-        if self.math["autocast"] != self.autocast_dtype:
-            raise HarnessFailure("bad_input", f"--precision {args.precision}: torch did not enable "
-                                              f"{self.autocast_dtype} autocast on {self.dev.type}")
-        autocast = self.autocast if self.autocast_dtype else None
-        if args.model in SEED003:
-            self.trainer = models_torch.Trainer(args.model, model, net, lr=args.lr,
-                                                batch_size=args.batch_size * dist.world_size, scaler=self.scaler,
-                                                autocast=autocast)
-        else:
-            self.opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
-                                       weight_decay=args.weight_decay)
-        self.net.train()
+        self._start_trainer(torch_trainer.Trainer, args, dist, model, "torch", self.dev.type)
 
     def count_params(self) -> int:
         return self.params
@@ -100,9 +91,6 @@ class TorchBackend(Backend):
 
     def autocast(self):
         return precision.torch_autocast(self.torch, self.dev.type, self.autocast_dtype)
-
-    def zero_grad(self) -> None:
-        self.opt.zero_grad(set_to_none=True)
 
     def sync(self) -> None:
         if self.device == "gpu":

@@ -27,6 +27,9 @@ class Model:
     data: tuple[str, ...] = SYNTHETIC_ONLY  # imagenet: reads an ImageNet train list through the loaders
     compiled_not: str = ""  # why --mode compiled does not apply ("" : it does)
     epochs: bool = False  # timed over whole epochs of a variable-length corpus (seed 003's rule for NLP)
+    seq_len: int = 0  # default max sequence (bert) / sentence (transformer) length
+    corpus_size: int = 0  # default sequences / sentence pairs in the synthetic corpus
+    unit: str = "images/s"  # what the figure counts
 
     @property
     def compilable(self) -> bool:
@@ -40,9 +43,11 @@ CATALOGUE = (
     Model("arcface", image_size=112, num_classes=93431, **_IMAGENET),
     Model("se_resnext50", "seed003", 224, 1000),
     Model("deeplabv3p", "seed003", 769, 19),
-    Model("bert", "seed003", 0, 0, compiled_not=RESHAPED, epochs=True),
-    Model("transformer", "seed003", 0, 0, compiled_not=RESHAPED, epochs=True),
-    Model("cyclegan", "seed003", 256, 0,
+    Model("bert", "seed003", 0, 0, compiled_not=RESHAPED, epochs=True, seq_len=512, corpus_size=4096,
+          unit="sequences/s"),
+    Model("transformer", "seed003", 0, 0, compiled_not=RESHAPED, epochs=True, seq_len=256, corpus_size=20000,
+          unit="tokens/s"),
+    Model("cyclegan", "seed003", 256, 0, unit="samples/s",
           compiled_not="its step runs the discriminators outside the network, with two optimizers"),
 )
 MODELS = {m.name: m for m in CATALOGUE}
@@ -52,3 +57,4 @@ NLP = tuple(m.name for m in CATALOGUE if m.epochs)
 IMAGENET = tuple(m.name for m in CATALOGUE if "imagenet" in m.data)
 NHWC = tuple(m.name for m in CATALOGUE if "nhwc" in m.layouts)
 NOT_COMPILABLE = {m.name: m.compiled_not for m in CATALOGUE if m.compiled_not}
+UNIT = {m.name: m.unit for m in CATALOGUE if m.unit != "images/s"}

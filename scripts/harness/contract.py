@@ -2,8 +2,8 @@
 run_start field that states what ran, and how the kit's verify compares them. One table, read by both sides:
 the kit builds a case's command (kit.run.command.harness_args), keeps its settings in run.json
 (kit.run.records.run_settings) and checks a log against its case (kit.audit.rules.predicates) by iterating it;
-train.py takes every flag it names and states every field. Standard library only (it travels with the harness;
-the kit loads this file by its path, kit.config.catalogue).
+train.py takes every flag it names (cli.py builds them from it) and states every field (run_start.py). Standard
+library only (it travels with the harness; the kit loads this file by its path, kit.config.catalogue).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 ALWAYS, SET, CHANGED = "always", "set", "changed"  # when the kit gives the flag: always; when the case has a value;
 # when the value differs from the harness's default
-ALL, IMAGE, NLP = "all", "image", "nlp"  # the models a key applies to: all; those timed per step; those per epoch
+ALL, IMAGE, NLP, SEED003 = "all", "image", "nlp", "seed003"  # the models a key applies to: all; those timed per
+# step; those per epoch; seed 003's (catalogue.Model.family)
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,11 @@ class Setting:
     checked: bool = False  # verify: run_start's field and the recorded flag must be the case's value
     recorded: bool = False  # run.json keeps the case's value beside what the log says ran (records.run_settings)
 
-    def applies(self, epochs: bool) -> bool:
-        """Whether the key applies to a model (EPOCHS: timed over whole epochs, the NLP models)."""
-        return self.scope == ALL or (self.scope == NLP) == epochs
+    def applies(self, model) -> bool:
+        """Whether the key applies to MODEL (a catalogue.Model)."""
+        if self.scope == SEED003:
+            return model.family == "seed003"
+        return self.scope == ALL or (self.scope == NLP) == model.epochs
 
     def gives(self, value) -> bool:
         """Whether the kit puts the flag on the command line for this value."""
@@ -50,7 +53,7 @@ SETTINGS = (
     Setting("measure_epochs", "--measure-epochs", "measure_epochs", default=1, scope=NLP),
     Setting("image_size", "--image-size", "image_size", scope=IMAGE, checked=True),
     Setting("num_classes", "--num-classes", "num_classes", scope=IMAGE, given=SET),
-    Setting("size", "--size", "size", str, "full", ("full", "tiny"), given=CHANGED),
+    Setting("size", "--size", "size", str, "full", ("full", "tiny"), scope=SEED003, given=CHANGED),
     Setting("warmup_steps", "--warmup-steps", "warmup_steps", default=20),
     Setting("measure_steps", "--measure-steps", "measure_steps", default=100, scope=IMAGE),
     Setting("data", "--data", "data", str, "synthetic"),

@@ -35,8 +35,6 @@ MASK_RATE = 0.15
 SHORT_SEQUENCE_RATE = 0.1
 MIN_BERT_LENGTH = 8
 TRANSFORMER_MEDIAN_LENGTH = 25
-VISION = ("resnet50", "vgg16", "arcface", "se_resnext50", "deeplabv3p", "cyclegan")
-NLP = ("bert", "transformer")
 
 
 @dataclass(frozen=True)

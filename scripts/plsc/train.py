@@ -10,7 +10,7 @@ this driver calls the setter.) scripts/plsc/exit_at_batch_150.patch stops the ru
 Runs from inside the (patched) checkout, like DLPerf's: `from plsc import Entry` is that code.
 
 DLPerf launched it with Paddle 1.8.5's `paddle.distributed.launch --cluster_node_ips=A,B --node_ip=A
---selected_gpus=...`; on Paddle >= 2 the kit's recipe (kit/run/reference.py) also gives the launcher that
+--selected_gpus=...`; on Paddle >= 2 the kit's recipe (kit/config/reference.py) also gives the launcher that
 cluster in its PaddleCloud variables, which its compatibility mode keeps.
 """
 

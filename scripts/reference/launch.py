@@ -5,7 +5,7 @@
         [--pythonpath DIR ...] [--scratch [--unlinked NAME ...]] [--work-copy NAME --patch FILE --add FILE ...] \
         [--collect PATH ...] -- ARGV...
 
---meta is the kit's description of the run (kit.run.reference.record: argv, env, methods, ...); ARGV must
+--meta is the kit's description of the run (kit.config.reference.record: argv, env, methods, ...); ARGV must
 equal its "argv". The record adds what only this host knows: time, host name, the model code's git
 commit (TOP: the checkout's top folder, which git's safe.directory names; default MODEL_DIR), the patch's
 sha256, and the whole environment the program gets (values of secret-looking names redacted): each

@@ -1,8 +1,10 @@
 """Compliance rules as data (<version>/*.yaml) judged by named predicates. Pure; nothing is eval'ed.
 
-engine: loading the rules files and evaluating them (Rule, Finding, Violation); predicates: the named checks.
+engine: loading the rules files and evaluating them (Rule, Finding, Violation); predicates: the named checks
+(derived: on the files derived from the logs; programs: on the published programs' runs).
 """
 
+from kit.audit.rules import derived as _derived  # noqa: F401  (registers the derived files' predicates)
 from kit.audit.rules import programs as _programs  # noqa: F401  (registers the published programs' predicates)
 from kit.audit.rules.engine import DEFAULT_VERSION, Finding, Rule, Violation, evaluate, load_rules, newest, versions
 from kit.audit.rules.predicates import PREDICATES

@@ -2,7 +2,7 @@
 
 Every record of a run is judged: each host's (hosts/<host>/<run folder>/) where the run was gathered from hosts,
 else the one beside its log (a run on this machine). The auditor's kit rebuilds each command from its own
-recipes (kit.run.reference) and pins (docker/pins.yaml); nothing the bundle says about itself is trusted.
+recipes (kit.config.reference) and pins (docker/pins.yaml); nothing the bundle says about itself is trusted.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence
 from kit.audit.rules.predicates import predicate
+from kit.config import reference
 from kit.core.inputs import parse_json
-from kit.core.layout import RunLog, run_folder
-from kit.run import reference
-from kit.run.command import sidecar_name
-from kit.run.plan import pin_of
+from kit.core.layout import RunLog, run_folder, sidecar_name
+from kit.core.secrets import redact
+from kit.images.spec import pin_of
 
 if TYPE_CHECKING:
     from kit.audit.rules.engine import Finding
@@ -86,7 +86,7 @@ def program_command_is_recipe(ev: Evidence, out: Finding) -> None:
             pythonpath = old.split(":") if isinstance(old, str) else old
         have = {"argv": meta.get("argv"), "cwd": meta.get("cwd"), "env": env, "pythonpath": pythonpath or [],
                 "work_copy": meta.get("work_copy"), "patch": meta.get("patch"), "add": meta.get("add")}
-        recipe = {"argv": built.argv, "cwd": built.cwd, "env": reference.redact(built.env),
+        recipe = {"argv": built.argv, "cwd": built.cwd, "env": redact(built.env),
                   "pythonpath": list(built.pythonpath),
                   "work_copy": built.work_copy, "patch": built.patch, "add": list(built.add)}
         for field, value in recipe.items():

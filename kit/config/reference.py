@@ -12,6 +12,10 @@ under a host's `model_code` root, beside the small packages a program imports (I
 dllogger), which are put before the PYTHONPATH it inherits on its host. Where it is safe (RefCommand.scratch) a
 program runs in a scratch folder outside the run's folder that mirrors its checkout folder, so what it saves where
 it runs (checkpoints) never lands in the checkout or the run (scripts/reference/launch.py). No process starts here.
+
+Beside the catalog (kit.config.programs) because two layers read the recipes: the run's command builder
+(kit.run.command) launches each program from here, and `kit verify` rebuilds each recorded command from here
+(kit.audit.rules.programs), which imports nothing of kit.run.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from kit.config.programs import (  # noqa: F401  (the catalog, also read through
     layout_and_mode,
 )
 from kit.core.layout import RunLog
+from kit.core.secrets import redact
 from kit.results.extract import Method
 
 
@@ -413,14 +418,6 @@ def outputs(impl: Impl, argv: list[str]) -> tuple[str, ...]:
         return ()
     found = [value for key, value in zip(argv, argv[1:], strict=False) if key == flag]
     return tuple(found + [a.split("=", 1)[1] for a in argv if a.startswith(flag + "=")])
-
-
-SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL", "AUTH", "COOKIE")
-
-
-def redact(env: dict[str, str]) -> dict[str, str]:
-    """Values of variables whose names look like secrets are not written anywhere."""
-    return {k: ("<redacted>" if any(m in k.upper() for m in SECRET_MARKERS) else v) for k, v in env.items()}
 
 
 def record(cmd: RefCommand, job: RefJob, cluster: Cluster) -> dict:

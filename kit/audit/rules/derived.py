@@ -1,0 +1,169 @@
+"""Predicates on what a run derived from its raw logs: results.json, report.md, results.csv and (in a bundle)
+commands.json, each recomputed and compared with the written file, and the published claims a bundle carries,
+re-derived from their logs. Pure; registered in kit.audit.rules.predicates.PREDICATES like every predicate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import TYPE_CHECKING
+
+from kit.audit.commands import recorded_commands
+from kit.audit.evidence import Evidence
+from kit.audit.rules.predicates import predicate
+from kit.core.inputs import parse_json
+from kit.core.yamlio import ConfigError, LineDict
+
+if TYPE_CHECKING:
+    from kit.audit.rules.engine import Finding
+
+REL_TOL = 1e-9
+
+
+@predicate()
+def results_match_logs(ev: Evidence, out: Finding) -> None:
+    """results.json holds the figures recomputed from the raw logs: every run value, median, speedup."""
+    from kit.results.exporters import to_json
+
+    if ev.report is None:
+        return
+    written, recomputed = ev.results, json.loads(to_json(ev.report))
+    if written is None:
+        out.fail("results.json is missing or unreadable", "results.json")
+        return
+    lines: list = []  # results.json read again for its line numbers only where a figure differs (a slow parse)
+    for path, have, want in _differences(written, recomputed, skip={"source"}):
+        if not lines:
+            lines.append(ev.lines_of("results.json"))
+        out.fail(f"{path}: written {have!r}, recomputed from the logs {want!r}", "results.json",
+                 _line(lines[0], path))
+    out.checked = sum(len(c["runs"]) for g in recomputed["groups"] for c in g["cases"])
+
+
+@predicate()
+def report_matches_logs(ev: Evidence, out: Finding) -> None:
+    """report.md is the report recomputed from the raw logs, line for line."""
+    from kit.results.exporters import to_markdown
+
+    if ev.report is None:
+        return
+    path = ev.root / "report.md"
+    if not path.is_file():
+        out.fail("report.md is missing", "report.md")
+        return
+    have = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    want = to_markdown(ev.report).splitlines()
+    name = ev.root.name  # the title names the run's folder: a renamed copy keeps the name it was written with
+    if have and want and want[0].endswith(name) and re.fullmatch(re.escape(want[0][:-len(name)]) + r"[A-Za-z0-9_.-]+",
+                                                                  have[0]):
+        want[0] = have[0]
+    out.checked = len(want)
+    for i in range(max(len(have), len(want))):
+        a = have[i] if i < len(have) else "<end of file>"
+        b = want[i] if i < len(want) else "<end of file>"
+        if a != b:
+            out.fail(f"written {a[:160]!r}, recomputed {b[:160]!r}", "report.md", i + 1)
+            if len(out.violations) >= 20:
+                break
+
+
+@predicate()
+def derived_files_recomputed(ev: Evidence, out: Finding) -> None:
+    """results.csv equals the CSV recomputed from the raw logs; in a bundle, commands.json equals the commands
+    recomputed from run.json (every derived file is recomputed, none taken on trust)."""
+    from kit.results.exporters import to_csv
+
+    if ev.report is None:
+        return
+    csv_path = ev.root / "results.csv"
+    out.checked += 1
+    if not csv_path.is_file():
+        out.fail("results.csv is missing", "results.csv")
+    else:
+        have = csv_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        want = to_csv(ev.report).splitlines()
+        for i in range(max(len(have), len(want))):
+            a = have[i] if i < len(have) else "<end of file>"
+            b = want[i] if i < len(want) else "<end of file>"
+            if a != b:
+                out.fail(f"written {a[:160]!r}, recomputed {b[:160]!r}", "results.csv", i + 1)
+                break
+    commands = ev.root.parent.parent / "commands.json"  # <bundle>/run/<id>/ -> <bundle>/commands.json
+    if ev.root.parent.name == "run" and commands.is_file():
+        out.checked += 1
+        try:
+            written = parse_json(commands.read_bytes())
+        except ValueError as exc:
+            out.fail(f"not valid JSON: {exc}", "commands.json")
+            return
+        for path, have, want in _differences(written, recorded_commands(ev.meta)):
+            out.fail(f"{path}: written {str(have)[:160]!r}, recomputed from run.json {str(want)[:160]!r}",
+                     "commands.json")
+            break
+
+
+@predicate()
+def claims_derive(ev: Evidence, out: Finding) -> None:
+    """Every published claim carried in the bundle re-derives from its log by its stated method (crosscheck)."""
+    from kit.results.crosscheck import MATCH, check_claims
+
+    if ev.claims is None:
+        out.note = "no published claims in this bundle"
+        return
+    name = f"claims/{ev.claims.name}"
+    try:
+        verdicts = check_claims(ev.claims, confine=ev.claims.parent, max_rel_tol=ev.claims_rel_tol)
+    except ConfigError as exc:  # named as the bundle names it, never by the auditor's temporary path
+        out.fail(f"claims cannot be read: {exc.key + ': ' if exc.key else ''}{exc.reason}", name, exc.line)
+        return
+    except OSError as exc:
+        out.fail(f"claims cannot be read: {exc}", name)
+        return
+    for v in verdicts:
+        out.checked += 1
+        if v.status != MATCH:
+            said = " (the claims file itself says derives: false)" if not v.declared_derives else ""
+            got = "no figure" if v.recomputed is None else f"{v.recomputed:.6g}"
+            out.fail(f"{v.claim}: published {v.published:g}, recomputed {got}{said} {v.detail}".rstrip(),
+                     name, v.source_line)
+
+
+def _differences(have, want, path: str = "", skip=frozenset()):
+    if isinstance(want, dict) and isinstance(have, dict):
+        for key in sorted(set(have) | set(want)):
+            if key in skip and not path:
+                continue
+            sub = f"{path}.{key}" if path else key
+            if key not in have or key not in want:
+                yield sub, have.get(key, "<absent>"), want.get(key, "<absent>")
+            else:
+                yield from _differences(have[key], want[key], sub)
+    elif isinstance(want, list) and isinstance(have, list):
+        if len(have) != len(want):
+            yield f"{path} (length)", len(have), len(want)
+        for i, (a, b) in enumerate(zip(have, want, strict=False)):
+            yield from _differences(a, b, f"{path}[{i}]")
+    elif isinstance(want, float) and isinstance(have, (int, float)) and not isinstance(have, bool):
+        if not (math.isclose(have, want, rel_tol=REL_TOL, abs_tol=1e-12) or (math.isnan(have) and math.isnan(want))):
+            yield path, have, want
+    elif have != want or type(have) is not type(want):
+        yield path, have, want
+
+
+def _line(lines: LineDict | None, path: str) -> int | None:
+    """Line of a 'groups[0].cases[1].median' path in a JSON file read as YAML (the deepest key found)."""
+    node, line = lines, None
+    for part in path.replace("]", "").replace("[", ".").split("."):
+        if node is None or part == "":
+            break
+        if isinstance(node, LineDict) and part in node:
+            line = node.line_of(part) or line
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+            line = getattr(node, "line", None) or line
+        else:
+            break
+    return line

@@ -1,0 +1,47 @@
+"""The run's report from its logs alone: the tables (kit.results.report) and the sections that say what was run
+and how it compares (kit.results.sections, kit.results.program_ratio). One composer for what a run writes
+(kit.run.bench.write_report: `kit bench`, `kit multinode`, `kit cluster`) and what `kit verify` recomputes from a
+bundle (kit.audit.evidence), so that report.md can be compared line for line.
+
+Pure, as all of kit.results: it imports nothing above kit.core, so what it must know of the published programs
+and their images comes from the caller, always the same three (kit.run.bench.compose_report, kit.audit.evidence):
+
+    method_for       kit.config.reference.log_reduction: a program log's (reduction, format), None for the harness's
+    ran_as           kit.config.programs.ran_as: the layout and mode a program's job trains in, or why unknown
+    program_stacks   kit.images.parity.program_stacks: the pinned CUDA/cuDNN of the programs' images that ran
+
+`suite` is any object with name, description, hardware and cases (kit.config.suites.Suite).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kit.results.extract import HARNESS_METHOD
+from kit.results.program_ratio import program_ratio_section
+from kit.results.report import Report, build_report
+from kit.results.sections import (
+    input_section,
+    program_data_section,
+    program_scratch_section,
+    references_section,
+    settings_section,
+)
+
+
+def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callable,
+                   program_stacks: Callable[[object, set[str]], list[str]]) -> Report:
+    """The run's report: its logs by their own rules (the harness's, each program's publisher's), titled with the
+    run's folder, and its settings sections."""
+    run_dir = Path(run_dir)
+    report = build_report(run_dir / "logs", HARNESS_METHOD, method_for=method_for)
+    report.title = f"{suite.name} benchmark: {run_dir.name}"
+    ran = {g.key.case_key(c.name) for g in report.groups for c in g.cases}
+    stacks = program_stacks(suite, ran)
+    programs = f"Published programs' images (pins): {'; '.join(stacks)}.\n" if stacks else ""
+    report.settings = (settings_section(run_dir, suite) + programs + references_section(report, suite)
+                       + input_section(report, run_dir) + program_ratio_section(report, suite, ran_as)
+                       + program_data_section(run_dir / "logs") + program_scratch_section(run_dir))
+    report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
+    return report
