@@ -10,7 +10,7 @@ import pytest
 
 from kit.audit.rules import predicates
 from kit.config import suites
-from kit.config.catalogue import contract, harness
+from kit.core.catalogue import contract, harness
 from kit.run.command import harness_args
 
 HARNESS = Path(__file__).resolve().parents[1] / "scripts" / "harness"

@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.config import programs
-from kit.config.catalogue import contract, harness
 from kit.config.imagekeys import image_key, pinned_keys
+from kit.core.catalogue import contract, harness
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.layout import case_key, case_name, run_log_path, variant_tag
 from kit.core.yamlio import ConfigError, LineDict, kind_name, load_yaml, optional, require

@@ -11,7 +11,7 @@ from pathlib import Path
 from kit.core.inputs import parse_json
 from kit.core.layout import SIDECAR_SUFFIX, find_logs
 from kit.results import noise
-from kit.results.parsers.kitlog import read_run_start, read_what_ran
+from kit.results.parsers.kitlog import RECORDED, read_run_start, read_what_ran
 
 
 def references_section(report, suite) -> str:
@@ -205,25 +205,29 @@ def describe_math(ran: dict) -> str:
 
 
 def execution_section(run_dir: Path) -> str:
-    """Per case: the precision asked for, the math the framework had (from the log), layout, mode, compile time."""
+    """Per case: the precision asked for and the math the framework had (from the log), the other settings the
+    contract records (scripts/harness/contract.py: loader, layout, mode, ...), and the compile time."""
     logs, _ = find_logs(run_dir / "logs")
+    shown = [field for field in RECORDED if field != "precision"]
     rows: dict[str, list[str]] = {}
     for log in logs:
         ran = read_what_ran(log.path)
         if not ran:
             continue
         compile_s = ran.get("compile_seconds")
-        row = [describe_math(ran) + (" — " + str(ran["note"]) if ran.get("note") else ""),
-               str(ran.get("layout") or ""), str(ran.get("mode") or "eager"),
+        settings = [str(ran.get(field) or "") for field in shown]
+        if "mode" in shown and not ran.get("mode"):
+            settings[shown.index("mode")] = "eager"
+        row = [describe_math(ran) + (" — " + str(ran["note"]) if ran.get("note") else ""), *settings,
                f"{compile_s:.1f}" if isinstance(compile_s, (int, float)) else ""]
         key = log.group.case_key(log.case)
-        if key in rows and rows[key][:3] != row[:3]:
+        if key in rows and rows[key][:-1] != row[:-1]:
             rows[key][0] += " (runs differ: see run.json)"
         rows.setdefault(key, row)
     if not rows:
         return ""
-    head = ["", "| case | math the framework had | layout | mode | compile s (first step) |",
-            "| --- | --- | --- | --- | --- |"]
+    head = ["", "| case | math the framework had | " + " | ".join(shown) + " | compile s (first step) |",
+            "| --- " * (len(shown) + 3) + "|"]
     return "\n".join(head + [f"| {key} | " + " | ".join(row) + " |" for key, row in sorted(rows.items())]) + "\n"
 
 

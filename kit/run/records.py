@@ -20,9 +20,9 @@ from pathlib import Path
 
 from kit import __version__
 from kit.config import reference
-from kit.config.catalogue import contract
 from kit.config.suites import Suite, available, load_suite, suite_path
 from kit.core import runlock
+from kit.core.catalogue import contract
 from kit.core.files import write_json
 from kit.core.inputs import KitError, parse_json
 from kit.core.layout import RunLog, classify, sidecar_name

@@ -4,7 +4,7 @@
     MODELS["resnet50"].image_size, MODELS["bert"].compiled_not   # 224, "its batches change shape ..."
 
 Standard library only: it travels to every host with the harness, and the kit loads this file by its path
-(kit.config.catalogue), so a model's facts are written here once.
+(kit.core.catalogue), so a model's facts are written here once.
 """
 
 from __future__ import annotations

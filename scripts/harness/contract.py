@@ -3,7 +3,7 @@ run_start field that states what ran, and how the kit's verify compares them. On
 the kit builds a case's command (kit.run.command.harness_args), keeps its settings in run.json
 (kit.run.records.run_settings) and checks a log against its case (kit.audit.rules.predicates) by iterating it;
 train.py takes every flag it names (cli.py builds them from it) and states every field (run_start.py). Standard
-library only (it travels with the harness; the kit loads this file by its path, kit.config.catalogue).
+library only (it travels with the harness; the kit loads this file by its path, kit.core.catalogue).
 """
 
 from __future__ import annotations

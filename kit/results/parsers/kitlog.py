@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.core.catalogue import contract
 from kit.core.inputs import open_regular, parse_json
 from kit.results.parsers.base import PER_STEP, SUMMARY, LogFormat, ParseError, Record
 
@@ -103,8 +104,9 @@ def read_run_start(path: str | Path) -> dict | None:
     return next((e.data for e in events(path) if e.data.get("event") == "run_start"), None)
 
 
-RAN_KEYS = ("precision", "math", "layout", "mode", "amp_effective", "note", "device", "device_name", "cuda_version",
-            "cudnn_version", "loader", "decode_device", "decoder", "loader_only")
+RECORDED = tuple(s.start for s in contract.SETTINGS if s.recorded)  # the contract's settings run.json keeps
+RAN_KEYS = tuple(dict.fromkeys((*RECORDED, "math", "amp_effective", "note", "device", "device_name", "cuda_version",
+                                "cudnn_version", "decode_device", "decoder", "loader_only")))
 
 
 def read_what_ran(path: str | Path) -> dict:

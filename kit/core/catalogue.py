@@ -2,7 +2,7 @@
 read from their files: the harness travels alone to every host and imports them there; the kit reads the same
 files here, so a model's facts and a case key's path to the command line, the log and verify are written once.
 
-    from kit.config.catalogue import contract, harness
+    from kit.core.catalogue import contract, harness
     harness.MODELS["arcface"].image_size     # 112
     contract.BY_KEY["layout"].flag           # --layout
 """

@@ -1,0 +1,94 @@
+"""Adding a case key is one row in the contract table (scripts/harness/contract.py): on a copy of the kit with a
+toy key added there and nowhere else, a real CPU run takes it from the suite to train.py's command line, the log's
+run_start, run.json, the report, and verify, which fails a log that ran another value."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY_ROW = '    Setting("toy_level", "--toy-level", "toy_level", int, 3, checked=True, recorded=True),\n'
+SUITE = """\
+schema_version: 1
+name: toy
+description: one case with the toy key
+hardware: cpu
+defaults: {warmup_steps: 1, measure_steps: 10, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10,
+           timeout_s: 300}
+cases:
+  - framework: torch
+    model: resnet50
+    toy_level: 5
+"""
+# runs inside the copy: the run, its bundle verified, then the log forged to say another toy level, re-bundled
+RUN = """\
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from kitlogs import rewrite_kitlog
+from kit.audit import bundle as bd
+from kit.audit.verify import verify
+from kit.config.suites import load_suite
+from kit.run import bench, records
+
+base = Path(sys.argv[1])
+run_dir, suite = records.start(base / "toy.yaml", base / "runs")
+result = bench.run_bench(run_dir, suite)
+assert not result.failed, [o.reason for o in result.failed]
+clean = verify(bd.make_bundle(run_dir, submitter="Lab", system_name="box", out=base / "clean.tar.gz"))
+log = next((run_dir / "logs").rglob("*_1.log"))
+rewrite_kitlog(log, lambda d: d | {"toy_level": 4} if d.get("event") == "run_start" else d)
+bench.write_report(run_dir, load_suite(run_dir / "suite.yaml"))
+forged = verify(bd.make_bundle(run_dir, submitter="Lab", system_name="box", out=base / "forged.tar.gz"))
+print(json.dumps({"run_dir": str(run_dir), "log": str(log),
+                  "clean": [[v.rule, v.message] for v in clean.violations],
+                  "forged": [[v.rule, v.file, v.message] for v in forged.violations]}))
+"""
+
+
+def copy_with_toy_key(into: Path) -> Path:
+    """The kit and its scripts (and what a local run reads of the rest) copied, the toy row added to the table."""
+    for part in ("kit", "scripts", "docker", "data_prep"):
+        shutil.copytree(ROOT / part, into / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "requirements.lock", into / "requirements.lock")
+    contract = into / "scripts" / "harness" / "contract.py"
+    text = contract.read_text()
+    end = text.index("\n)\nBY_KEY")
+    contract.write_text(text[:end + 1] + TOY_ROW + text[end + 1:])
+    return into
+
+
+def test_a_key_added_to_the_contract_flows_from_suite_to_verify(tmp_path):
+    kit = copy_with_toy_key(tmp_path / "kit-copy")
+    assert (ROOT / "scripts/harness/contract.py").read_text().count("toy_level") == 0  # the product has none
+    base = tmp_path / "work"
+    base.mkdir()
+    (base / "toy.yaml").write_text(SUITE)
+    env = {**os.environ, "PYTHONPATH": str(kit)}
+    done = subprocess.run([sys.executable, "-c", RUN, str(base), str(ROOT / "tests")], cwd=kit, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    run_dir, log = Path(out["run_dir"]), Path(out["log"])
+    assert "toy" not in str(log.relative_to(run_dir))  # no part of the run's names: a plain setting
+
+    meta = json.loads((run_dir / "run.json").read_text())
+    (entry,) = meta["runs"].values()
+    assert entry["toy_level"] == 5  # run.json keeps the case's value (recorded) ...
+    assert entry["ran"]["toy_level"] == 5  # ... and what the log says ran
+    argv = entry["argv"]
+    assert argv[argv.index("--toy-level") + 1] == "5"  # the command line carries it, train.py took it
+    assert out["clean"] == []  # verify passes the honest run
+
+    report = (run_dir / "report.md").read_text()
+    head = next(line for line in report.splitlines() if line.startswith("| case | math the framework had"))
+    assert "| toy_level |" in head
+
+    forged = [v for v in out["forged"] if v[0] == "log_states_its_case"]
+    assert forged and "toy_level" in forged[0][2], out["forged"]
+    assert "4" in forged[0][2] and "5" in forged[0][2]
