@@ -109,7 +109,7 @@ def test_bundle_of_a_real_run_verifies_and_carries_everything(real_run, tmp_path
     entry = commands["logs/paddle/resnet50/bz2/1n2g/resnet50_b2_fp32_1.log"]
     assert "paddle.distributed.launch" in entry["argv"] and entry["env"]["GLOO_SOCKET_IFNAME"] == "lo"
     provenance = json.loads((root / "provenance.json").read_text())
-    assert provenance["rules_version"] == "v1" and len(provenance["kit_commit_at_run"]["commit"]) == 40
+    assert provenance["rules_version"] == "v2" and len(provenance["kit_commit_at_run"]["commit"]) == 40
 
 
 def test_any_single_byte_flip_fails_and_names_the_file(real_run, tmp_path, signer):
@@ -543,7 +543,7 @@ def test_the_auditors_kit_decides_the_rules_not_the_bundle(real_run, tmp_path, s
         _forge(root, key, rules_version=hostile)
         assert "integrity" in {v.rule for v in verify_tree(root, allowed).violations}, hostile
     assert main(["verify", str(root), "--rules", "../../../tmp/x"]) == 2
-    assert "no rule set '../../../tmp/x' in this kit; known: v1" in capsys.readouterr().err
+    assert "no rule set '../../../tmp/x' in this kit; known: v1, v2" in capsys.readouterr().err
 
 
 def bd_rules_dir() -> Path:

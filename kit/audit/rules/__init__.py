@@ -1,7 +1,8 @@
 """Compliance rules as data (<version>/*.yaml) judged by named predicates. Pure; nothing is eval'ed.
 
 engine: loading the rules files and evaluating them (Rule, Finding, Violation); predicates: the named checks
-(derived: on the files derived from the logs; programs: on the published programs' runs).
+(derived: on the files derived from the logs; programs: on the published programs' runs), each registered by
+version (name@N) so that a rule set keeps the meaning it was written with.
 """
 
 from kit.audit.rules import derived as _derived  # noqa: F401  (registers the derived files' predicates)

@@ -4,10 +4,11 @@ A rules file:
     schema_version: 1
     rules:
       - name: repeats_as_declared          # what a violation is reported under
-        predicate: repeats_at_least         # one of kit.audit.rules.predicates.PREDICATES
+        predicate: repeats_at_least         # name@N in kit.audit.rules.predicates.PREDICATES; a bare name is @1
         args: {minimum: 1}                  # only the arguments the predicate declares
         description: ...
 Nothing is eval'ed: a rule names a predicate, which judges an kit.audit.evidence.Evidence and fills a Finding.
+A rule set names each predicate's version, so a later version of a predicate never changes an older rule set.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from kit.core.files import SCHEMA_VERSIONS
 from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 
 MAX_MESSAGE = 500  # characters of one violation's message
+PREDICATE_REF = re.compile(r"([a-z_][a-z0-9_]*)(?:@([1-9][0-9]*))?")  # name or name@N
 
 RULES_DIR = Path(__file__).resolve().parent
-DEFAULT_VERSION = "v1"
+DEFAULT_VERSION = "v2"  # bundles made now name it; verify's default is newest()
 SCHEMA_VERSION = SCHEMA_VERSIONS["rules"]
 
 
@@ -46,7 +48,7 @@ class Violation:
 @dataclass(frozen=True)
 class Rule:
     name: str
-    predicate: str
+    predicate: str  # its versioned identity, name@N
     args: dict = field(default_factory=dict)
     description: str = ""
     source: str = ""  # file:line of its definition
@@ -109,12 +111,9 @@ def _load_file(path: Path) -> list[Rule]:
                 raise ConfigError(path, "unknown key; known: args, description, name, predicate",
                                   entry.line_of(key), str(key))
         name = require(entry, "name", str, path)
-        pred = require(entry, "predicate", str, path)
-        if pred not in PREDICATES:
-            raise ConfigError(path, f"unknown predicate; known: {', '.join(sorted(PREDICATES))}",
-                              entry.line_of("predicate"), "predicate")
+        pred = predicate_identity(require(entry, "predicate", str, path), path, entry.line_of("predicate"))
         args = optional(entry, "args", dict, path, LineDict())
-        allowed = PREDICATES[pred][1]
+        allowed = PREDICATES[pred].defaults
         for key, value in args.items():
             if key not in allowed:
                 raise ConfigError(path, f"{pred} takes no argument {key!r}; it takes: "
@@ -127,13 +126,26 @@ def _load_file(path: Path) -> list[Rule]:
     return out
 
 
+def predicate_identity(ref: str, path: Path, line: int | None) -> str:
+    """A rule's predicate reference as its registered identity name@N (a bare name is name@1)."""
+    match = PREDICATE_REF.fullmatch(ref)
+    if match is None:
+        raise ConfigError(path, f"{ref!r} is not a predicate reference (name or name@N)", line, "predicate")
+    name, version = match.groups()
+    identity = f"{name}@{version or 1}"
+    if identity not in PREDICATES:
+        known = sorted(k for k in PREDICATES if k.split("@")[0] == name) or sorted(PREDICATES)
+        raise ConfigError(path, f"unknown predicate {identity}; known: {', '.join(known)}", line, "predicate")
+    return identity
+
+
 def evaluate(rules: list[Rule], evidence: Evidence) -> list[Finding]:
     findings = []
     for rule in rules:
         finding = Finding(rule)
-        fn, _ = PREDICATES[rule.predicate]
+        registered = PREDICATES[rule.predicate]
         try:
-            fn(evidence, finding, **rule.args)
+            registered.fn(evidence, finding, **rule.args, **registered.fixed)
         except Exception as exc:  # noqa: BLE001 - a damaged file must give a violation, never a crash
             finding.fail(f"cannot be evaluated: {type(exc).__name__}: {exc}"[:300], evidence.rel(evidence.root))
         findings.append(finding)

@@ -1,7 +1,10 @@
-"""The named predicates the rules files refer to, registered by name in PREDICATES. Pure.
+"""The named predicates the rules files refer to, registered by versioned identity (name@N) in PREDICATES. Pure.
 
 Each predicate judges an Evidence (files read back, figures recomputed from the raw logs) and records on its
 Finding how many things it checked and every violation, naming a file and, where one exists, a line.
+
+A predicate's meaning is frozen per version: a change to what it checks registers name@N+1 (the same function,
+the difference in its version's fixed arguments), and a rule set keeps naming the version it was written for.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence, finite
@@ -22,12 +26,23 @@ if TYPE_CHECKING:  # the engine imports this module for PREDICATES
     from kit.audit.rules.engine import Finding
 
 Predicate = Callable[..., None]
-PREDICATES: dict[str, tuple[Predicate, dict]] = {}
 
 
-def predicate(**defaults):
+@dataclass(frozen=True)
+class Registered:
+    fn: Predicate
+    defaults: dict  # the arguments a rule may set, with their defaults
+    fixed: dict  # this version's own arguments, which no rules file can set
+
+
+PREDICATES: dict[str, Registered] = {}  # "name@N" -> its function and arguments
+
+
+def predicate(versions: dict[int, dict] | None = None, **defaults):
+    """Register a function as name@1, or as name@N for each N in VERSIONS ({N: that version's fixed arguments})."""
     def register(fn: Predicate) -> Predicate:
-        PREDICATES[fn.__name__] = (fn, defaults)
+        for version, fixed in (versions or {1: {}}).items():
+            PREDICATES[f"{fn.__name__}@{version}"] = Registered(fn, defaults, dict(fixed))
         return fn
     return register
 
@@ -166,23 +181,30 @@ def every_rank_logged(ev: Evidence, out: Finding) -> None:
                      f"(looked in {len(looked)} file(s))", ev.rel(log.path))
 
 
-def _checked(case) -> list:
-    """The contract's settings (scripts/harness/contract.py) verify compares for this case's model."""
+def _checked(case, keys: tuple[str, ...] | None = None) -> list:
+    """The contract's settings (scripts/harness/contract.py) verify compares for this case's model: those of KEYS
+    (a predicate version's own list), else the ones the contract marks checked."""
     model = harness.MODELS[case.model]
-    return [st for st in contract.SETTINGS if st.checked and st.applies(model)
-            and (st.given != contract.SET or getattr(case, st.key))]
+    return [st for st in contract.SETTINGS if (st.key in keys if keys is not None else st.checked)
+            and st.applies(model) and (st.given != contract.SET or getattr(case, st.key))]
 
 
-def _declared_start(case) -> dict:
-    """What a harness log's run_start must say for the case it is filed under: the contract's checked fields, and
-    its ranks."""
-    return {st.start: getattr(case, st.key) for st in _checked(case)} | {"ranks": case.processes}
+def _declared_start(case, keys: tuple[str, ...] | None = None) -> dict:
+    """What a harness log's run_start must say for the case it is filed under: the compared settings' fields
+    (_checked), and its ranks."""
+    return {st.start: getattr(case, st.key) for st in _checked(case, keys)} | {"ranks": case.processes}
 
 
-@predicate()
-def harness_log_states_its_case(ev: Evidence, out: Finding) -> None:
+# the case keys each version of harness_log_states_its_case compares: v1 before the loader was one (61ae5b2)
+CASE_KEYS_V1 = ("framework", "model", "batch_size", "precision", "image_size", "layout", "mode")
+CASE_KEYS_V2 = (*CASE_KEYS_V1, "loader")
+
+
+@predicate(versions={1: {"keys": CASE_KEYS_V1}, 2: {"keys": CASE_KEYS_V2}})
+def harness_log_states_its_case(ev: Evidence, out: Finding, keys: tuple[str, ...]) -> None:
     """A harness log's run_start names the case it is filed under: framework, model, precision, per-process batch,
-    ranks, image size, layout, mode and (ImageNet) loader (a log of another configuration cannot stand in for it)."""
+    ranks, image size, layout, mode and (ImageNet) loader (a log of another configuration cannot stand in for it);
+    the same for the flags of its command in run.json. KEYS: the case keys compared, fixed per version."""
     for key, log, _figure in ev.runs():
         case = ev.cases.get(key)
         if case is None or case.impl != "harness":
@@ -196,7 +218,7 @@ def harness_log_states_its_case(ev: Evidence, out: Finding) -> None:
         if "layout" not in said and isinstance(said.get("channels_last"), bool):  # logs before layout
             said["layout"] = "nhwc" if said["channels_last"] else "nchw"
         said.setdefault("mode", "eager")
-        wrong = [f"{k} {said.get(k)!r} (the case: {v!r})" for k, v in _declared_start(case).items()
+        wrong = [f"{k} {said.get(k)!r} (the case: {v!r})" for k, v in _declared_start(case, keys).items()
                  if said.get(k) != v]
         if wrong:
             out.fail(f"{key} run {log.run}: run_start says " + "; ".join(wrong), ev.rel(log.path), start.line)
@@ -204,7 +226,8 @@ def harness_log_states_its_case(ev: Evidence, out: Finding) -> None:
         argv = entry.get("argv") if isinstance(entry, dict) else None
         if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
             ran = _harness_flags(argv)
-            wrong = [f"{flag} {ran.get(flag)!r} (the case: {v!r})" for flag, v in _declared_flags(case).items()
+            wrong = [f"{flag} {ran.get(flag)!r} (the case: {v!r})"
+                     for flag, v in _declared_flags(case, keys).items()
                      if ran.get(flag) != v]
             if wrong:
                 out.fail(f"{key} run {log.run}: run.json's command ran " + "; ".join(wrong), "run.json")
@@ -223,9 +246,9 @@ def _harness_flags(argv: list[str]) -> dict[str, str]:
     return flags
 
 
-def _declared_flags(case) -> dict[str, str]:
-    """The flags a harness run's recorded command must carry for its case (the contract's checked ones)."""
-    return {st.flag: str(getattr(case, st.key)) for st in _checked(case)}
+def _declared_flags(case, keys: tuple[str, ...] | None = None) -> dict[str, str]:
+    """The flags a harness run's recorded command must carry for its case (the compared settings, _checked)."""
+    return {st.flag: str(getattr(case, st.key)) for st in _checked(case, keys)}
 
 
 STEP_CLOCK_SLACK_S = 0.002  # time_ms is whole milliseconds

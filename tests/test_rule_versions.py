@@ -1,0 +1,138 @@
+"""Rule sets keep their meaning: each names predicate versions (name@N), and the golden bundles (real runs, some
+edited; tests/make_golden_bundles.py makes them) give exactly their recorded findings under every rule set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kit.audit import rules as rl
+from kit.audit.rules import engine, predicates
+from kit.audit.verify import verify_tree
+from kit.config import suites
+from kit.config.catalogue import contract
+from kit.core.yamlio import ConfigError, load_yaml
+
+GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden-bundles"
+NAMES = sorted(p.name.removesuffix(".expected.json") for p in GOLDEN.glob("*.expected.json"))
+
+
+def expected(name: str) -> dict[str, list[dict]]:
+    return json.loads((GOLDEN / f"{name}.expected.json").read_text())
+
+
+def test_golden_bundles_are_small_text_and_each_has_its_findings():
+    assert NAMES == ["cpu-loader", "cpu-loader-says-gpu", "cpu-loader-says-gpu-batch-4", "fuzz-batch-4"]
+    assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == NAMES
+    files = [p for p in GOLDEN.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < 1024 * 1024
+    for path in files:
+        path.read_text(encoding="utf-8")  # text only: no JPEG of the run's data rides along
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_golden_bundle_gives_exactly_its_findings_under_every_rule_set(name):
+    want = expected(name)
+    assert sorted(want) == rl.versions(), "every rule set this kit carries has its expected findings"
+    root = GOLDEN / name
+    for version in rl.versions():
+        result = verify_tree(root, rules_version=version)
+        assert not result.integrity and result.signature.state == "unsigned", version
+        assert [v.to_dict() for v in result.violations] == want[version], version
+        assert {f.rule.name for f in result.findings} == {r.name for r in rl.load_rules(version)}
+    assert [v.to_dict() for v in verify_tree(root).violations] == want["v2"], "v2 is verify's default"
+
+
+def test_the_goldens_hold_a_verdict_v1_and_v2_disagree_on_and_ones_both_fail():
+    said_gpu = expected("cpu-loader-says-gpu")
+    assert said_gpu["v1"] == [] and [v["rule"] for v in said_gpu["v2"]] == ["log_states_its_case"]
+    assert "loader 'gpu' (the case: 'cpu')" in said_gpu["v2"][0]["message"]
+    assert expected("cpu-loader") == {"v1": [], "v2": []}
+    both = expected("cpu-loader-says-gpu-batch-4")
+    assert both["v1"][0]["message"].endswith("run_start says local_batch 4 (the case: 2)")
+    assert both["v2"][0]["message"].endswith("local_batch 4 (the case: 2); loader 'gpu' (the case: 'cpu')")
+    fuzz = expected("fuzz-batch-4")
+    assert fuzz["v1"] == fuzz["v2"] and [v["line"] for v in fuzz["v1"]] == [2]
+
+
+def test_v2_is_the_default_and_new_bundles_name_it():
+    assert rl.versions() == ["v1", "v2"] and rl.newest() == rl.DEFAULT_VERSION == "v2"
+    assert rl.load_rules() == rl.load_rules("v2")
+    provenance = json.loads((GOLDEN / "cpu-loader" / "provenance.json").read_text())
+    assert provenance["rules_version"] == "v2"
+
+
+def test_every_rule_set_names_only_registered_predicate_versions():
+    for version in rl.versions():
+        for path in sorted((engine.RULES_DIR / version).glob("*.yaml")):
+            for entry in load_yaml(path)["rules"]:
+                ref = entry["predicate"]
+                assert engine.PREDICATE_REF.fullmatch(ref) and "@" in ref, f"{path}: {ref} names no version"
+                assert ref in rl.PREDICATES, f"{path}: {ref} is not registered"
+        assert all(r.predicate in rl.PREDICATES for r in rl.load_rules(version))
+    v1 = {r.name: r.predicate for r in rl.load_rules("v1")}
+    v2 = {r.name: r.predicate for r in rl.load_rules("v2")}
+    assert v1.keys() == v2.keys()
+    assert {n: (v1[n], v2[n]) for n in v1 if v1[n] != v2[n]} == {
+        "log_states_its_case": ("harness_log_states_its_case@1", "harness_log_states_its_case@2")}
+
+
+def test_each_version_compares_its_own_frozen_case_keys():
+    (case,) = suites.load_suite(next(GOLDEN.glob("cpu-loader/run/*/suite.yaml"))).cases  # ImageNet, loader cpu
+    assert case.loader == "cpu"
+    assert predicates.PREDICATES["harness_log_states_its_case@1"].fixed == {"keys": predicates.CASE_KEYS_V1}
+    assert predicates.PREDICATES["harness_log_states_its_case@2"].fixed == {"keys": predicates.CASE_KEYS_V2}
+    # v1: what it compared before 61ae5b2 added the loader
+    assert set(predicates._declared_start(case, predicates.CASE_KEYS_V1)) == {
+        "framework", "model", "precision", "local_batch", "ranks", "image_size", "layout", "mode"}
+    assert predicates._declared_start(case, predicates.CASE_KEYS_V2) == {
+        **predicates._declared_start(case, predicates.CASE_KEYS_V1), "loader": case.loader}
+    assert "--loader" not in predicates._declared_flags(case, predicates.CASE_KEYS_V1)
+    assert predicates._declared_flags(case, predicates.CASE_KEYS_V2)["--loader"] == case.loader
+    # the newest version is what the contract marks checked: a key newly checked there needs a new version
+    assert set(predicates.CASE_KEYS_V2) == {st.key for st in contract.SETTINGS if st.checked}
+
+
+def write_rules(tmp_path: Path, predicate: str, args: str = "") -> Path:
+    path = tmp_path / "v9" / "training.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"schema_version: 1\nrules:\n  - name: r\n    predicate: {predicate}\n{args}")
+    return path
+
+
+@pytest.mark.parametrize(("ref", "args", "says"), [
+    ("harness_log_states_its_case@3", "",
+     "training.yaml:4: predicate: unknown predicate harness_log_states_its_case@3; known: "
+     "harness_log_states_its_case@1, harness_log_states_its_case@2"),
+    ("window_clean@latest", "", "training.yaml:4: predicate: 'window_clean@latest' is not a predicate reference"),
+    ("window_clean@0", "", "training.yaml:4: predicate: 'window_clean@0' is not a predicate reference"),
+    ("harness_log_states_its_case@1", "    args: {keys: [loader]}\n",
+     "training.yaml:5: args.keys: harness_log_states_its_case@1 takes no argument 'keys'"),
+])
+def test_a_bad_predicate_reference_names_file_line_and_key(tmp_path, ref, args, says):
+    with pytest.raises(ConfigError) as caught:
+        engine._load_file(write_rules(tmp_path, ref, args))
+    assert says in str(caught.value)
+
+
+def test_a_bare_name_is_version_1_and_a_rule_carries_its_identity(tmp_path):
+    (rule,) = engine._load_file(write_rules(tmp_path, "repeats_at_least", "    args: {minimum: 2}\n"))
+    assert (rule.predicate, rule.args) == ("repeats_at_least@1", {"minimum": 2})
+
+
+def test_kit_verify_rules_v1_gives_v1s_verdict(capsys):
+    from kit.cli import main
+
+    said_gpu = str(GOLDEN / "cpu-loader-says-gpu")
+    assert main(["verify", said_gpu, "--rules", "v1"]) == 0
+    assert "OK   log_states_its_case: 1 checked" in capsys.readouterr().out
+    assert main(["verify", said_gpu]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL log_states_its_case: 1 checked" in out and "loader 'gpu' (the case: 'cpu')" in out
+    assert main(["verify", said_gpu, "--rules", "v3"]) == 2
+    assert "no rule set 'v3' in this kit; known: v1, v2" in capsys.readouterr().err
+    assert main(["verify", said_gpu, "--json", "--rules", "v1"]) == 0
+    predicates_used = {r["rule"]: r["predicate"] for r in json.loads(capsys.readouterr().out)["rules"]}
+    assert predicates_used["log_states_its_case"] == "harness_log_states_its_case@1"
