@@ -1,6 +1,7 @@
 """Adding a case key is one row in the contract table (scripts/harness/contract.py): on a copy of the kit with a
-toy key added there and nowhere else, a real CPU run takes it from the suite to train.py's command line, the log's
-run_start, run.json, the report, and verify, which fails a log that ran another value."""
+toy key added there, a real CPU run takes it from the suite to train.py's command line, the log's run_start,
+run.json and the report. Verify compares it from the rule set the row names (checked=N): rule sets keep their
+meaning, so a newly checked key comes with a new set, vN, the last one's files naming the case check's version N."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TOY_ROW = '    Setting("toy_level", "--toy-level", "toy_level", int, 3, checked=True, recorded=True),\n'
+NEXT = 3  # the rule set after the kit's newest
+TOY_ROW = f'    Setting("toy_level", "--toy-level", "toy_level", int, 3, checked={NEXT}, recorded=True),\n'
 SUITE = """\
 schema_version: 1
 name: toy
@@ -45,7 +47,7 @@ log = next((run_dir / "logs").rglob("*_1.log"))
 rewrite_kitlog(log, lambda d: d | {"toy_level": 4} if d.get("event") == "run_start" else d)
 bench.write_report(run_dir, load_suite(run_dir / "suite.yaml"))
 forged = verify(bd.make_bundle(run_dir, submitter="Lab", system_name="box", out=base / "forged.tar.gz"))
-print(json.dumps({"run_dir": str(run_dir), "log": str(log),
+print(json.dumps({"run_dir": str(run_dir), "log": str(log), "rules": clean.findings[0].rule.source.split("/")[0],
                   "clean": [[v.rule, v.message] for v in clean.violations],
                   "forged": [[v.rule, v.file, v.message] for v in forged.violations]}))
 """
@@ -60,6 +62,11 @@ def copy_with_toy_key(into: Path) -> Path:
     text = contract.read_text()
     end = text.index("\n)\nBY_KEY")
     contract.write_text(text[:end + 1] + TOY_ROW + text[end + 1:])
+    rules = into / "kit" / "audit" / "rules"
+    (rules / f"v{NEXT}").mkdir()
+    for path in (rules / f"v{NEXT - 1}").glob("*.yaml"):
+        text = path.read_text().replace(f"harness_log_states_its_case@{NEXT - 1}", f"harness_log_states_its_case@{NEXT}")
+        (rules / f"v{NEXT}" / path.name).write_text(text)
     return into
 
 
@@ -84,6 +91,7 @@ def test_a_key_added_to_the_contract_flows_from_suite_to_verify(tmp_path):
     argv = entry["argv"]
     assert argv[argv.index("--toy-level") + 1] == "5"  # the command line carries it, train.py took it
     assert out["clean"] == []  # verify passes the honest run
+    assert out["rules"] == f"v{NEXT}"  # the new set is the newest, so the default
 
     report = (run_dir / "report.md").read_text()
     head = next(line for line in report.splitlines() if line.startswith("| case | math the framework had"))

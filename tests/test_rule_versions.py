@@ -12,7 +12,7 @@ from kit.audit import rules as rl
 from kit.audit.rules import engine, predicates
 from kit.audit.verify import verify_tree
 from kit.config import suites
-from kit.config.catalogue import contract
+from kit.core.catalogue import contract
 from kit.core.yamlio import ConfigError, load_yaml
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden-bundles"
@@ -58,7 +58,7 @@ def test_the_goldens_hold_a_verdict_v1_and_v2_disagree_on_and_ones_both_fail():
 
 
 def test_v2_is_the_default_and_new_bundles_name_it():
-    assert rl.versions() == ["v1", "v2"] and rl.newest() == rl.DEFAULT_VERSION == "v2"
+    assert rl.versions() == ["v1", "v2"] and rl.newest() == "v2"
     assert rl.load_rules() == rl.load_rules("v2")
     provenance = json.loads((GOLDEN / "cpu-loader" / "provenance.json").read_text())
     assert provenance["rules_version"] == "v2"
@@ -82,17 +82,20 @@ def test_every_rule_set_names_only_registered_predicate_versions():
 def test_each_version_compares_its_own_frozen_case_keys():
     (case,) = suites.load_suite(next(GOLDEN.glob("cpu-loader/run/*/suite.yaml"))).cases  # ImageNet, loader cpu
     assert case.loader == "cpu"
-    assert predicates.PREDICATES["harness_log_states_its_case@1"].fixed == {"keys": predicates.CASE_KEYS_V1}
-    assert predicates.PREDICATES["harness_log_states_its_case@2"].fixed == {"keys": predicates.CASE_KEYS_V2}
+    v1_keys = ("framework", "model", "batch_size", "precision", "image_size", "layout", "mode")  # frozen here
+    assert predicates.case_keys(1) == v1_keys and predicates.case_keys(2) == (*v1_keys[:5], "loader", *v1_keys[5:])
+    assert predicates.PREDICATES["harness_log_states_its_case@1"].fixed == {"keys": predicates.case_keys(1)}
+    assert predicates.PREDICATES["harness_log_states_its_case@2"].fixed == {"keys": predicates.case_keys(2)}
     # v1: what it compared before 61ae5b2 added the loader
-    assert set(predicates._declared_start(case, predicates.CASE_KEYS_V1)) == {
+    assert set(predicates._declared_start(case, predicates.case_keys(1))) == {
         "framework", "model", "precision", "local_batch", "ranks", "image_size", "layout", "mode"}
-    assert predicates._declared_start(case, predicates.CASE_KEYS_V2) == {
-        **predicates._declared_start(case, predicates.CASE_KEYS_V1), "loader": case.loader}
-    assert "--loader" not in predicates._declared_flags(case, predicates.CASE_KEYS_V1)
-    assert predicates._declared_flags(case, predicates.CASE_KEYS_V2)["--loader"] == case.loader
-    # the newest version is what the contract marks checked: a key newly checked there needs a new version
-    assert set(predicates.CASE_KEYS_V2) == {st.key for st in contract.SETTINGS if st.checked}
+    assert predicates._declared_start(case, predicates.case_keys(2)) == {
+        **predicates._declared_start(case, predicates.case_keys(1)), "loader": case.loader}
+    assert "--loader" not in predicates._declared_flags(case, predicates.case_keys(1))
+    assert predicates._declared_flags(case, predicates.case_keys(2))["--loader"] == case.loader
+    # the newest version compares every key the contract marks checked; a key newly checked names a new version
+    assert set(predicates.case_keys(max(contract.CHECK_VERSIONS))) == {st.key for st in contract.SETTINGS
+                                                                       if st.checked}
 
 
 def write_rules(tmp_path: Path, predicate: str, args: str = "") -> Path:

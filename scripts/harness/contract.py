@@ -26,7 +26,8 @@ class Setting:
     choices: tuple = ()  # the values train.py accepts (empty: any of its kind)
     scope: str = ALL
     given: str = ALWAYS
-    checked: bool = False  # verify: run_start's field and the recorded flag must be the case's value
+    checked: int = 0  # from this version of verify's case check on (harness_log_states_its_case@N, rule set vN),
+    # run_start's field and the recorded flag must be the case's value; 0: never compared
     recorded: bool = False  # run.json keeps the case's value beside what the log says ran (records.run_settings)
 
     def applies(self, model) -> bool:
@@ -43,25 +44,26 @@ class Setting:
 
 # in the order of the command line; --data's value is the train list where the case reads ImageNet
 SETTINGS = (
-    Setting("framework", "--framework", "framework", str, checked=True),
-    Setting("model", "--model", "model", str, checked=True),
-    Setting("batch_size", "--batch-size", "local_batch", checked=True),
-    Setting("precision", "--precision", "precision", str, "fp32", ("fp32", "tf32", "amp", "bf16"), checked=True,
+    Setting("framework", "--framework", "framework", str, checked=1),
+    Setting("model", "--model", "model", str, checked=1),
+    Setting("batch_size", "--batch-size", "local_batch", checked=1),
+    Setting("precision", "--precision", "precision", str, "fp32", ("fp32", "tf32", "amp", "bf16"), checked=1,
             recorded=True),
     Setting("seq_len", "--seq-len", "seq_len", scope=NLP, given=SET),
     Setting("corpus_size", "--corpus-size", "corpus_size", scope=NLP, given=SET),
     Setting("measure_epochs", "--measure-epochs", "measure_epochs", default=1, scope=NLP),
-    Setting("image_size", "--image-size", "image_size", scope=IMAGE, checked=True),
+    Setting("image_size", "--image-size", "image_size", scope=IMAGE, checked=1),
     Setting("num_classes", "--num-classes", "num_classes", scope=IMAGE, given=SET),
     Setting("size", "--size", "size", str, "full", ("full", "tiny"), scope=SEED003, given=CHANGED),
     Setting("warmup_steps", "--warmup-steps", "warmup_steps", default=20),
     Setting("measure_steps", "--measure-steps", "measure_steps", default=100, scope=IMAGE),
     Setting("data", "--data", "data", str, "synthetic"),
-    Setting("loader", "--loader", "loader", str, None, ("cpu", "gpu", "dali"), given=SET, checked=True,
+    Setting("loader", "--loader", "loader", str, None, ("cpu", "gpu", "dali"), given=SET, checked=2,
             recorded=True),
-    Setting("layout", "--layout", "layout", str, "nchw", ("nchw", "nhwc"), scope=IMAGE, given=CHANGED, checked=True,
+    Setting("layout", "--layout", "layout", str, "nchw", ("nchw", "nhwc"), scope=IMAGE, given=CHANGED, checked=1,
             recorded=True),
-    Setting("mode", "--mode", "mode", str, "eager", ("eager", "compiled"), given=CHANGED, checked=True,
+    Setting("mode", "--mode", "mode", str, "eager", ("eager", "compiled"), given=CHANGED, checked=1,
             recorded=True),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
+CHECK_VERSIONS = tuple(range(1, max(s.checked for s in SETTINGS) + 1))  # the versions of verify's case check

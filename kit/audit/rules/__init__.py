@@ -7,8 +7,8 @@ version (name@N) so that a rule set keeps the meaning it was written with.
 
 from kit.audit.rules import derived as _derived  # noqa: F401  (registers the derived files' predicates)
 from kit.audit.rules import programs as _programs  # noqa: F401  (registers the published programs' predicates)
-from kit.audit.rules.engine import DEFAULT_VERSION, Finding, Rule, Violation, evaluate, load_rules, newest, versions
+from kit.audit.rules.engine import Finding, Rule, Violation, evaluate, load_rules, newest, versions
 from kit.audit.rules.predicates import PREDICATES
 
-__all__ = ["DEFAULT_VERSION", "PREDICATES", "Finding", "Rule", "Violation", "evaluate", "load_rules", "newest",
+__all__ = ["PREDICATES", "Finding", "Rule", "Violation", "evaluate", "load_rules", "newest",
            "versions"]

@@ -26,7 +26,6 @@ MAX_MESSAGE = 500  # characters of one violation's message
 PREDICATE_REF = re.compile(r"([a-z_][a-z0-9_]*)(?:@([1-9][0-9]*))?")  # name or name@N
 
 RULES_DIR = Path(__file__).resolve().parent
-DEFAULT_VERSION = "v2"  # bundles made now name it; verify's default is newest()
 SCHEMA_VERSION = SCHEMA_VERSIONS["rules"]
 
 
@@ -79,8 +78,10 @@ def newest() -> str:
     return versions()[-1]
 
 
-def load_rules(version: str = DEFAULT_VERSION) -> list[Rule]:
-    """The rules of a version this kit carries; any other name (a path, '..', a number) is refused."""
+def load_rules(version: str | None = None) -> list[Rule]:
+    """The rules of a version this kit carries (None: the newest); any other name (a path, '..', a number) is
+    refused."""
+    version = newest() if version is None else version
     if not isinstance(version, str) or version not in versions():
         raise ConfigError(RULES_DIR, f"no rule set {version!r} in this kit; known: {', '.join(versions())}")
     files = sorted((RULES_DIR / version).glob("*.yaml"))

@@ -181,9 +181,15 @@ def every_rank_logged(ev: Evidence, out: Finding) -> None:
                      f"(looked in {len(looked)} file(s))", ev.rel(log.path))
 
 
+def case_keys(version: int) -> tuple[str, ...]:
+    """The case keys version VERSION of verify's case check compares: those the contract (scripts/harness/
+    contract.py) marks checked from that version or before (v1: before the loader was one, 61ae5b2; v2: the loader)."""
+    return tuple(st.key for st in contract.SETTINGS if 0 < st.checked <= version)
+
+
 def _checked(case, keys: tuple[str, ...] | None = None) -> list:
-    """The contract's settings (scripts/harness/contract.py) verify compares for this case's model: those of KEYS
-    (a predicate version's own list), else the ones the contract marks checked."""
+    """The contract's settings verify compares for this case's model: those of KEYS (a predicate version's own),
+    else every key the contract marks checked."""
     model = harness.MODELS[case.model]
     return [st for st in contract.SETTINGS if (st.key in keys if keys is not None else st.checked)
             and st.applies(model) and (st.given != contract.SET or getattr(case, st.key))]
@@ -195,12 +201,7 @@ def _declared_start(case, keys: tuple[str, ...] | None = None) -> dict:
     return {st.start: getattr(case, st.key) for st in _checked(case, keys)} | {"ranks": case.processes}
 
 
-# the case keys each version of harness_log_states_its_case compares: v1 before the loader was one (61ae5b2)
-CASE_KEYS_V1 = ("framework", "model", "batch_size", "precision", "image_size", "layout", "mode")
-CASE_KEYS_V2 = (*CASE_KEYS_V1, "loader")
-
-
-@predicate(versions={1: {"keys": CASE_KEYS_V1}, 2: {"keys": CASE_KEYS_V2}})
+@predicate(versions={n: {"keys": case_keys(n)} for n in contract.CHECK_VERSIONS})
 def harness_log_states_its_case(ev: Evidence, out: Finding, keys: tuple[str, ...]) -> None:
     """A harness log's run_start names the case it is filed under: framework, model, precision, per-process batch,
     ranks, image size, layout, mode and (ImageNet) loader (a log of another configuration cannot stand in for it);
