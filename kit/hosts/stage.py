@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kit import REPO_ROOT
-from kit.config.hosts import HostConfig, Inventory
+from kit.config.inventory import HostConfig, Inventory
 from kit.core.inputs import InputError, KitError, parse_json, read_input
 from kit.hosts.connect import InventoryError, connect, quote_cmd
 from kit.hosts.fanout import on_all, values

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from kit import REPO_ROOT
 from kit.config import reference
+from kit.config.cases import Case
 from kit.config.catalogue import contract, harness
-from kit.config.suites import Case
 from kit.core.layout import sidecar_name
 
 SCRIPTS = REPO_ROOT / "scripts"  # what runs on hosts and in images; never imports kit

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from kit import __version__
 from kit.config import reference
+from kit.config.cases import Suite
 from kit.config.catalogue import contract
-from kit.config.suites import Suite, available, load_suite, suite_path
+from kit.config.suites import available, load_suite, suite_path
 from kit.core import runlock
 from kit.core.files import write_json
 from kit.core.inputs import KitError, parse_json

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence, finite
+from kit.config.case_keys import NLP_MODELS
 from kit.config.catalogue import contract, harness
-from kit.config.suites import NLP_MODELS
 from kit.core.yamlio import LineDict
 from kit.hosts.consistency import consistency
 from kit.results.parsers.kitlog import events as kit_events
