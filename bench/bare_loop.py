@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "harness"))
 
-SEED003 = ("se_resnext50", "deeplabv3p", "bert", "transformer", "cyclegan")
-NLP = ("bert", "transformer")
+from catalogue import NLP, SEED003  # noqa: E402  (the harness's catalogue: seed 003's models, those timed by epoch)
+from cpu_shape import add_shape_flags  # noqa: E402
 
 
 def training(a):
@@ -70,13 +70,7 @@ def training(a):
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--framework", choices=("paddle", "torch"), required=True)
-    p.add_argument("--model", default="resnet50")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--num-classes", type=int, default=1000)
-    p.add_argument("--warmup-steps", type=int, default=5)
-    p.add_argument("--measure-steps", type=int, default=20)
-    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    add_shape_flags(p)
     p.add_argument("--size", default="full")
     p.add_argument("--seq-len", type=int, default=None)
     p.add_argument("--corpus-size", type=int, default=None)

@@ -35,8 +35,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from nethosts import NetHosts, install_nvidia_smi, missing_prerequisites, start_free, write_inventory  # noqa: E402
 
+from kit.config.cases import Case  # noqa: E402
 from kit.config.hosts import load_hosts  # noqa: E402
-from kit.config.suites import Case  # noqa: E402
 from kit.hosts.probe import check_env  # noqa: E402
 from kit.run.plan import PlannedRun  # noqa: E402
 from kit.run.ssh import SshRunner, wrapper_command  # noqa: E402

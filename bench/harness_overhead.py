@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.append(str(REPO / "scripts" / "harness"))
 
 import train  # noqa: E402  (the harness: its figures' units)
+from cpu_shape import add_shape_flags  # noqa: E402
 
 HARNESS = REPO / "scripts" / "harness" / "train.py"
 BARE = REPO / "bench" / "bare_loop.py"
@@ -106,14 +106,8 @@ def main() -> int:
     p.add_argument("--processes", action="store_true", help="whole runs against each other, not blocks in one process")
     p.add_argument("--block-steps", type=int, default=4,
                    help="steps per block in one process, at least (vision: more if under 1 s; NLP: an epoch)")
-    p.add_argument("--model", default="resnet50")
+    add_shape_flags(p)
     p.add_argument("--models", default=None, help=f"comma-separated, each at its preset: {', '.join(PRESETS)}")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--num-classes", type=int, default=1000)
-    p.add_argument("--warmup-steps", type=int, default=5)
-    p.add_argument("--measure-steps", type=int, default=20)
-    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     a = p.parse_args()
     a.max_pairs = a.max_pairs or (30 if a.processes else 200)
     design = ("runs in separate processes" if a.processes

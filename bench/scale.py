@@ -45,7 +45,8 @@ sys.path.append(str(REPO / "scripts" / "harness"))
 from train import UNIT, counted  # noqa: E402  (the harness: what its NLP figures count)
 
 from kit.config import reference  # noqa: E402
-from kit.config.suites import Case, load_suite  # noqa: E402
+from kit.config.cases import Case  # noqa: E402
+from kit.config.suites import load_suite  # noqa: E402
 from kit.core.layout import run_folder, sidecar_name  # noqa: E402
 from kit.core.secrets import redact  # noqa: E402
 from kit.hosts import capture as ec  # noqa: E402

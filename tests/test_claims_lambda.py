@@ -32,8 +32,8 @@ if str(REPO) not in sys.path:
 from kit.core.yamlio import ConfigError  # noqa: E402
 from kit.results.crosscheck import ERROR, FLAGGED, MATCH, check_claims  # noqa: E402
 from kit.results.parsers import FORMATS, ParseError, detect_format, parse_log, parse_text  # noqa: E402
-from kit.results.parsers.base import read_log_text  # noqa: E402
 from kit.results.parsers.lambda_dle_pytorch import LAMBDA_DLE_FORMATS  # noqa: E402
+from kit.results.parsers.logtext import read_log_text  # noqa: E402
 
 CLAIMS = REPO / "kit" / "claims" / "lambda.yaml"
 ROOT = REPO / "tests" / "fixtures" / "published-logs" / "lambda"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.config.hosts import ENV_VARS, HOST_DEFAULTS, HostConfig, Inventory, load_hosts
+from kit.config.hosts import ENV_VARS, load_hosts
+from kit.config.inventory import HOST_DEFAULTS, HostConfig, Inventory
 from kit.core.yamlio import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent

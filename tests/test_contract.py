@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kit.audit.rules import predicates
-from kit.config import suites
+from kit.config import case_keys, suites
+from kit.config.cases import Case
 from kit.core.catalogue import contract, harness
 from kit.run.command import harness_args
 
@@ -34,11 +35,11 @@ def assigned(path: Path, name: str):
 
 
 def test_the_kit_and_the_harness_read_one_catalogue():
-    assert suites.MODELS == harness.NAMES and suites.NLP_MODELS == harness.NLP == ("bert", "transformer")
-    assert suites.SEED003_MODELS == harness.SEED003 and suites.IMAGENET_MODELS == suites.NHWC_MODELS == (
+    assert case_keys.MODELS == harness.NAMES and case_keys.NLP_MODELS == harness.NLP == ("bert", "transformer")
+    assert case_keys.SEED003_MODELS == harness.SEED003 and case_keys.IMAGENET_MODELS == case_keys.NHWC_MODELS == (
         "resnet50", "vgg16", "arcface")
-    assert set(suites.COMPILABLE) == set(harness.NAMES) - set(harness.NOT_COMPILABLE)
-    assert suites.DEFAULT_IMAGE_SIZE["arcface"] == 112 and suites.DEFAULT_NUM_CLASSES["arcface"] == 93431
+    assert set(case_keys.COMPILABLE) == set(harness.NAMES) - set(harness.NOT_COMPILABLE)
+    assert case_keys.DEFAULT_IMAGE_SIZE["arcface"] == 112 and case_keys.DEFAULT_NUM_CLASSES["arcface"] == 93431
     for name in ("backend.py", "cli.py", "model_specs.py", "run_start.py"):  # the harness reads it
         assert "from catalogue import" in (HARNESS / name).read_text(), name
     for path in HARNESS.glob("*.py"):  # and holds no list of the models of its own
@@ -55,12 +56,12 @@ def test_every_contract_key_is_a_suite_key_and_a_flag_train_py_takes():
     parser = harness_cli().build_parser()
     flags = {a.option_strings[0]: a for a in parser._actions if a.option_strings}
     for setting in contract.SETTINGS:
-        assert setting.key in suites.CASE_KEYS and setting.key in suites.Case.__dataclass_fields__, setting.key
+        assert setting.key in case_keys.CASE_KEYS and setting.key in Case.__dataclass_fields__, setting.key
         action = flags[setting.flag]  # train.py's parser is built from the table: its flag, name and default
         assert (action.dest, action.default) == (setting.key, setting.default), setting.flag
         if setting.choices:
             assert tuple(action.choices) == setting.choices, setting.flag
-    assert suites.CONTRACT_ONLY == ()  # every key of today's table has a meaning in the suite too
+    assert case_keys.CONTRACT_ONLY == ()  # every key of today's table has a meaning in the suite too
 
 
 @pytest.mark.parametrize(("suite", "key", "want"), [

@@ -174,7 +174,7 @@ def test_unreachable_host_is_reported_and_the_others_go_on(ssh_hosts, tmp_path, 
 
 
 def test_rsync_argv_keeps_remote_path_one_word(tmp_path):
-    from kit.config.hosts import HostConfig, Inventory
+    from kit.config.inventory import HostConfig, Inventory
 
     host = HostConfig(name="n", address="fe80::1", port=2222, user="u", key_file="/k ey/id %h",
                       data_dir="/d a/$(x)/")

@@ -19,7 +19,8 @@ import paramiko
 import pytest
 import yaml
 
-from kit.config.hosts import NAME_RE, ConfigError, load_hosts
+from kit.config.host_values import NAME_RE
+from kit.config.hosts import ConfigError, load_hosts
 from kit.hosts.connect import (
     AuthFailed,
     HostKeyError,

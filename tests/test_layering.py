@@ -18,7 +18,9 @@ PURE = [
     "kit.results", "kit.results.parsers", "kit.results.stats", "kit.results.extract", "kit.results.report",
     "kit.results.sections", "kit.results.crosscheck", "kit.results.compare", "kit.results.compose",
     "kit.results.program_ratio", "kit.core.layout", "kit.core.secrets",
-    "kit.config.suites", "kit.config.hosts", "kit.config.programs", "kit.hosts.capture", "kit.hosts.consistency",
+    "kit.config.suites", "kit.config.case_keys", "kit.config.cases", "kit.config.case_entries", "kit.config.hosts",
+    "kit.config.inventory", "kit.config.host_values", "kit.config.programs", "kit.hosts.capture",
+    "kit.hosts.consistency",
     "kit.run.command", "kit.config.reference", "kit.images.spec", "kit.audit.evidence", "kit.audit.rules",
     "kit.audit.sysdesc",
 ]

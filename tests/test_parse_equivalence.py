@@ -37,7 +37,7 @@ elif str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from kit.results.parsers import FORMATS, ParseError, parse_log, parse_text  # noqa: E402
-from kit.results.parsers.base import read_log_text  # noqa: E402
+from kit.results.parsers.logtext import read_log_text  # noqa: E402
 
 assert not os.environ.get("KIT_GOLDEN_FROM") or __name__ == "__main__", "KIT_GOLDEN_FROM is for writing the golden"
 

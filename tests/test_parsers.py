@@ -18,7 +18,7 @@ from kit.results.parsers import (
     parse_log,
     parse_text,
 )
-from kit.results.parsers.base import split_rank_fragments
+from kit.results.parsers.lines import split_rank_fragments
 
 
 def claims(published):

@@ -13,20 +13,12 @@ from functools import partial
 import pytest
 
 from kit.results.parsers import FORMATS, ParseError, parse_text
-from kit.results.parsers.base import (
-    SUMMARY,
-    TWO_TAGS,
-    Record,
-    holds,
-    last_line_start,
-    leading_times,
-    posix_time,
-    posix_times,
-    scan_lines,
-    to_float,
-)
 from kit.results.parsers.dle_mxnet import _TABLE
 from kit.results.parsers.dllogger import DLLoggerFormat
+from kit.results.parsers.lines import TWO_TAGS, last_line_start, scan_lines
+from kit.results.parsers.logtext import holds
+from kit.results.parsers.records import SUMMARY, Record, to_float
+from kit.results.parsers.times import leading_times, posix_time, posix_times
 
 
 def _reference(name: str, text: str) -> list:
@@ -218,7 +210,7 @@ def test_items_read_what_the_item_regex_splits():
 
 
 def test_positions_drop_and_shapes():
-    from kit.results.parsers.base import drop, positions
+    from kit.results.parsers.columns import drop, positions
     from kit.results.parsers.dllogger import _ints_or_none, _kind_step_epoch, _shapes
 
     r = random.Random(8)

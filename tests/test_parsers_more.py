@@ -16,7 +16,7 @@ import time
 import pytest
 
 from kit.results.parsers import FORMATS, PER_STEP, SUMMARY, ParseError, detect_format, get_format, parse_text
-from kit.results.parsers.base import read_log_text
+from kit.results.parsers.logtext import read_log_text
 
 ORIGINAL_FORMATS = {"tf2-keras-timehistory", "dle-pytorch", "dle-tf1", "dle-mxnet", "paddleclas"}
 NEW_FORMATS = {"plsc", "fleetx-vgg", "paddle-models-1.8", "oneflow", "nvlog-tf"}

@@ -257,7 +257,8 @@ def test_kit_extract_with_the_publishers_flags(published):
 
 
 def test_the_whole_text_fast_path_reads_what_the_line_scanner_reads(published):
-    from kit.results.parsers.base import read_log_text, scan_lines
+    from kit.results.parsers.lines import scan_lines
+    from kit.results.parsers.logtext import read_log_text
 
     fast = [f for f in FORMATS.values() if f.line_regex is not None]
     assert {f.name for f in fast} >= {"paddlenlp-bert", "paddlenlp-transformer", "paddleseg", "dle-transformer-pytorch"}

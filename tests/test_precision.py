@@ -11,6 +11,8 @@ from conftest import SHARED
 from kitlogs import rewrite_kitlog
 
 from kit.config import suites
+from kit.config.case_keys import NHWC_MODELS
+from kit.config.cases import Reference, Suite
 from kit.core.layout import classify, split_tag, variant_tag
 from kit.core.yamlio import ConfigError
 from kit.run import bench, records
@@ -20,7 +22,7 @@ from kit.run.plan import PlannedRun
 GPU_RUN = SHARED / "fixtures" / "gpu-runs" / "h100-one-20261126-175228"
 
 
-def load(tmp_path: Path, cases: str, hardware: str = "gpu", name: str = "s.yaml") -> suites.Suite:
+def load(tmp_path: Path, cases: str, hardware: str = "gpu", name: str = "s.yaml") -> Suite:
     path = tmp_path / name
     path.write_text(f"schema_version: 1\nname: s\nhardware: {hardware}\ndefaults: {{repeats: 1}}\ncases:\n{cases}")
     return suites.load_suite(path)
@@ -92,7 +94,7 @@ def test_every_gpu_suite_harness_row_states_its_layout():
     for name in ("v100", "a100", "h100", "gpu1"):
         text = suites.suite_path(name).read_text()
         for case in suites.load_suite(name).cases:
-            if case.impl == "harness" and case.model in suites.NHWC_MODELS:
+            if case.impl == "harness" and case.model in NHWC_MODELS:
                 assert case.layout in ("nchw", "nhwc"), (name, case.key)
         assert "layout: nhwc" in text and "layout: nchw" in text, name
 
@@ -171,7 +173,7 @@ def test_a_published_fp32_that_ran_tf32_says_so_beside_its_reference(tmp_path):
 
     from kit.results.sections import references_section
 
-    ref = suites.Reference(908.244, -0.05, 0.05, "samples/s", "seed 004, A100-FP32 table", math="tf32")
+    ref = Reference(908.244, -0.05, 0.05, "samples/s", "seed 004, A100-FP32 table", math="tf32")
     case = NS(key="paddleclas/resnet50/bz256/1n1g/fp32", references=(ref,), precision="fp32")
     group = NS(key=NS(case_key=lambda name: case.key), unit="samples/s", cases=[NS(name="1n1g", median=900.0)])
     text = references_section(NS(groups=[group]), NS(cases=[case]))

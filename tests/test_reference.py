@@ -647,7 +647,7 @@ def test_local_runner_in_the_pinned_image_mounts_the_scripts(tmp_path):
 
 def test_job_commands_start_the_reference_program_on_each_host(tmp_path):
     from kit.config import suites
-    from kit.config.hosts import HostConfig
+    from kit.config.inventory import HostConfig
     from kit.run.plan import PlannedRun
     from kit.run.ssh import SshRunner
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kit.config import programs, suites
+from kit.config.cases import Suite
 from kit.images import build, parity
 from kit.images.build import ImageError
 from kit.images.spec import load_pins
@@ -32,7 +33,7 @@ cases:
 """
 
 
-def suite_file(tmp_path: Path, name: str = "h100", image: str = "", case_image: str = "") -> suites.Suite:
+def suite_file(tmp_path: Path, name: str = "h100", image: str = "", case_image: str = "") -> Suite:
     path = tmp_path / f"{name}.yaml"
     path.write_text(SUITE.format(name=name, image=f", image: {image}" if image else "",
                                  case_image=f", image: {case_image}" if case_image else ""))

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from kit.config import reference, suites
+from kit.config.cases import Case
 from kit.core.layout import split_tag
 from kit.core.yamlio import ConfigError
 from kit.run.command import Placement, build_command
@@ -162,7 +163,7 @@ def test_command_builder_single_and_data_parallel(tmp_path):
     assert paddle.argv[:3] == ["py", "-m", "paddle.distributed.launch"] and "--master" not in paddle.argv
     assert paddle.env["FLAGS_paddle_num_threads"] == "1"
     assert "'/tmp/x y'" in paddle.shell()
-    case = suites.Case(**{**by_key["paddle/resnet50/bz4/1n2g/fp32"].__dict__, "nodes": 2})
+    case = Case(**{**by_key["paddle/resnet50/bz4/1n2g/fp32"].__dict__, "nodes": 2})
     remote = build_command(case, Placement(nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=7000,
                                            socket_ifname="eth0"), harness="h.py")
     assert remote.argv[remote.argv.index("--master") + 1] == "10.0.0.1:7000"

@@ -14,7 +14,8 @@ from functools import cached_property
 from pathlib import Path
 
 from kit.config import programs, reference
-from kit.config.suites import Case, Suite, load_suite
+from kit.config.cases import Case, Suite
+from kit.config.suites import load_suite
 from kit.core.inputs import InputError, KitError, parse_json
 from kit.core.layout import RunLog, run_folder
 from kit.core.yamlio import LineDict, load_yaml

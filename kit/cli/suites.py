@@ -14,6 +14,7 @@ def add_parser(sub) -> None:
 
 def cmd_suites(args: argparse.Namespace) -> int:
     from kit.config import suites
+    from kit.config.case_keys import NLP_MODELS
 
     if args.show:
         suite = suites.load_suite(args.show)
@@ -23,7 +24,7 @@ def cmd_suites(args: argparse.Namespace) -> int:
             if c.reference:
                 ref = f"  ref {c.reference.value:g} {c.reference.unit}" + ("" if c.reference.bounded else " (shown)")
                 ref += f" +{len(c.references) - 1} shown" if len(c.references) > 1 else ""
-            if c.impl == "harness" and c.model in suites.NLP_MODELS:
+            if c.impl == "harness" and c.model in NLP_MODELS:
                 shape = f"seq {c.seq_len or '-':<4} steps {c.warmup_steps}+{c.measure_epochs} epoch(s)"
             else:
                 shape = f"img {c.image_size:<4} steps {c.warmup_steps}+{c.measure_steps:<4}"

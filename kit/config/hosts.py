@@ -8,7 +8,7 @@ A hosts file (see hosts.example.yaml, the documented example):
       - {name: node1, address: 192.0.2.11, ...}    # any host key; the first host is rank 0
 
 Merge order, later wins, one key at a time:
-    1. built-in defaults (HOST_DEFAULTS, SSH_DEFAULTS below; `user` defaults to the local login
+    1. built-in defaults (HOST_DEFAULTS, SSH_DEFAULTS of kit.config.inventory; `user` defaults to the local login
        name, as ssh does)
     2. `defaults:` in the file                     (host keys only)
     3. the host's own entry under `hosts:`         (host keys only; `ssh:` for the ssh keys)
@@ -27,68 +27,30 @@ from the file's directory, relative ones from the environment or a flag from the
 
 from __future__ import annotations
 
-import difflib
 import os
 import pwd
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from kit.core.files import SCHEMA_VERSIONS
+from kit.config.host_values import CONTROL_RE, SLURM_CHECKS, Where, check
+from kit.config.inventory import (
+    HOST_DEFAULTS,
+    HOST_KEYS,
+    PER_HOST,
+    SCHEMA_VERSION,
+    SLURM_KEYS,
+    SSH_DEFAULTS,
+    SSH_KEYS,
+    HostConfig,
+    Inventory,
+    SlurmConfig,
+)
 from kit.core.yamlio import ConfigError, LineDict, kind_name, load_yaml
 
-SCHEMA_VERSION = SCHEMA_VERSIONS["hosts.yaml"]
-RUNTIMES = ("docker", "native")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-ADDRESS_RE = re.compile(r"^[A-Za-z0-9:][A-Za-z0-9._:%-]*$")  # DNS name, IPv4, IPv6 (with %zone)
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 SECRET_WORDS = ("password", "passwd", "passphrase")
-MAX_CONNECT_TIMEOUT = 600  # seconds: an SSH connect that waits longer is a host that is not there
 PASSWORD_REFUSED = "plaintext passwords are refused; use a key file or ssh-agent"
-
-# key -> (accepted types, built-in default); None in the types means the key may be null/empty
-HOST_KEYS: dict[str, tuple[tuple, Any]] = {
-    "name": ((str,), None),
-    "address": ((str,), None),
-    "port": ((int,), 22),
-    "user": ((str,), None),  # None: the local login name
-    "key_file": ((str, None), None),  # None: ssh-agent and the default keys (~/.ssh/id_*)
-    "gpus": ((int,), 0),  # 0: a CPU-only host
-    "nic": ((str, None), None),  # NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME; None: let the library pick
-    "ib_hca": ((str, None), None),  # NCCL_IB_HCA; None: no InfiniBand
-    "data_dir": ((str,), "/var/tmp/kit/data"),
-    "work_dir": ((str,), "/var/tmp/kit"),
-    "runtime": ((str,), "docker"),
-    "python": ((str,), "python3"),
-    "model_code": ((str, None), None),  # the programs' checkouts (docker: mounted over /opt/models); None: the image's
-}
-SSH_KEYS: dict[str, tuple[tuple, Any]] = {
-    "known_hosts": ((str, None), None),  # None: ~/.ssh/known_hosts
-    "accept_new_host_keys": ((bool,), False),
-    "connect_timeout": ((int, float), 10.0),
-}
 SYSTEM_KEYS = {"submitter": "organisation named in the bundle", "name": "system name in the bundle"}
-# `slurm:` (kit cluster --scheduler slurm, kit.run.slurm): key -> (accepted types, default); no default: required
-SLURM_KEYS: dict[str, tuple[tuple, Any]] = {
-    "partition": ((str,), None),
-    "account": ((str, None), None),
-    "time_limit": ((int, None), None),  # minutes per case (each job step's srun --time); None: the case's timeout
-    "gpus_per_node": ((int,), 0),  # --gpus-per-node of the allocation; 0: CPU only
-    "container": ((str,), "auto"),  # auto, native, docker (docker run in the step), pyxis (srun --container-image)
-    "images": ((str, dict, None), None),  # docker/pyxis: one image reference, or framework -> reference
-    "model_code": ((str, None), None),  # the published programs' checkouts on the nodes (as a host's model_code)
-    "data_dir": ((str, None), None),  # the data root on the nodes (<data_dir>/<format>/, as a host's data_dir)
-    "shared_dir": ((str,), None),  # a directory every node and this machine see at the same path
-    "python": ((str,), "python3"),
-    "nic": ((str, None), None),
-    "pending_timeout": ((int, float), 300),  # seconds an allocation may pend before the kit gives up
-}
-SLURM_CONTAINERS = ("auto", "native", "docker", "pyxis")
-PER_HOST = ("name", "address")
-HOST_DEFAULTS = {k: d for k, (_, d) in HOST_KEYS.items() if k not in PER_HOST}
-SSH_DEFAULTS = {k: d for k, (_, d) in SSH_KEYS.items()}
 ENV_VARS = {
     "KIT_SSH_USER": "user",
     "KIT_SSH_PORT": "port",
@@ -105,100 +67,6 @@ ENV_VARS = {
     "KIT_ACCEPT_NEW_HOST_KEYS": "accept_new_host_keys",
     "KIT_CONNECT_TIMEOUT": "connect_timeout",
 }
-TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
-@dataclass(frozen=True, kw_only=True)
-class HostConfig:
-    name: str
-    address: str
-    port: int = 22
-    user: str
-    key_file: str | None = None
-    gpus: int = 0
-    nic: str | None = None
-    ib_hca: str | None = None
-    data_dir: str = HOST_DEFAULTS["data_dir"]
-    work_dir: str = HOST_DEFAULTS["work_dir"]
-    runtime: str = "docker"
-    python: str = "python3"
-    model_code: str | None = None
-    line: int = 0  # line of the entry in the hosts file
-
-    @property
-    def label(self) -> str:
-        """'node1 (192.0.2.11)', with ':port' when not 22: how messages name a host."""
-        if self.port == 22:
-            return f"{self.name} ({self.address})"
-        return f"{self.name} ({f'[{self.address}]' if ':' in self.address else self.address}:{self.port})"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlurmConfig:
-    partition: str
-    shared_dir: str
-    account: str | None = None
-    time_limit: int | None = None
-    gpus_per_node: int = 0
-    container: str = "auto"
-    images: dict[str, str] | None = None  # framework -> image reference (docker / pyxis)
-    model_code: str | None = None
-    data_dir: str | None = None
-    python: str = "python3"
-    nic: str | None = None
-    pending_timeout: float = 300.0
-
-    def image(self, framework: str) -> str | None:
-        return (self.images or {}).get(framework)
-    line: int = 0
-
-
-@dataclass(frozen=True)
-class Inventory:
-    path: Path
-    hosts: list[HostConfig]
-    known_hosts: str | None = None  # None: ~/.ssh/known_hosts
-    accept_new_host_keys: bool = False
-    connect_timeout: float = 10.0
-    schema_version: int = SCHEMA_VERSION
-    submitter: str | None = None  # system: section, for the auditor bundle's system description
-    system_name: str | None = None
-    slurm: SlurmConfig | None = None  # `slurm:` section (kit cluster --scheduler slurm)
-
-    @property
-    def names(self) -> list[str]:
-        return [h.name for h in self.hosts]
-
-    def known_hosts_file(self) -> Path:
-        return Path(os.path.expanduser(self.known_hosts or "~/.ssh/known_hosts"))
-
-    def get(self, name: str) -> HostConfig:
-        for host in self.hosts:
-            if host.name == name:
-                return host
-        raise ConfigError(self.path, f"no host named {name[:100]!r}; {_nearest(name, self.names)}")
-
-    def select(self, names: str | Iterable[str] | None) -> list[HostConfig]:
-        """'a,b' or ['a', 'b'] -> those hosts in that order (the first is rank 0); None or '' -> all."""
-        if not names:
-            return list(self.hosts)
-        wanted = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-        for n in wanted:
-            if wanted.count(n) > 1:
-                raise ConfigError(self.path, f"host {n!r} named twice")
-        return [self.get(n) for n in wanted if n]
-
-
-class Where(NamedTuple):
-    """Where a value came from: a file line, an environment variable, a flag, or the built-ins."""
-
-    path: str | Path
-    line: int | None
-    key: str
-    base: Path | None  # directory that relative local paths are taken from
-
-    def error(self, reason: str) -> ConfigError:
-        return ConfigError(self.path, reason, self.line, self.key)
 
 
 def load_hosts(path: str | Path, env: Mapping[str, str] = os.environ,
@@ -235,11 +103,11 @@ def load_hosts(path: str | Path, env: Mapping[str, str] = os.environ,
     for layer in ([(k, v, Where(path, ssh_section.line_of(k), k, base)) for k, v in ssh_section.items()],
                   [item for item in late if item[0] in SSH_KEYS]):
         for key, raw, where in layer:
-            ssh[key] = _check(key, raw, where)
+            ssh[key] = check(key, raw, where)
 
     common = {**HOST_DEFAULTS, "user": _local_user(env)}
     for key, raw in defaults.items():
-        common[key] = _check(key, raw, Where(path, defaults.line_of(key), key, base))
+        common[key] = check(key, raw, Where(path, defaults.line_of(key), key, base))
     host_late = [item for item in late if item[0] in HOST_KEYS]
     hosts: list[HostConfig] = []
     names: dict[str, int] = {}
@@ -254,9 +122,9 @@ def load_hosts(path: str | Path, env: Mapping[str, str] = os.environ,
                 raise ConfigError(path, "missing required key", entry.line, key)
         values = dict(common)
         for key, raw in entry.items():
-            values[key] = _check(key, raw, Where(path, entry.line_of(key), key, base))
+            values[key] = check(key, raw, Where(path, entry.line_of(key), key, base))
         for key, raw, where in host_late:
-            values[key] = _check(key, raw, where)
+            values[key] = check(key, raw, where)
         host = HostConfig(**values, line=entry.line)
         for seen, ident, key in ((names, host.name.casefold(), "name"),
                                  (addresses, (host.address.lower(), host.port), "address")):
@@ -290,42 +158,8 @@ def _slurm(data: LineDict, path: Path) -> SlurmConfig | None:
             raise where.error(f"expected {kind_name(types)}, got {'null' if raw is None else type(raw).__name__}")
         if isinstance(raw, str) and (not raw.strip() or CONTROL_RE.search(raw)):
             raise where.error("expected a non-empty one-line string")
-        values[key] = _SLURM_CHECKS.get(key, lambda v, w: v)(raw, where)
+        values[key] = SLURM_CHECKS.get(key, lambda v, w: v)(raw, where)
     return SlurmConfig(**values, line=data.line_of("slurm") or 0)
-
-
-def _positive(value: float, where: Where) -> float:
-    if not 0 < value < float("inf"):
-        raise where.error(f"must be more than 0, got {value}")
-    return value
-
-
-def _container(value: str, where: Where) -> str:
-    if value not in SLURM_CONTAINERS:
-        raise where.error(f"{value!r}: one of {', '.join(SLURM_CONTAINERS)}")
-    return value
-
-
-def _images(value: str | dict, where: Where) -> dict[str, str]:
-    """One reference for every framework, or framework -> reference (a framework left out has no image)."""
-    from kit.config.suites import FRAMEWORKS
-
-    if isinstance(value, str):
-        return dict.fromkeys(FRAMEWORKS, _image_ref(value, where))
-    out = {}
-    for framework, ref in value.items():
-        if framework not in FRAMEWORKS:
-            raise where.error(f"{framework!r}: not a framework ({', '.join(FRAMEWORKS)})")
-        if not isinstance(ref, str):
-            raise where.error(f"{framework}: expected an image reference, got {type(ref).__name__}")
-        out[framework] = _image_ref(ref, where)
-    return out
-
-
-def _image_ref(ref: str, where: Where) -> str:
-    if not ref.strip() or ref.startswith("-") or any(c.isspace() or c in ",\"'" for c in ref):
-        raise where.error(f"{ref!r}: not an image reference (no spaces, commas or quotes; not starting with '-')")
-    return ref
 
 
 def _system(data: LineDict, path: Path) -> dict[str, str]:
@@ -347,15 +181,6 @@ def _section(data: LineDict, key: str, path: Path) -> LineDict:
     if not isinstance(value, LineDict):
         raise ConfigError(path, f"expected a mapping, got {type(value).__name__}", data.line_of(key), key)
     return value
-
-
-def _nearest(name: str, names: list[str]) -> str:
-    """'did you mean: node10, node01?' (the closest few of a fleet), or the names when there are few."""
-    if len(names) <= 8:
-        return f"known: {', '.join(names)}"
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-    hint = f"did you mean: {', '.join(close)}? " if close else ""
-    return f"{hint}({len(names)} hosts in the inventory)"
 
 
 def _reject_unknown(entry: LineDict, known: set[str], path: Path, section: str) -> None:
@@ -424,137 +249,5 @@ def _local_user(env: Mapping[str, str]) -> str:
         return "root" if os.getuid() == 0 else str(os.getuid())
 
 
-def _from_text(key: str, raw: str, kinds: tuple, where: Where) -> Any:
-    """Environment values and string flags are text: convert them to the key's type."""
-    if bool in kinds:
-        if raw.strip().lower() in TRUE + FALSE:
-            return raw.strip().lower() in TRUE
-        raise where.error(f"expected one of {', '.join(TRUE + FALSE)}, got {raw!r}")
-    for kind in (int, float):
-        if kind in kinds:
-            try:
-                return kind(raw)
-            except ValueError:
-                if float not in kinds or kind is float:
-                    raise where.error(f"expected {kind_name(kinds)}, got {raw!r}") from None
-    return raw
 
-
-def _check(key: str, raw: Any, where: Where) -> Any:
-    kinds = (HOST_KEYS.get(key) or SSH_KEYS[key])[0]
-    if isinstance(raw, str) and str not in kinds:
-        if where.line is not None:  # in YAML a quoted "22" is a string by choice: say so
-            raise where.error(f"expected {kind_name(tuple(k for k in kinds if k))}, got a string ({raw!r})")
-        raw = _from_text(key, raw, kinds, where)
-    if None in kinds and raw in (None, ""):
-        return None
-    types = tuple(k for k in kinds if k is not None)
-    if not isinstance(raw, types) or (isinstance(raw, bool) and bool not in types):
-        got = "null" if raw is None else type(raw).__name__
-        raise where.error(f"expected {kind_name(types)}, got {got}")
-    if isinstance(raw, str):
-        if not raw:
-            raise where.error("must not be empty")
-        if CONTROL_RE.search(raw):
-            raise where.error("contains a control character (newline, tab, NUL, ...)")
-    return _VALIDATORS.get(key, lambda v, w: v)(raw, where)
-
-
-def _name(value: str, where: Where) -> str:
-    if not NAME_RE.match(value):
-        raise where.error(f"{value!r}: a host name is letters, digits, '.', '_', '-' (not first): it names "
-                          "directories and appears on command lines")
-    return value
-
-
-def _address(value: str, where: Where) -> str:
-    if not ADDRESS_RE.match(value):
-        raise where.error(f"{value!r} is not a host name or IP address")
-    return value
-
-
-def _port(value: int, where: Where) -> int:
-    if not 1 <= value <= 65535:
-        raise where.error(f"{value} is not a TCP port (1-65535)")
-    return value
-
-
-def _gpus(value: int, where: Where) -> int:
-    if value < 0:
-        raise where.error("must be 0 (CPU only) or more")
-    return value
-
-
-def _no_dash(value: str, where: Where) -> str:
-    if value.startswith("-"):
-        raise where.error(f"{value!r} must not start with '-'")
-    return value
-
-
-def _no_space(value: str, where: Where) -> str:
-    if any(c.isspace() for c in value):
-        raise where.error(f"{value!r}: no spaces (a list is comma-separated, as NCCL reads it)")
-    return value
-
-
-def _remote_dir(value: str, where: Where) -> str:
-    if not value.startswith("/"):
-        raise where.error(f"{value!r} must be an absolute path on the host (it is quoted, so ~ does not expand)")
-    if value.strip("/") == "":
-        raise where.error("refusing '/': the kit writes and cleans up under this directory")
-    return value
-
-
-def _local_path(value: str, where: Where) -> str:
-    expanded = os.path.expanduser(value)
-    if not os.path.isabs(expanded) and where.base is not None:
-        expanded = os.path.join(where.base, expanded)
-    return os.path.normpath(expanded)
-
-
-def _runtime(value: str, where: Where) -> str:
-    if value not in RUNTIMES:
-        raise where.error(f"{value!r}: must be one of {', '.join(RUNTIMES)}")
-    return value
-
-
-def _timeout(value: float, where: Where) -> float:
-    if not 0 < value <= MAX_CONNECT_TIMEOUT:  # also NaN and inf
-        raise where.error(f"must be more than 0 and at most {MAX_CONNECT_TIMEOUT} seconds, got {value}")
-    return float(value)
-
-
-_VALIDATORS = {
-    "name": _name,
-    "address": _address,
-    "port": _port,
-    "gpus": _gpus,
-    "user": _no_dash,
-    "python": _no_dash,
-    "nic": _no_space,
-    "ib_hca": _no_space,
-    "data_dir": _remote_dir,
-    "work_dir": _remote_dir,
-    "model_code": _remote_dir,
-    "key_file": _local_path,
-    "known_hosts": _local_path,
-    "runtime": _runtime,
-    "connect_timeout": _timeout,
-}
-_SLURM_CHECKS = {
-    "partition": _no_dash,
-    "account": _no_dash,
-    "time_limit": _positive,
-    "gpus_per_node": _gpus,
-    "container": _container,
-    "images": _images,
-    "model_code": _remote_dir,
-    "data_dir": _remote_dir,
-    "shared_dir": _remote_dir,
-    "python": _no_dash,
-    "nic": _no_space,
-    "pending_timeout": _positive,
-}
-
-__all__ = ["ConfigError", "HostConfig", "Inventory", "SlurmConfig", "load_hosts", "ENV_VARS", "HOST_DEFAULTS",
-           "SSH_DEFAULTS"]
+__all__ = ["ConfigError", "ENV_VARS", "load_hosts"]

@@ -37,7 +37,7 @@ from fabric import Config, Connection
 from invoke.exceptions import CommandTimedOut
 from paramiko.config import SSHConfig
 
-from kit.config.hosts import HostConfig, Inventory
+from kit.config.inventory import HostConfig, Inventory
 from kit.core.inputs import KitError
 from kit.hosts.fanout import on_all
 

@@ -14,7 +14,7 @@ import secrets
 import subprocess
 from pathlib import Path
 
-from kit.config.hosts import HostConfig, Inventory
+from kit.config.inventory import HostConfig, Inventory
 from kit.core.files import write_text
 from kit.hosts import capture as ec
 from kit.hosts.connect import connect, quote_cmd

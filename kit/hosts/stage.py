@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kit import REPO_ROOT
-from kit.config.hosts import HostConfig, Inventory
+from kit.config.inventory import HostConfig, Inventory
 from kit.core.inputs import InputError, KitError, parse_json, read_input
 from kit.hosts.connect import InventoryError, connect, quote_cmd
 from kit.hosts.fanout import on_all, values
@@ -253,18 +253,12 @@ def _stage_host(host: HostConfig, inv: Inventory, local: Path, local_sha: str, t
 
         res = conn.run(quote_cmd([host.python, remote_tool, remote_list, "--json"]), hide=True, warn=True,
                        timeout=VERIFY_TIMEOUT_S)
-    if res.exited not in (0, 1):
-        raise _Failed(f"verify_list.py failed (exit {res.exited}): {_last_line(res.stderr) or _last_line(res.stdout)}")
-    try:
-        result = json.loads(res.stdout)
-        status.list_sha256 = str(result["sha256"])
-        status.images, status.classes = int(result["images"]), int(result["classes"])
-        status.missing, status.missing_first = int(result["missing"]), list(result.get("missing_first", []))
+
+    def list_findings(result: dict) -> None:
         status.duplicates = int(result.get("duplicates", 0))
         status.label_conflicts = list(result.get("label_conflicts", []))
-        status.verified = bool(result["ok"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise _Failed(f"verify_list.py printed no usable JSON ({type(exc).__name__}: {exc})") from None
+
+    _read_verify(res, "verify_list.py", "sha256", status, list_findings)
     status.ok = status.verified and status.list_sha256 == local_sha
     progress(host.name, "verified", f"{status.images} images, {status.classes} classes, {status.missing} missing")
 
@@ -308,20 +302,32 @@ def _stage_format_host(host: HostConfig, inv: Inventory, fmt: str, source: Path,
         progress(host.name, "verifying", f"sha256 of {len(manifest['files'])} files, {fmt} read back")
         res = conn.run(quote_cmd([host.python, posixpath.join(tools, "verify.py"), target, "--format", fmt,
                                   "--json"]), hide=True, warn=True, timeout=VERIFY_TIMEOUT_S)
-    if res.exited not in (0, 1):
-        raise _Failed(f"verify.py failed (exit {res.exited}): {_last_line(res.stderr) or _last_line(res.stdout)}")
-    try:
-        result = json.loads(res.stdout)
-        status.list_sha256 = str(result["manifest_sha256"])
-        status.images, status.classes = int(result["images"]), int(result["classes"])
-        status.missing, status.missing_first = int(result["missing"]), list(result.get("missing_first", []))
+
+    def format_findings(result: dict) -> None:
         status.problems = [str(p) for p in result["problems"]]
-        status.verified = bool(result["ok"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise _Failed(f"verify.py printed no usable JSON ({type(exc).__name__}: {exc})") from None
+
+    _read_verify(res, "verify.py", "manifest_sha256", status, format_findings)
     status.ok = status.verified and status.list_sha256 == local_sha
     progress(host.name, "verified", f"{status.images} images, {status.classes} classes, "
                                     f"{len(status.problems)} problem(s)")
+
+
+def _read_verify(res, tool: str, sha_key: str, status: HostDataStatus,
+                 findings: Callable[[dict], None]) -> None:
+    """Read what a remote verify tool printed (exit 0: verified, 1: problems found) into status: its sha256 (under
+    sha_key), counts, the tool's own findings, then whether it verified; _Failed where it failed or printed no usable
+    JSON."""
+    if res.exited not in (0, 1):
+        raise _Failed(f"{tool} failed (exit {res.exited}): {_last_line(res.stderr) or _last_line(res.stdout)}")
+    try:
+        result = json.loads(res.stdout)
+        status.list_sha256 = str(result[sha_key])
+        status.images, status.classes = int(result["images"]), int(result["classes"])
+        status.missing, status.missing_first = int(result["missing"]), list(result.get("missing_first", []))
+        findings(result)
+        status.verified = bool(result["ok"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _Failed(f"{tool} printed no usable JSON ({type(exc).__name__}: {exc})") from None
 
 
 # --- all hosts -------------------------------------------------------------------------------

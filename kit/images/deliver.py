@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.config.hosts import HostConfig, Inventory
+from kit.config.inventory import HostConfig, Inventory
 from kit.core.files import write_json
 from kit.core.inputs import parse_json
 from kit.hosts.connect import InventoryError, connect, quote_cmd

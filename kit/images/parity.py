@@ -7,7 +7,7 @@ moved ResNet50 by more than 5 %, so frameworks compared must share it).
 
 from __future__ import annotations
 
-from kit.config.suites import Suite
+from kit.config.cases import Suite
 
 
 def cudnn_of(suite: Suite) -> dict[str, tuple[str, str | None]]:

@@ -10,7 +10,7 @@ and their images comes from the caller, always the same three (kit.run.bench.com
     ran_as           kit.config.programs.ran_as: the layout and mode a program's job trains in, or why unknown
     program_stacks   kit.images.parity.program_stacks: the pinned CUDA/cuDNN of the programs' images that ran
 
-`suite` is any object with name, description, hardware and cases (kit.config.suites.Suite).
+`suite` is any object with name, description, hardware and cases (kit.config.cases.Suite).
 """
 
 from __future__ import annotations

@@ -232,6 +232,16 @@ def _pyplot():
     return plt
 
 
+def _finish(plt, fig, ax, path: Path, title: str, legend_size: int, **grid) -> None:
+    """The plot's title, grid and legend, then the figure written to path and closed."""
+    ax.set_title(title)
+    ax.grid(True, **grid)
+    ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def write_plot(report: Report, path: Path) -> bool:
     """Measured vs ideal linear scaling per group of 2+ cases; False when there is nothing to plot."""
     plottable = [g for g in report.groups if len(g.cases) > 1 and any(c.speedup is not None for c in g.cases)]
@@ -258,12 +268,7 @@ def write_plot(report: Report, path: Path) -> bool:
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.set_xlabel(f"{report.devices} (total)")
     ax.set_ylabel(f"throughput ({plottable[0].unit})")
-    ax.set_title("Scaling: measured vs ideal linear (log-log)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _finish(plt, fig, ax, path, "Scaling: measured vs ideal linear (log-log)", 7, which="both", alpha=0.3)
     return True
 
 
@@ -285,12 +290,7 @@ def write_framework_plot(report: Report, path: Path) -> bool:
     labels = [f"{model}\nbz{batch} {precision}\n{case}" for (model, batch, precision, case), _ in rows]
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylabel("throughput (samples/s, median of runs)")
-    ax.set_title("Frameworks side by side (whiskers: slowest to fastest run)")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _finish(plt, fig, ax, path, "Frameworks side by side (whiskers: slowest to fastest run)", 8, axis="y", alpha=0.3)
     return True
 
 

@@ -7,7 +7,7 @@ listed as not compared with the reason — its layout or mode is not known to th
 decides), or no harness case of that setting has a figure, naming the nearest one and what differs. A ratio of
 cases that differ in any of these would compare different work, so none is shown.
 
-Pure: reads the report's medians and the suite's cases (kit.config.suites.Case, read by attribute).
+Pure: reads the report's medians and the suite's cases (kit.config.cases.Case, read by attribute).
 """
 
 from __future__ import annotations

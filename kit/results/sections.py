@@ -1,7 +1,7 @@
 """The report's Markdown sections about a run: what was run, on what (settings), and each measured case against
 its published reference. Pure: reads the run directory's run.json and the logs' run_start lines.
 
-`suite` is any object with name, description, hardware and cases (kit.config.suites.Suite).
+`suite` is any object with name, description, hardware and cases (kit.config.cases.Suite).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kit import REPO_ROOT
 from kit.config import programs, reference
-from kit.config.suites import Case, Suite
+from kit.config.cases import Case, Suite
 from kit.core import runlock
 from kit.core.inputs import KitError
 from kit.hosts import probe

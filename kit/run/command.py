@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kit import REPO_ROOT
 from kit.config import reference
-from kit.config.suites import Case
+from kit.config.cases import Case
 from kit.core.catalogue import contract, harness
 from kit.core.layout import sidecar_name
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kit.config import reference
-from kit.config.hosts import HostConfig
-from kit.config.suites import Case, Suite
+from kit.config.cases import Case, Suite
+from kit.config.inventory import HostConfig
 from kit.images.parity import cudnn_of, parity_warning
 from kit.run import records
 from kit.run.command import RunCommand, command_for

@@ -11,7 +11,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from kit.config.hosts import HostConfig, Inventory
+from kit.config.inventory import HostConfig, Inventory
 from kit.core.inputs import parse_json
 from kit.core.layout import log_of_run_folder, sidecar_name
 from kit.hosts.connect import connect

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kit.config.hosts import HostConfig, Inventory
-from kit.config.suites import Suite
+from kit.config.cases import Suite
+from kit.config.inventory import HostConfig, Inventory
 from kit.hosts import probe
 from kit.hosts.connect import check_reachable
 from kit.run import records

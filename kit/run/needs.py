@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kit.config import reference
-from kit.config.suites import Case
+from kit.config.cases import Case
 from kit.hosts.connect import quote_cmd
 from kit.run.plan import code_dir, describe_mismatch, head_argv, head_mismatch
 

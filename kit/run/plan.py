@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kit.config import programs, reference, settings
-from kit.config.suites import Case, Suite
+from kit.config.cases import Case, Suite
 from kit.core.layout import run_folder
 from kit.images.spec import current_pins, pin_of
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from kit import __version__
 from kit.config import reference
-from kit.config.suites import Suite, available, load_suite, suite_path
+from kit.config.cases import Suite
+from kit.config.suites import available, load_suite, suite_path
 from kit.core import runlock
 from kit.core.catalogue import contract
 from kit.core.files import write_json

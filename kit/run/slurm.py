@@ -42,7 +42,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kit.config import reference
-from kit.config.hosts import HostConfig, SlurmConfig
+from kit.config.inventory import HostConfig, SlurmConfig
 from kit.hosts.connect import quote_cmd, remote_env
 from kit.run import gather
 from kit.run.command import HARNESS, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for

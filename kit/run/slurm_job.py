@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.config.hosts import SlurmConfig
-from kit.config.suites import Suite
+from kit.config.cases import Suite
+from kit.config.inventory import SlurmConfig
 from kit.run import records
 from kit.run.bench import write_report
 from kit.run.multinode import cudnn_warning

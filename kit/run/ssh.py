@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kit.config import reference
-from kit.config.hosts import HostConfig, Inventory
+from kit.config.inventory import HostConfig, Inventory
 from kit.core.layout import sidecar_name
 from kit.hosts.connect import connect, quote_cmd, remote_env
 from kit.hosts.fanout import on_all

@@ -31,7 +31,7 @@ from model_specs import (
 )
 from paddle import nn
 from paddle.nn import initializer
-from paddle_layers import attr, bn1d, bn2d, check_images, conv, linear
+from paddle_layers import attr, bn1d, bn2d, check_images, conv, linear, shortcut
 
 
 # ---------------------------------------------------------------- ResNet50 v1.5
@@ -48,10 +48,7 @@ class Bottleneck(nn.Layer):
         self.conv3 = conv(width, out_ch, 1, data_format=data_format)
         self.bn3 = bn2d(out_ch, data_format)
         self.relu = nn.ReLU()
-        self.downsample = None
-        if stride != 1 or in_ch != out_ch:
-            self.downsample = nn.Sequential(conv(in_ch, out_ch, 1, stride=stride, data_format=data_format),
-                                            bn2d(out_ch, data_format))
+        self.downsample = shortcut(in_ch, out_ch, stride, data_format)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         identity = x if self.downsample is None else self.downsample(x)

@@ -42,6 +42,14 @@ def bn2d(channels: int, data_format: str = "NCHW") -> nn.BatchNorm2D:
                           bias_attr=attr(initializer.Constant(0.0)))
 
 
+def shortcut(in_ch: int, out_ch: int, stride: int, data_format: str = "NCHW") -> nn.Sequential | None:
+    """A bottleneck's projection shortcut (1x1 conv carrying the block's stride, BN) where the block changes the
+    shape; None (the identity) where it does not."""
+    if stride != 1 or in_ch != out_ch:
+        return nn.Sequential(conv(in_ch, out_ch, 1, stride=stride, data_format=data_format), bn2d(out_ch, data_format))
+    return None
+
+
 def bn1d(features: int) -> nn.BatchNorm1D:
     return nn.BatchNorm1D(features, weight_attr=attr(initializer.Constant(1.0)),
                           bias_attr=attr(initializer.Constant(0.0)))

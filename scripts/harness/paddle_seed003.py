@@ -37,6 +37,7 @@ from paddle_layers import (
     linear,
     normal_linear,
     reflect,
+    shortcut,
     xavier_linear,
 )
 
@@ -67,9 +68,7 @@ class SEResNeXtBottleneck(nn.Layer):
         self.conv3 = conv(width, out_ch, 1)
         self.bn3 = bn2d(out_ch)
         self.se = SEModule(out_ch, reduction)
-        self.downsample = None
-        if stride != 1 or in_ch != out_ch:
-            self.downsample = nn.Sequential(conv(in_ch, out_ch, 1, stride=stride), bn2d(out_ch))
+        self.downsample = shortcut(in_ch, out_ch, stride)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         identity = x if self.downsample is None else self.downsample(x)
@@ -109,9 +108,7 @@ class DilatedBottleneck(nn.Layer):
         self.bn2 = bn2d(planes)
         self.conv3 = conv(planes, out_ch, 1)
         self.bn3 = bn2d(out_ch)
-        self.downsample = None
-        if stride != 1 or in_ch != out_ch:
-            self.downsample = nn.Sequential(conv(in_ch, out_ch, 1, stride=stride), bn2d(out_ch))
+        self.downsample = shortcut(in_ch, out_ch, stride)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         identity = x if self.downsample is None else self.downsample(x)

@@ -35,7 +35,7 @@ from model_specs import (
     resnet_stages,
 )
 from torch import nn
-from torch_layers import bn1d, bn2d, check_images, conv, linear
+from torch_layers import bn1d, bn2d, check_images, conv, linear, shortcut
 
 
 # ---------------------------------------------------------------- ResNet50 v1.5
@@ -52,9 +52,7 @@ class Bottleneck(nn.Module):
         self.conv3 = conv(width, out_ch, 1)
         self.bn3 = bn2d(out_ch)
         self.relu = nn.ReLU(inplace=True)
-        self.downsample = None
-        if stride != 1 or in_ch != out_ch:
-            self.downsample = nn.Sequential(conv(in_ch, out_ch, 1, stride=stride), bn2d(out_ch))
+        self.downsample = shortcut(in_ch, out_ch, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         identity = x if self.downsample is None else self.downsample(x)

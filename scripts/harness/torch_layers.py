@@ -36,6 +36,14 @@ def bn2d(channels: int) -> nn.BatchNorm2d:
     return bn
 
 
+def shortcut(in_ch: int, out_ch: int, stride: int) -> nn.Sequential | None:
+    """A bottleneck's projection shortcut (1x1 conv carrying the block's stride, BN) where the block changes the
+    shape; None (the identity) where it does not."""
+    if stride != 1 or in_ch != out_ch:
+        return nn.Sequential(conv(in_ch, out_ch, 1, stride=stride), bn2d(out_ch))
+    return None
+
+
 def bn1d(features: int) -> nn.BatchNorm1d:
     bn = nn.BatchNorm1d(features)
     nn.init.ones_(bn.weight)

@@ -36,6 +36,7 @@ from torch_layers import (
     layer_norm,
     linear,
     normal_linear,
+    shortcut,
     xavier_linear,
 )
 
@@ -70,9 +71,7 @@ class SEResNeXtBottleneck(nn.Module):
         self.conv3 = conv(width, out_ch, 1)
         self.bn3 = bn2d(out_ch)
         self.se = SEModule(out_ch, reduction)
-        self.downsample = None
-        if stride != 1 or in_ch != out_ch:
-            self.downsample = nn.Sequential(conv(in_ch, out_ch, 1, stride=stride), bn2d(out_ch))
+        self.downsample = shortcut(in_ch, out_ch, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         identity = x if self.downsample is None else self.downsample(x)
@@ -114,9 +113,7 @@ class DilatedBottleneck(nn.Module):
         self.bn2 = bn2d(planes)
         self.conv3 = conv(planes, out_ch, 1)
         self.bn3 = bn2d(out_ch)
-        self.downsample = None
-        if stride != 1 or in_ch != out_ch:
-            self.downsample = nn.Sequential(conv(in_ch, out_ch, 1, stride=stride), bn2d(out_ch))
+        self.downsample = shortcut(in_ch, out_ch, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         identity = x if self.downsample is None else self.downsample(x)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence, finite
-from kit.config.suites import NLP_MODELS
+from kit.config.case_keys import NLP_MODELS
 from kit.core.catalogue import contract, harness
 from kit.core.yamlio import LineDict
 from kit.hosts.consistency import consistency

@@ -10,18 +10,8 @@ from itertools import repeat
 from operator import itemgetter, lt
 from pathlib import Path
 
-from kit.results.parsers.base import (
-    KINDS,
-    PER_CARD,
-    PER_EPOCH,
-    PER_STEP,
-    SUMMARY,
-    LogFormat,
-    ParseError,
-    Record,
-    gc_paused,
-    read_log_text,
-)
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.columns import gc_paused
 from kit.results.parsers.dle_bert_pytorch import DLEBertPyTorch
 from kit.results.parsers.dle_bert_tf1 import DLEBertTF1
 from kit.results.parsers.dle_mxnet import DLEMXNet
@@ -31,6 +21,7 @@ from kit.results.parsers.fairseq_transformer import FairseqTransformer
 from kit.results.parsers.fleetx_vgg import FleetXVGG
 from kit.results.parsers.kitlog import KitLog
 from kit.results.parsers.lambda_dle_pytorch import LAMBDA_DLE_FORMATS
+from kit.results.parsers.logtext import read_log_text
 from kit.results.parsers.mmseg import MMSeg
 from kit.results.parsers.nvlog_tf import NVLogTF
 from kit.results.parsers.oneflow import OneFlow
@@ -40,6 +31,7 @@ from kit.results.parsers.paddlenlp_bert import PaddleNLPBert
 from kit.results.parsers.paddlenlp_transformer import PaddleNLPTransformer
 from kit.results.parsers.paddleseg import PaddleSeg
 from kit.results.parsers.plsc import PLSC
+from kit.results.parsers.records import KINDS, PER_CARD, PER_EPOCH, PER_STEP, SUMMARY, ParseError, Record
 from kit.results.parsers.tf2_keras import TF2KerasTimeHistory
 
 __all__ = [

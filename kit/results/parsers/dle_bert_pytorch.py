@@ -15,7 +15,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, SUMMARY, LogFormat, Record, known_unit, posix_time, to_float
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.records import NUMBER, SUMMARY, Record, known_unit, to_float
+from kit.results.parsers.times import posix_time
 
 _HEAD = re.compile(r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))? - ")
 _ITEM = re.compile(

@@ -17,22 +17,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kit.results.parsers.base import (
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.columns import finite_floats, make_records
+from kit.results.parsers.lines import LineMatches
+from kit.results.parsers.records import (
     NUMBER,
     PER_STEP,
     SUMMARY,
-    LineMatches,
-    LogFormat,
     Record,
     cannot_read,
-    finite_floats,
     known_unit,
-    make_records,
     new_record,
-    posix_time,
-    posix_times,
     read_number,
 )
+from kit.results.parsers.times import posix_time, posix_times
 
 # (its blanks never cross a line's end: it reads whole logs too)
 _LINE = re.compile(

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.results.parsers.base import PER_EPOCH, SUMMARY, Record, to_float
 from kit.results.parsers.dllogger import DEFAULT_UNIT, DLLoggerFormat
+from kit.results.parsers.records import PER_EPOCH, SUMMARY, Record, to_float
 
 _TABLE = re.compile(
     r"^(?P<metric>[\w.]*ips)[ \t]*\r?\n"

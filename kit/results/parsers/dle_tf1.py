@@ -7,17 +7,10 @@ End of run:      'DLL 2022-11-24 04:00:06.586395 - () train_throughput : 416.188
 import re
 from itertools import accumulate, repeat
 
-from kit.results.parsers.base import (
-    PER_STEP,
-    SUMMARY,
-    Record,
-    drop,
-    finite_floats,
-    make_records,
-    positions,
-    posix_times,
-)
+from kit.results.parsers.columns import drop, finite_floats, make_records, positions
 from kit.results.parsers.dllogger import ITEM, UNITS, DLLoggerFormat, _ints_or_none, head_ranks
+from kit.results.parsers.records import PER_STEP, SUMMARY, Record
+from kit.results.parsers.times import posix_times
 
 # The whole line of either (the head, the item, blanks to the line's end) with _BULK_LINE's groups of the time and
 # of a '(epoch, step)' or '()' step, then ITEM's; or a PARAMETER line (no figure). Where each 'DLL ' of a log starts

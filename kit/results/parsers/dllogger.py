@@ -15,34 +15,24 @@ from operator import add, itemgetter
 from pathlib import Path
 
 from kit.core.inputs import parse_json
-from kit.results.parsers.base import (
-    _MPI_TAG,
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.columns import drop, finite_floats, make_records, positions
+from kit.results.parsers.lines import MPI_TAG, TWO_TAGS, last_line_start, line_ranks, scan_lines, split_rank_fragments
+from kit.results.parsers.logtext import holds
+from kit.results.parsers.records import (
     PER_EPOCH,
     PER_STEP,
     SUMMARY,
-    TWO_TAGS,
-    LogFormat,
     ParseError,
     Record,
     cannot_read,
-    drop,
-    finite_floats,
-    holds,
-    last_line_start,
-    line_ranks,
-    make_records,
-    minute_start,
     new_record,
-    positions,
-    posix_time,
-    posix_times,
-    scan_lines,
-    split_rank_fragments,
     to_float,
 )
+from kit.results.parsers.times import minute_start, posix_time, posix_times
 
 # time, then the step: Summary: | PARAMETER | Epoch: e [Iteration: i] | Iteration: i | (e, i) | ()
-# ((?:x|) is (?:x)?, and x*+ is x* where no backtracking into it can let ')' match: faster, see base.NUMBER)
+# ((?:x|) is (?:x)?, and x*+ is x* where no backtracking into it can let ')' match: faster, see records.NUMBER)
 _TEXT_LINE = re.compile(
     r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+)|) - \s*"
     r"(?:(Summary:)"
@@ -326,7 +316,7 @@ class DLLoggerFormat(LogFormat):
             counted_to = start
             rank = None
             if tagged:
-                tag = _MPI_TAG.match(text, start)
+                tag = MPI_TAG.match(text, start)
                 if tag is None:  # text before a tag, or no tag at all: split_rank_fragments decides
                     try:
                         found = [r for rk, fragment in split_rank_fragments(text[start:end])

@@ -14,18 +14,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kit.results.parsers.base import (
-    NUMBER,
-    PER_STEP,
-    LineMatches,
-    LogFormat,
-    Record,
-    finite_floats,
-    ints,
-    make_records,
-    new_record,
-    read_number,
-)
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.columns import finite_floats, ints, make_records
+from kit.results.parsers.lines import LineMatches
+from kit.results.parsers.records import NUMBER, PER_STEP, Record, new_record, read_number
 
 _HEAD = r"Transformer \| epoch (?P<epoch>\d+) \| step (?P<step>\d+) \|"
 _TAIL = r"\|tokens/s (?P<value>" + NUMBER + r") \|"

@@ -25,7 +25,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_STEP, LogFormat, Record, to_float
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.records import NUMBER, PER_STEP, Record, to_float
 
 _SPEED = re.compile(
     r"(?:epoch id: (?P<epoch>\d+)|worker_index: (?P<worker>\d+)), step(?P<step>\d+)"

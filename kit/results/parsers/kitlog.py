@@ -35,7 +35,8 @@ from pathlib import Path
 
 from kit.core.catalogue import contract
 from kit.core.inputs import open_regular, parse_json
-from kit.results.parsers.base import PER_STEP, SUMMARY, LogFormat, ParseError, Record
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.records import PER_STEP, SUMMARY, ParseError, Record
 
 KITLOG = ":::KITLOG "
 MLLOG = ":::MLLOG "

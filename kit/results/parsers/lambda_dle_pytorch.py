@@ -21,16 +21,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kit.results.parsers.base import (
-    NUMBER,
-    PER_EPOCH,
-    PER_STEP,
-    SUMMARY,
-    LogFormat,
-    Record,
-    posix_time,
-    to_float,
-)
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.records import NUMBER, PER_EPOCH, PER_STEP, SUMMARY, Record, to_float
+from kit.results.parsers.times import posix_time
 
 _SSD = re.compile(
     r"Done benchmarking\. Total images: \d+\s+total time: (?:" + NUMBER + r")\s+"

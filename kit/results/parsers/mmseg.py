@@ -18,17 +18,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kit.results.parsers.base import (
-    NUMBER,
-    PER_CARD,
-    PER_STEP,
-    LogFormat,
-    ParseError,
-    Record,
-    posix_time,
-    scan_lines,
-    to_float,
-)
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.lines import scan_lines
+from kit.results.parsers.records import NUMBER, PER_CARD, PER_STEP, ParseError, Record, to_float
+from kit.results.parsers.times import posix_time
 
 _LINE = re.compile(
     r"(?:(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d+) - )?mmseg - INFO - Iter \[(?P<step>\d+)/\d+\]\s+"

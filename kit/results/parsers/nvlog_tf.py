@@ -32,7 +32,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.results.parsers.base import PER_STEP, SUMMARY, LogFormat, ParseError, Record, scan_lines, to_float
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.lines import scan_lines
+from kit.results.parsers.records import PER_STEP, SUMMARY, ParseError, Record, to_float
 
 _LINE = re.compile(
     r":::NVLOGv(?P<ver>[\d.]+) (?P<model>\S+) (?P<secs>\d+(?:\.\d+)?) \((?P<site>[^)]*)\) "

@@ -28,7 +28,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_STEP, LogFormat, ParseError, Record, to_float
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.records import NUMBER, PER_STEP, ParseError, Record, to_float
 
 _SAMPLES = re.compile(
     r"(?:(?P<desc>\w+): )?epoch (?P<epoch>\d+), iter (?P<step>-?\d+), [^\n]*?"

@@ -12,22 +12,11 @@ import re
 from operator import itemgetter
 from pathlib import Path
 
-from kit.results.parsers.base import (
-    NUMBER,
-    PER_CARD,
-    LineMatches,
-    LogFormat,
-    Record,
-    finite_floats,
-    ints,
-    known_unit,
-    leading_times,
-    make_records,
-    new_record,
-    posix_time,
-    read_number,
-    units_of,
-)
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.columns import finite_floats, ints, make_records, units_of
+from kit.results.parsers.lines import LineMatches
+from kit.results.parsers.records import NUMBER, PER_CARD, Record, known_unit, new_record, read_number
+from kit.results.parsers.times import leading_times, posix_time
 
 METRIC = "ips"
 

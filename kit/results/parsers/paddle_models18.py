@@ -31,7 +31,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_STEP, LogFormat, ParseError, Record, posix_time, to_float
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.records import NUMBER, PER_STEP, ParseError, Record, to_float
+from kit.results.parsers.times import posix_time
 
 _ELAPSE = re.compile(
     r"\[Pass (?P<epoch>\d+), train batch (?P<step>\d+)\]\s*loss \S+, (?:acc1 \S+, acc\d+ \S+, )?lr \S+, "

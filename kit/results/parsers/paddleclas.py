@@ -16,17 +16,10 @@ from itertools import accumulate, compress, repeat
 from operator import add, itemgetter, methodcaller
 from pathlib import Path
 
-from kit.results.parsers.base import (
-    NUMBER,
-    PER_CARD,
-    Record,
-    finite_floats,
-    holds,
-    make_records,
-    new_record,
-    read_number,
-)
+from kit.results.parsers.columns import finite_floats, make_records
+from kit.results.parsers.logtext import holds
 from kit.results.parsers.paddle_ips import METRIC, PaddleIps
+from kit.results.parsers.records import NUMBER, PER_CARD, Record, new_record, read_number
 
 _UNIT = r"(?P<unit>samples/sec|samples/s|images/sec|images/s|img/s)(?![\w/])"
 _IPS = re.compile(r"ips: ?(?P<value>" + NUMBER + r") ?" + _UNIT)

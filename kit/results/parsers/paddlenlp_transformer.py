@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from itertools import repeat
 
-from kit.results.parsers.base import ANSI_ESCAPE
+from kit.results.parsers.logtext import ANSI_ESCAPE
 from kit.results.parsers.paddle_ips import PaddleIpsLine
 
 

@@ -45,7 +45,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.results.parsers.base import NUMBER, PER_STEP, LogFormat, Record, posix_time, to_float
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.records import NUMBER, PER_STEP, Record, to_float
+from kit.results.parsers.times import posix_time
 
 _QPS = re.compile(
     r"Pass:(?P<epoch>\d+)\s+batch:(?P<step>\d+)\s+lr:\S+\s+loss:\S+\s+qps:(?P<value>" + NUMBER + r")(?!\w)"

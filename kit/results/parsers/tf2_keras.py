@@ -12,19 +12,12 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from kit.results.parsers.base import (
-    PER_STEP,
-    LineMatches,
-    LogFormat,
-    Record,
-    finite_floats,
-    holds,
-    ints,
-    make_records,
-    posix_time,
-    scan_lines,
-    to_float,
-)
+from kit.results.parsers.base import LogFormat
+from kit.results.parsers.columns import finite_floats, ints, make_records
+from kit.results.parsers.lines import LineMatches, scan_lines
+from kit.results.parsers.logtext import holds
+from kit.results.parsers.records import PER_STEP, Record, to_float
+from kit.results.parsers.times import posix_time
 
 _TIME_HISTORY = re.compile(
     r"TimeHistory: (?P<seconds>[\d.]+) seconds, (?P<value>\S+) examples/second "
