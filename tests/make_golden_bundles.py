@@ -81,11 +81,26 @@ def findings(root: Path) -> dict[str, list[dict]]:
     return {v: [x.to_dict() for x in verify_tree(root, rules_version=v).violations] for v in rl.versions()}
 
 
+def add_version(version: str) -> int:
+    """VERSION's findings on each golden bundle, added to its <name>.expected.json; the others are kept."""
+    for path in sorted(OUT.glob("*.expected.json")):
+        found = json.loads(path.read_text())
+        root = OUT / path.name.removesuffix(".expected.json")
+        found[version] = [x.to_dict() for x in verify_tree(root, rules_version=version).violations]
+        path.write_text(json.dumps(found, indent=1) + "\n")
+        print(root.name, {v: len(found[v]) for v in found})
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", type=Path, help="a finished run of the golden suite to use (default: run one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (the run, for --run-dir)")
+    parser.add_argument("--add-version", metavar="VN", help="only add a new rule set's findings to the goldens as "
+                        "they are (the older sets' findings stay as recorded)")
     args = parser.parse_args()
+    if args.add_version:
+        return add_version(args.add_version)
     work = Path(tempfile.mkdtemp(prefix="kit-golden-"))
     try:
         run_dir = args.run_dir.resolve() if args.run_dir else real_run(work)

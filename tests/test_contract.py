@@ -85,12 +85,14 @@ def test_verify_checks_what_the_contract_marks_checked():
     nhwc, bert = cases["torch/resnet50/bz256/1n1g/amp-nhwc"], cases["torch/bert/bz32/1n1g/amp"]
     assert predicates._declared_start(nhwc) == {
         "framework": "torch", "model": "resnet50", "local_batch": 256, "precision": "amp", "image_size": 224,
-        "layout": "nhwc", "mode": "eager", "ranks": 1}
+        "num_classes": 1000, "warmup_steps": 20, "measure_steps": 60, "layout": "nhwc", "mode": "eager", "ranks": 1}
     assert predicates._declared_start(bert) == {  # no image size or layout for a sequence model
-        "framework": "torch", "model": "bert", "local_batch": 32, "precision": "amp", "mode": "eager", "ranks": 1}
+        "framework": "torch", "model": "bert", "local_batch": 32, "precision": "amp", "seq_len": 128,
+        "corpus_size": 2048, "measure_epochs": 1, "size": "full", "warmup_steps": 20, "mode": "eager", "ranks": 1}
     assert predicates._declared_flags(nhwc) == {
         "--framework": "torch", "--model": "resnet50", "--batch-size": "256", "--precision": "amp",
-        "--image-size": "224", "--layout": "nhwc", "--mode": "eager"}
+        "--image-size": "224", "--num-classes": "1000", "--warmup-steps": "20", "--measure-steps": "60",
+        "--layout": "nhwc", "--mode": "eager"}
     # a flag the kit leaves out at its default reads as train.py's default
     ran = predicates._harness_flags(harness_args(cases["torch/resnet50/bz256/1n1g/amp"]))
     assert (ran["--layout"], ran["--mode"]) == ("nchw", "eager")

@@ -42,14 +42,14 @@ def test_a_golden_bundle_gives_exactly_its_findings_under_every_rule_set(name):
         assert not result.integrity and result.signature.state == "unsigned", version
         assert [v.to_dict() for v in result.violations] == want[version], version
         assert {f.rule.name for f in result.findings} == {r.name for r in rl.load_rules(version)}
-    assert [v.to_dict() for v in verify_tree(root).violations] == want["v2"], "v2 is verify's default"
+    assert [v.to_dict() for v in verify_tree(root).violations] == want["v3"], "v3 is verify's default"
 
 
 def test_the_goldens_hold_a_verdict_v1_and_v2_disagree_on_and_ones_both_fail():
     said_gpu = expected("cpu-loader-says-gpu")
     assert said_gpu["v1"] == [] and [v["rule"] for v in said_gpu["v2"]] == ["log_states_its_case"]
     assert "loader 'gpu' (the case: 'cpu')" in said_gpu["v2"][0]["message"]
-    assert expected("cpu-loader") == {"v1": [], "v2": []}
+    assert expected("cpu-loader") == {"v1": [], "v2": [], "v3": []}
     both = expected("cpu-loader-says-gpu-batch-4")
     assert both["v1"][0]["message"].endswith("run_start says local_batch 4 (the case: 2)")
     assert both["v2"][0]["message"].endswith("local_batch 4 (the case: 2); loader 'gpu' (the case: 'cpu')")
@@ -57,11 +57,11 @@ def test_the_goldens_hold_a_verdict_v1_and_v2_disagree_on_and_ones_both_fail():
     assert fuzz["v1"] == fuzz["v2"] and [v["line"] for v in fuzz["v1"]] == [2]
 
 
-def test_v2_is_the_default_and_new_bundles_name_it():
-    assert rl.versions() == ["v1", "v2"] and rl.newest() == "v2"
-    assert rl.load_rules() == rl.load_rules("v2")
+def test_v3_is_the_default_and_the_goldens_name_the_set_they_were_made_under():
+    assert rl.versions() == ["v1", "v2", "v3"] and rl.newest() == "v3"
+    assert rl.load_rules() == rl.load_rules("v3")
     provenance = json.loads((GOLDEN / "cpu-loader" / "provenance.json").read_text())
-    assert provenance["rules_version"] == "v2"
+    assert provenance["rules_version"] == "v2"  # made when v2 was the newest; the auditor's kit judges by v3
 
 
 def test_every_rule_set_names_only_registered_predicate_versions():
@@ -77,6 +77,11 @@ def test_every_rule_set_names_only_registered_predicate_versions():
     assert v1.keys() == v2.keys()
     assert {n: (v1[n], v2[n]) for n in v1 if v1[n] != v2[n]} == {
         "log_states_its_case": ("harness_log_states_its_case@1", "harness_log_states_its_case@2")}
+    v3 = {r.name: r.predicate for r in rl.load_rules("v3")}  # v3: the closed world of a harness log
+    assert {n: v3[n] for n in v3 if v2.get(n) != v3[n]} == {
+        "log_states_its_case": "harness_log_states_its_case@3", "steps_agree_with_their_clock":
+        "steps_agree_with_their_clock@2", "log_is_the_harness_own": "harness_log_closed@1",
+        "repeats_are_separate_runs": "repeats_are_separate_runs@1"}
 
 
 def test_each_version_compares_its_own_frozen_case_keys():
@@ -106,9 +111,9 @@ def write_rules(tmp_path: Path, predicate: str, args: str = "") -> Path:
 
 
 @pytest.mark.parametrize(("ref", "args", "says"), [
-    ("harness_log_states_its_case@3", "",
-     "training.yaml:4: predicate: unknown predicate harness_log_states_its_case@3; known: "
-     "harness_log_states_its_case@1, harness_log_states_its_case@2"),
+    ("harness_log_states_its_case@4", "",
+     "training.yaml:4: predicate: unknown predicate harness_log_states_its_case@4; known: "
+     "harness_log_states_its_case@1, harness_log_states_its_case@2, harness_log_states_its_case@3"),
     ("window_clean@latest", "", "training.yaml:4: predicate: 'window_clean@latest' is not a predicate reference"),
     ("window_clean@0", "", "training.yaml:4: predicate: 'window_clean@0' is not a predicate reference"),
     ("harness_log_states_its_case@1", "    args: {keys: [loader]}\n",
@@ -134,8 +139,8 @@ def test_kit_verify_rules_v1_gives_v1s_verdict(capsys):
     assert main(["verify", said_gpu]) == 1
     out = capsys.readouterr().out
     assert "FAIL log_states_its_case: 1 checked" in out and "loader 'gpu' (the case: 'cpu')" in out
-    assert main(["verify", said_gpu, "--rules", "v3"]) == 2
-    assert "no rule set 'v3' in this kit; known: v1, v2" in capsys.readouterr().err
+    assert main(["verify", said_gpu, "--rules", "v9"]) == 2
+    assert "no rule set 'v9' in this kit; known: v1, v2, v3" in capsys.readouterr().err
     assert main(["verify", said_gpu, "--json", "--rules", "v1"]) == 0
     predicates_used = {r["rule"]: r["predicate"] for r in json.loads(capsys.readouterr().out)["rules"]}
     assert predicates_used["log_states_its_case"] == "harness_log_states_its_case@1"

@@ -1,0 +1,175 @@
+"""The closed world of a harness log (rule set v3): every record that could feed a figure is one the harness writes,
+and each agrees with its run_start, its case, its neighbours and the host it names; repeats are runs of their own.
+Pure; registered in kit.audit.rules.predicates.PREDICATES like every predicate.
+
+What a harness log may hold (scripts/harness/train.py): one run_start, then input_rate, compile, warmup_end, step,
+corpus and epoch records, one run_stop, and a rank_stop per rank; nothing else is a :::KITLOG or :::MLLOG record.
+The figure is read from these same step (epoch) records by kit.results.parsers.kitlog, which refuses an MLLOG line
+or an untimed step in a harness log, so no record outside the checked ones can reach it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kit.audit.evidence import Evidence, finite
+from kit.audit.rules.predicates import predicate
+from kit.results.parsers.kitlog import KITLOG, MLLOG
+
+if TYPE_CHECKING:
+    from kit.audit.rules.engine import Finding
+
+EVENTS = ("run_start", "input_rate", "compile", "warmup_end", "step", "corpus", "epoch", "run_stop", "rank_stop")
+STEP_FIELDS = ("framework", "model", "precision", "ranks", "layout", "mode")  # what a step repeats of run_start
+SAME_SECONDS = 1e-6  # two repeats whose step seconds all agree this closely are one run's clock, copied
+MAX_PROBLEMS = 5  # per log: the first ones, then a count
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def expected_start(case) -> dict:
+    """The run_start fields a case fixes beyond the contract's checked keys (harness_log_states_its_case@3 compares
+    those): the global batch."""
+    return {"global_batch": case.batch_size * case.processes}
+
+
+def _device_problems(start: dict, hardware: str | None, captures: dict) -> list[str]:
+    """The log's device against the suite's hardware and the capture of the host it names."""
+    out = []
+    device, name, host = start.get("device"), start.get("device_name"), start.get("host")
+    if hardware == "cpu" and device != "cpu":
+        out.append(f"device {device!r} on a cpu suite")
+    elif hardware not in (None, "cpu") and device != "gpu":
+        out.append(f"device {device!r} on a {hardware} suite (a GPU suite)")
+    if captures and host not in captures:
+        out.append(f"host {host!r} is none of the hosts the run captured ({', '.join(sorted(captures))})")
+        return out
+    capture = captures.get(host, (None,))[0] if captures else None
+    if capture is not None and device == "gpu":
+        names = {g.product_name for g in capture.smi.gpus} if capture.has_gpu else set()
+        if not names:
+            out.append(f"device gpu, but host {host!r} has no GPU in its capture")
+        elif name not in names:
+            out.append(f"device_name {name!r}, but host {host!r} has {', '.join(sorted(map(str, names)))}")
+    return out
+
+
+def _records(path) -> tuple[list[tuple[int, str]], list]:
+    """(line, problem) for every record line that is not one the harness writes, and the :::KITLOG events."""
+    from kit.results.parsers.kitlog import events
+
+    wrong = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            if MLLOG in line:
+                wrong.append((lineno, "an MLLOG record in a harness log (the harness writes none)"))
+            elif KITLOG in line and not line[line.find(KITLOG) + len(KITLOG):].lstrip().startswith("{"):
+                wrong.append((lineno, "a :::KITLOG line that is not a JSON object"))
+    found = events(path)
+    wrong += [(e.line, f"an unknown record {e.data.get('event')!r}") for e in found
+              if e.data.get("event") not in EVENTS]
+    return wrong, found
+
+
+def _step_problems(found: list, start: dict) -> list[tuple[int, str]]:
+    """Each step (epoch) record: its own clock and batch, agreeing with run_start and with the record before."""
+    out: list[tuple[int, str]] = []
+    steps = [e for e in found if e.data.get("event") == "step"]
+    epochs = [e for e in found if e.data.get("event") == "epoch"]
+    first = (start.get("warmup_steps") or 0) + 1
+    for index, e in enumerate(steps):
+        d = e.data
+        if not finite(d.get("time_ms")) or not finite(d.get("seconds")) or d["seconds"] <= 0:
+            out.append((e.line, "a step without its own clock (time_ms and seconds > 0)"))
+        if d.get("global_batch") != start.get("global_batch") and d.get("timing") != "epochs":
+            out.append((e.line, f"a step of global_batch {d.get('global_batch')!r} (run_start: "
+                                f"{start.get('global_batch')!r})"))
+        differ = [f"{k} {d[k]!r}" for k in STEP_FIELDS if k in d and k in start and d[k] != start[k]]
+        if differ:
+            out.append((e.line, "a step that says " + ", ".join(differ) + " (run_start differs)"))
+        if d.get("timing") != "epochs" and d.get("step") != first + index:
+            out.append((e.line, f"step {d.get('step')!r} where step {first + index} is due"))
+        if index and finite(d.get("time_ms")) and finite(steps[index - 1].data.get("time_ms")) \
+                and d["time_ms"] < steps[index - 1].data["time_ms"]:
+            out.append((e.line, "a step earlier on the clock than the step before it"))
+    if not epochs and _int(start.get("measure_steps")) and len(steps) != start["measure_steps"]:
+        out.append((steps[-1].line if steps else 1, f"{len(steps)} step records for measure_steps "
+                                                    f"{start['measure_steps']}"))
+    for e in epochs:
+        if not finite(e.data.get("time_ms")) or not finite(e.data.get("seconds")) or e.data["seconds"] <= 0:
+            out.append((e.line, "an epoch without its own clock (time_ms and seconds > 0)"))
+    if epochs and _int(start.get("measure_epochs")) and len(epochs) != start["measure_epochs"]:
+        out.append((epochs[-1].line, f"{len(epochs)} epoch records for measure_epochs {start['measure_epochs']}"))
+    return out
+
+
+@predicate()
+def harness_log_closed(ev: Evidence, out: Finding) -> None:
+    """A harness log holds only the harness's records; its run_start states the case's global batch, sizes, steps
+    or epochs, no loader-only timing, the suite's kind of device on a host the run captured (with that host's GPU);
+    every step or epoch record carries its own clock and batch, agreeing with run_start and the record before."""
+    hardware = ev.suite.hardware if ev.suite else None
+    for key, log, _figure in ev.runs():
+        case = ev.cases.get(key)
+        if case is None or case.impl != "harness":
+            continue
+        out.checked += 1
+        rel = ev.rel(log.path)
+        problems, found = _records(log.path)
+        starts = [e for e in found if e.data.get("event") == "run_start"]
+        stops = [e for e in found if e.data.get("event") == "run_stop"]
+        if len(starts) != 1 or len(stops) != 1:
+            problems.append((1, f"{len(starts)} run_start and {len(stops)} run_stop records (one each)"))
+        if starts:
+            start = starts[0].data
+            wrong = [f"{k} {start.get(k)!r} (the case: {v!r})" for k, v in expected_start(case).items()
+                     if start.get(k) != v]
+            if start.get("loader_only", False) is not False:  # older logs state none: they trained
+                wrong.append(f"loader_only {start.get('loader_only')!r}: the loader was timed alone, no training")
+            if _int(start.get("local_batch")) and _int(start.get("ranks")) and \
+                    start.get("global_batch") != start["local_batch"] * start["ranks"]:
+                wrong.append(f"global_batch {start.get('global_batch')!r} is not local_batch x ranks")
+            wrong += _device_problems(start, hardware, ev.captures)
+            if wrong:
+                problems.append((starts[0].line, "run_start says " + "; ".join(wrong)))
+            problems += _step_problems(found, start)
+        for line, message in sorted(problems)[:MAX_PROBLEMS]:
+            out.fail(f"{key} run {log.run}: {message}", rel, line)
+        if len(problems) > MAX_PROBLEMS:
+            out.fail(f"{key} run {log.run}: {len(problems) - MAX_PROBLEMS} more record(s) of the same kind", rel)
+
+
+def _window(found: list) -> tuple[float, float] | None:
+    times = [e.data["time_ms"] for e in found if e.data.get("event") in ("run_start", "run_stop")
+             and finite(e.data.get("time_ms"))]
+    return (min(times), max(times)) if len(times) >= 2 else None
+
+
+@predicate()
+def repeats_are_separate_runs(ev: Evidence, out: Finding) -> None:
+    """A case's repeats are runs of their own processes: their clocks (run_start .. run_stop) never overlap, and no
+    two have the same step (epoch) seconds."""
+    by_case: dict[str, list] = {}
+    for key, log, _figure in ev.runs():
+        case = ev.cases.get(key)
+        if case is not None and case.impl == "harness":
+            by_case.setdefault(key, []).append(log)
+    for key, logs in sorted(by_case.items()):
+        out.checked += 1
+        seen: list[tuple[object, tuple[float, float] | None, tuple[float, ...]]] = []
+        for log in logs:
+            found = ev.events(log.path)
+            window = _window(found)
+            seconds = tuple(e.data.get("seconds") for e in found if e.data.get("event") in ("step", "epoch")
+                            and finite(e.data.get("seconds")))
+            for other, other_window, other_seconds in seen:
+                if window and other_window and window[0] <= other_window[1] and other_window[0] <= window[1]:
+                    out.fail(f"{key}: runs {other.run} and {log.run} ran at the same time on their clocks "
+                             "(time_ms): one run's records, or two copies", ev.rel(log.path))
+                elif seconds and len(seconds) == len(other_seconds) and all(
+                        abs(a - b) <= SAME_SECONDS for a, b in zip(seconds, other_seconds, strict=True)):
+                    out.fail(f"{key}: runs {other.run} and {log.run} have the same {len(seconds)} step seconds: "
+                             "one run's clock, copied", ev.rel(log.path))
+            seen.append((log, window, seconds))
