@@ -200,7 +200,15 @@ class KitLog(LogFormat):
         yield Record(throughput, SAMPLES, SAMPLES, PER_STEP, lineno, step if isinstance(step, int) else None, None, _time(data), rank)
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
+        harness = KITLOG in text and _RUN_START.search(text)
+        if harness and MLLOG in text:  # the harness writes none: such a record would feed the figure unchecked
+            lineno = text.count("\n", 0, text.find(MLLOG)) + 1
+            raise ParseError(path, "an MLLOG record in a harness log (the harness writes none): no figure", lineno)
         records = super().parse_text(text, path)
-        if KITLOG in text and _RUN_START.search(text) and not _RUN_STOP.search(text):
+        if harness and not _RUN_STOP.search(text):
             raise ParseError(path, "the harness run started but never stopped (killed, hung or cut short): no figure")
+        if harness:
+            untimed = next((r for r in records if r.kind == PER_STEP and r.timestamp is None), None)
+            if untimed is not None:  # each step record carries its own clock, which verify checks
+                raise ParseError(path, "a harness step record without its time_ms: no figure", untimed.line)
         return records
