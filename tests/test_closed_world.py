@@ -1,0 +1,142 @@
+"""The closed world of a harness log (rule set v3): consistent forgeries of a REAL CPU run, each with its report,
+results and bundle rebuilt to agree with the forged log, fail verify by the rule that names them; rule set v2,
+which checked only what its rules named, passes the ones it missed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from kitlogs import rewrite_kitlog
+
+from kit.audit import bundle as bd
+from kit.audit.verify import verify
+from kit.config.suites import load_suite
+from kit.run import bench, records
+
+SUITE = """\
+schema_version: 1
+name: closed
+description: one case, two repeats, for the closed-world forgeries
+hardware: cpu
+defaults: {warmup_steps: 2, measure_steps: 10, repeats: 2, batch_size: 2, image_size: 32, num_classes: 10,
+           timeout_s: 300}
+cases:
+  - framework: torch
+    model: resnet50
+"""
+LOG = "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_{}.log"
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("closed")
+    (base / "closed.yaml").write_text(SUITE)
+    run_dir, suite = records.start(base / "closed.yaml", base / "runs")
+    result = bench.run_bench(run_dir, suite)
+    assert not result.failed, [o.reason for o in result.failed]
+    return run_dir
+
+
+def forged(real_run: Path, tmp_path: Path, edit) -> Path:
+    """A copy of the run, EDIT(run_dir) applied to it, its report and results written again from the logs: a
+    forger who keeps every derived file consistent."""
+    run = tmp_path / "runs" / real_run.name
+    shutil.copytree(real_run, run)
+    edit(run)
+    bench.write_report(run, load_suite(run / "suite.yaml"))
+    return bd.make_bundle(run, submitter="Lab", system_name="box")
+
+
+def on_steps(change):
+    return lambda d: change(dict(d)) if d.get("event") == "step" else d
+
+
+def on_start(**fields):
+    return lambda d: d | fields if d.get("event") == "run_start" else d
+
+
+def log_edit(edit, repeat: int = 1):
+    return lambda run: rewrite_kitlog(run / LOG.format(repeat), edit)
+
+
+def copy_repeat(run: Path) -> None:
+    """Repeat 2 replaced by repeat 1 with one byte changed (a space): not a byte copy, the same run."""
+    text = (run / LOG.format(1)).read_text()
+    (run / LOG.format(2)).write_text(text.replace('"step", ', '"step",  ', 1))
+
+
+def shift_repeat(run: Path) -> None:
+    """Repeat 2 replaced by repeat 1 moved on the clock to where repeat 2 ran: a near copy, inside the run's window."""
+    def start_ms(path: Path) -> int:
+        return next(json.loads(line.split(":::KITLOG ", 1)[1])["time_ms"] for line in path.read_text().splitlines()
+                    if '"event": "run_start"' in line)
+
+    shift = start_ms(run / LOG.format(2)) - start_ms(run / LOG.format(1))
+    (run / LOG.format(2)).write_text((run / LOG.format(1)).read_text())
+    rewrite_kitlog(run / LOG.format(2), lambda d: d | {"time_ms": d["time_ms"] + shift} if "time_ms" in d else d)
+
+
+def append_mllog(run: Path) -> None:
+    log = run / LOG.format(1)
+    lines = log.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if '"event": "run_stop"' in line)
+    mllog = [':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "tracked_stats", '
+             f'"value": {{"throughput": 9999.0}}, "metadata": {{"step": {50 + i}}}}}\n' for i in range(10)]
+    log.write_text("".join(lines[:at] + mllog + lines[at:]))
+
+
+FORGERIES = {  # name: (edit, the v3 rule that fails it, a piece of its message, v2 passes it)
+    "steps-of-a-larger-global-batch": (
+        log_edit(on_steps(lambda d: d | {"global_batch": 8, "samples_per_sec": 8 / d["seconds"]})),
+        "log_is_the_harness_own", "a step of global_batch 8 (run_start: 2)", True),
+    "steps-without-their-clock": (
+        log_edit(on_steps(lambda d: {k: v for k, v in d.items() if k != "time_ms"})),
+        "repeats_as_declared", "", False),
+    "mllog-records-in-a-harness-log": (append_mllog, "repeats_as_declared", "", False),
+    "every-step-x0.74": (
+        log_edit(on_steps(lambda d: d | {"seconds": round(d["seconds"] * 0.74, 6)})),
+        "steps_agree_with_their_clock", "less than 95%", True),
+    "loader-only": (log_edit(on_start(loader_only=True)), "log_is_the_harness_own", "loader_only True", True),
+    "two-classes": (log_edit(on_start(num_classes=2)), "log_states_its_case", "num_classes 2 (the case: 10)", True),
+    "fewer-warm-up-steps": (log_edit(on_start(warmup_steps=0)), "log_states_its_case", "warmup_steps 0", True),
+    "a-gpu-log-on-a-cpu-suite": (
+        log_edit(on_start(device="gpu", device_name="NVIDIA H100 80GB HBM3")),
+        "log_is_the_harness_own", "device 'gpu' on a cpu suite", True),
+    "another-host": (log_edit(on_start(host="elsewhere")), "log_is_the_harness_own", "host 'elsewhere'", True),
+    "an-unknown-record": (
+        log_edit(lambda d: [d, {"kit": 1, "event": "bonus", "time_ms": d["time_ms"]}]
+                 if d.get("event") == "warmup_end" else d),
+        "log_is_the_harness_own", "an unknown record 'bonus'", True),
+    "a-repeat-copied-plus-one-byte": (copy_repeat, "repeats_are_separate_runs", "ran at the same time", False),
+    "a-repeat-copied-later-on-the-clock": (shift_repeat, "repeats_are_separate_runs", "the same 10 step seconds",
+                                           True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_a_consistent_forgery_fails_the_closed_world(real_run, tmp_path, name):
+    edit, rule, says, v2_passes = FORGERIES[name]
+    bundle = forged(real_run, tmp_path, edit)
+    result = verify(bundle)
+    said = [v.message for v in result.violations if v.rule == rule]
+    assert said, [(v.rule, v.message) for v in result.violations]
+    assert any(says in message for message in said), said
+    if v2_passes:  # the hole was real: the rules before v3 let it through
+        assert verify(bundle, rules_version="v2").ok, name
+
+
+def test_the_genuine_run_holds_every_rule_of_the_closed_world(real_run, tmp_path, capsys):
+    from kit.cli import main
+
+    bundle = bd.make_bundle(real_run, tmp_path / "genuine.tar.gz", submitter="Lab", system_name="box")
+    result = verify(bundle)
+    assert result.ok, [(v.rule, v.message) for v in result.violations]
+    checked = {f.rule.name: f.checked for f in result.findings}
+    assert checked["log_is_the_harness_own"] == 2 and checked["repeats_are_separate_runs"] == 1
+    main(["verify", str(bundle), "--json"])
+    said = json.loads(capsys.readouterr().out)
+    assert said["consistent"] is True and {r["rule"]: r["predicate"] for r in said["rules"]}[
+        "log_is_the_harness_own"] == "harness_log_closed@1"
