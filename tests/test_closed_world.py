@@ -4,11 +4,13 @@ which checked only what its rules named, passes the ones it missed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 from kitlogs import rewrite_kitlog
 
 from kit.audit import bundle as bd
@@ -140,3 +142,33 @@ def test_the_genuine_run_holds_every_rule_of_the_closed_world(real_run, tmp_path
     said = json.loads(capsys.readouterr().out)
     assert said["consistent"] is True and {r["rule"]: r["predicate"] for r in said["rules"]}[
         "log_is_the_harness_own"] == "harness_log_closed@1"
+
+
+GPU_RUN = SHARED / "fixtures" / "gpu-runs" / "h100-one-20261126-175228"  # a real H100 run (recorded)
+
+
+def test_the_recorded_h100_run_holds_and_filed_as_this_cpu_hosts_it_fails(real_run, tmp_path):
+    def edit_suite(run: Path, old: str, new: str) -> None:
+        suite = run / "suite.yaml"
+        suite.write_text(suite.read_text().replace(old, new))
+        meta = json.loads((run / "run.json").read_text())
+        meta["suite_sha256"] = hashlib.sha256(suite.read_bytes()).hexdigest()
+        (run / "run.json").write_text(json.dumps(meta, indent=2))
+
+    def layout_said(run: Path) -> None:  # the layout it ran in said (today's GPU suites default amp to nhwc)
+        edit_suite(run, "defaults:\n", "defaults:\n  layout: nchw\n")
+
+    genuine = verify(forged(GPU_RUN, tmp_path / "genuine", layout_said))
+    assert not genuine.violations, genuine.violations
+    assert {f.rule.name: f.checked for f in genuine.findings}["log_is_the_harness_own"] == 4
+
+    def as_this_cpu_host(run: Path) -> None:  # this CPU host's captures swapped in, the suite said to be a CPU's
+        layout_said(run)
+        shutil.rmtree(run / "env" / "vm")
+        (captured,) = (real_run / "env").iterdir()
+        shutil.copytree(captured, run / "env" / "vm")
+        edit_suite(run, "hardware: gpu", "hardware: cpu")
+
+    result = verify(forged(GPU_RUN, tmp_path / "swapped", as_this_cpu_host))
+    said = [v.message for v in result.violations if v.rule == "log_is_the_harness_own"]
+    assert len(said) == 4 and all("device 'gpu' on a cpu suite" in m for m in said), result.violations
