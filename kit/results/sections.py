@@ -231,6 +231,25 @@ def execution_section(run_dir: Path) -> str:
     return "\n".join(head + [f"| {key} | " + " | ".join(row) + " |" for key, row in sorted(rows.items())]) + "\n"
 
 
+def provenance_lines(meta: dict) -> list[str]:
+    """What run.json says of the code and environment that ran, where a reader must know it: a kit checkout with
+    uncommitted changes or of unknown revision, and the inherited variables that change what runs."""
+    lines = []
+    commit = meta.get("kit_commit")
+    if isinstance(commit, dict) and commit.get("dirty") is True:
+        lines.append(f"**The kit's checkout had uncommitted changes** when the run started (commit "
+                     f"{str(commit.get('commit'))[:12]}, run.json kit_commit): what ran is known by the harness "
+                     "files' sha256 in run.json (harness_sha256), not by the commit.")
+    elif isinstance(commit, dict) and commit.get("commit") is None:
+        lines.append(f"The kit's revision is unknown ({str(commit.get('error') or 'no commit')[:120]}).")
+    env = meta.get("inherited_environment")
+    if isinstance(env, dict) and env:
+        lines.append("Inherited environment that changes what runs (run.json inherited_environment): "
+                     + ", ".join(f"`{k}={str(v)[:80]}`" for k, v in sorted(env.items())[:20])
+                     + (f" and {len(env) - 20} more" if len(env) > 20 else "") + ".")
+    return lines
+
+
 def settings_section(run_dir: Path, suite) -> str:
     """What was run, on what: the lines a reader needs before trusting the tables."""
     meta = parse_json((run_dir / "run.json").read_bytes()) if (run_dir / "run.json").is_file() else {}
@@ -243,6 +262,7 @@ def settings_section(run_dir: Path, suite) -> str:
                      f"{host.get('memory_gib')} GiB, {host.get('os')}, Python {host.get('python')}.")
     lines += accelerators_lines(run_dir, starts)
     lines += noise.host_load_lines(meta)
+    lines += provenance_lines(meta)
     versions = sorted({f"{s.get('framework')} {s.get('framework_version')}" for s in starts})
     if versions:
         lines.append("Frameworks: " + ", ".join(versions) + ".")

@@ -28,6 +28,7 @@ from kit.core.files import write_json
 from kit.core.inputs import KitError, parse_json
 from kit.core.layout import RunLog, classify, sidecar_name
 from kit.core.revision import source_revision
+from kit.core.runenv import run_environment
 from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
 from kit.results.extract import HARNESS_METHOD, Figure, Method, MethodError, compute_figure
@@ -194,6 +195,7 @@ def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
         "harness_sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
                            for p in sorted(HARNESS.parent.glob("*.py"))},
         "kit_commit": source_revision(),
+        "inherited_environment": run_environment(),
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         **fields,
         "runs": {},
