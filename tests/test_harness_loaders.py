@@ -471,3 +471,46 @@ def test_loader_only_is_not_compiled(tree: Path) -> None:
     out = harness("--framework", "torch", *TINY, "--data", str(tree / "train_list.txt"), "--loader-only",
                   "--mode", "compiled")
     assert out.returncode == 2 and "--loader-only runs no network, so --mode compiled does not apply" in out.stderr
+
+
+def edited_list(tree: Path, tmp_path: Path, line: str) -> tuple[Path, int]:
+    """TREE's list with LINE put in as its last line, beside the tree (so the root is TREE): the list, LINE's number."""
+    lines = (tree / "train_list.txt").read_text().splitlines()[:-1] + [line]
+    lst = tree / f"edited-{tmp_path.name}.txt"
+    lst.write_text("\n".join(lines) + "\n")
+    return lst, len(lines)
+
+
+@pytest.mark.parametrize("loader", ["cpu", "gpu", "dali"])
+@pytest.mark.parametrize(("label", "words"), [
+    (str(CLASSES), f"label {CLASSES} is out of range: the run has {CLASSES} classes (labels 0 to {CLASSES - 1})"),
+    ("18446744073709551616", "label 18446744073709551616 does not fit in int64"),
+])
+def test_a_label_out_of_range_is_bad_input_naming_list_and_line(tree: Path, tmp_path: Path, loader: str, label: str,
+                                                                 words: str) -> None:
+    """Before: the framework's loss failed on it (exit 1), or numpy on int64; dali named its own absence first."""
+    lst, lineno = edited_list(tree, tmp_path, f"train/n01440764/n01440764_1.JPEG {label}")
+    out = harness("--framework", "torch", *TINY, "--data", str(lst), "--loader", loader)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"bad_input: {lst}:{lineno}: {words}" in out.stderr
+    stop = kitlines(out.stdout)[-2]
+    assert stop["reason"] == "bad_input" and stop["message"] == f"{lst}:{lineno}: {words}"
+
+
+def test_a_path_outside_the_root_is_bad_input_unless_allowed(tree: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.JPEG"
+    shutil.copy(tree / "train" / "n01440764" / "n01440764_1.JPEG", outside)
+    lst, lineno = edited_list(tree, tmp_path, f"{outside} 0")
+    out = harness("--framework", "paddle", *TINY, "--data", str(lst), "--loader-only")
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert (f"bad_input: {lst}:{lineno}: {outside} resolves to {outside.resolve()}, outside the data root "
+            f"{tree.resolve()}; --allow-outside-root reads such paths") in out.stderr
+    out = harness("--framework", "paddle", *TINY, "--data", str(lst), "--loader-only", "--allow-outside-root")
+    assert out.returncode == 0, out.stderr[-2000:]
+    start = kitlines(out.stdout)[0]
+    assert start["allow_outside_root"] is True and start["outside_root"] == 1  # what an auditor sees
+    out = harness("--framework", "paddle", *TINY, "--data", str(tree / "train_list.txt"), "--loader-only")
+    start = kitlines(out.stdout)[0]
+    assert out.returncode == 0 and start["allow_outside_root"] is False and start["outside_root"] == 0
+    out = harness("--framework", "paddle", *TINY, "--allow-outside-root")
+    assert out.returncode == 2 and "--allow-outside-root applies to --data <train_list.txt>" in out.stderr
