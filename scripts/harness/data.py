@@ -19,7 +19,9 @@ Augmentation (as PaddleClas/torchvision train transforms): random resized crop (
 3/4-4/3, 10 tries, then a centre crop) resized bilinearly to SxS, horizontal flip with p=0.5, /255,
 ImageNet mean/std. The box and the flip of an image depend only on (seed, epoch, entry index) and its
 size (`augmentation`), so loader_cpu and loader_gpu crop an image alike, whatever the thread timing,
-rank or world size (DALI draws its own). An unreadable image raises DataError naming the file and its
+rank or world size (DALI draws its own). Decoded pixels are bounded (`fit_decode`, MAX_DECODED_PIXELS), so
+a loader's memory depends on its batch size, image size, workers and prefetch depth, not on what the files hold.
+An unreadable image raises DataError naming the file and its
 list line when its batch is consumed (never skipped).
 
 Standard library + numpy (+ Pillow, imported by `pillow()` when a loader is built); never imports the kit.
@@ -40,6 +42,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 CROP_SCALE = (0.08, 1.0)
 CROP_RATIO = (3.0 / 4.0, 4.0 / 3.0)
 SHOW_MISSING = 3
+# decoded pixels an image may take (33.5 Mpx, ~100 MiB as RGB): a larger JPEG decodes at 1/2, 1/4 or 1/8 scale
+# (Pillow's draft), anything still larger is refused; ImageNet's photos average ~0.2 Mpx (~400 x 350), far below
+MAX_DECODED_PIXELS = 1 << 25
 INT64_MAX = (1 << 63) - 1  # the labels' dtype in every loader and framework
 
 __all__ = [
@@ -49,11 +54,13 @@ __all__ = [
     "LoaderUnavailable",
     "augmentation",
     "load_list",
+    "fit_decode",
     "pillow",
     "random_resized_crop_box",
     "shard_size",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "MAX_DECODED_PIXELS",
 ]
 
 
@@ -187,6 +194,21 @@ def pillow():
     except ImportError as exc:
         raise ImportError(f"Pillow is required to read JPEG training data: {exc}") from exc
     return Image
+
+
+def fit_decode(img):
+    """IMG (opened with Pillow, not yet decoded) set to decode to at most MAX_DECODED_PIXELS: a larger JPEG at the
+    least reduced scale of 1/2, 1/4, 1/8 that fits (its size is then the reduced one, which every loader crops
+    alike); ValueError for an image that cannot fit. Returns IMG."""
+    width, height = img.size
+    if width * height > MAX_DECODED_PIXELS:
+        scale = next((s for s in (2, 4, 8) if -(-width // s) * -(-height // s) <= MAX_DECODED_PIXELS), 8)
+        if img.format == "JPEG":
+            img.draft(img.mode, (width // scale, height // scale))
+        if img.width * img.height > MAX_DECODED_PIXELS:
+            raise ValueError(f"{width} x {height} pixels, more than the {MAX_DECODED_PIXELS} an image may decode to "
+                             f"(a JPEG decodes at down to 1/8 scale to fit)")
+    return img
 
 
 def random_resized_crop_box(width: int, height: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
