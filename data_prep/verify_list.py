@@ -74,25 +74,28 @@ def parse_list(list_path: Path, data: bytes, num_classes: int | None = None) -> 
 def label_out_of_range(label: str, num_classes: int | None) -> str | None:
     """Why LABEL (a string of digits) cannot be a class of a run with NUM_CLASSES classes (None: any int64), or
     None. Never converts more than 19 digits (Python refuses to convert over 4300)."""
-    shown = label if len(label) <= 24 else f"{label[:20]}... ({len(label)} digits)"
-    if len(label.lstrip("0")) > 19 or int(label) > INT64_MAX:
+    if len(label) > 18 and (len(label.lstrip("0")) > 19 or int(label) > INT64_MAX):
+        shown = label if len(label) <= 24 else f"{label[:20]}... ({len(label)} digits)"
         return f"label {shown} does not fit in int64"
     if num_classes is not None and int(label) >= num_classes:
-        return f"label {shown} is out of range: the run has {num_classes} classes (labels 0 to {num_classes - 1})"
+        return f"label {label} is out of range: the run has {num_classes} classes (labels 0 to {num_classes - 1})"
     return None
 
 
-def outside_root(real_root: str, path: str, real_dirs: dict[str, str], link: bool) -> str | None:
+def outside_root(real_root: str, path: str, real_dirs: dict[str, tuple[str, bool]], link: bool) -> str | None:
     """The real location of PATH (a list entry joined to the data root) when it is outside REAL_ROOT (the root's
     realpath), else None: an absolute path, `..` past the root, a symlinked directory or (LINK) file leading
-    out all count. REAL_DIRS caches each directory's realpath."""
+    out all count. REAL_DIRS caches each directory's realpath and whether it is inside."""
+    prefix = real_root.rstrip(os.sep) + os.sep
     directory, name = os.path.split(path)
-    real_dir = real_dirs.get(directory)
-    if real_dir is None:
-        real_dir = real_dirs[directory] = os.path.realpath(directory)
-    real = os.path.realpath(path) if link or name in ("", ".", "..") else os.path.join(real_dir, name)
-    inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
-    return None if inside else real
+    cached = real_dirs.get(directory)
+    if cached is None:
+        real_dir = os.path.realpath(directory)
+        cached = real_dirs[directory] = (real_dir, real_dir == real_root or real_dir.startswith(prefix))
+    if link or name in ("", ".", ".."):
+        real = os.path.realpath(path)
+        return None if real == real_root or real.startswith(prefix) else real
+    return None if cached[1] else os.path.join(cached[0], name)
 
 
 def verify(list_path: Path, root: Path, entries: list[tuple[int, str, int]], allow_outside_root: bool = False) -> dict:
