@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
 """Verify a PaddleClas-style train list (`<path> <label>` per line) against the files on disk.
 
-    verify_list.py /data/ILSVRC2012/train_list.txt [--root DIR] [--expect-full] [--json]
+    verify_list.py /data/ILSVRC2012/train_list.txt [--root DIR] [--expect-full] [--json] [--num-classes N]
+                   [--allow-outside-root]
 
 Checks: every line is well-formed (errors name file:line; a label must fit in int64, and be
 below --num-classes when given), every listed file exists under the dataset root (default: the
 list file's directory) and resolves inside it (no absolute path, no `..` past it, no symlink
 leading out; --allow-outside-root permits them, as the harness's flag of that name does), no
-path is listed twice, and each
-class directory carries exactly one label (and each label one directory). Reports the image
-and class counts, whether they match full ImageNet-1k training (1,281,167 images / 1000
+path is listed twice, and each class directory carries exactly one label (and each label one
+directory). Reports the image and class counts, whether they match full ImageNet-1k training (1,281,167 images / 1000
 classes), and the sha256 of the list file.
 
 Exit codes: 0 all checks hold; 1 a check failed (missing files, paths outside the root,
-duplicates, label conflicts, or a count mismatch with --expect-full); 2 unreadable or malformed list (one-line error).
+duplicates, label conflicts, or a count mismatch with --expect-full); 2 unreadable or malformed
+list (one-line error).
 Standard library only; no import of the kit.
 """
 
