@@ -193,6 +193,71 @@ def test_verify_list_bad_label_and_tab_separator(tmp_path: Path) -> None:
     assert f"{lst}:2: expected '<path> <label>'" in proc.stderr
 
 
+def harness_data():
+    """The harness's data.py (its modules import each other by name)."""
+    sys.path.insert(0, str(REPO / "scripts" / "harness"))
+    import data
+
+    return data
+
+
+def test_verify_list_and_the_harness_share_the_list_rules() -> None:
+    """verify_list.py travels alone to hosts, the harness into containers: each holds a copy, the same text."""
+    import importlib.util
+    import inspect
+
+    spec = importlib.util.spec_from_file_location("verify_list_copy", VERIFY)
+    checker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checker)
+    data = harness_data()
+    for name in ("label_out_of_range", "outside_root"):
+        assert inspect.getsource(getattr(checker, name)) == inspect.getsource(getattr(data, name)), name
+    assert checker.INT64_MAX == data.INT64_MAX == 2**63 - 1
+
+
+def test_verify_list_labels_beyond_int64_or_the_classes_as_the_harness(dataset: Path) -> None:
+    out, _ = make_list(dataset)
+    lines = out.read_text().splitlines()
+    data = harness_data()
+    for label, extra, words in (("9223372036854775808", [], "label 9223372036854775808 does not fit in int64"),
+                                ("3", ["--num-classes", "3"], "label 3 is out of range: the run has 3 classes "
+                                                              "(labels 0 to 2)")):
+        out.write_text("\n".join([*lines[:-1], f"train/n15075141/n15075141_5.jpeg {label}"]) + "\n")
+        proc = run(VERIFY, out, *extra)
+        assert proc.returncode == 2 and proc.stderr.strip() == f"verify_list.py: error: {out}:5: {words}"
+        with pytest.raises(data.DataError) as err:
+            data.load_list(out, num_classes=3 if extra else None)
+        assert str(err.value) == f"{out}:5: {words}"
+
+
+def test_verify_list_refuses_paths_outside_the_root_as_the_harness(dataset: Path, tmp_path: Path) -> None:
+    out, _ = make_list(dataset)
+    lines = out.read_text().splitlines()
+    secret = tmp_path / "secret.jpg"
+    secret.write_bytes(b"\xff\xd8x")
+    (dataset / "train" / "link.jpg").symlink_to(secret)
+    (dataset / "train" / "inside.jpg").symlink_to(dataset / "train" / "n01440764" / "n01440764_18.jpg")
+    data = harness_data()
+    for path, outside in ((str(secret), True), ("../secret.jpg", True), ("train/link.jpg", True),
+                          ("train/inside.jpg", False), ("train/../train/n01440764/n01440764_18.jpg", False)):
+        out.write_text("\n".join([*lines, f"{path} 3"]) + "\n")  # a label of its own: no label conflict
+        result = json.loads(run(VERIFY, out, "--json").stdout)
+        assert result["outside_root"] == int(outside) and result["ok"] is not outside, path
+        if not outside:
+            assert data.load_list(out).outside == 0
+            continue
+        said = f"{out}:6: {path} resolves to {secret.resolve()}, outside the data root {dataset.resolve()}"
+        assert result["outside_root_first"] == [said]
+        with pytest.raises(data.DataError) as err:  # the harness refuses the same line in the same words
+            data.load_list(out)
+        assert str(err.value) == f"{said}; --allow-outside-root reads such paths"
+        proc = run(VERIFY, out)
+        assert proc.returncode == 1 and f"  {said}" in proc.stdout.splitlines()
+        proc = run(VERIFY, out, "--allow-outside-root")
+        assert proc.returncode == 0 and "paths outside the data root: 1 (allowed: --allow-outside-root):" in proc.stdout
+        assert data.load_list(out, allow_outside_root=True).outside == 1
+
+
 def test_verify_list_unreadable_and_empty(tmp_path: Path) -> None:
     proc = run(VERIFY, tmp_path / "absent.txt")
     assert proc.returncode == 2

@@ -111,6 +111,57 @@ def test_load_list_missing_image_names_path_and_line(synth_copy: Path) -> None:
     assert str(err.value) == f"{lst}:{lineno}: image not found: {gone}"
 
 
+def list_of(tmp_path: Path, lines: list[str], name: str = "list.txt") -> Path:
+    lst = tmp_path / name
+    lst.write_text("".join(f"{line}\n" for line in lines))
+    return lst
+
+
+@pytest.mark.parametrize(("label", "words"), [
+    ("4", "label 4 is out of range: the run has 4 classes (labels 0 to 3)"),
+    ("9223372036854775808", "label 9223372036854775808 does not fit in int64"),
+    ("9" * 5000, "label 99999999999999999999... (5000 digits) does not fit in int64"),  # past int()'s 4300 digits
+    ("-1", "label must be a non-negative integer, got '-1'"),
+])
+def test_load_list_refuses_labels_out_of_range_naming_list_and_line(synth: Path, label: str, words: str) -> None:
+    good = (synth / "train_list.txt").read_text().splitlines()
+    bad = list_of(synth, [good[0], f"train/n01440764/n01440764_2.JPEG {label}"], "labels.txt")
+    with pytest.raises(data.DataError) as err:
+        data.load_list(bad, num_classes=CLASSES)
+    assert str(err.value) == f"{bad}:2: {words}"
+    assert data.load_list(synth / "train_list.txt", num_classes=CLASSES)[-1][1] == CLASSES - 1  # the edge
+    if label == "4":  # no class count: any int64 label is a label
+        assert data.load_list(bad)[1][1] == 4
+
+
+def test_load_list_refuses_paths_outside_the_data_root(synth_copy: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.JPEG"
+    shutil.copy(synth_copy / "train" / "n01440764" / "n01440764_1.JPEG", secret)
+    (synth_copy / "train" / "link.JPEG").symlink_to(secret)  # a file inside that leads out
+    (synth_copy / "train" / "out").symlink_to(tmp_path)  # a directory inside that leads out
+    (synth_copy / "train" / "in.JPEG").symlink_to(synth_copy / "train" / "n01440764" / "n01440764_1.JPEG")
+    real_root = synth_copy.resolve()
+    first = (synth_copy / "train_list.txt").read_text().splitlines()[0]
+    for path in (str(secret), "../secret.JPEG", "train/../../secret.JPEG", "train/link.JPEG", "train/out/secret.JPEG"):
+        lst = list_of(synth_copy, [first, first, f"{path} 0"], "outside.txt")
+        with pytest.raises(data.DataError) as err:
+            data.load_list(lst)
+        assert str(err.value) == (f"{lst}:3: {path} resolves to {secret.resolve()}, outside the data root "
+                                  f"{real_root}; --allow-outside-root reads such paths"), path
+        allowed = data.load_list(lst, allow_outside_root=True)
+        assert allowed.outside == 1 and Path(allowed[2][0]).resolve() == secret.resolve()
+    # a link that stays inside the root, and a root reached through a link, are inside
+    inside = list_of(synth_copy, [first, "train/in.JPEG 0", "train/../train/n01440764/n01440764_2.JPEG 0"], "in.txt")
+    assert data.load_list(inside).outside == 0
+    via = tmp_path / "via"
+    via.symlink_to(synth_copy)
+    assert data.load_list(via / "train_list.txt").outside == 0
+    # several outside: the first is named, the others counted
+    lst = list_of(synth_copy, [first, "../secret.JPEG 0", f"{secret} 1"], "two.txt")
+    with pytest.raises(data.DataError, match=r"two.txt:2: \.\./secret.JPEG resolves to .* \(and 1 more\); --allow"):
+        data.load_list(lst)
+
+
 # -- ImageListLoader -----------------------------------------------------------------------------
 
 

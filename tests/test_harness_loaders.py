@@ -471,3 +471,4 @@ def test_loader_only_is_not_compiled(tree: Path) -> None:
     out = harness("--framework", "torch", *TINY, "--data", str(tree / "train_list.txt"), "--loader-only",
                   "--mode", "compiled")
     assert out.returncode == 2 and "--loader-only runs no network, so --mode compiled does not apply" in out.stderr
+

@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="train.py", description=DESCRIPTION)
     add_contract_flags(p)
     p.add_argument("--data-root", default=None, help="root the list's paths are relative to (default: its folder)")
+    p.add_argument("--allow-outside-root", action="store_true",
+                   help="read list paths that resolve outside the data root (absolute, '..', symlinks out); "
+                        "refused by default; run_start records it")
     p.add_argument("--workers", type=positive_int, default=4,
                    help="threads per process that read (and with --loader cpu decode) JPEGs; dali: its num_threads")
     p.add_argument("--loader-only", action="store_true",
@@ -140,7 +143,8 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--batch-size is required (per process)")
     if args.data != "synthetic" and not Path(args.data).is_file():
         parser.error(f"--data: no such train list: {args.data} (give 'synthetic' or a train_list.txt)")
-    for flag, given in (("--loader", args.loader is not None), ("--loader-only", args.loader_only)):
+    for flag, given in (("--loader", args.loader is not None), ("--loader-only", args.loader_only),
+                        ("--allow-outside-root", args.allow_outside_root)):
         if given and args.data == "synthetic":
             parser.error(f"{flag} applies to --data <train_list.txt>: synthetic data is made on the device")
     if args.loader_only and args.mode == "compiled":

@@ -19,7 +19,9 @@ Augmentation (as PaddleClas/torchvision train transforms): random resized crop (
 3/4-4/3, 10 tries, then a centre crop) resized bilinearly to SxS, horizontal flip with p=0.5, /255,
 ImageNet mean/std. The box and the flip of an image depend only on (seed, epoch, entry index) and its
 size (`augmentation`), so loader_cpu and loader_gpu crop an image alike, whatever the thread timing,
-rank or world size (DALI draws its own). An unreadable image raises DataError naming the file and its
+rank or world size (DALI draws its own). Decoded pixels are bounded (`fit_decode`, MAX_DECODED_PIXELS), so
+a loader's memory depends on its batch size, image size, workers and prefetch depth, not on what the files hold.
+An unreadable image raises DataError naming the file and its
 list line when its batch is consumed (never skipped).
 
 Standard library + numpy (+ Pillow, imported by `pillow()` when a loader is built); never imports the kit.
@@ -40,6 +42,10 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 CROP_SCALE = (0.08, 1.0)
 CROP_RATIO = (3.0 / 4.0, 4.0 / 3.0)
 SHOW_MISSING = 3
+# decoded pixels an image may take (33.5 Mpx, ~100 MiB as RGB): a larger JPEG decodes at 1/2, 1/4 or 1/8 scale
+# (Pillow's draft), anything still larger is refused; ImageNet's photos average ~0.2 Mpx (~400 x 350), far below
+MAX_DECODED_PIXELS = 1 << 25
+INT64_MAX = (1 << 63) - 1  # the labels' dtype in every loader and framework
 
 __all__ = [
     "BatchLoader",
@@ -48,11 +54,13 @@ __all__ = [
     "LoaderUnavailable",
     "augmentation",
     "load_list",
+    "fit_decode",
     "pillow",
     "random_resized_crop_box",
     "shard_size",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "MAX_DECODED_PIXELS",
 ]
 
 
@@ -72,14 +80,19 @@ class ImageList(list):
     """
 
     source: str | None = None
+    outside: int = 0  # entries read from outside the data root (load_list's allow_outside_root)
 
 
-def load_list(list_path: str | os.PathLike, root: str | os.PathLike | None = None) -> ImageList:
+def load_list(list_path: str | os.PathLike, root: str | os.PathLike | None = None, num_classes: int | None = None,
+              allow_outside_root: bool = False) -> ImageList:
     """Read a `<relative path> <label>` list; return [(absolute image path, label), ...].
 
-    Raises DataError for an unreadable or empty list, a malformed line (`file:line: ...`) and a
-    listed image that does not exist (`file:line: image not found: path`). Existence is checked for
-    every entry up front, one directory listing per class directory (cheap even for 1.28M images).
+    Raises DataError (`file:line: ...`) for an unreadable or empty list, a malformed line, a label that is not
+    in [0, NUM_CLASSES) (or beyond int64 when NUM_CLASSES is None), a path whose real location is outside the
+    data root (absolute, `..`, or a symlink leading out; `outside_root` below) unless ALLOW_OUTSIDE_ROOT, and a
+    listed image that does not exist. Existence and links are checked for every entry up front, one directory
+    listing per class directory (cheap even for 1.28M images). The result's `outside` counts the entries
+    outside the root (0 unless allowed).
     """
     list_path = os.fspath(list_path)
     base = os.path.abspath(os.fspath(root) if root is not None else os.path.dirname(os.path.abspath(list_path)))
@@ -107,30 +120,74 @@ def load_list(list_path: str | os.PathLike, root: str | os.PathLike | None = Non
         rel, label = fields
         if not (label.isascii() and label.isdigit()):
             raise DataError(f"{list_path}:{lineno}: label must be a non-negative integer, got {label!r}")
+        why = label_out_of_range(label, num_classes)
+        if why:
+            raise DataError(f"{list_path}:{lineno}: {why}")
         entries.append((os.path.join(base, rel), int(label)))
-    _check_files_exist(list_path, entries)
+    entries.outside = _check_files(list_path, base, entries, allow_outside_root)
     return entries
 
 
-def _check_files_exist(list_path: str, entries: list[tuple[str, int]]) -> None:
-    listings: dict[str, set[str]] = {}
+def label_out_of_range(label: str, num_classes: int | None) -> str | None:
+    """Why LABEL (a string of digits) cannot be a class of a run with NUM_CLASSES classes (None: any int64), or
+    None. Never converts more than 19 digits (Python refuses to convert over 4300)."""
+    if len(label) > 18 and (len(label.lstrip("0")) > 19 or int(label) > INT64_MAX):
+        shown = label if len(label) <= 24 else f"{label[:20]}... ({len(label)} digits)"
+        return f"label {shown} does not fit in int64"
+    if num_classes is not None and int(label) >= num_classes:
+        return f"label {label} is out of range: the run has {num_classes} classes (labels 0 to {num_classes - 1})"
+    return None
+
+
+# held equal to data_prep/verify_list.py's copy by tests/test_data_prep.py (the two travel separately)
+def outside_root(real_root: str, path: str, real_dirs: dict[str, tuple[str, bool]], link: bool) -> str | None:
+    """The real location of PATH (a list entry joined to the data root) when it is outside REAL_ROOT (the root's
+    realpath), else None: an absolute path, `..` past the root, a symlinked directory or (LINK) file leading
+    out all count. REAL_DIRS caches each directory's realpath and whether it is inside."""
+    prefix = real_root.rstrip(os.sep) + os.sep
+    directory, name = os.path.split(path)
+    cached = real_dirs.get(directory)
+    if cached is None:
+        real_dir = os.path.realpath(directory)
+        cached = real_dirs[directory] = (real_dir, real_dir == real_root or real_dir.startswith(prefix))
+    if link or name in ("", ".", ".."):
+        real = os.path.realpath(path)
+        return None if real == real_root or real.startswith(prefix) else real
+    return None if cached[1] else os.path.join(cached[0], name)
+
+
+def _check_files(list_path: str, base: str, entries: list[tuple[str, int]], allow_outside_root: bool) -> int:
+    """DataError naming the first entry outside BASE (unless allowed) or missing; returns the count outside."""
+    listings: dict[str, tuple[set[str], set[str]]] = {}  # directory: (file names, symlink names)
+    real_root, real_dirs = os.path.realpath(base), {}
     missing: list[tuple[int, str]] = []
+    outside: list[tuple[int, str, str]] = []
     for index, (path, _) in enumerate(entries):
         directory, name = os.path.split(path)
-        names = listings.get(directory)
-        if names is None:
+        listing = listings.get(directory)
+        if listing is None:
             try:
                 with os.scandir(directory) as it:
-                    names = {e.name for e in it if e.is_file()}
+                    found = [(e.name, e.is_file(), e.is_symlink()) for e in it]
             except OSError:
-                names = set()
-            listings[directory] = names
-        if name not in names:
+                found = []
+            listing = listings[directory] = ({n for n, f, _ in found if f}, {n for n, _, s in found if s})
+        real = outside_root(real_root, path, real_dirs, name in listing[1])
+        if real is not None:
+            outside.append((index + 1, path, real))
+        if name not in listing[0]:
             missing.append((index + 1, path))
+    if outside and not allow_outside_root:
+        lineno, path, real = outside[0]
+        rel = path[len(base) + 1:] if path.startswith(base + os.sep) else path
+        more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
+        raise DataError(f"{list_path}:{lineno}: {rel} resolves to {real}, outside the data root {real_root}{more}; "
+                        f"--allow-outside-root reads such paths")
     if missing:
         lineno, path = missing[0]
         more = f" (and {len(missing) - 1} more missing images)" if len(missing) > 1 else ""
         raise DataError(f"{list_path}:{lineno}: image not found: {path}{more}")
+    return len(outside)
 
 
 def pillow():
@@ -140,6 +197,21 @@ def pillow():
     except ImportError as exc:
         raise ImportError(f"Pillow is required to read JPEG training data: {exc}") from exc
     return Image
+
+
+def fit_decode(img):
+    """IMG (opened with Pillow, not yet decoded) set to decode to at most MAX_DECODED_PIXELS: a larger JPEG at the
+    least reduced scale of 1/2, 1/4, 1/8 that fits (its size is then the reduced one, which every loader crops
+    alike); ValueError for an image that cannot fit. Returns IMG."""
+    width, height = img.size
+    if width * height > MAX_DECODED_PIXELS:
+        scale = next((s for s in (2, 4, 8) if -(-width // s) * -(-height // s) <= MAX_DECODED_PIXELS), 8)
+        if img.format == "JPEG":
+            img.draft(img.mode, (width // scale, height // scale))
+        if img.width * img.height > MAX_DECODED_PIXELS:
+            raise ValueError(f"{width} x {height} pixels, more than the {MAX_DECODED_PIXELS} an image may decode to "
+                             f"(a JPEG decodes at down to 1/8 scale to fit)")
+    return img
 
 
 def random_resized_crop_box(width: int, height: int, rng: np.random.Generator) -> tuple[int, int, int, int]:

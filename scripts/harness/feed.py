@@ -24,6 +24,7 @@ class Feed:
     decode_device: str | None = None  # where JPEGs are decoded: cpu | gpu
     decoder: str | None = None  # what decodes them
     note: str | None = None  # the pipeline ran elsewhere than its name says
+    outside_root: int | None = None  # list entries read from outside the data root (--allow-outside-root)
 
 
 def open_feed(args, backend: Backend, dist: Dist) -> Feed:
@@ -43,7 +44,7 @@ def open_feed(args, backend: Backend, dist: Dist) -> Feed:
     gpu = dist.local_rank if backend.device == "gpu" else None
     shard = {"rank": dist.rank, "world_size": dist.world_size, "seed": args.seed, "workers": args.workers}
     try:
-        entries = data.load_list(args.data, args.data_root)
+        entries = data.load_list(args.data, args.data_root, args.num_classes, args.allow_outside_root)
         if name == "cpu":
             import loader_cpu
 
@@ -60,7 +61,7 @@ def open_feed(args, backend: Backend, dist: Dist) -> Feed:
     except (data.DataError, data.LoaderUnavailable) as exc:
         raise HarnessFailure("bad_input", str(exc)) from None
     note = GPU_TWIN_NOTE if name == "gpu" and gpu is None else None
-    return Feed(name, loader_batches(loader, handoff), loader.decode_device, loader.decoder, note)
+    return Feed(name, loader_batches(loader, handoff), loader.decode_device, loader.decoder, note, entries.outside)
 
 
 def loader_batches(loader, handoff) -> Iterator:

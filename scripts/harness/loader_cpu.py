@@ -3,7 +3,7 @@
     with ImageListLoader(entries, batch_size=64, image_size=224, rank=r, world_size=n) as loader:
         images, labels = next(loader)   # float32 [B,3,S,S] (or [B,S,S,3] with channels_last), int64 [B]
 
-Per image: PIL decode -> RGB -> the crop box of data.augmentation resized bilinearly to SxS (Pillow's
+Per image: PIL decode (data.fit_decode) -> RGB -> the crop box of data.augmentation resized bilinearly to SxS (Pillow's
 antialiased triangle filter, 8-bit) -> flip -> /255 -> ImageNet mean/std. Pillow releases the GIL while decoding
 and resizing, so the threads decode in parallel; each writes its image straight into the batch array. Shard,
 order, prefetch and errors: data.BatchLoader. Standard library + numpy + Pillow; never imports the kit.
@@ -12,7 +12,7 @@ order, prefetch and errors: data.BatchLoader. Standard library + numpy + Pillow;
 from __future__ import annotations
 
 import numpy as np
-from data import IMAGENET_MEAN, IMAGENET_STD, BatchLoader, augmentation, pillow
+from data import IMAGENET_MEAN, IMAGENET_STD, BatchLoader, augmentation, fit_decode, pillow
 
 
 class ImageListLoader(BatchLoader):
@@ -37,7 +37,7 @@ class ImageListLoader(BatchLoader):
         Image = self._Image
         try:
             with Image.open(self._paths[index]) as img:
-                img = img.convert("RGB")  # forces the full decode: truncated/corrupt files fail here
+                img = fit_decode(img).convert("RGB")  # the full decode (bounded): truncated/corrupt files fail here
         except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBombError...
             raise self.unreadable(index, exc) from exc
         box, flip = augmentation(self.seed, epoch, index, img.width, img.height)

@@ -8,7 +8,8 @@ Worker threads read each image's header (Pillow, no decode) and the file and dra
 data.augmentation, exactly as loader_cpu does. One decode thread then decodes each batch on the device: PyTorch
 in one call (`torchvision.io.decode_jpeg(list, device="cuda")`), Paddle image by image
 (`paddle.vision.ops.decode_jpeg` on the GPU). What nvJPEG cannot decode is decoded by Pillow, the CPU loader's
-decoder: CMYK and non-JPEG files (found in the header, decoded in the worker threads), and any file nvJPEG
+decoder: CMYK and non-JPEG files and JPEGs over data.MAX_DECODED_PIXELS (found in the header, decoded in the worker
+threads, a large JPEG at reduced scale as loader_cpu decodes it), and any file nvJPEG
 refuses (a failed batch is decoded again image by image to find it); Pillow's own failure is the DataError,
 in the CPU loader's words. The CPU twin decodes every image with Pillow in the worker threads.
 
@@ -47,7 +48,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from data import IMAGENET_MEAN, IMAGENET_STD, BatchLoader, LoaderUnavailable, augmentation, pillow
+from data import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    MAX_DECODED_PIXELS,
+    BatchLoader,
+    LoaderUnavailable,
+    augmentation,
+    fit_decode,
+    pillow,
+)
 
 PIXEL_BUDGET = 1 << 26  # padded window pixels per resize run: x 3 channels x (uint8 + float32) = 1 GiB
 NVJPEG_MODES = ("RGB", "L")  # JPEGs nvJPEG decodes to RGB (YCbCr and greyscale); CMYK goes to Pillow
@@ -274,8 +284,9 @@ class DeviceImageLoader(BatchLoader):
         path = self._paths[index]
         try:
             with self._Image.open(path) as img:  # the header only, unless the host decodes (as loader_cpu does)
-                width, height = img.size
-                device = self.decode_device == "gpu" and img.format == "JPEG" and img.mode in NVJPEG_MODES
+                device = (self.decode_device == "gpu" and img.format == "JPEG" and img.mode in NVJPEG_MODES
+                          and img.width * img.height <= MAX_DECODED_PIXELS)  # larger: the host decodes it reduced
+                width, height = (img if device else fit_decode(img)).size
                 pixels = None if device else np.array(img.convert("RGB"))
             file = bytearray(Path(path).read_bytes()) if device else None
         except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBombError...
@@ -286,7 +297,7 @@ class DeviceImageLoader(BatchLoader):
     def _host_decode(self, index: int) -> np.ndarray:
         try:
             with self._Image.open(self._paths[index]) as img:
-                return np.array(img.convert("RGB"))
+                return np.array(fit_decode(img).convert("RGB"))
         except Exception as exc:
             raise self.unreadable(index, exc) from exc
 

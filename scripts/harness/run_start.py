@@ -54,6 +54,8 @@ def fields(args, dist: Dist, backend: Backend, feed: Feed | None, threads: int, 
         **shape,
         **seed003,
         data=args.data,
+        allow_outside_root=args.allow_outside_root,
+        outside_root=feed and feed.outside_root,  # entries read from outside the data root
         **loader,
         workers=args.workers if feed and feed.decoder else None,
         channels_last=args.channels_last,
