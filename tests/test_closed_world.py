@@ -102,6 +102,8 @@ FORGERIES = {  # name: (edit, the v3 rule that fails it, a piece of its message,
         log_edit(on_steps(lambda d: d | {"seconds": round(d["seconds"] * 0.74, 6)})),
         "steps_agree_with_their_clock", "less than 95%", True),
     "loader-only": (log_edit(on_start(loader_only=True)), "log_is_the_harness_own", "loader_only True", True),
+    "images-outside-the-data-root": (log_edit(on_start(allow_outside_root=True, outside_root=3)),
+                                     "log_is_the_harness_own", "it read 3 image(s) outside its data root", True),
     "two-classes": (log_edit(on_start(num_classes=2)), "log_states_its_case", "num_classes 2 (the case: 10)", True),
     "fewer-warm-up-steps": (log_edit(on_start(warmup_steps=0)), "log_states_its_case", "warmup_steps 0", True),
     "a-gpu-log-on-a-cpu-suite": (
@@ -172,3 +174,27 @@ def test_the_recorded_h100_run_holds_and_filed_as_this_cpu_hosts_it_fails(real_r
     result = verify(forged(GPU_RUN, tmp_path / "swapped", as_this_cpu_host))
     said = [v.message for v in result.violations if v.rule == "log_is_the_harness_own"]
     assert len(said) == 4 and all("device 'gpu' on a cpu suite" in m for m in said), result.violations
+
+
+def test_verify_checks_the_recorded_code_and_says_when_it_is_not_this_kits(real_run, tmp_path):
+    def meta_edit(change):
+        def edit(run: Path) -> None:
+            meta = json.loads((run / "run.json").read_text())
+            change(meta)
+            (run / "run.json").write_text(json.dumps(meta, indent=2))
+        return edit
+
+    def other_harness(meta: dict) -> None:
+        meta["kit_commit"] = {"commit": "0" * 40, "dirty": True}
+        meta["harness_sha256"]["train.py"] = "f" * 64
+
+    noted = verify(forged(real_run, tmp_path / "other", meta_edit(other_harness)))
+    finding = next(f for f in noted.findings if f.rule.name == "code_that_ran_recorded")
+    assert not finding.violations and "uncommitted changes at 000000000000" in finding.note
+    assert "its harness differs from this kit's in train.py" in finding.note
+    report = next((tmp_path / "other" / "runs").iterdir()) / "report.md"
+    assert "**The kit's checkout had uncommitted changes**" in report.read_text()
+
+    gone = verify(forged(real_run, tmp_path / "gone", meta_edit(lambda m: m.pop("harness_sha256"))))
+    assert [v.message for v in gone.violations if v.rule == "code_that_ran_recorded"] == [
+        "run.json's harness_sha256 is not the sha256 of each harness file (train.py among them)"]

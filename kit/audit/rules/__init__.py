@@ -9,6 +9,7 @@ version (name@N) so that a rule set keeps the meaning it was written with.
 from kit.audit.rules import closed as _closed  # noqa: F401  (registers the closed world's predicates)
 from kit.audit.rules import derived as _derived  # noqa: F401  (registers the derived files' predicates)
 from kit.audit.rules import programs as _programs  # noqa: F401  (registers the published programs' predicates)
+from kit.audit.rules import provenance as _provenance  # noqa: F401  (registers the recorded code's predicate)
 from kit.audit.rules.engine import Finding, Rule, Violation, evaluate, load_rules, newest, versions
 from kit.audit.rules.predicates import PREDICATES
 

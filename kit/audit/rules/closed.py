@@ -128,6 +128,9 @@ def harness_log_closed(ev: Evidence, out: Finding) -> None:
                      if start.get(k) != v]
             if start.get("loader_only", False) is not False:  # older logs state none: they trained
                 wrong.append(f"loader_only {start.get('loader_only')!r}: the loader was timed alone, no training")
+            if start.get("allow_outside_root", False) is not False:  # no case gives train.py that flag
+                wrong.append(f"allow_outside_root {start.get('allow_outside_root')!r}: it read "
+                             f"{start.get('outside_root')!r} image(s) outside its data root")
             if _int(start.get("local_batch")) and _int(start.get("ranks")) and \
                     start.get("global_batch") != start["local_batch"] * start["ranks"]:
                 wrong.append(f"global_batch {start.get('global_batch')!r} is not local_batch x ranks")
