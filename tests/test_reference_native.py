@@ -209,6 +209,23 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
     result = verify(bd.make_bundle(run_dir, tmp_path / "old.tar.gz", submitter="Lab", system_name="box"))
     assert [v for v in result.violations if v.rule.startswith("program_")] == [], result.violations
 
+    # the program's run copied byte for byte as a second repeat is one run counted twice: rule set v3 says so (v2
+    # judged a program's repeats by their command records alone)
+    copy = log.with_name("resnet50_b2_amp_2.log")
+    shutil.copy(log, copy)
+    shutil.copy(sidecar_path, sidecar_path.with_name("resnet50_b2_amp_2.cmd.json"))
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["runs"][copy.relative_to(run_dir).as_posix()] = meta["runs"][log.relative_to(run_dir).as_posix()] | {
+        "repeat": 2}
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=2))
+    packed = bd.make_bundle(run_dir, tmp_path / "copied.tar.gz", submitter="Lab", system_name="box")
+    said = {version: [v.message for v in verify(packed, rules_version=version).violations
+                      if v.rule == "only_declared_repeats" and "byte-identical" in v.message]
+            for version in ("v2", "v3")}
+    assert said == {"v2": [], "v3": ["ngc-pytorch/resnet50/bz2/1n1g/amp run 2: byte-identical to "
+                                     "logs/ngc-pytorch/resnet50/bz2/1n1g/resnet50_b2_amp_1.log (one run counted "
+                                     "twice)"]}, said
+
 
 def test_dle_pytorch_is_refused_where_its_code_is_missing_or_off_the_pin(native_host, tmp_path):
     suite = suites.load_suite(tmp_path / "suite.yaml")

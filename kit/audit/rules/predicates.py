@@ -89,10 +89,11 @@ def repeats_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
         out.note = f"{len(undeclared_runs)} declared case(s) not run here (other hosts or runners)"
 
 
-@predicate()
-def repeats_exactly_declared(ev: Evidence, out: Finding) -> None:
+@predicate(versions={1: {"programs_too": False}, 2: {"programs_too": True}})
+def repeats_exactly_declared(ev: Evidence, out: Finding, programs_too: bool) -> None:
     """A case's logs are its declared repeats and no others: numbered 1..repeats, each recorded in run.json, and no
-    two harness logs byte-identical (a copy of the best run cannot enter the median)."""
+    two harness logs (v2: and no two logs of a published program) byte-identical (a copy of the best run cannot
+    enter the median)."""
     recorded = ev.meta.get("runs")
     by_digest: dict[str, str] = {}
     for key, log, _figure in ev.runs():
@@ -105,7 +106,7 @@ def repeats_exactly_declared(ev: Evidence, out: Finding) -> None:
             out.fail(f"{key}: run {log.run} is not one of the suite's {case.repeats} declared repeat(s)", rel)
         if isinstance(recorded, dict) and rel not in recorded:
             out.fail(f"{key} run {log.run}: run.json records no such run (a log added after the run)", rel)
-        if case.impl != "harness":  # a published program's log is judged by its command record (program_* rules)
+        if case.impl != "harness" and not programs_too:  # v1: a program's log is judged by its command record
             continue
         digest = hashlib.sha256(log.path.read_bytes()).hexdigest()  # the harness's lines carry their times
         if digest in by_digest:
