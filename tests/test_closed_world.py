@@ -192,7 +192,7 @@ def test_verify_checks_the_recorded_code_and_says_when_it_is_not_this_kits(real_
     finding = next(f for f in noted.findings if f.rule.name == "code_that_ran_recorded")
     assert not finding.violations and "uncommitted changes at 000000000000" in finding.note
     assert "its harness differs from this kit's in train.py" in finding.note
-    report = next((tmp_path / "other" / "runs").iterdir()) / "report.md"
+    report = tmp_path / "other" / "runs" / real_run.name / "report.md"
     assert "**The kit's checkout had uncommitted changes**" in report.read_text()
 
     gone = verify(forged(real_run, tmp_path / "gone", meta_edit(lambda m: m.pop("harness_sha256"))))

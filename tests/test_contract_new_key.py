@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NEXT = 3  # the rule set after the kit's newest
+NEXT = len(list((ROOT / "kit" / "audit" / "rules").glob("v[0-9]*"))) + 1  # the rule set after the kit's newest
 TOY_ROW = f'    Setting("toy_level", "--toy-level", "toy_level", int, 3, checked={NEXT}, recorded=True),\n'
 SUITE = """\
 schema_version: 1

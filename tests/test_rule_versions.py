@@ -61,7 +61,7 @@ def test_v3_is_the_default_and_the_goldens_name_the_set_they_were_made_under():
     assert rl.versions() == ["v1", "v2", "v3"] and rl.newest() == "v3"
     assert rl.load_rules() == rl.load_rules("v3")
     provenance = json.loads((GOLDEN / "cpu-loader" / "provenance.json").read_text())
-    assert provenance["rules_version"] == "v2"  # made when v2 was the newest; the auditor's kit judges by v3
+    assert provenance["rules_version"] == "v3"
 
 
 def test_every_rule_set_names_only_registered_predicate_versions():
@@ -81,7 +81,8 @@ def test_every_rule_set_names_only_registered_predicate_versions():
     assert {n: v3[n] for n in v3 if v2.get(n) != v3[n]} == {
         "log_states_its_case": "harness_log_states_its_case@3", "steps_agree_with_their_clock":
         "steps_agree_with_their_clock@2", "log_is_the_harness_own": "harness_log_closed@1",
-        "repeats_are_separate_runs": "repeats_are_separate_runs@1"}
+        "repeats_are_separate_runs": "repeats_are_separate_runs@1", "code_that_ran_recorded":
+        "code_that_ran_recorded@1", "only_declared_repeats": "repeats_exactly_declared@2"}
 
 
 def test_each_version_compares_its_own_frozen_case_keys():
