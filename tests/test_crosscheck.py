@@ -189,3 +189,19 @@ def test_a_claim_listing_one_log_twice_is_refused_naming_the_claims_line(publish
         said = str(info.value)
         assert said.startswith(f"{tmp_path / 'claims.yaml'}:3: files: ") and "again" in said, said
         assert [v.status for v in check_claims(tmp_path / "claims.yaml", strict=False)] == [MATCH, MATCH]
+
+
+def test_a_steps_per_second_figures_scale_is_at_most_the_global_batch_its_claim_states(tmp_path):
+    """FleetX prints steps/s: the scale that makes it samples/s is the global batch, which the claim must state."""
+    line = "epoch id: 0, step{}, train_loss: 1.0, total time cost = 0.5, step per second: 2.0, speed: 2.0\n"
+    (tmp_path / "vgg.log").write_text("".join(line.format(i) for i in range(1, 6)))
+    (tmp_path / "claims.yaml").write_text(textwrap.dedent("""\
+        logs:
+          - {file: vgg.log, format: fleetx-vgg, batch: 256, method: {scale: 256}, published: 512}
+          - {file: vgg.log, format: fleetx-vgg, batch: 256, method: {scale: 2560}, published: 5120}
+          - {file: vgg.log, format: fleetx-vgg, method: {scale: 256}, published: 512}
+        """))
+    verdicts = check_claims(tmp_path / "claims.yaml")
+    assert [v.status for v in verdicts] == [MATCH, ERROR, ERROR]
+    assert "method scale 2560 exceeds the global batch the claim states (256)" in verdicts[1].detail
+    assert "method scale 256 exceeds 1: the claim states no global batch" in verdicts[2].detail
