@@ -446,6 +446,54 @@ def test_published_claims_ride_along_and_the_false_one_is_flagged(real_run, tmp_
     assert claims.checked > 20
 
 
+def _claims_of(tmp_path: Path, published: Path, entry: str) -> Path:
+    """A claims folder with DLE TF1's one-GPU log (a whole job's figure) and one claim on it."""
+    folder = tmp_path / "claims"
+    folder.mkdir(parents=True)
+    shutil.copyfile(published / "perf-v100/tensorflow/tf_gpu1_fp32_bs256.txt", folder / "tf1.txt")
+    (folder / "claims.yaml").write_text(f"logs:\n  - {entry}\n")
+    return folder / "claims.yaml"
+
+
+def test_v3_refuses_a_bundles_claim_scaled_past_its_logs_ranks_or_listing_a_log_twice(real_run, tmp_path,
+                                                                                     published):
+    """scale: 1000 on a one-rank log, and x.log with ./x.log (its run counted twice in the mean): v2 took both."""
+    run = fresh_copy(real_run, tmp_path)
+    for i, (entry, said) in enumerate((
+            ("{file: tf1.txt, method: {skip: 5, scale: 1000}, published: 415786, rel_tol: 0.00002}",
+             "method scale 1000 exceeds 1: a per-step figure of this format counts every rank already"),
+            ("{files: [tf1.txt, ./tf1.txt], method: {skip: 5}, published: 415.786, rel_tol: 0.00002}",
+             "claims cannot be read: files: './tf1.txt' is 'tf1.txt' again"))):
+        claims = _claims_of(tmp_path / str(i), published, entry)
+        bundle = bd.make_bundle(run, tmp_path / f"{i}.bundle.tar.gz", claims=claims, submitter="Lab",
+                                system_name="box")
+        result = verify(bundle)
+        assert [(v.rule, v.file, v.line) for v in result.violations] == [
+            ("published_claims_derive", "claims/claims.yaml", 2)], result.violations
+        assert said in result.violations[0].message
+        assert verify(bundle, rules_version="v2").violations == []
+
+
+def test_v3_refuses_a_suite_renamed_to_a_builtin_suites_name(real_run, tmp_path):
+    """`kit bench` refuses to start such a suite; renamed afterwards (and run.json's fingerprint with it), verify
+    refuses it from v3, naming suite.yaml's name line; v2 did not."""
+    run = fresh_copy(real_run, tmp_path)
+    text = SUITE.replace("name: audit", "name: local")
+    (run / "suite.yaml").write_text(text)
+    meta = json.loads((run / "run.json").read_text())
+    meta["suite_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (run / "run.json").write_text(json.dumps(meta, indent=2))
+    bench.write_report(run, load_suite(run / "suite.yaml"))
+    bundle = bd.make_bundle(run, submitter="Lab", system_name="box")
+    result = verify(bundle)
+    assert [(v.rule, v.file, v.line) for v in result.violations] == [
+        ("suite_is_the_builtin_it_names", "suite.yaml", 2)], result.violations
+    assert "name 'local' is the built-in suite local.yaml" in result.violations[0].message
+    assert verify(bundle, rules_version="v2").violations == []
+    with pytest.raises(records.RunDirError, match="is the built-in suite"):  # the same check as kit bench's
+        records.start(run / "suite.yaml", tmp_path / "runs2")
+
+
 def test_secrets_are_redacted_in_the_bundle_never_in_the_run(real_run, tmp_path):
     run = fresh_copy(real_run, tmp_path)
     env_dump = run / "launcher/paddle/resnet50/bz2/1n2g/fp32/1/backup_env.0.json"

@@ -123,3 +123,85 @@ def test_perf_models_claims_from_the_repo_exit_0():
     assert r.returncode == 0, r.stderr
     assert r.stdout.rstrip().endswith("50 match, 8 flagged (published figures that do not derive from their logs, "
                                       "as the claims file declares), 0 mismatch, 0 error of 58 claims")
+
+
+def test_a_scale_beyond_the_ranks_the_log_shows_is_refused_naming_the_claims_line(published, tmp_path):
+    """A job's figure (DLE's, whatever its ranks) takes no scale; a per-card one at most the ranks its log tags or its
+    claim states. strict=False is rule sets v1/v2's check, which took any scale."""
+    for folder in ("tensorflow", "paddle", "mxnet"):
+        shutil.copytree(published / "perf-v100" / folder, tmp_path / folder)
+    one_card = "paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C1_log"
+    (tmp_path / "claims.yaml").write_text(textwrap.dedent(f"""\
+        logs:
+          - {{file: tensorflow/tf_gpu1_fp32_bs256.txt, method: {{skip: 5, scale: 1000}}, published: 415786, rel_tol: 0.00002}}
+          - {{file: {one_card}, gpus: 1, method: {{skip: 10, scale: 1000}}, published: 393561, rel_tol: 0.0001}}
+          - {{file: {one_card}, method: {{skip: 10, scale: 8}}, published: 3148.488, rel_tol: 0.0001}}
+          - {{file: mxnet/mxnet_gpu8_fp32_bs128.txt, gpus: 8, method: {{skip: 1, reduce: harmonic_mean, sig: 5, scale: 8}}, published: 23662, rel_tol: 0.0001}}
+          - {{file: paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C8_log, gpus: 8, method: {{skip: 10, scale: 8}}, published: 3019.361, rel_tol: 0.001}}
+        """))
+    verdicts = check_claims(tmp_path / "claims.yaml")
+    assert [v.status for v in verdicts] == [ERROR, ERROR, ERROR, ERROR, MATCH]
+    assert [v.source_line for v in verdicts[:4]] == [2, 3, 4, 5]
+    assert "method scale 1000 exceeds 1: a per-step figure of this format counts every rank" in verdicts[0].detail
+    assert "scale 1000 exceeds the ranks the log shows (0 rank tag(s); GPUs stated by the claim: 1)" in \
+        verdicts[1].detail
+    assert "scale 8 exceeds the ranks the log shows (0 rank tag(s); GPUs stated by the claim: none)" in \
+        verdicts[2].detail
+    assert "scale 8 exceeds 1: a per-epoch figure" in verdicts[3].detail  # 8 rank tags, yet the job's figure
+    loose = check_claims(tmp_path / "claims.yaml", strict=False)
+    assert [v.status for v in loose] == [MATCH] * 5  # v1/v2 took every forged figure
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "kit", "crosscheck", str(tmp_path / "claims.yaml")], cwd=REPO,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and f"kit: {tmp_path / 'claims.yaml'}:3: " in r.stderr, r.stderr
+
+
+def test_a_suite_claims_scale_is_bounded_by_its_case_folders_gpus(published, tmp_path):
+    shutil.copytree(published / "dlperf-tf2-resnet50", tmp_path / "dlperf")
+    (tmp_path / "claims.yaml").write_text(textwrap.dedent("""\
+        suites:
+          - name: dlperf
+            method: {skip: 1, count: 5, reduce: mean, round: 2, scale: 8}
+            per_device_batch: 128
+            published_median: {1n1g: 2574.4}
+            rel_tol: 0.00002
+        """))
+    (verdict,) = check_claims(tmp_path / "claims.yaml")
+    assert verdict.status == ERROR and "method scale 8 exceeds 1" in verdict.detail
+    assert "(claims line 3)" in verdict.detail
+
+
+def test_a_claim_listing_one_log_twice_is_refused_naming_the_claims_line(published, tmp_path):
+    shutil.copytree(published / "perf-v100/tensorflow", tmp_path / "tf")
+    for twice in ("tf/tf_gpu1_fp32_bs256.txt, ./tf/tf_gpu1_fp32_bs256.txt",
+                  "tf/tf_gpu1_fp32_bs256.txt, tf/../tf/tf_gpu1_fp32_bs256.txt"):
+        (tmp_path / "claims.yaml").write_text(textwrap.dedent(f"""\
+            logs:
+              - {{file: tf/tf_gpu1_fp32_bs256.txt, method: {{skip: 5}}, published: 415.786, rel_tol: 0.00002}}
+              - files: [{twice}]
+                method: {{skip: 5}}
+                published: 415.786
+            """))
+        with pytest.raises(ConfigError) as info:
+            check_claims(tmp_path / "claims.yaml")
+        said = str(info.value)
+        assert said.startswith(f"{tmp_path / 'claims.yaml'}:3: files: ") and "again" in said, said
+        assert [v.status for v in check_claims(tmp_path / "claims.yaml", strict=False)] == [MATCH, MATCH]
+
+
+def test_a_steps_per_second_figures_scale_is_at_most_the_global_batch_its_claim_states(tmp_path):
+    """FleetX prints steps/s: the scale that makes it samples/s is the global batch, which the claim must state."""
+    line = "epoch id: 0, step{}, train_loss: 1.0, total time cost = 0.5, step per second: 2.0, speed: 2.0\n"
+    (tmp_path / "vgg.log").write_text("".join(line.format(i) for i in range(1, 6)))
+    (tmp_path / "claims.yaml").write_text(textwrap.dedent("""\
+        logs:
+          - {file: vgg.log, format: fleetx-vgg, batch: 256, method: {scale: 256}, published: 512}
+          - {file: vgg.log, format: fleetx-vgg, batch: 256, method: {scale: 2560}, published: 5120}
+          - {file: vgg.log, format: fleetx-vgg, method: {scale: 256}, published: 512}
+        """))
+    verdicts = check_claims(tmp_path / "claims.yaml")
+    assert [v.status for v in verdicts] == [MATCH, ERROR, ERROR]
+    assert "method scale 2560 exceeds the global batch the claim states (256)" in verdicts[1].detail
+    assert "method scale 256 exceeds 1: the claim states no global batch" in verdicts[2].detail

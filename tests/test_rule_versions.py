@@ -81,8 +81,13 @@ def test_every_rule_set_names_only_registered_predicate_versions():
     assert {n: v3[n] for n in v3 if v2.get(n) != v3[n]} == {
         "log_states_its_case": "harness_log_states_its_case@3", "steps_agree_with_their_clock":
         "steps_agree_with_their_clock@2", "log_is_the_harness_own": "harness_log_closed@1",
-        "repeats_are_separate_runs": "repeats_are_separate_runs@1", "code_that_ran_recorded":
-        "code_that_ran_recorded@1", "only_declared_repeats": "repeats_exactly_declared@2"}
+        "repeats_are_separate_runs": "repeats_are_separate_runs@1",
+        "suite_is_the_builtin_it_names": "suite_is_the_builtin_it_names@1", "code_that_ran_recorded":
+        "code_that_ran_recorded@1", "only_declared_repeats": "repeats_exactly_declared@2",
+        "published_claims_derive": "claims_derive@2"}
+    # claims_derive@2 bounds a method's scale by its log's ranks and refuses a log listed twice; @1 (v1, v2) did not
+    assert (rl.PREDICATES["claims_derive@1"].fixed, rl.PREDICATES["claims_derive@2"].fixed) == (
+        {"strict": False}, {"strict": True})
 
 
 def test_each_version_compares_its_own_frozen_case_keys():

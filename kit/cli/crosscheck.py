@@ -42,7 +42,7 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
         print(f"\n{tally} of {len(verdicts)} claims")
     for v in verdicts:
         if v.status == ERROR:
-            print(f"kit: {v.detail}", file=sys.stderr)
+            print(f"kit: {args.claims}:{v.source_line}: {v.detail}", file=sys.stderr)  # the claim's file and line
     if counts[ERROR]:
         return EXIT_BAD_INPUT
     return EXIT_MISMATCH if counts[MISMATCH] else EXIT_OK

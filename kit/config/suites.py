@@ -110,3 +110,14 @@ def load_suite(name_or_path: str | Path) -> Suite:
             cases.append(case)
     return Suite(name, path, optional(data, "description", str, path, ""), hardware, cases)
 
+
+def posing_as_builtin(suite: Suite) -> Path | None:
+    """The built-in suite file that SUITE is named like yet differs from (cases or hardware): its report would be
+    titled as that suite. None where the name is no built-in's, or the suite is that built-in (a run's copy too)."""
+    if suite.name not in available() or suite.path.resolve() == suite_path(suite.name).resolve():
+        return None
+    builtin = load_suite(suite.name)
+    if [c.to_dict() for c in suite.cases] != [c.to_dict() for c in builtin.cases] \
+            or suite.hardware != builtin.hardware:
+        return builtin.path
+    return None

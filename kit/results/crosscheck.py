@@ -6,7 +6,14 @@ Claims file schema (the fixtures' expected.yaml is the reference):
   logs:   [{file | files, format?, gpus?, batch?, method, published, rel_tol?, derives?, recomputed?, note?}]
 Paths are relative to the claims file. `files` (instead of `file`): several runs the publisher averaged (Lambda's
 compile_results): the method's figure of each before its rounding, their mean, then the method's round/trunc/sig.
-`gpus` and `batch` (the publisher's global batch) describe the figure for the reader; the check does not use them.
+`gpus` and `batch` (the publisher's global batch) describe the figure; they bound the method's scale (below).
+
+The method's scale is bounded by the ranks the log's figure leaves out (checked unless strict=False: rule sets v1, v2).
+A figure of the whole job (the parser's record kind: every format but the per-card ones) already counts every rank,
+so its scale is at most 1. A per-card figure's is at most the ranks the log shows: its mpirun rank tags, or the GPUs
+its claim states (a suite's: its case folder's N x G), since many genuine per-card logs (one trainer's workerlog)
+tag no ranks and print their world size in no common way. A steps/s figure's scale is the global batch: at most the
+claim's `batch` (a suite's: per_device_batch x the case's GPUs). A claim's `files` name no log twice.
 
 Verdicts: match; flagged (the claims file says `derives: false`, and the log indeed gives another
 figure, the one it declares as `recomputed` where it gives one): a finding about the publisher, not a
@@ -23,8 +30,8 @@ from pathlib import Path
 from kit.core.layout import CASE_DIR, find_logs
 from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 from kit.results import stats
-from kit.results.extract import Method, MethodError, compute_figure, format_number, rounded
-from kit.results.parsers import FORMATS, ParseError, parse_log
+from kit.results.extract import Figure, Method, MethodError, compute_figure, format_number, rounded
+from kit.results.parsers import FORMATS, PER_CARD, ParsedLog, ParseError, parse_log
 from kit.results.report import SPEEDUP_DECIMALS
 
 DEFAULT_REL_TOL = 1e-4
@@ -126,14 +133,15 @@ def load_claims(path: Path) -> tuple[LineDict, list[LineDict], list[LineDict]]:
 
 
 def check_claims(path: Path, progress=None, *, confine: Path | None = None,
-                 max_rel_tol: float | None = None) -> list[Verdict]:
+                 max_rel_tol: float | None = None, strict: bool = True) -> list[Verdict]:
     """Every claim re-derived. confine: the folder the claims' files must lie in (a bundle's); max_rel_tol: the
-    verifier's tolerance, which a claim's own rel_tol can tighten but never loosen."""
+    verifier's tolerance, which a claim's own rel_tol can tighten but never loosen; strict: bound each method's
+    scale by the ranks its log shows and refuse a log listed twice (False: rule sets v1 and v2, which did not)."""
     path = Path(path)
     _, suites, logs = load_claims(path)
     # validate every entry before doing any work, so a bad file fails fast and whole
-    plans = ([("suite", s, _plan_suite(s, path, confine, max_rel_tol)) for s in suites]
-             + [("log", e, _plan_log(e, path, confine, max_rel_tol)) for e in logs])
+    plans = ([("suite", s, _plan_suite(s, path, confine, max_rel_tol) | {"strict": strict}) for s in suites]
+             + [("log", e, _plan_log(e, path, confine, max_rel_tol, strict)) for e in logs])
     verdicts: list[Verdict] = []
     for index, (kind, _entry, plan) in enumerate(plans):
         if progress:
@@ -142,8 +150,9 @@ def check_claims(path: Path, progress=None, *, confine: Path | None = None,
     return verdicts
 
 
-def _files(entry: LineDict, path: Path, confine: Path | None) -> tuple[str, list[Path]]:
-    """A log claim's label and its log(s): `file`, or `files` (runs whose figures the publisher averaged)."""
+def _files(entry: LineDict, path: Path, confine: Path | None, strict: bool = True) -> tuple[str, list[Path]]:
+    """A log claim's label and its log(s): `file`, or `files` (runs whose figures the publisher averaged), none
+    twice (strict: after normalising, so x.log and ./x.log are one log)."""
     if "files" not in entry:
         file = require(entry, "file", str, path)
         return file, [_member(entry, "file", file, path, confine)]
@@ -153,14 +162,25 @@ def _files(entry: LineDict, path: Path, confine: Path | None) -> tuple[str, list
     if not names or not all(isinstance(name, str) for name in names):
         raise ConfigError(path, "expected a non-empty list of file names", entry.line_of("files"), "files")
     label = names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1} runs)"
-    return label, [_member(entry, "files", name, path, confine) for name in names]
+    files = [_member(entry, "files", name, path, confine) for name in names]
+    seen: dict[Path, str] = {}
+    for name, file in zip(names, files, strict=True):
+        same = file.resolve()  # ./x.log, a/../x.log and a link to x.log are x.log
+        if strict and same in seen:
+            raise ConfigError(path, f"{name!r} is {seen[same]!r} again: a run counts once in the mean",
+                              entry.line_of("files"), "files")
+        seen.setdefault(same, name)
+    return label, files
 
 
-def _plan_log(entry: LineDict, path: Path, confine: Path | None = None, ceiling: float | None = None) -> dict:
-    label, files = _files(entry, path, confine)
+def _plan_log(entry: LineDict, path: Path, confine: Path | None = None, ceiling: float | None = None,
+              strict: bool = True) -> dict:
+    label, files = _files(entry, path, confine, strict)
     batch = optional(entry, "batch", int, path, None)
-    if batch is not None and batch < 1:
-        raise ConfigError(path, f"must be an integer >= 1, got {batch}", entry.line_of("batch"), "batch")
+    gpus = optional(entry, "gpus", int, path, None)
+    for key, value in (("batch", batch), ("gpus", gpus)):
+        if value is not None and value < 1:
+            raise ConfigError(path, f"must be an integer >= 1, got {value}", entry.line_of(key), key)
     return {
         "label": label,
         "files": files,
@@ -172,6 +192,10 @@ def _plan_log(entry: LineDict, path: Path, confine: Path | None = None, ceiling:
         "declared": _number(entry, "recomputed", path) if "recomputed" in entry else None,
         "note": optional(entry, "note", str, path, ""),
         "line": entry.line,
+        "method_line": entry.line_of("method") if "method" in entry else entry.line,
+        "gpus": gpus,
+        "batch": batch,
+        "strict": strict,
     }
 
 
@@ -191,7 +215,12 @@ def _check_log(plan: dict, path: Path) -> Verdict:
     figures = []
     try:
         for file in files:
-            figures.append(compute_figure(parse_log(file, plan["format"]), method))
+            parsed = parse_log(file, plan["format"])
+            figures.append(compute_figure(parsed, method))
+            too_large = plan["strict"] and _scale_beyond_ranks(parsed, figures[-1], plan["gpus"], plan["batch"])
+            if too_large:
+                verdict.detail, verdict.source_line = f"{file}: {too_large}", plan["method_line"]
+                return verdict
     except ParseError as exc:
         verdict.detail = str(exc)
         return verdict
@@ -251,6 +280,7 @@ def _plan_suite(entry: LineDict, path: Path, confine: Path | None = None, ceilin
         "speedups": speedups,
         "rel_tol": _rel_tol(entry, path, ceiling),
         "line": entry.line,
+        "method_line": entry.line_of("method") if "method" in entry else entry.line,
     }
 
 
@@ -268,7 +298,14 @@ def _check_suite(plan: dict, path: Path) -> list[Verdict]:
         values = []
         for log in (run for run in logs if run.case == case):
             try:
-                values.append(compute_figure(parse_log(log.path, plan["format"]), plan["method"]).value)
+                parsed = parse_log(log.path, plan["format"])
+                figure = compute_figure(parsed, plan["method"])
+                batch = plan["batch"] * log.gpus if plan["batch"] is not None else None
+                too_large = plan["strict"] and _scale_beyond_ranks(parsed, figure, log.gpus, batch)
+                if too_large:
+                    errors[case] = f"{log.path}: {too_large} (claims line {plan['method_line']})"
+                    continue
+                values.append(figure.value)
             except ParseError as exc:
                 errors[case] = str(exc)
             except (MethodError, stats.StatsError) as exc:
@@ -300,3 +337,21 @@ def _verdict(claim: str, published: float, value: float | None, tol: float, erro
     verdict = Verdict(claim, float(published), value, tol, MATCH, source_line=line)
     verdict.status = MATCH if abs(verdict.rel_diff) <= tol else MISMATCH
     return verdict
+
+
+def _scale_beyond_ranks(parsed: ParsedLog, figure: Figure, gpus: int | None, batch: int | None) -> str:
+    """Why the method's scale exceeds what the log's figure leaves out (module docstring); empty if it does not."""
+    scale = figure.method.scale
+    if scale <= 1:
+        return ""
+    units = {r.unit for r in parsed.records if r.metric == figure.metric and r.kind == figure.kind}
+    if units == {"steps/s"}:  # the scale is the global batch
+        bound = batch or 1
+        what = f"the global batch the claim states ({batch})" if batch else "1: the claim states no global batch"
+    elif figure.kind == PER_CARD:
+        tags = len({r.rank for r in parsed.records if r.rank is not None})
+        bound = max(tags, gpus or 1)
+        what = f"the ranks the log shows ({tags} rank tag(s); GPUs stated by the claim: {gpus or 'none'})"
+    else:
+        bound, what = 1, f"1: a {figure.kind} figure of this format counts every rank already"
+    return "" if scale <= bound else f"method scale {scale:g} exceeds {what}"

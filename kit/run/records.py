@@ -21,7 +21,7 @@ from pathlib import Path
 from kit import __version__
 from kit.config import reference
 from kit.config.cases import Suite
-from kit.config.suites import available, load_suite, suite_path
+from kit.config.suites import load_suite, posing_as_builtin
 from kit.core import runlock
 from kit.core.catalogue import contract
 from kit.core.files import write_json
@@ -69,12 +69,9 @@ def start(suite_ref: str | Path, runs_dir: Path) -> tuple[Path, Suite]:
 
 def _not_posing_as_builtin(suite: Suite) -> None:
     """A suite file named like a built-in suite (its report is titled so) must be that suite."""
-    if suite.name not in available() or suite.path.resolve() == suite_path(suite.name).resolve():
-        return
-    builtin = load_suite(suite.name)
-    if [c.to_dict() for c in suite.cases] != [c.to_dict() for c in builtin.cases] \
-            or suite.hardware != builtin.hardware:
-        raise RunDirError(f"{suite.path}: name {suite.name!r} is the built-in suite {suite_path(suite.name)}, and "
+    builtin = posing_as_builtin(suite)
+    if builtin is not None:
+        raise RunDirError(f"{suite.path}: name {suite.name!r} is the built-in suite {builtin}, and "
                           "this file runs other cases; give it a name of its own")
 
 

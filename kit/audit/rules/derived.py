@@ -104,9 +104,10 @@ def derived_files_recomputed(ev: Evidence, out: Finding) -> None:
             break
 
 
-@predicate()
-def claims_derive(ev: Evidence, out: Finding) -> None:
-    """Every published claim carried in the bundle re-derives from its log by its stated method (crosscheck)."""
+@predicate(versions={1: {"strict": False}, 2: {"strict": True}})
+def claims_derive(ev: Evidence, out: Finding, strict: bool) -> None:
+    """Every published claim carried in the bundle re-derives from its log by its stated method (crosscheck); from
+    version 2 (strict), a method's scale is bounded by the ranks its log shows and no claim lists a log twice."""
     from kit.results.crosscheck import MATCH, check_claims
 
     if ev.claims is None:
@@ -114,7 +115,8 @@ def claims_derive(ev: Evidence, out: Finding) -> None:
         return
     name = f"claims/{ev.claims.name}"
     try:
-        verdicts = check_claims(ev.claims, confine=ev.claims.parent, max_rel_tol=ev.claims_rel_tol)
+        verdicts = check_claims(ev.claims, confine=ev.claims.parent, max_rel_tol=ev.claims_rel_tol,
+                                strict=strict)
     except ConfigError as exc:  # named as the bundle names it, never by the auditor's temporary path
         out.fail(f"claims cannot be read: {exc.key + ': ' if exc.key else ''}{exc.reason}", name, exc.line)
         return
