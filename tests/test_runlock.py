@@ -123,3 +123,27 @@ def test_kit_bundle_stopped_by_a_signal_cleans_up_as_ctrl_c_does(tmp_path, sig):
     assert proc.returncode == 128 + getattr(signal, sig), err
     assert f"terminated ({sig})" in err
     assert list(out.iterdir()) == [] and list(tmp.iterdir()) == []  # no .partial, no kit-bundle-* copy
+
+
+@pytest.mark.parametrize("planted", ["link", "dangling link", "fifo", "folder"])
+def test_a_lock_file_that_is_a_link_or_not_a_file_is_refused_and_nothing_written_through(run_dir, tmp_path, planted):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    lock = run_dir / runlock.LOCK_NAME
+    lock.unlink(missing_ok=True)
+    if planted == "link":
+        lock.symlink_to(target)
+    elif planted == "dangling link":
+        lock.symlink_to(tmp_path / "made-through-the-link")
+    elif planted == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    with pytest.raises(runlock.LockFileError, match=f"^{lock}: the run's lock file is "):
+        runlock.acquire(run_dir)
+    with pytest.raises(runlock.LockFileError):
+        runlock.is_busy(run_dir)
+    done = kit("bench", "--resume", str(run_dir))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and str(lock) in done.stderr, done.stderr
+    assert target.read_text() == "keep me\n" and not (tmp_path / "made-through-the-link").exists()
+    assert not list((run_dir / "logs").iterdir())  # nothing ran
