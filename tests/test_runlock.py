@@ -147,3 +147,29 @@ def test_a_lock_file_that_is_a_link_or_not_a_file_is_refused_and_nothing_written
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and str(lock) in done.stderr, done.stderr
     assert target.read_text() == "keep me\n" and not (tmp_path / "made-through-the-link").exists()
     assert not list((run_dir / "logs").iterdir())  # nothing ran
+
+
+def test_resume_refuses_while_a_process_of_the_run_outlives_its_kit_bench(run_dir):
+    from kit.run.records import RUN_ENV
+
+    # what a launcher's worker in a session of its own looks like after its kit bench was killed: it carries the run
+    log = run_dir / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("a live log\n")
+    orphan = subprocess.Popen([sys.executable, "-c", "import sys, time; print('up', flush=True); time.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True,
+                              env={**os.environ, RUN_ENV: str(run_dir.resolve())})
+    try:
+        assert orphan.stdout.readline().strip() == "up"
+        done = kit("bench", "--resume", str(run_dir))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and f"pid {orphan.pid} (" in done.stderr, done.stderr
+        assert "still run" in done.stderr and "then resume" in done.stderr
+        assert log.read_text() == "a live log\n" and not (run_dir / "attempts").exists()  # its log not moved
+    finally:
+        orphan.kill()
+        orphan.wait()
+    done = kit("bench", "--resume", str(run_dir))  # gone: the resume trains
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run_dir / "run.json").read_text())["runs"][str(log.relative_to(run_dir))]["status"] == "ok"
+    assert (run_dir / "attempts").is_dir()

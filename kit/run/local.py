@@ -3,6 +3,11 @@
 Each run is one process (the harness, its framework's launcher, or a publisher's program through
 scripts/reference/launch.py) in a session of its own, stdout+stderr into the run's log; a timeout or
 Ctrl-C stops its whole process tree, and with an image every container of the run is removed.
+
+When kit itself dies (kill -9 included), the run's process dies with it: on Linux it starts with a parent-death
+signal, SIGTERM, which the launchers (torch.distributed.run, paddle.distributed.launch, scripts/reference/launch.py)
+pass on to their workers. Every process of the run carries RUN_ENV (the run directory) in its environment, so a
+resume finds any that outlived it (kit.run.records.live_processes) and refuses to train beside them.
 """
 
 from __future__ import annotations
@@ -16,12 +21,32 @@ from pathlib import Path
 from kit.config import reference
 from kit.run.command import SCRIPTS, Command, Container, Mount, RunCommand, Site, cleanup_command, command_for
 from kit.run.plan import PlannedRun, model_code_root
-from kit.run.records import cpu_count, sidecar_path
+from kit.run.records import RUN_ENV, cpu_count, sidecar_path
 from kit.run.runner import HostStatus, RunError, Runner, master_port, stop_tree
 
 
 class BenchError(RunError):
     """Why a bench cannot start or go on (one line for the user)."""
+
+
+# Sets the parent-death signal (prctl PR_SET_PDEATHSIG = 1), ends at once if kit is already gone, then becomes argv.
+_WITH_PARENT = """import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+if os.getppid() != int(sys.argv[1]):
+    os._exit(128 + signal.SIGTERM)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write(f"kit: cannot start {sys.argv[2]}: {exc.strerror}\\n")
+    os._exit(127)
+"""
+
+
+def dies_with_kit(argv: list[str]) -> list[str]:
+    """argv started so that it gets SIGTERM when this process ends (Linux; elsewhere argv as it is)."""
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [sys.executable, "-c", _WITH_PARENT, str(os.getpid()), *argv]
 
 
 class LocalRunner(Runner):
@@ -76,8 +101,9 @@ class LocalRunner(Runner):
         with open(log, "wb") as out:
             out.write(f"# kit bench: {command.shell()}\n".encode())
             out.flush()
-            self._proc = subprocess.Popen(command.argv, stdout=out, stderr=subprocess.STDOUT,
-                                          env=os.environ | command.env, cwd=self.run_dir, start_new_session=True)
+            self._proc = subprocess.Popen(dies_with_kit(command.argv), stdout=out, stderr=subprocess.STDOUT,
+                                          env=os.environ | command.env | {RUN_ENV: str(self.run_dir)},
+                                          cwd=self.run_dir, start_new_session=True)
 
     def wait(self, timeout: float) -> bool:
         try:
