@@ -173,3 +173,40 @@ def test_resume_refuses_while_a_process_of_the_run_outlives_its_kit_bench(run_di
     assert done.returncode == 0, done.stderr
     assert json.loads((run_dir / "run.json").read_text())["runs"][str(log.relative_to(run_dir))]["status"] == "ok"
     assert (run_dir / "attempts").is_dir()
+
+
+def test_report_and_compare_of_a_run_in_progress_say_so(tmp_path):
+    import shutil
+
+    golden = Path(__file__).parent / "fixtures/golden-bundles/cpu-loader/run/golden-20261128-031812"
+    run = tmp_path / golden.name  # a real finished run, now resumed by a kit bench (it holds the lock)
+    shutil.copytree(golden, run)
+    def files() -> dict:
+        return {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != runlock.LOCK_NAME}
+
+    before = files()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        done = kit("report", str(run))  # its own report.md: refused, not rewritten under the bench
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"kit: {run} is still in progress (kit pid {holder.pid} on ")
+        assert "report it then, or give --out elsewhere for a snapshot" in done.stderr
+        assert files() == before
+        done = kit("report", str(run), "--out", str(tmp_path / "snap"))  # a snapshot elsewhere: said so
+        assert done.returncode == 0, done.stderr
+        assert f"kit: warning: {run} is still in progress (kit pid {holder.pid} on " in done.stderr
+        assert "**Run in progress**: " in (tmp_path / "snap/report.md").read_text()
+        done = kit("compare", str(run), str(run / "results.json"))
+        assert done.returncode == 0, done.stderr
+        for side in ("A", "B"):
+            said = f"{side} ({run}) is still in progress (kit pid {holder.pid} on "
+            assert f"kit: warning: {said}" in done.stderr and f"**Run in progress**: {said}" in done.stdout
+    finally:
+        holder.kill()
+        holder.wait()
+    done = kit("report", str(run))  # ended: the run's own report again, the same as kit bench wrote it
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    assert (run / "report.md").read_bytes() == before["report.md"]
+    done = kit("compare", str(run), str(run))
+    assert "in progress" not in done.stdout + done.stderr

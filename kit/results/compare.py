@@ -305,7 +305,8 @@ def _num(value: float | None, fmt: str = ".2f") -> str:
 
 
 def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: float = DEFAULT_FACTOR,
-                alpha: float = DEFAULT_ALPHA, only_changed: bool = False) -> str:
+                alpha: float = DEFAULT_ALPHA, only_changed: bool = False, in_progress=()) -> str:
+    """in_progress: a line per run still being written (a kit bench holds its lock), shown under the title."""
     a_name, b_name = _cell(a_name), _cell(b_name)
     lines = [
         f"# Throughput comparison: {a_name} → {b_name}", "",
@@ -317,6 +318,7 @@ def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: f
         "side ran on a busy host (run.json's host load, the report's rule), else it is inconclusive.",
         "",
     ]
+    lines += [line for w in in_progress for line in (f"**Run in progress**: {_cell(w)}.", "")]
     shown = [r for r in rows if not (only_changed and r.verdict in UNCHANGED)]
     if shown:
         lines += ["| case | unit | A | B | ratio | verdict | why |", "| --- | --- | --- | --- | --- | --- | --- |"]
