@@ -22,31 +22,11 @@ from kit.config import reference
 from kit.run.command import SCRIPTS, Command, Container, Mount, RunCommand, Site, cleanup_command, command_for
 from kit.run.plan import PlannedRun, model_code_root
 from kit.run.records import RUN_ENV, cpu_count, sidecar_path
-from kit.run.runner import HostStatus, RunError, Runner, master_port, stop_tree
+from kit.run.runner import HostStatus, RunError, Runner, dies_with_kit, master_port, stop_tree
 
 
 class BenchError(RunError):
     """Why a bench cannot start or go on (one line for the user)."""
-
-
-# Sets the parent-death signal (prctl PR_SET_PDEATHSIG = 1), ends at once if kit is already gone, then becomes argv.
-_WITH_PARENT = """import ctypes, os, signal, sys
-ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-if os.getppid() != int(sys.argv[1]):
-    os._exit(128 + signal.SIGTERM)
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as exc:
-    sys.stderr.write(f"kit: cannot start {sys.argv[2]}: {exc.strerror}\\n")
-    os._exit(127)
-"""
-
-
-def dies_with_kit(argv: list[str]) -> list[str]:
-    """argv started so that it gets SIGTERM when this process ends (Linux; elsewhere argv as it is)."""
-    if not sys.platform.startswith("linux"):
-        return list(argv)
-    return [sys.executable, "-c", _WITH_PARENT, str(os.getpid()), *argv]
 
 
 class LocalRunner(Runner):
