@@ -47,6 +47,7 @@ def dies_with_kit(argv: list[str]) -> list[str]:
         return list(argv)
     return [sys.executable, "-c", _WITH_PARENT, str(os.getpid()), *argv]
 
+
 # Waits for the parent-death signal, then runs argv; a guard kit closes (SIGKILL) runs nothing.
 _GUARD = """import ctypes, os, signal, subprocess, sys
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})

@@ -2,7 +2,8 @@
 
 Rank 0 is the first host (the master address). Each host's process tree runs in its own session (`setsid`),
 its process-group id written beside its stdout.log, so a timeout, a failed host or Ctrl-C stops the run on
-EVERY host: SIGTERM to the tree, SIGKILL after the grace period (kit.run.runner.KILL_GRACE_S). Hosts with
+EVERY host: SIGTERM to the tree, SIGKILL after the grace period (kit.run.runner.KILL_GRACE_S); so does the end of
+the kit's SSH connection (kill -9 of the kit included: wrapper_command's watcher). Hosts with
 runtime docker run each rank in the pinned image; a killed `docker run` client's container is removed too.
 
     <work_dir>/runs/<run id>/<host>/<run folder>/   stdout.log, pgid, launcher/, <log stem>.cmd.json
