@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -129,6 +130,36 @@ def test_interrupted_bench_resumes_only_what_is_missing(tmp_path):
     assert len(meta["runs"]) == 4 and all(r["status"] == "ok" for r in meta["runs"].values())
     report = (run_dir / "report.md").read_text()
     assert "Logs that gave no figure" not in report and "attempts" not in report
+
+
+def test_kill_9_of_kit_bench_takes_its_training_process_with_it(tmp_path):
+    from kit.run.records import live_processes
+
+    text = TINY_SUITE_BASE.replace("repeats: 2", "repeats: 1").replace("[paddle, torch]", "torch")
+    text = text.replace("measure_steps: 2", "measure_steps: 100000")  # trains for hours unless stopped
+    runs = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "kit", "bench", "--suite", str(write_suite(tmp_path, text)), "--runs-dir", str(runs)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline, trainers = time.monotonic() + 240, []
+    try:
+        while not trainers and proc.poll() is None and time.monotonic() < deadline:  # until train.py runs
+            time.sleep(0.2)
+            dirs = list(runs.glob("*/run.json")) if runs.exists() else []
+            trainers = harness_processes(dirs[0].parent) if dirs else []
+        assert trainers, "train.py never started"
+        run_dir = dirs[0].parent
+        assert {p.pid for p in live_processes(run_dir)} >= {p.pid for p in trainers}
+        proc.kill()  # kill -9: no handler of kit's runs
+        proc.wait(timeout=30)
+        _gone, alive = psutil.wait_procs(trainers, timeout=30)
+        assert alive == [], "train.py outlived kit bench"
+        assert live_processes(run_dir) == []
+    finally:
+        for leftover in trainers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                leftover.kill()
+        proc.kill()
+        proc.wait()
 
 
 def test_hung_case_is_killed_after_its_timeout_and_reported(tmp_path):

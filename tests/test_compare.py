@@ -323,3 +323,55 @@ def test_cli_refuses_bad_inputs_naming_the_file(tmp_path, capsys):
         assert captured.out == "" and captured.err.startswith(f"kit: {message}"), captured.err
     with pytest.raises(InputError, match="schema_version 2"):
         cmp.load_results(v2)
+
+
+# ----- a busy host: the report's rule (kit.results.noise) from run.json's host_load records -----
+
+HOST_LOAD = json.loads((REAL.parents[1] / "host-load.json").read_text())  # real records: busy, quiet
+
+
+def _host_load(run_dir: Path, load_of) -> None:
+    """run.json beside run_dir's results.json: every run's host_load record, load_of(framework, model) names which."""
+    runs = {}
+    for g in json.loads((run_dir / "results.json").read_text())["groups"]:
+        for c in g["cases"]:
+            for r in c["runs"]:
+                file = r.get("file") or f"{g['framework']}/{g['model']}/bz16/{c['case']}/{g['model']}_b16_fp32_{r['run']}.log"
+                runs[f"logs/{file}"] = {"case": f"{g['framework']}/{g['model']}", "repeat": r["run"], "status": "ok",
+                                        "host_load": HOST_LOAD[load_of(g["framework"], g["model"])]}
+    (run_dir / "run.json").write_text(json.dumps({"schema_version": 1, "runs": runs}))
+
+
+def test_a_case_from_a_busy_host_is_never_faster_or_slower_and_says_why(tmp_path, capsys):
+    a, b = _runs(tmp_path)
+    assert main(["compare", str(a), str(b), "--fail-on-slower"]) == 1  # the quiet baseline: two cases slower
+    capsys.readouterr()
+    _host_load(a, lambda fw, model: "busy" if (fw, model) == ("torch", "arcface") else "quiet")
+    _host_load(b, lambda fw, model: "busy" if model in ("arcface", "vgg16") and fw == "paddle" or
+               (fw, model) == ("torch", "vgg16") else "quiet")
+    assert main(["compare", str(a), str(b), "--fail-on-slower"]) == 0  # every slowdown ran on a busy host
+    out = capsys.readouterr().out
+    rows = {r.split(" | ")[0][2:]: r for r in out.splitlines() if r.startswith("| paddle") or r.startswith("| torch")}
+    busy_b = "B: host busy during 3 of 3 runs (other processes used up to 73% of the CPU)"
+    assert rows["paddle · arcface · batch 16 · fp32 · 1n1g"].endswith(
+        f"| 0.500 | inconclusive | slower beyond factor 1.1, but {busy_b}; 99% CIs of the medians apart |")
+    assert rows["paddle · vgg16 · batch 16 · fp32 · 1n1g"].endswith(
+        f"| 2.000 | inconclusive | faster beyond factor 1.1, but {busy_b}; 99% CIs of the medians apart |")
+    assert f"| inconclusive | slower beyond factor 1.1, but {busy_b}; " in rows["torch · vgg16 · batch 16 · fp32 · 1n1g"]
+    assert rows["torch · arcface · batch 16 · fp32 · 1n1g"].endswith(  # unchanged, and A's busy host said
+        "| within factor | within factor 1.1; 99% CIs of the medians overlap; A: host busy during 3 of 3 runs (other "
+        "processes used up to 73% of the CPU) |")
+    assert "host busy" not in rows["torch · resnet50 · batch 16 · fp32 · 1n1g"]
+    assert ("Note: 4 case(s) ran on a busy host on one side or both (busy: other processes used more than 10% of the "
+            "machine's CPU time during a run, or a GPU ran another process when check-env captured the host): never "
+            "called faster or slower; figures may be low; re-run on a quiet host.") in out.splitlines()
+    assert out.splitlines()[-1].startswith("Summary: 0 faster, 0 slower, 3 inconclusive")
+    rows = cmp.compare(cmp.load_results(a), cmp.load_results(b / "results.json"))  # results.json given: the same
+    assert [r.verdict for r in rows].count(cmp.INCONCLUSIVE) == 3
+
+
+def test_a_run_json_that_is_not_json_is_named(tmp_path):
+    a, _b = _runs(tmp_path)
+    (a / "run.json").write_text("{not json")
+    with pytest.raises(InputError, match=f"^{a / 'run.json'}: not JSON"):
+        cmp.load_results(a)

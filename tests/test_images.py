@@ -166,6 +166,35 @@ def test_a_timed_out_case_leaves_no_container(docker_engine, cpu_image, tmp_path
     assert run_containers(docker_engine, run_dir.name) == []
 
 
+def test_kill_9_of_kit_bench_leaves_no_container(docker_engine, cpu_image, tmp_path):
+    import subprocess
+
+    suite = tmp_path / "slow.yaml"
+    suite.write_text(TINY_SUITE.replace("measure_steps: 3", "measure_steps: 100000"))
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "bench", "--suite", str(suite), "--runs-dir", str(runs),
+                             "--runtime", "docker"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline, logs = time.monotonic() + 180, []
+        while time.monotonic() < deadline:  # until the container trains
+            logs = list(runs.rglob("resnet50_b2_fp32_1.log")) if runs.exists() else []
+            if logs and '"event": "step"' in logs[0].read_text(errors="replace"):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the container never trained")
+        run_id = logs[0].relative_to(runs).parts[0]
+        assert run_containers(docker_engine, run_id)
+    finally:
+        proc.kill()  # kill -9
+        proc.wait()
+    deadline = time.monotonic() + 60
+    while run_containers(docker_engine, run_id) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert run_containers(docker_engine, run_id) == []
+
+
 def test_multinode_runs_one_container_per_host(docker_engine, cpu_image, docker_hosts, inventory, tmp_path):
     _inv, path = inventory
     suite_file = tmp_path / "two.yaml"

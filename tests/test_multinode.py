@@ -195,6 +195,32 @@ def test_ctrl_c_stops_the_job_on_every_host(ssh_hosts, tmp_path):
         assert harness_on(ssh_hosts, host) == [], f"Ctrl-C left harness processes on {host}"
 
 
+def test_kill_9_of_kit_stops_the_job_on_every_host(ssh_hosts, tmp_path):
+    text = TWO_NODE_SUITE.replace("measure_steps: 2", "measure_steps: 1000000")
+    inventory = hosts_yaml(ssh_hosts, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "multinode", "--hosts", "h1,h2", "--suite",
+                             str(write_suite(tmp_path, text)), "--hosts-file", str(inventory), "--runs-dir",
+                             str(tmp_path / "runs")], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            logs = list((tmp_path / "work" / "h1").rglob("stdout.log"))
+            if logs and '"event": "step"' in logs[0].read_text(errors="replace"):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the job never started training")
+        assert harness_on(ssh_hosts, "h1") and harness_on(ssh_hosts, "h2")
+    finally:
+        proc.kill()  # kill -9: kit stops nothing itself; its SSH connections close
+        proc.wait()
+    deadline = time.monotonic() + 60  # each host's watcher: TERM, KILL after the grace period
+    while (left := harness_on(ssh_hosts, "h1") + harness_on(ssh_hosts, "h2")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left == [], f"kill -9 of kit left harness processes: {left}"
+
+
 def test_cluster_runs_single_node_cases_on_the_first_host_and_two_node_cases_on_two(ssh_hosts, tmp_path, capsys):
     text = TWO_NODE_SUITE.replace("nodes: 2, gpus_per_node: 1}", "nodes: [1, 2, 4], gpus_per_node: 1}")
     inventory = hosts_yaml(ssh_hosts, tmp_path)

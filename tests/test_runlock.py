@@ -123,3 +123,90 @@ def test_kit_bundle_stopped_by_a_signal_cleans_up_as_ctrl_c_does(tmp_path, sig):
     assert proc.returncode == 128 + getattr(signal, sig), err
     assert f"terminated ({sig})" in err
     assert list(out.iterdir()) == [] and list(tmp.iterdir()) == []  # no .partial, no kit-bundle-* copy
+
+
+@pytest.mark.parametrize("planted", ["link", "dangling link", "fifo", "folder"])
+def test_a_lock_file_that_is_a_link_or_not_a_file_is_refused_and_nothing_written_through(run_dir, tmp_path, planted):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    lock = run_dir / runlock.LOCK_NAME
+    lock.unlink(missing_ok=True)
+    if planted == "link":
+        lock.symlink_to(target)
+    elif planted == "dangling link":
+        lock.symlink_to(tmp_path / "made-through-the-link")
+    elif planted == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    with pytest.raises(runlock.LockFileError, match=f"^{lock}: the run's lock file is "):
+        runlock.acquire(run_dir)
+    with pytest.raises(runlock.LockFileError):
+        runlock.is_busy(run_dir)
+    done = kit("bench", "--resume", str(run_dir))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and str(lock) in done.stderr, done.stderr
+    assert target.read_text() == "keep me\n" and not (tmp_path / "made-through-the-link").exists()
+    assert not list((run_dir / "logs").iterdir())  # nothing ran
+
+
+def test_resume_refuses_while_a_process_of_the_run_outlives_its_kit_bench(run_dir):
+    from kit.run.records import RUN_ENV
+
+    # what a launcher's worker in a session of its own looks like after its kit bench was killed: it carries the run
+    log = run_dir / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("a live log\n")
+    orphan = subprocess.Popen([sys.executable, "-c", "import sys, time; print('up', flush=True); time.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True,
+                              env={**os.environ, RUN_ENV: str(run_dir.resolve())})
+    try:
+        assert orphan.stdout.readline().strip() == "up"
+        done = kit("bench", "--resume", str(run_dir))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and f"pid {orphan.pid} (" in done.stderr, done.stderr
+        assert "still run" in done.stderr and "then resume" in done.stderr
+        assert log.read_text() == "a live log\n" and not (run_dir / "attempts").exists()  # its log not moved
+    finally:
+        orphan.kill()
+        orphan.wait()
+    done = kit("bench", "--resume", str(run_dir))  # gone: the resume trains
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run_dir / "run.json").read_text())["runs"][str(log.relative_to(run_dir))]["status"] == "ok"
+    assert (run_dir / "attempts").is_dir()
+
+
+def test_report_and_compare_of_a_run_in_progress_say_so(tmp_path):
+    import shutil
+
+    golden = Path(__file__).parent / "fixtures/golden-bundles/cpu-loader/run/golden-20261128-031812"
+    run = tmp_path / golden.name  # a real finished run, now resumed by a kit bench (it holds the lock)
+    shutil.copytree(golden, run)
+    def files() -> dict:
+        return {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != runlock.LOCK_NAME}
+
+    before = files()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        done = kit("report", str(run))  # its own report.md: refused, not rewritten under the bench
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"kit: {run} is still in progress (kit pid {holder.pid} on ")
+        assert "report it then, or give --out elsewhere for a snapshot" in done.stderr
+        assert files() == before
+        done = kit("report", str(run), "--out", str(tmp_path / "snap"))  # a snapshot elsewhere: said so
+        assert done.returncode == 0, done.stderr
+        assert f"kit: warning: {run} is still in progress (kit pid {holder.pid} on " in done.stderr
+        assert "**Run in progress**: " in (tmp_path / "snap/report.md").read_text()
+        done = kit("compare", str(run), str(run / "results.json"))
+        assert done.returncode == 0, done.stderr
+        for side in ("A", "B"):
+            said = f"{side} ({run}) is still in progress (kit pid {holder.pid} on "
+            assert f"kit: warning: {said}" in done.stderr and f"**Run in progress**: {said}" in done.stdout
+    finally:
+        holder.kill()
+        holder.wait()
+    done = kit("report", str(run))  # ended: the run's own report again, the same as kit bench wrote it
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    assert (run / "report.md").read_bytes() == before["report.md"]
+    done = kit("compare", str(run), str(run))
+    assert "in progress" not in done.stdout + done.stderr

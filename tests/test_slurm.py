@@ -156,6 +156,19 @@ def test_slurm_ctrl_c_cancels_the_job(slurm_cluster, tmp_path):
     nothing_left(slurm_cluster)
 
 
+def test_kill_9_of_kit_cancels_the_slurm_job(slurm_cluster, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "kit", *kit_cluster(tmp_path, LONG)], cwd=REPO,
+                            env=dict(os.environ, SLURM_CONF=str(slurm_cluster.conf)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_training(tmp_path)
+        assert slurm_cluster.jobs()
+    finally:
+        proc.kill()  # kill -9: kit cancels nothing itself; its guard scancels the job
+        proc.wait()
+    nothing_left(slurm_cluster)
+
+
 def test_slurm_errors_are_one_line(slurm_cluster, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     args = kit_cluster(tmp_path)

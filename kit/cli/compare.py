@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from kit.cli.common import EXIT_MISMATCH, EXIT_OK
+from kit.core import runlock
 from kit.core.inputs import InputError
 from kit.results import compare
 
@@ -37,10 +39,22 @@ def add_parser(sub) -> None:
     p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any case is significantly slower")
 
 
+def _in_progress(side: str, results: compare.Results) -> str | None:
+    """'B (run) is still in progress (kit pid N on H since T): ...' while a kit process holds the run's lock."""
+    run_dir = results.path.parent
+    if not runlock.is_busy(run_dir):
+        return None
+    return (f"{side} ({run_dir}) is still in progress (kit {runlock.holder(run_dir)}): its results.json is of the "
+            "runs finished before; compare again when it ends")
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     a, b = compare.load_results(args.run_a), compare.load_results(args.run_b)
+    live = [w for side, r in (("A", a), ("B", b)) if (w := _in_progress(side, r))]
+    for warning in live:
+        print(f"kit: warning: {warning}", file=sys.stderr)
     rows = compare.compare(a, b, args.factor, args.alpha)
-    text = compare.to_markdown(rows, a.name, b.name, args.factor, args.alpha, args.only_changed)
+    text = compare.to_markdown(rows, a.name, b.name, args.factor, args.alpha, args.only_changed, live)
     print(text, end="")
     if args.out:
         try:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from kit.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_method_flags, method_from, progress_console
+from kit.core import runlock
 from kit.core.inputs import InputError
 
 
@@ -28,19 +29,42 @@ def _default_method(args: argparse.Namespace) -> bool:
     return args.format == "auto" and method_from(args) == method_from(defaults.parse_args([]))
 
 
-def _run_report(run_dir: Path, out: Path) -> int:
+def _run_report(run_dir: Path, out: Path, live: str | None) -> int:
     """The run's own report (each case by its own rule, the suite's references): what `kit bench` wrote and what
     `kit verify` recomputes."""
     from kit.config.suites import load_suite
     from kit.run.bench import compose_report
 
-    return _write(compose_report(run_dir, load_suite(run_dir / "suite.yaml")), out)
+    return _write(compose_report(run_dir, load_suite(run_dir / "suite.yaml")), out, live)
 
 
-def _write(report, out: Path) -> int:
-    """The report's files into out, its tables on stdout, each unreadable log named."""
+def _in_progress(run_dir: Path) -> str | None:
+    """'RUN is still in progress (kit pid N on H since T)' while a kit process holds the run's lock, else None."""
+    if not runlock.is_busy(run_dir):
+        return None
+    return f"{run_dir} is still in progress (kit {runlock.holder(run_dir)})"
+
+
+def _hold_run(run_dir: Path) -> None:
+    """The run's lock for writing its own report files (kit bench writes them when it ends): a live run's report is
+    refused, never rewritten under it; a resume started meanwhile is refused."""
+    try:
+        runlock.acquire(run_dir)
+    except runlock.RunDirBusy:
+        raise runlock.RunDirBusy(f"{_in_progress(run_dir) or run_dir}: its report.md is written when the run ends; "
+                                 "report it then, or give --out elsewhere for a snapshot of the runs finished so far"
+                                 ) from None
+
+
+def _write(report, out: Path, live: str | None = None) -> int:
+    """The report's files into out, its tables on stdout, each unreadable log named; live: the report is a snapshot
+    of a run in progress, said at its top and on stderr."""
     from kit.results import exporters
 
+    if live:
+        report.settings = f"**Run in progress**: {live}; this is a snapshot of the runs finished so far.\n\n" + \
+            report.settings
+        print(f"kit: warning: {live}: this report is a snapshot of the runs finished so far", file=sys.stderr)
     try:
         written = exporters.write_outputs(report, out)
     except OSError as exc:  # --out names a file, or a folder that cannot be written
@@ -63,8 +87,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise InputError(args.out, "exists and is not a folder (--out names the folder the report files go to)")
     method = method_from(args)
     run = _is_run_dir(args.dir)
+    if run and _default_method(args) and (args.out is None or args.out.resolve() == args.dir.resolve()):
+        _hold_run(args.dir)
+        try:
+            return _run_report(args.dir, args.dir, None)
+        finally:
+            runlock.release(args.dir)
+    live = _in_progress(args.dir) if run else None
     if run and _default_method(args):
-        return _run_report(args.dir, args.out or args.dir)
+        return _run_report(args.dir, args.out, live)
     # a run read by another method: its logs/ only (not the hosts' copies), reported outside the run, whose own
     # report stays the one `kit verify` recomputes; any other tree: ./reports/<name>/ unless --out
     source = args.dir / "logs" if run else args.dir
@@ -79,4 +110,4 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not result.groups and not result.failures:
         raise UsageError(f"{args.dir}: no logs in the DLPerf layout (<N>n<G>g/<model>_b<B>_<precision>_<run>.log)")
     beside = (args.dir / "logs").is_dir() and not run  # a bare DLPerf tree with logs/: its report beside them
-    return _write(result, args.out or (args.dir if beside else Path.cwd() / "reports" / args.dir.resolve().name))
+    return _write(result, args.out or (args.dir if beside else Path.cwd() / "reports" / args.dir.resolve().name), live)

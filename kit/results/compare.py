@@ -32,7 +32,10 @@ alpha defaults to asv's p_threshold, 0.002.
 report's framework ratios use): each side's coefficient of variation <= 10% and the 95%
 interval of the ratio of the medians excludes 1. A faster or slower case that fails it is
 "inconclusive" (re-run with more repeats, on a quiet host); it never fails --fail-on-slower.
-An unchanged case keeps its verdict, its reason naming a spread above 10%.
+An unchanged case keeps its verdict, its reason naming a spread above 10%. Likewise a case
+either side of which ran on a busy host (the report's rule, kit.results.noise, from the
+host_load records in the run directory's run.json): never faster or slower, only
+inconclusive, its reason saying which side was busy and how.
 
 Rates (unit x/s) are better higher; a time (unit s) is better lower. Exit status: 0 compared;
 1 with --fail-on-slower and a case slower; 2 bad input (missing or unreadable results.json,
@@ -49,11 +52,12 @@ from pathlib import Path
 
 from kit.core.inputs import InputError, parse_json, read_input
 from kit.core.layout import GroupKey, RunLog, case_name, classify
-from kit.results import stats
+from kit.results import noise, stats
 
 DEFAULT_FACTOR, DEFAULT_ALPHA = 1.1, 0.002  # asv compare --factor default; asv is_different p_threshold
 FASTER, SLOWER, WITHIN, NOT_SIGNIFICANT = "faster", "slower", "within factor", "no significant change"
 INCONCLUSIVE = "inconclusive"
+BUSY_MARK = ": host busy during "  # in a row's reason: a side ran on a busy host (kit.results.noise.busy_runs)
 ONLY_A, ONLY_B = "only in A", "only in B"
 FAILED_A, FAILED_B, FAILED_BOTH = "failed in A", "failed in B", "failed in both"
 UNCHANGED = (WITHIN, NOT_SIGNIFICANT)
@@ -128,6 +132,7 @@ class Results:
     path: Path
     cases: dict = field(default_factory=dict)  # Key -> (unit, values)
     failed: dict = field(default_factory=dict)  # Key -> count of logs that failed to parse
+    host_load: dict = field(default_factory=dict)  # Key -> run.json's host_load entries of its runs
 
     @property
     def name(self) -> str:
@@ -145,7 +150,31 @@ def load_results(path) -> Results:
         data = parse_json(read_input(path, "results.json"))
     except ValueError as exc:
         raise InputError(path, f"not JSON ({exc})") from None
-    return parse_results(data, path)
+    results = parse_results(data, path)
+    if (meta := path.parent / "run.json").is_file():  # a run directory's: how loaded its host was
+        try:
+            results.host_load = host_loads(parse_json(read_input(meta, "run.json")))
+        except ValueError as exc:
+            raise InputError(meta, f"not JSON ({exc})") from None
+    return results
+
+
+def _key_of(file: str) -> Key | None:
+    log = classify(Path("/") / file, Path("/"))
+    if not isinstance(log, RunLog):
+        return None
+    return (log.group.framework, log.group.model, log.group.batch, log.group.precision, log.nodes,
+            log.gpus_per_node)
+
+
+def host_loads(meta) -> dict:
+    """Key -> the host_load entries of run.json's runs of that case (parsed run.json; others give {})."""
+    runs = meta.get("runs") if isinstance(meta, dict) else None
+    out: dict = {}
+    for log, entry in (runs.items() if isinstance(runs, dict) else ()):
+        if isinstance(entry, dict) and isinstance(entry.get("host_load"), dict) and (key := _key_of(str(log))):
+            out.setdefault(key, []).append(entry["host_load"])
+    return out
 
 
 def parse_results(data, path) -> Results:
@@ -178,12 +207,8 @@ def parse_results(data, path) -> Results:
             if key in out.cases:
                 raise InputError(path, f"{at}: case {_label(key)} appears twice")
             out.cases[key] = (unit, values)
-    root = Path("/")
     for f in data.get("failures") or []:
-        log = classify(root / str(f.get("file", "")), root) if isinstance(f, dict) else None
-        if isinstance(log, RunLog):
-            key = (log.group.framework, log.group.model, log.group.batch, log.group.precision,
-                   log.nodes, log.gpus_per_node)
+        if isinstance(f, dict) and (key := _key_of(str(f.get("file", "")))):
             out.failed[key] = out.failed.get(key, 0) + 1
     return out
 
@@ -256,11 +281,16 @@ def compare(results_a: Results, results_b: Results, factor: float = DEFAULT_FACT
             verdict, how = NOT_SIGNIFICANT, f"beyond factor {factor:g}, not significant: {how}"
         else:
             verdict = FASTER if gain > 1 else SLOWER
-        noise = stats.ratio_check(a, b)
-        if verdict in (FASTER, SLOWER) and noise.conclusive is False:
-            verdict, how = INCONCLUSIVE, f"{verdict} beyond factor {factor:g}, but {noise.why()}; {how}"
-        elif verdict in UNCHANGED and noise.noisy:
-            how += f"; spread: {', '.join(noise.spread())} ({stats.NOISE_ADVICE})"
+        spread = stats.ratio_check(a, b)
+        busy = [f"{side}: {why}" for side, R in (("A", A), ("B", B))
+                if (why := noise.busy_runs(R.host_load.get(key, [])))]
+        if verdict in (FASTER, SLOWER) and (spread.conclusive is False or busy):
+            why = "; ".join(([spread.why()] if spread.conclusive is False else []) + busy)
+            verdict, how = INCONCLUSIVE, f"{verdict} beyond factor {factor:g}, but {why}; {how}"
+        else:
+            if verdict in UNCHANGED and spread.noisy:
+                how += f"; spread: {', '.join(spread.spread())} ({stats.NOISE_ADVICE})"
+            how = "; ".join([how, *busy])
         rows.append(Row(key, unit_a, a, b, verdict, "; ".join([how, *notes]), test, p))
     return rows
 
@@ -275,7 +305,8 @@ def _num(value: float | None, fmt: str = ".2f") -> str:
 
 
 def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: float = DEFAULT_FACTOR,
-                alpha: float = DEFAULT_ALPHA, only_changed: bool = False) -> str:
+                alpha: float = DEFAULT_ALPHA, only_changed: bool = False, in_progress=()) -> str:
+    """in_progress: a line per run still being written (a kit bench holds its lock), shown under the title."""
     a_name, b_name = _cell(a_name), _cell(b_name)
     lines = [
         f"# Throughput comparison: {a_name} → {b_name}", "",
@@ -283,10 +314,11 @@ def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: f
         f"ratio is beyond the factor {factor:g} and the difference is significant (asv's rule): Mann-Whitney U "
         f"p < {alpha:g} where the repeat counts allow it, else non-overlapping 99% confidence intervals of the "
         f"medians; and only when the ratio is conclusive (the kit's noise rule: each side's CV <= "
-        f"{stats.NOISE_MAX_CV:.0%} and the {stats.NOISE_LEVEL:.0%} interval of the ratio excludes 1), else it is "
-        "inconclusive.",
+        f"{stats.NOISE_MAX_CV:.0%} and the {stats.NOISE_LEVEL:.0%} interval of the ratio excludes 1) and neither "
+        "side ran on a busy host (run.json's host load, the report's rule), else it is inconclusive.",
         "",
     ]
+    lines += [line for w in in_progress for line in (f"**Run in progress**: {_cell(w)}.", "")]
     shown = [r for r in rows if not (only_changed and r.verdict in UNCHANGED)]
     if shown:
         lines += ["| case | unit | A | B | ratio | verdict | why |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -306,6 +338,10 @@ def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: f
         lines += ["", f"Note: {inconclusive} case(s) inconclusive: beyond the factor and significant by asv's test, "
                   "but the runs spread too much to say which is faster (see why). Re-run with "
                   f"{stats.NOISE_ADVICE} before quoting them."]
+    busy = sum(BUSY_MARK in r.reason for r in rows)
+    if busy:
+        lines += ["", f"Note: {busy} case(s) ran on a busy host on one side or both ({noise.RULE}): never called "
+                  f"faster or slower; {noise.ADVICE}."]
     count = {v: sum(r.verdict == v for r in rows) for v in (FASTER, SLOWER, WITHIN, NOT_SIGNIFICANT, ONLY_A, ONLY_B)}
     failed = sum(r.verdict in (FAILED_A, FAILED_B, FAILED_BOTH) for r in rows)
     hidden = len(rows) - len(shown)

@@ -65,6 +65,19 @@ def busy_warning(entry) -> str | None:
     return f"host busy: {what}: {ADVICE}"
 
 
+def busy_runs(entries: list) -> str | None:
+    """'host busy during 2 of 3 runs (other processes used up to 62% of the CPU)' for one case's host_load
+    entries (kit compare's reason), or None when none was busy."""
+    busy = [e for e in entries if is_busy(e)]
+    if not busy:
+        return None
+    others = [v for e in busy if (v := _number(e, "other_cpu_share")) is not None]
+    gpus = sorted({g for e in busy for g in _gpus(e)})
+    parts = ([f"other processes used up to {max(others):.0%} of the CPU"] if others else []) + \
+        ([f"GPUs held by other processes: {'; '.join(gpus)}"] if gpus else [])
+    return f"host busy during {len(busy)} of {len(entries)} runs ({', '.join(parts)})"
+
+
 def _entries(meta) -> list[tuple[str, dict]]:
     runs = meta.get("runs") if isinstance(meta, dict) else None
     if not isinstance(runs, dict):

@@ -88,6 +88,7 @@ def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, run
 def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: LocalRunner | None,
                train_list: str | Path | None, images: dict[str, str] | None, force: bool) -> BenchResult:
     check_host(suite)
+    records.refuse_beside_live(run_dir)
     runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, suite, train_list),
                                   images=images, hardware=suite.hardware)
     runs, skipped = plan(suite, runner.model_code, force)

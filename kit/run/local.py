@@ -3,6 +3,11 @@
 Each run is one process (the harness, its framework's launcher, or a publisher's program through
 scripts/reference/launch.py) in a session of its own, stdout+stderr into the run's log; a timeout or
 Ctrl-C stops its whole process tree, and with an image every container of the run is removed.
+
+When kit itself dies (kill -9 included), the run's process dies with it: on Linux it starts with a parent-death
+signal, SIGTERM, which the launchers (torch.distributed.run, paddle.distributed.launch, scripts/reference/launch.py)
+pass on to their workers. Every process of the run carries RUN_ENV (the run directory) in its environment, so a
+resume finds any that outlived it (kit.run.records.live_processes) and refuses to train beside them.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from pathlib import Path
 from kit.config import reference
 from kit.run.command import SCRIPTS, Command, Container, Mount, RunCommand, Site, cleanup_command, command_for
 from kit.run.plan import PlannedRun, model_code_root
-from kit.run.records import cpu_count, sidecar_path
-from kit.run.runner import HostStatus, RunError, Runner, master_port, stop_tree
+from kit.run.records import RUN_ENV, cpu_count, sidecar_path
+from kit.run.runner import HostStatus, RunError, Runner, dies_with_kit, master_port, stop_tree
 
 
 class BenchError(RunError):
@@ -76,8 +81,9 @@ class LocalRunner(Runner):
         with open(log, "wb") as out:
             out.write(f"# kit bench: {command.shell()}\n".encode())
             out.flush()
-            self._proc = subprocess.Popen(command.argv, stdout=out, stderr=subprocess.STDOUT,
-                                          env=os.environ | command.env, cwd=self.run_dir, start_new_session=True)
+            self._proc = subprocess.Popen(dies_with_kit(command.argv), stdout=out, stderr=subprocess.STDOUT,
+                                          env=os.environ | command.env | {RUN_ENV: str(self.run_dir)},
+                                          cwd=self.run_dir, start_new_session=True)
 
     def wait(self, timeout: float) -> bool:
         try:

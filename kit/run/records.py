@@ -17,6 +17,7 @@ import platform
 import shutil
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kit import __version__
 from kit.config import reference
@@ -37,9 +38,15 @@ from kit.results.parsers.kitlog import read_what_ran
 from kit.run.command import HARNESS
 from kit.run.plan import PlannedRun
 
+if TYPE_CHECKING:
+    import psutil
+
 
 class RunDirError(KitError):
     """A run directory that cannot be started or resumed (one line for the user)."""
+
+
+RUN_ENV = "KIT_RUN_DIR"  # in the environment of every process of a local run (kit.run.local): its run directory
 
 
 def new_run_dir(runs_dir: Path, suite: str) -> Path:
@@ -84,10 +91,44 @@ def resume(run_dir: Path, write: bool = False) -> Suite:
     if write:
         runlock.acquire(run_dir)
         _suite_unchanged(run_dir)
+        refuse_beside_live(run_dir)
     try:
         return load_suite(run_dir / "suite.yaml")
     except ConfigError as exc:
         raise RunDirError(f"cannot resume: {exc}") from None
+
+
+def live_processes(run_dir: Path) -> list[psutil.Process]:
+    """The processes of this machine started by a local run of run_dir (RUN_ENV), this process excepted."""
+    import psutil
+
+    want, found = str(Path(run_dir).resolve()), []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(RUN_ENV) == want:
+                found.append(proc)
+        except psutil.Error:  # gone, a zombie, or another user's
+            continue
+    return found
+
+
+def refuse_beside_live(run_dir: Path) -> None:
+    """RunDirError naming them when processes of an earlier run of run_dir are alive (a resume must not train
+    beside them, nor move their live logs)."""
+    import psutil
+
+    alive = live_processes(run_dir)
+    if not alive:
+        return
+    named = []
+    for proc in alive[:3]:
+        try:
+            named.append(f"pid {proc.pid} ({' '.join(proc.cmdline())[:80]})")
+        except psutil.Error:
+            named.append(f"pid {proc.pid}")
+    more = f" and {len(alive) - 3} more" if len(alive) > 3 else ""
+    raise RunDirError(f"{run_dir}: {len(alive)} process(es) of an earlier kit bench of this run still run: "
+                     f"{', '.join(named)}{more}; wait for them to end or stop them, then resume")
 
 
 def _suite_unchanged(run_dir: Path) -> None:

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -25,6 +26,52 @@ from kit.run.plan import PlannedRun
 from kit.run.records import measure_of
 
 KILL_GRACE_S = 5.0  # SIGTERM, then SIGKILL what is left after this many seconds (every runner, every host)
+
+
+# Sets the parent-death signal (prctl PR_SET_PDEATHSIG = 1), ends at once if kit is already gone, then becomes argv.
+_WITH_PARENT = """import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+if os.getppid() != int(sys.argv[1]):
+    os._exit(128 + signal.SIGTERM)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write(f"kit: cannot start {sys.argv[2]}: {exc.strerror}\\n")
+    os._exit(127)
+"""
+
+
+def dies_with_kit(argv: list[str]) -> list[str]:
+    """argv started so that it gets SIGTERM when this process ends (Linux; elsewhere argv as it is)."""
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [sys.executable, "-c", _WITH_PARENT, str(os.getpid()), *argv]
+
+
+# Waits for the parent-death signal, then runs argv; a guard kit closes (SIGKILL) runs nothing.
+_GUARD = """import ctypes, os, signal, subprocess, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+if os.getppid() == int(sys.argv[1]):
+    signal.sigwait({signal.SIGTERM})
+subprocess.run(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
+class Guard:
+    """Runs a cleanup command (scancel of a job, say) should this process end without closing the guard, kill -9
+    included (Linux; elsewhere it does nothing)."""
+
+    def __init__(self, argv: list[str] | None = None):  # None: a guard of nothing
+        self._proc = subprocess.Popen([sys.executable, "-c", _GUARD, str(os.getpid()), *argv],
+                                      stdin=subprocess.DEVNULL, start_new_session=True) \
+            if argv and sys.platform.startswith("linux") else None
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
 
 
 class RunError(KitError):

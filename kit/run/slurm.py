@@ -48,13 +48,12 @@ from kit.run import gather
 from kit.run.command import HARNESS, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
 from kit.run.needs import needs_script, read_needs, settle
 from kit.run.plan import PlannedRun
-from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, master_port
+from kit.run.runner import KILL_GRACE_S, Guard, HostStatus, RunError, Runner, master_port
 from kit.run.ssh import HARNESS_FILES, harness_dir, scripts_dir, ssh_site
 
 TOOLS = ("salloc", "srun", "squeue", "scancel", "scontrol", "sinfo")
 Progress = Callable[[str, str, str], None]
-POLL_S = 0.5
-NODE_CHECK_S = 2.0
+POLL_S, NODE_CHECK_S = 0.5, 2.0
 STOP_WAIT_S = 90.0  # srun's end after scancel: Slurm's KillWait (30 s by default) and more
 
 
@@ -91,14 +90,12 @@ def partition_nodes(cfg: SlurmConfig) -> list[str]:
     if cfg.partition not in known:
         raise SlurmError(f"slurm.partition {cfg.partition!r}: Slurm has no such partition "
                          f"(sinfo lists: {', '.join(known) or 'none'})")
-    res = slurm(["sinfo", "-h", "-N", "-p", cfg.partition, "-o", "%N"])
-    return list(dict.fromkeys(res.stdout.split()))
+    return list(dict.fromkeys(slurm(["sinfo", "-h", "-N", "-p", cfg.partition, "-o", "%N"]).stdout.split()))
 
 
 def has_pyxis() -> bool:
     """Whether this srun takes --container-image (the pyxis SPANK plugin)."""
-    res = slurm(["srun", "--help"])
-    return "--container-image" in res.stdout + res.stderr
+    return "--container-image" in (res := slurm(["srun", "--help"])).stdout + res.stderr
 
 
 def container_mode(cfg: SlurmConfig) -> str:
@@ -128,6 +125,7 @@ class SlurmRunner(Runner):
         self.image_ids: dict[str, dict[str, str]] = {}  # docker mode: node -> image reference -> id there
         self._run: PlannedRun | None = None
         self._srun: subprocess.Popen | None = None
+        self._guard = Guard()  # scancels the job should the kit die holding it (kill -9 included)
         self._lines: dict[str, str] = {}
         self._lost: dict[str, str] = {}
         self._timed_out = self._cancelled = False
@@ -258,6 +256,7 @@ class SlurmRunner(Runner):
             proc.terminate()
             self.release()
             raise
+        self._guard = Guard(["scancel", self.job_id])
         names = slurm(["scontrol", "show", "hostnames", _first_line(slurm(["squeue", "-h", "-j", self.job_id,
                                                                               "-o", "%N"]))]).stdout.split()
         self.nodes = [self._node(n, self._address(n)) for n in names]
@@ -269,6 +268,7 @@ class SlurmRunner(Runner):
             slurm(["scancel", self.job_id])
             self._gone(lambda: self._job_state() not in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING"))
             self.progress("slurm", "released", f"job {self.job_id}")
+        self._guard.close()
         self.job_id, self.nodes = None, []
 
     def _job_state(self) -> str:

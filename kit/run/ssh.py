@@ -2,7 +2,8 @@
 
 Rank 0 is the first host (the master address). Each host's process tree runs in its own session (`setsid`),
 its process-group id written beside its stdout.log, so a timeout, a failed host or Ctrl-C stops the run on
-EVERY host: SIGTERM to the tree, SIGKILL after the grace period (kit.run.runner.KILL_GRACE_S). Hosts with
+EVERY host: SIGTERM to the tree, SIGKILL after the grace period (kit.run.runner.KILL_GRACE_S); so does the end of
+the kit's SSH connection (kill -9 of the kit included: wrapper_command's watcher). Hosts with
 runtime docker run each rank in the pinned image; a killed `docker run` client's container is removed too.
 
     <work_dir>/runs/<run id>/<host>/<run folder>/   stdout.log, pgid, launcher/, <log stem>.cmd.json
@@ -74,12 +75,17 @@ def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | 
 
 def wrapper_command(workdir: str, env: dict[str, str], argv: list[str]) -> str:
     """An earlier attempt's folder moved aside, mkdir, cd, then the command as its own session leader (pgid
-    file), stdout+stderr to stdout.log."""
+    file), stdout+stderr to stdout.log. The run dies with its SSH connection: sshd, this shell's parent, ends when
+    the connection closes (kit ended, kill -9 included), and a watcher then stops the tree as kill_command does; a
+    run that ends first takes its watcher with it. (The session's input cannot tell: it is closed from the start.)"""
     inner = f"echo $$ > pgid; exec {remote_env(env)} {quote_cmd(argv)} > stdout.log 2>&1"
     where = quote_cmd([workdir])
     keep = quote_cmd([workdir + ".attempt-"])  # an earlier attempt's files stay on the host, never mixed in
+    watch = (f"(while kill -0 $PPID 2>/dev/null; do sleep 1; done; {kill_command(workdir)}) "
+             "< /dev/null > /dev/null 2>&1 &")
     return (f"if [ -e {where} ]; then mv {where} {keep}$(date +%s%N); fi; "
-            f"mkdir -p {where} && cd {where} && exec setsid -w bash -c {quote_cmd([inner])}")
+            f"mkdir -p {where} && cd {where} && {{ {watch} w=$!; setsid -w bash -c {quote_cmd([inner])}; "
+            "rc=$?; kill $w 2>/dev/null; exit $rc; }")
 
 
 # every descendant of a pid (launchers such as paddle.distributed.launch put workers in sessions of their own,
