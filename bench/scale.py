@@ -47,6 +47,7 @@ from train import UNIT, counted  # noqa: E402  (the harness: what its NLP figure
 from kit.config import reference  # noqa: E402
 from kit.config.cases import Case  # noqa: E402
 from kit.config.suites import load_suite  # noqa: E402
+from kit.core.catalogue import harness  # noqa: E402
 from kit.core.layout import run_folder, sidecar_name  # noqa: E402
 from kit.core.secrets import redact  # noqa: E402
 from kit.hosts import capture as ec  # noqa: E402
@@ -58,6 +59,7 @@ SUITE = REPO / "kit" / "suites" / "v100.yaml"
 PUBLISHED = REPO.parent / "shared" / "fixtures" / "published-logs"
 TOPO = REPO.parent / "shared" / "fixtures" / "nvidia-smi" / "topo-m_8xV100-SXM2_mlx5.txt"
 SMI = REPO / "tests" / "fixtures" / "nvidia-smi" / "tesla-t4.xml"
+GPU_NAME = "Tesla T4"  # the GPU of SMI, the hosts' capture: the logs name the GPU their host has
 KIT = str(REPO / ".venv" / "bin" / "kit")
 WORK = "/home/bench/kit-work"
 DATA = "/data"
@@ -118,6 +120,17 @@ def kitlog(data: dict) -> str:
     return ":::KITLOG " + json.dumps({"kit": 1, **data}) + "\n"
 
 
+def seed003_fields(case: Case) -> dict:
+    """What run_start states of seed 003's models: their size, and the NLP models' sequence length, corpus and
+    epochs (the case's, else the model's default)."""
+    model = harness.MODELS[case.model]
+    if model.family != "seed003":
+        return {}
+    nlp = {"seq_len": case.seq_len or model.seq_len, "corpus_size": case.corpus_size or model.corpus_size,
+           "measure_epochs": case.measure_epochs} if model.epochs else {}
+    return {"size": case.size, **nlp}
+
+
 def harness_rank0(case: Case, repeat: int, host: str) -> str:
     """Rank 0's output of the harness: run_start, warmup_end, one step line per measured step, run_stop, rank_stop."""
     ranks = case.processes
@@ -129,11 +142,12 @@ def harness_rank0(case: Case, repeat: int, host: str) -> str:
                        "framework_version": "2.6.2" if case.framework == "paddle" else "2.3.1",
                        "model": case.model, "params": 25557032, "num_classes": case.num_classes,
                        "precision": case.precision, "amp_effective": case.precision == "amp", "device": "gpu",
-                       "device_name": "Tesla V100-SXM2-32GB", "ranks": ranks, "local_batch": case.batch_size,
+                       "device_name": GPU_NAME, "ranks": ranks, "local_batch": case.batch_size,
                        "global_batch": gb, "image_size": case.image_size, "data": case.data,
                        "channels_last": case.channels_last, "threads": 8, "warmup_steps": case.warmup_steps,
                        "measure_steps": case.measure_steps, "optimizer": "momentum_sgd", "lr": 0.1,
-                       "momentum": 0.9, "weight_decay": 0.0001, "seed": 0, "host": host, "python": "3.11.7"}))
+                       "momentum": 0.9, "weight_decay": 0.0001, "seed": 0, "host": host, "python": "3.11.7",
+                       **seed003_fields(case)}))
     if case.model in ("bert", "transformer"):
         return "".join(out) + epoch_timed(case, repeat, host, t0, per_gpu)
     warm = case.warmup_steps * case.batch_size / per_gpu * 1.4
@@ -283,7 +297,7 @@ def generated_suite(nodes: int, repeats: int | None, trim: bool) -> dict:
     """v100.yaml with every multi-node case on `nodes` hosts (their 4-node references dropped); trim: each entry's
     lists cut to one value (its frameworks kept, its largest GPU count), a tiny run for tests."""
     data = yaml.safe_load(SUITE.read_text())
-    data["name"] = "v100"
+    data["name"] = "v100-generated"  # not the built-in v100: other hosts, repeats and lists
     if repeats:
         data["defaults"]["repeats"] = repeats
     cases = []
@@ -403,7 +417,7 @@ def reference_run(w: Writer, case: Case, repeat: int, hosts: list[str], ips: lis
     folder = run_folder(case.log_path(repeat))
     job = case.ref_job()
     g, ranks = case.gpus_per_node, case.processes
-    text = reference_text(case)
+    text = f"# bench/scale.py: {case.key} run {repeat}\n" + reference_text(case)  # each run's log its own
     entry_hosts = {}
     log_rel = Path("logs") / case.log_path(repeat)
     for n in range(case.nodes):

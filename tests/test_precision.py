@@ -154,9 +154,9 @@ def test_report_and_run_json_say_what_math_layout_and_mode_ran(tmp_path):
     suite = suites.load_suite(run_dir / "suite.yaml")
     text = bench.compose_report(run_dir, suite).settings
     assert "Framework builds: torch 2.11.0+cu130: CUDA 13.0, cuDNN 9.19.0." in text
-    assert "| torch/resnet50/bz256/1n1g/fp32 | TF32 off | nchw | eager |  |" in text
+    assert "| torch/resnet50/bz256/1n1g/fp32 | TF32 off |  | nchw | eager |  |" in text  # logged before loader
     assert ("| torch/resnet50/bz256/1n1g/amp-nhwc-compiled | fp16 autocast + loss scaling; TF32 on (conv, matmul) | "
-            "nhwc | compiled | 41.3 |") in text
+            " | nhwc | compiled | 41.3 |") in text
 
     meta = records.open_run_meta(run_dir, suite)
     by_key = {c.key: c for c in suite.cases}

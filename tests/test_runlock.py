@@ -178,7 +178,7 @@ def test_resume_refuses_while_a_process_of_the_run_outlives_its_kit_bench(run_di
 def test_report_and_compare_of_a_run_in_progress_say_so(tmp_path):
     import shutil
 
-    golden = Path(__file__).parent / "fixtures/golden-bundles/cpu-loader/run/golden-20261128-031812"
+    (golden,) = (Path(__file__).parent / "fixtures/golden-bundles/cpu-loader/run").iterdir()
     run = tmp_path / golden.name  # a real finished run, now resumed by a kit bench (it holds the lock)
     shutil.copytree(golden, run)
     def files() -> dict:
