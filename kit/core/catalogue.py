@@ -9,6 +9,7 @@ files here, so a model's facts and a case key's path to the command line, the lo
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -27,6 +28,11 @@ def load(name: str):
     sys.modules[qualified] = module  # dataclasses look their module up while the file runs
     spec.loader.exec_module(module)
     return module
+
+
+def harness_sha256() -> dict[str, str]:
+    """The sha256 of each harness file (run.json records them; verify compares them with its own)."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(HARNESS_DIR.glob("*.py"))}
 
 
 harness = load("catalogue")

@@ -24,7 +24,7 @@ from kit.config import reference
 from kit.config.cases import Suite
 from kit.config.suites import load_suite, posing_as_builtin
 from kit.core import runlock
-from kit.core.catalogue import contract
+from kit.core.catalogue import contract, harness_sha256
 from kit.core.files import write_json
 from kit.core.inputs import KitError, parse_json
 from kit.core.layout import RunLog, classify, sidecar_name
@@ -35,7 +35,6 @@ from kit.hosts.capture import parse_cpuinfo
 from kit.results.extract import HARNESS_METHOD, Figure, Method, MethodError, compute_figure
 from kit.results.parsers import ParseError, parse_log
 from kit.results.parsers.kitlog import read_what_ran
-from kit.run.command import HARNESS
 from kit.run.plan import PlannedRun
 
 if TYPE_CHECKING:
@@ -230,8 +229,7 @@ def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
         "kit_version": __version__,
         "suite": suite.name,
         "suite_sha256": hashlib.sha256((Path(run_dir) / "suite.yaml").read_bytes()).hexdigest(),
-        "harness_sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-                           for p in sorted(HARNESS.parent.glob("*.py"))},
+        "harness_sha256": harness_sha256(),
         "kit_commit": source_revision(),
         "inherited_environment": run_environment(),
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),

@@ -10,7 +10,6 @@ import contract
 from backend import NLP, SEED003, Dist
 from catalogue import MODELS, NAMES
 from model_specs import IMAGENET_SGD, linear_scaling_lr
-from precision import PRECISIONS
 
 FRAMEWORKS = ("paddle", "torch")
 # the published shapes (catalogue.py): ImageNet 224, PLSC's 112 and MS1M-V3 identities, Paddle's DeepLabV3+
@@ -19,9 +18,8 @@ DEFAULT_IMAGE_SIZE = {m.name: m.image_size for m in MODELS.values() if m.image_s
 DEFAULT_CLASSES = {m.name: m.num_classes for m in MODELS.values() if m.num_classes}
 DEFAULT_SEQ_LEN = {m.name: m.seq_len for m in MODELS.values() if m.seq_len}
 DEFAULT_CORPUS = {m.name: m.corpus_size for m in MODELS.values() if m.corpus_size}
-LOADERS = contract.BY_KEY["loader"].choices  # the JPEG pipelines: loader_cpu.py, loader_gpu.py, loader_dali.py
 # what the contract's flags accept beyond the table's own choices, and whether argparse demands them
-CHOICES = {"framework": FRAMEWORKS, "model": NAMES, "precision": PRECISIONS}
+CHOICES = {"framework": FRAMEWORKS, "model": NAMES}
 REQUIRED = ("framework", "model")
 HELP = {
     "batch_size": "per-process batch (not for --count-params): images, sequences (bert), tokens (transformer)",

@@ -56,10 +56,8 @@ def _device_problems(start: dict, hardware: str | None, captures: dict) -> list[
     return out
 
 
-def _records(path) -> tuple[list[tuple[int, str]], list]:
+def _records(ev: Evidence, path) -> tuple[list[tuple[int, str]], list]:
     """(line, problem) for every record line that is not one the harness writes, and the :::KITLOG events."""
-    from kit.results.parsers.kitlog import events
-
     wrong = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
@@ -67,7 +65,7 @@ def _records(path) -> tuple[list[tuple[int, str]], list]:
                 wrong.append((lineno, "an MLLOG record in a harness log (the harness writes none)"))
             elif KITLOG in line and not line[line.find(KITLOG) + len(KITLOG):].lstrip().startswith("{"):
                 wrong.append((lineno, "a :::KITLOG line that is not a JSON object"))
-    found = events(path)
+    found = ev.events(path)
     wrong += [(e.line, f"an unknown record {e.data.get('event')!r}") for e in found
               if e.data.get("event") not in EVENTS]
     return wrong, found
@@ -117,7 +115,7 @@ def harness_log_closed(ev: Evidence, out: Finding) -> None:
             continue
         out.checked += 1
         rel = ev.rel(log.path)
-        problems, found = _records(log.path)
+        problems, found = _records(ev, log.path)
         starts = [e for e in found if e.data.get("event") == "run_start"]
         stops = [e for e in found if e.data.get("event") == "run_stop"]
         if len(starts) != 1 or len(stops) != 1:

@@ -4,13 +4,12 @@ may rightly have run). Pure; registered in kit.audit.rules.predicates.PREDICATES
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence
 from kit.audit.rules.predicates import predicate
-from kit.core.catalogue import HARNESS_DIR
+from kit.core.catalogue import harness_sha256
 
 if TYPE_CHECKING:
     from kit.audit.rules.engine import Finding
@@ -36,7 +35,7 @@ def code_that_ran_recorded(ev: Evidence, out: Finding) -> None:
     notes = []
     if commit.get("dirty") is True:
         notes.append(f"the kit's checkout had uncommitted changes at {commit['commit'][:12]}")
-    mine = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(HARNESS_DIR.glob("*.py"))}
+    mine = harness_sha256()
     other = sorted(name for name in hashes.keys() | mine.keys() if hashes.get(name) != mine.get(name))
     if other:
         shown = ", ".join(other[:6]) + (f" and {len(other) - 6} more" if len(other) > 6 else "")
