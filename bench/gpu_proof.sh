@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU claim of the kit in one visit of at most 8 minutes to one GPU: bench/gpu_proof.py (its --help says what
+# Every GPU claim of the kit in one visit of about 8.5 minutes to one GPU: bench/gpu_proof.py (its --help says what
 # and how). No make, no network: the kit's dependencies come from .whl/ and DLE's code from .models/ (make gpu-prep
 # makes both on a machine with PyPI; carry both with the checkout). The console is kept in the output folder.
 set -euo pipefail

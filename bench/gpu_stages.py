@@ -32,6 +32,8 @@ from kit.results import stats  # noqa: E402
 HARNESS = REPO / "scripts" / "harness" / "train.py"
 YARDSTICK = REPO / "bench" / "yardstick.py"
 MAKE_TREE = REPO / "data_prep" / "make_synthetic_imagenet.py"
+YARDSTICK_PROCESS_S = 30  # one yardstick process of 3 windows, start included (H200: ~25 s)
+BUNDLE_S = 20  # kit bundle + kit verify of a one-GPU run
 GRACE_S = 20  # after SIGINT at a timeout, before SIGKILL: the kit ends a run cleanly and writes what it has
 YARDSTICK_MODELS = ("resnet50", "vgg16")
 RATIO_TARGET = 0.97  # harness / torchvision yardstick, same setting
@@ -259,8 +261,9 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
     stop = budget.elapsed() + limit_s
     rows: list[Row] = []
     settings = yardstick_settings(suite) if yardstick_on else []
-    # the yardstick's share of the stage: one process per setting, where the kit starts one per repeat
-    stick_s = 0.25 * limit_s if settings else 0.0
+    # the yardstick's share of the stage: one process per setting (~25 s each on an H200, measured), where the kit
+    # starts one per repeat
+    stick_s = YARDSTICK_PROCESS_S * len(settings)
     if check_env:
         env = kit(["check-env", "--local", "--require-gpu", "--runs-dir", str(out / "check-env")], min(120, limit_s))
         if not env.ok:
@@ -269,7 +272,7 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
     runs_dir.mkdir(parents=True, exist_ok=True)
     before = set(runs_dir.iterdir())
     bench = kit(["bench", "--suite", suite, "--runs-dir", str(runs_dir)],
-                stop - budget.elapsed() - stick_s - 30)
+                stop - budget.elapsed() - stick_s - BUNDLE_S)
     run_dir = new_run_dir(runs_dir, before)
     if run_dir is None:
         rows.append(Row(name, f"kit bench --suite {suite}", "—", "a run directory", "failed", bench.why()))

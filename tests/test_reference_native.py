@@ -31,6 +31,7 @@ from kit.config.reference import RefJob, build
 from kit.core.layout import GroupKey
 from kit.images.spec import pin_of
 from kit.results.program_ratio import program_ratio_section
+from kit.run.command import SCRIPTS
 from kit.run.needs import needs_script, read_needs
 from kit.run.plan import local_head, plan
 
@@ -163,7 +164,11 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
     job = RefJob("torch", "resnet50", "amp", 2, 1, 1, "synthetic")
     assert sidecar["argv"] == build(job, code_root=str(root)).argv == ["python", "./main.py", *ARGV]
     assert "PYTHONPATH" not in sidecar["env"] and sidecar["pythonpath"] == [str(root / "dllogger")]
-    assert sidecar["environ"]["PYTHONPATH"] == f"{root / 'dllogger'}:{site}"  # what the program got
+    # what the program got: no DALI here, so the kit's import placeholder first (DLE's dataloaders.py needs its names)
+    placeholders = SCRIPTS / "reference" / "placeholders"
+    assert sidecar["environ"]["PYTHONPATH"] == f"{placeholders}:{root / 'dllogger'}:{site}"
+    assert [(e["module"], e["placeholder"]) for e in sidecar["placeholders"]] == [("nvidia.dali", str(placeholders))]
+    assert "imports nvidia.dali, which the Python of" in (run_dir / "report.md").read_text()
     assert sidecar["command"].startswith(f"cd {root / CONVNETS} && PYTHONPATH={root / 'dllogger'}"
                                          "${PYTHONPATH:+:$PYTHONPATH} python ./main.py")
     # its checkpoint went to the scratch folder, removed after the run: neither the run nor the checkout holds one

@@ -62,6 +62,9 @@ class Impl:
     modes: tuple[str, ...] = ()  # precisions beyond fp32/amp that name a mode of this program
     needs_dali: tuple[str, ...] = ()  # the precisions (modes) in which it reads its data with DALI
     packages: tuple[Package, ...] = ()  # checked out beside its code, on its PYTHONPATH (kit.config.reference)
+    # modules it imports when it loads but never calls in the kit's modes: where its host lacks one, an import
+    # placeholder stands in, recorded (scripts/reference/placeholders)
+    placeholders: tuple[str, ...] = ()
     # what it saves where it runs besides the outputs the kit collects (its checkpoints): in its scratch folder these
     # names are never links into the checkout, so an earlier run's leftover there is not written through
     saves: tuple[str, ...] = ()
@@ -90,6 +93,8 @@ IMPLS: dict[tuple[str, str], Impl] = {(i.framework, i.model): i for i in (
          "PyTorch/Classification/ConvNets", "dle-pytorch",
          "PaddlePaddle/Perf ResNet50V1.5/OtherReports/PyTorch/{scripts/pytorch_test_all.sh,README.md}",
          data_format="folder", synthetic="--data-backend syntetic", packages=(DLLOGGER,),
+         # image_classification/dataloaders.py: `class HybridTrainPipe(Pipeline)` at import, DALI or not
+         placeholders=("nvidia.dali",),
          # image_classification/utils.py save_checkpoint: --checkpoint-filename in --workspace (./), and the best's copy
          saves=("checkpoint.pth.tar", "model_best.pth.tar")),
     Impl("ngc-tensorflow", "tensorflow", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (TensorFlow 1)",

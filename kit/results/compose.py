@@ -24,6 +24,7 @@ from kit.results.report import Report, build_report
 from kit.results.sections import (
     input_section,
     program_data_section,
+    program_placeholder_section,
     program_scratch_section,
     references_section,
     settings_section,
@@ -42,6 +43,7 @@ def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callab
     programs = f"Published programs' images (pins): {'; '.join(stacks)}.\n" if stacks else ""
     report.settings = (settings_section(run_dir, suite) + programs + references_section(report, suite)
                        + input_section(report, run_dir) + program_ratio_section(report, suite, ran_as)
-                       + program_data_section(run_dir / "logs") + program_scratch_section(run_dir))
+                       + program_data_section(run_dir / "logs") + program_scratch_section(run_dir)
+                       + program_placeholder_section(run_dir))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
     return report

@@ -114,6 +114,25 @@ def program_data_section(logs: Path) -> str:
     return "\n".join(head + rows) + "\n"
 
 
+def program_placeholder_section(run_dir: Path) -> str:
+    """One line per module a published program imports but its host lacked, for which the kit's import placeholder
+    stood in (scripts/reference/placeholders), from every host's command record."""
+    stood: dict[str, set[str]] = {}  # module -> the runs' hosts
+    for sidecar in sorted(p for top in ("logs", "hosts") for p in (Path(run_dir) / top).rglob("*" + SIDECAR_SUFFIX)):
+        try:
+            meta = parse_json(sidecar.read_bytes())
+            placed = meta.get("placeholders") or []
+            for entry in placed:
+                if isinstance(entry, dict) and entry.get("placeholder"):
+                    stood.setdefault(str(entry.get("module")), set()).add(str(meta.get("host") or "?"))
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    return "".join(f"\nThe published program imports {module}, which the Python of {', '.join(sorted(hosts))} "
+                   f"lacks: the kit's import placeholder stood in (scripts/reference/placeholders); the program never "
+                   f"calls it in the modes the kit runs, and would stop naming it if it did.\n"
+                   for module, hosts in sorted(stood.items()))
+
+
 def program_scratch_section(run_dir: Path) -> str:
     """One line on what the published programs saved where they ran (checkpoints): the scratch folders outside
     the run directory that scripts/reference/launch.py made and removed, from every host's command record."""

@@ -259,6 +259,8 @@ def launch_argv(python: str, scripts_dir: str, cmd: reference.RefCommand, job: r
     argv += ["--checkout", cmd.checkout] if cmd.checkout else []
     for folder in cmd.pythonpath:
         argv += ["--pythonpath", folder]
+    for module in cmd.impl.placeholders:
+        argv += ["--placeholder", module]
     if cmd.scratch:
         argv += ["--scratch", *(a for name in cmd.impl.saves for a in ("--unlinked", name))]
     if cmd.work_copy:

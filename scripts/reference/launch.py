@@ -2,7 +2,8 @@
 """Start one published benchmark program exactly as given, after recording it beside its log.
 
     python3 launch.py --record LOG_STEM.cmd.json --meta JSON --cwd MODEL_DIR [--checkout TOP] \
-        [--pythonpath DIR ...] [--scratch [--unlinked NAME ...]] [--work-copy NAME --patch FILE --add FILE ...] \
+        [--pythonpath DIR ...] [--placeholder MODULE ...] [--scratch [--unlinked NAME ...]] \
+        [--work-copy NAME --patch FILE --add FILE ...] \
         [--collect PATH ...] -- ARGV...
 
 --meta is the kit's description of the run (kit.config.reference.record: argv, env, methods, ...); ARGV must
@@ -10,6 +11,9 @@ equal its "argv". The record adds what only this host knows: time, host name, th
 commit (TOP: the checkout's top folder, which git's safe.directory names; default MODEL_DIR), the patch's
 sha256, and the whole environment the program gets (values of secret-looking names redacted): each
 --pythonpath DIR goes before the PYTHONPATH this process inherited on its host.
+--placeholder MODULE: a module the program imports when it loads but never calls in the kit's modes (DLE: DALI).
+When the program's Python cannot import it, placeholders/ beside this file goes first on its PYTHONPATH (names to
+import, an error naming the module if used) and the record's "placeholders" says so, with why.
 --work-copy NAME copies MODEL_DIR to ./NAME (a fresh copy each run; the checkout stays untouched),
 applies --patch there (every context line must match at its stated line: no offset, no fuzz) and
 copies each --add file into it (DLPerf ran PLSC's train.py from inside the checkout). Then this
@@ -52,6 +56,31 @@ EXIT_BAD_INPUT = 2
 
 class PatchError(ValueError):
     pass
+
+
+PLACEHOLDERS = Path(__file__).resolve().parent / "placeholders"
+PROBE_S = 60
+
+
+def placeholders(modules: list[str], program: str, cwd: Path) -> list[dict]:
+    """Each MODULE the program's Python (PROGRAM when it is a python, else this one) cannot import is given by
+    PLACEHOLDERS, put first on PYTHONPATH; what was found, for the record."""
+    name = Path(program).name
+    python = (shutil.which(program) or program) if name.startswith("python") else sys.executable
+    out = []
+    for module in modules:
+        try:
+            done = subprocess.run([python, "-c", f"import {module}"], cwd=cwd, capture_output=True, text=True,
+                                  timeout=PROBE_S)
+            said = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+            why = None if done.returncode == 0 else said[-1]
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = f"{python} -c 'import {module}': {exc}"
+        if why is not None and str(PLACEHOLDERS) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+            os.environ["PYTHONPATH"] = os.pathsep.join([str(PLACEHOLDERS),
+                                                        *filter(None, [os.environ.get("PYTHONPATH")])])
+        out.append({"module": module, "placeholder": None if why is None else str(PLACEHOLDERS), "why": why})
+    return out
 
 
 def redact(env: dict[str, str]) -> dict[str, str]:
@@ -231,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cwd", type=Path, required=True)
     p.add_argument("--checkout", type=Path)
     p.add_argument("--pythonpath", action="append", default=[])
+    p.add_argument("--placeholder", action="append", default=[])
     p.add_argument("--scratch", action="store_true")
     p.add_argument("--unlinked", action="append", default=[])
     p.add_argument("--work-copy")
@@ -248,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     if args.pythonpath:  # the program's packages first, then what its host's Python finds
         os.environ["PYTHONPATH"] = os.pathsep.join([*args.pythonpath, *filter(None, [os.environ.get("PYTHONPATH")])])
+    placed = placeholders(args.placeholder, command[0], args.cwd)
     child = Child() if args.collect or args.scratch else None
     where, digest, scratch = args.cwd, None, None
     try:
@@ -269,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         "patch_sha256": digest,
         "environ": redact(dict(os.environ)),
     })
+    if args.placeholder:
+        meta["placeholders"] = placed
     if scratch is not None:
         meta["scratch"] = {"path": str(scratch), "removed": None}  # known even if this process is killed
     args.record.parent.mkdir(parents=True, exist_ok=True)

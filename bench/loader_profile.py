@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Where the gpu loader's time goes, batch by batch: one JSON object per phase on stdout (and --json FILE).
+
+    python3 bench/loader_profile.py --list TRAIN_LIST [--batch-size 256] [--batches 8] [--workers N] [--device gpu]
+
+Phases, each over the same batches after one warm-up batch:
+  loader      DeviceImageLoader inline (decode_ahead=0): images/s of next(), split into waiting for the worker
+              threads' items (header, file, crop box), the decode, and the crop/resize/normalise
+  nvjpeg      torchvision.io.decode_jpeg(list, device="cuda") on the batch's files already in memory (GPU only)
+  host_decode Pillow decoding the same files in --workers threads (what the cpu loader's decode costs)
+The GPU is synchronised at each phase's edges. Made to find the gpu loader's bound on a GPU machine (bench/gpu_proof.sh
+stage 2 measured it at 0.22 of synthetic on an H200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "harness"))
+import data  # noqa: E402
+import loader_gpu  # noqa: E402
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--list", type=Path, required=True)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--batches", type=int, default=8)
+    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    p.add_argument("--json", type=Path)
+    return p.parse_args(argv)
+
+
+class Timed(loader_gpu.DeviceImageLoader):
+    """The loader, its collate's two halves timed (GPU synchronised around each)."""
+
+    def __init__(self, *args, sync, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.sync, self.spent = sync, {"decode": 0.0, "crop_resize": 0.0}
+
+    def _collate(self, state, items, labels):
+        self.sync()
+        t0 = time.perf_counter()
+        images = self._decode(items)
+        self.sync()
+        t1 = time.perf_counter()
+        out = self._crop_resize(images, items)
+        self.sync()
+        self.spent["decode"] += t1 - t0
+        self.spent["crop_resize"] += time.perf_counter() - t1
+        return out, self.ops.tensor(labels)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    import torch
+
+    gpu = 0 if a.device == "gpu" else None
+    sync = torch.cuda.synchronize if gpu is not None else (lambda: None)
+    entries = data.load_list(a.list)
+    results = []
+
+    def say(row: dict) -> None:
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+    with Timed(entries, a.batch_size, a.image_size, framework="torch", gpu=gpu, workers=a.workers,
+               channels_last=True, decode_ahead=0, sync=sync) as loader:
+        next(loader)
+        loader.spent = {"decode": 0.0, "crop_resize": 0.0}
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(a.batches):
+            next(loader)
+        sync()
+        total = time.perf_counter() - t0
+        images = a.batches * a.batch_size
+        say({"phase": "loader", "images_per_sec": round(images / total, 1), "seconds": round(total, 3),
+             "decode_s": round(loader.spent["decode"], 3), "crop_resize_s": round(loader.spent["crop_resize"], 3),
+             "items_wait_s": round(total - sum(loader.spent.values()), 3), "workers": a.workers,
+             "decoder": loader.decoder})
+    files = [Path(p).read_bytes() for p, _ in entries[: a.batch_size]]
+    if gpu is not None:
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        batch = [torch.frombuffer(bytearray(f), dtype=torch.uint8) for f in files]
+        decode_jpeg(batch, mode=ImageReadMode.RGB, device="cuda")
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(a.batches):
+            decode_jpeg(batch, mode=ImageReadMode.RGB, device="cuda")
+        sync()
+        took = time.perf_counter() - t0
+        say({"phase": "nvjpeg", "images_per_sec": round(a.batches * len(files) / took, 1), "seconds": round(took, 3),
+             "torchvision": __import__("torchvision").__version__})
+    image = data.pillow()
+
+    def host_decode(f: bytes) -> tuple:
+        with image.open(io.BytesIO(f)) as img:
+            return img.convert("RGB").size
+
+    with ThreadPoolExecutor(a.workers) as pool:
+        list(pool.map(host_decode, files))
+        t0 = time.perf_counter()
+        for _ in range(a.batches):
+            list(pool.map(host_decode, files))
+        took = time.perf_counter() - t0
+    say({"phase": "host_decode", "images_per_sec": round(a.batches * len(files) / took, 1), "seconds": round(took, 3),
+         "workers": a.workers})
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

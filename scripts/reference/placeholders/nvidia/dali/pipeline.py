@@ -1,0 +1,3 @@
+from nvidia.dali import absent
+
+Pipeline = absent("pipeline.Pipeline")

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Sample what each GPU does while a run trains, into one raw file, until SIGTERM/SIGINT (or --seconds).
+
+    python3 gpu_sampler.py --out RUN_STEM.gpu.jsonl [--interval-ms 100] [--gpus 0,1] [--source auto|nvml|smi]
+
+Two sources, each writing what it read, unreduced:
+  nvml  NVML through nvidia-ml-py (pynvml), where the kit's Python runs: JSON lines, a header line
+        {"telemetry": 1, "source": "nvml", ...the GPUs...} then one line per GPU per sample (SAMPLE_KEYS).
+  smi   `nvidia-smi --query-gpu=FIELDS --format=csv,nounits -lms N`, where only the driver is there (a published
+        program's image, a Slurm node): a header line "# telemetry 1 source smi ..." then nvidia-smi's own CSV, its
+        header row included. FIELDS is SMI_FIELDS, less the ones this driver does not know (asked once first).
+auto: nvml when pynvml imports and initialises, else smi. Exit 0 when stopped by a signal or --seconds; 2 bad input;
+3 no source works here (no GPU, no driver): the file then holds the header and why. Standard library only, pynvml
+optional; never imports the kit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+SCHEMA = 1
+# nvidia-smi --query-gpu names, in the order of the CSV; the ones a driver lacks are left out (asked first)
+SMI_FIELDS = ("timestamp", "index", "uuid", "clocks.current.sm", "clocks.current.memory", "clocks.max.sm",
+              "power.draw", "power.draw.instant", "enforced.power.limit", "temperature.gpu", "utilization.gpu",
+              "utilization.memory", "memory.used", "clocks_event_reasons.active")
+SMI_OLD_NAMES = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}  # drivers before 535
+# one NVML sample of one GPU: seconds since the epoch, MHz, W, mJ (counter since the driver loaded), C, %, MiB, bits
+SAMPLE_KEYS = ("t", "gpu", "sm_mhz", "mem_mhz", "power_w", "limit_w", "energy_mj", "temp_c", "util_gpu", "util_mem",
+               "mem_used_mib", "reasons")
+EXIT_BAD_INPUT, EXIT_NO_SOURCE = 2, 3
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="gpu_sampler.py", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--interval-ms", type=int, default=100)
+    p.add_argument("--gpus", default="", help="comma-separated indices (default: every GPU)")
+    p.add_argument("--source", choices=("auto", "nvml", "smi"), default="auto")
+    p.add_argument("--seconds", type=float, default=0, help="stop after this long (default: at SIGTERM/SIGINT)")
+    a = p.parse_args(argv)
+    if not 10 <= a.interval_ms <= 60_000:
+        p.error(f"--interval-ms: 10 to 60000, got {a.interval_ms}")
+    try:
+        a.gpus = [int(g) for g in a.gpus.split(",") if g.strip()]
+    except ValueError:
+        p.error(f"--gpus: comma-separated integers, got {a.gpus!r}")
+    return a
+
+
+class Stop:
+    """Set by SIGTERM/SIGINT/SIGHUP or the deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        self.event = threading.Event()
+        self.deadline = time.monotonic() + seconds if seconds > 0 else None
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda *_: self.event.set())
+
+    def wait(self, seconds: float) -> bool:
+        """True when it is time to stop (waits at most SECONDS)."""
+        if self.deadline is not None:
+            seconds = min(seconds, max(0.0, self.deadline - time.monotonic()))
+            if self.event.wait(seconds) or time.monotonic() >= self.deadline:
+                return True
+            return False
+        return self.event.wait(seconds)
+
+
+# ---- NVML ------------------------------------------------------------------------------------------------------
+
+def nvml_open(gpus: list[int]):
+    """(pynvml, [(index, handle)], the header's GPUs) or raises why not."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    count = pynvml.nvmlDeviceGetCount()
+    wanted = gpus or list(range(count))
+    if bad := [g for g in wanted if not 0 <= g < count]:
+        raise ValueError(f"no GPU {bad[0]} here (NVML sees {count})")
+    handles = [(g, pynvml.nvmlDeviceGetHandleByIndex(g)) for g in wanted]
+    described = []
+    for g, h in handles:
+        described.append({"index": g, "name": _str(pynvml.nvmlDeviceGetName(h)),
+                          "uuid": _str(pynvml.nvmlDeviceGetUUID(h)),
+                          "max_sm_mhz": _try(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM),
+                          "max_mem_mhz": _try(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_MEM),
+                          "limit_w": _milli(_try(pynvml.nvmlDeviceGetEnforcedPowerLimit, h))})
+    return pynvml, handles, described
+
+
+def _str(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _try(fn, *args):
+    """FN(*ARGS), or None where this GPU does not support it."""
+    try:
+        return fn(*args)
+    except Exception:  # noqa: BLE001  (pynvml.NVMLError_NotSupported and kin: the field is absent, not fatal)
+        return None
+
+
+def _milli(value) -> float | None:
+    return None if value is None else round(value / 1000, 3)
+
+
+def nvml_sample(nv, g: int, h) -> dict:
+    util = _try(nv.nvmlDeviceGetUtilizationRates, h)
+    memory = _try(nv.nvmlDeviceGetMemoryInfo, h)
+    reasons_of = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                  or nv.nvmlDeviceGetCurrentClocksThrottleReasons)
+    reasons = _try(reasons_of, h)
+    return {"t": round(time.time(), 3), "gpu": g,
+            "sm_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
+            "mem_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
+            "power_w": _milli(_try(nv.nvmlDeviceGetPowerUsage, h)),
+            "limit_w": _milli(_try(nv.nvmlDeviceGetEnforcedPowerLimit, h)),
+            "energy_mj": _try(nv.nvmlDeviceGetTotalEnergyConsumption, h),
+            "temp_c": _try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
+            "util_gpu": None if util is None else util.gpu, "util_mem": None if util is None else util.memory,
+            "mem_used_mib": None if memory is None else round(memory.used / 2**20, 1),
+            "reasons": reasons}
+
+
+def run_nvml(a: argparse.Namespace, out, stop: Stop) -> int:
+    nv, handles, described = nvml_open(a.gpus)
+    header = {"telemetry": SCHEMA, "source": "nvml", "interval_ms": a.interval_ms, "started": round(time.time(), 3),
+              "host": os.uname().nodename, "driver": _str(_try(nv.nvmlSystemGetDriverVersion) or ""), "gpus": described}
+    out.write(json.dumps(header) + "\n")
+    step = a.interval_ms / 1000
+    next_at = time.monotonic()
+    while True:
+        for g, h in handles:
+            out.write(json.dumps(nvml_sample(nv, g, h)) + "\n")
+        out.flush()
+        next_at += step
+        if stop.wait(max(0.0, next_at - time.monotonic())):
+            return 0
+
+
+# ---- nvidia-smi ------------------------------------------------------------------------------------------------
+
+def smi_fields(smi: str) -> list[str]:
+    """SMI_FIELDS this driver answers (asked once each, in one call per unknown); old names where it has those."""
+    fields = []
+    for name in SMI_FIELDS:
+        for candidate in (name, SMI_OLD_NAMES.get(name)):
+            if candidate and _smi_knows(smi, candidate):
+                fields.append(candidate)
+                break
+    return fields
+
+
+def _smi_knows(smi: str, field: str) -> bool:
+    try:
+        done = subprocess.run([smi, f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and "not a valid field" not in done.stdout + done.stderr
+
+
+def run_smi(a: argparse.Namespace, out, stop: Stop) -> int:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        raise FileNotFoundError("nvidia-smi is not on PATH")
+    fields = smi_fields(smi)
+    if "timestamp" not in fields or "index" not in fields:
+        raise RuntimeError(f"{smi} answers none of the sampled fields")
+    out.write(f"# telemetry {SCHEMA} source smi interval_ms {a.interval_ms} started {time.time():.3f} "
+              f"host {os.uname().nodename}\n")
+    out.flush()
+    argv = [smi, f"--query-gpu={','.join(fields)}", "--format=csv,nounits", f"--loop-ms={a.interval_ms}"]
+    if a.gpus:
+        argv.append(f"--id={','.join(map(str, a.gpus))}")
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True)
+    try:
+        while not stop.wait(0.2):
+            if proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(argv)} ended: exit {proc.returncode}: {proc.stderr.read().strip()}")
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    stop = Stop(a.seconds)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    sources = ["nvml", "smi"] if a.source == "auto" else [a.source]
+    why = []
+    with open(a.out, "w", buffering=1) as out:
+        for source in sources:
+            try:
+                return (run_nvml if source == "nvml" else run_smi)(a, out, stop)
+            except Exception as exc:  # noqa: BLE001  (no pynvml, no driver, no GPU: the next source, or say why)
+                why.append(f"{source}: {type(exc).__name__}: {exc}")
+                out.seek(0)
+                out.truncate()
+        out.write(json.dumps({"telemetry": SCHEMA, "source": None, "why": why}) + "\n")
+    print(f"gpu_sampler.py: no GPU telemetry here: {'; '.join(why)}", file=sys.stderr)
+    return EXIT_NO_SOURCE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
