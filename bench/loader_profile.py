@@ -5,8 +5,10 @@
 
 Phases, each over the same batches after one warm-up batch:
   loader      DeviceImageLoader inline (decode_ahead=0): images/s of next(), split into waiting for the worker
-              threads' items (header, file, crop box), the decode, and the crop/resize/normalise
-  nvjpeg      torchvision.io.decode_jpeg(list, device="cuda") on the batch's files already in memory (GPU only)
+              threads' items (header, file, crop box), the decode, and the crop/resize/normalise; and the batches
+              the batched nvJPEG call refused (decoded image by image)
+  workers     the worker threads alone: items (header, file, crop box) per second, nothing decoded
+  nvjpeg      torchvision.io.decode_jpeg(list, device="cuda") on the loader's last batch's files, in memory (GPU)
   host_decode Pillow decoding the same files in --workers threads (what the cpu loader's decode costs)
 The GPU is synchronised at each phase's edges. Made to find the gpu loader's bound on a GPU machine (bench/gpu_proof.sh
 stage 2 measured it at 0.22 of synthetic on an H200).
@@ -46,8 +48,10 @@ class Timed(loader_gpu.DeviceImageLoader):
     def __init__(self, *args, sync, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.sync, self.spent = sync, {"decode": 0.0, "crop_resize": 0.0}
+        self.last_files: list = []
 
     def _collate(self, state, items, labels):
+        self.last_files = [it.file for it in items if it.file is not None]
         self.sync()
         t0 = time.perf_counter()
         images = self._decode(items)
@@ -58,6 +62,13 @@ class Timed(loader_gpu.DeviceImageLoader):
         self.spent["decode"] += t1 - t0
         self.spent["crop_resize"] += time.perf_counter() - t1
         return out, self.ops.tensor(labels)
+
+
+class Items(loader_gpu.DeviceImageLoader):
+    """The loader's worker threads alone: a batch is its items, nothing decoded."""
+
+    def _collate(self, state, items, labels):
+        return items, labels
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,12 +98,21 @@ def main(argv: list[str] | None = None) -> int:
         say({"phase": "loader", "images_per_sec": round(images / total, 1), "seconds": round(total, 3),
              "decode_s": round(loader.spent["decode"], 3), "crop_resize_s": round(loader.spent["crop_resize"], 3),
              "items_wait_s": round(total - sum(loader.spent.values()), 3), "workers": a.workers,
-             "decoder": loader.decoder})
-    files = [Path(p).read_bytes() for p, _ in entries[: a.batch_size]]
+             "decoder": loader.decoder, "refused_batches": loader.refused_batches})
+        files = loader.last_files or [bytearray(Path(p).read_bytes()) for p, _ in entries[: a.batch_size]]
+    with Items(entries, a.batch_size, a.image_size, framework="torch", gpu=gpu, workers=a.workers,
+               decode_ahead=0) as items:
+        next(items)
+        t0 = time.perf_counter()
+        for _ in range(a.batches):
+            next(items)
+        took = time.perf_counter() - t0
+        say({"phase": "workers", "images_per_sec": round(a.batches * a.batch_size / took, 1),
+             "seconds": round(took, 3), "workers": a.workers})
     if gpu is not None:
         from torchvision.io import ImageReadMode, decode_jpeg
 
-        batch = [torch.frombuffer(bytearray(f), dtype=torch.uint8) for f in files]
+        batch = [torch.frombuffer(f, dtype=torch.uint8) for f in files]
         decode_jpeg(batch, mode=ImageReadMode.RGB, device="cuda")
         sync()
         t0 = time.perf_counter()

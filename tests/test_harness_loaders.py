@@ -472,3 +472,37 @@ def test_loader_only_is_not_compiled(tree: Path) -> None:
                   "--mode", "compiled")
     assert out.returncode == 2 and "--loader-only runs no network, so --mode compiled does not apply" in out.stderr
 
+
+
+def test_a_batch_nvjpeg_refuses_is_decoded_image_by_image_and_said_once(entries, capsys) -> None:
+    """The device path of the loader on the CPU: files go to ops.decode, here Pillow behind a batched call that
+    refuses any batch of more than one (as nvJPEG refuses a batch holding one file it cannot decode). The batches
+    are the twin's, and stderr says once that it fell back, then how many batches did."""
+    import io
+
+    import torch
+    from PIL import Image
+
+    calls = []
+
+    def decode(files: list[bytearray]) -> list:
+        calls.append(len(files))
+        if len(files) > 1:
+            raise RuntimeError("Error while decoding JPEG images: nvjpegDecodeBatchedPhaseOne failed")
+        with Image.open(io.BytesIO(bytes(files[0]))) as img:
+            return [torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)]
+
+    with twin(entries, seed=3, decode_ahead=0) as want, twin(entries, seed=3, decode_ahead=0) as got:
+        got.decode_device, got.ops.decode = "gpu", decode  # _load keeps the files for the "device"
+        for _ in range(3):
+            (a, ya), (b, yb) = numpy(next(want)), numpy(next(got))
+            np.testing.assert_allclose(a, b, atol=1e-4)
+            np.testing.assert_array_equal(ya, yb)
+        assert got.refused_batches == 3 and want.refused_batches == 0
+        # each batch tried whole (its JPEGs; Pillow takes the CMYK one), then image by image
+        starts = [i for i, n in enumerate(calls) if n > 1]
+        assert len(starts) == 3 and all(calls[i + 1:i + 1 + calls[i]] == [1] * calls[i] for i in starts)
+        assert len(calls) == sum(calls[i] + 1 for i in starts)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("loader gpu: nvJPEG refused a batch of 8 (RuntimeError: Error while decoding JPEG")
+    assert err[1:] == ["loader gpu: 3 batch(es) decoded image by image (nvJPEG refused the batch)"]

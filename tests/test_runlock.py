@@ -105,6 +105,7 @@ def test_kit_bundle_stopped_by_a_signal_cleans_up_as_ctrl_c_does(tmp_path, sig):
     log = run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
     log.parent.mkdir(parents=True)
     (run / "run.json").write_text('{"runs": {}}\n')
+    (run / "results.json").write_text('{"groups": []}\n')  # a finished run's (bundle refuses an unfinished one)
     with log.open("wb") as f:  # incompressible, so packing it takes seconds
         for _ in range(48):
             f.write(base64.b64encode(os.urandom(3 * 2**20)) + b"\n")

@@ -231,6 +231,9 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
     meta = _json_object(run_dir / "run.json", run_dir / "run.json")
     if is_busy(run_dir):
         raise BundleError(f"{run_dir}: a kit process still writes it ({holder(run_dir)}); bundle it when it ends")
+    if not (run_dir / "results.json").is_file():
+        raise BundleError(f"{run_dir}: an unfinished run (no results.json: kit bench stopped before its report); "
+                          f"finish it with `kit bench --resume {run_dir}`, then bundle it")
     top = f"kit-bundle-{run_dir.name}"
     files, links = run_files(run_dir)
     claimed = []

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import queue
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,6 +275,7 @@ class DeviceImageLoader(BatchLoader):
         self._broken: BaseException | None = None  # what ended the thread, other than close()
         self.channels_last = bool(channels_last)
         self.decode_device = "cpu" if gpu is None else "gpu"
+        self.refused_batches = 0  # batches the batched nvJPEG call refused, decoded image by image
         self.decoder = self.ops.decoder
         shape = (3,) if channels_last else (3, 1, 1)
         self._mean = self.ops.tensor(np.asarray(IMAGENET_MEAN, dtype=np.float32).reshape(shape) * 255)
@@ -339,6 +341,9 @@ class DeviceImageLoader(BatchLoader):
             self._stopping = True
             self._room.release()  # wakes a thread waiting for room
             self._thread.join()
+        if self.refused_batches and not self._closed:
+            print(f"loader gpu: {self.refused_batches} batch(es) decoded image by image (nvJPEG refused the batch)",
+                  file=sys.stderr, flush=True)
         super().close()
 
     def _collate(self, state: None, items: list[Item], labels: np.ndarray) -> tuple:
@@ -356,6 +361,10 @@ class DeviceImageLoader(BatchLoader):
             except Exception as exc:  # one bad file fails the batch: decode image by image to find it
                 if out_of_memory(exc):
                     raise
+                self.refused_batches += 1
+                if self.refused_batches == 1:  # said once: image by image costs ~9x the batched call on an H200
+                    print(f"loader gpu: nvJPEG refused a batch of {len(todo)} ({type(exc).__name__}: "
+                          f"{str(exc)[:300]}); decoding it image by image", file=sys.stderr, flush=True)
                 decoded = {i: self._decode_one(items[i]) for i in todo}
         images = []
         for i, item in enumerate(items):
