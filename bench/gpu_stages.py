@@ -395,6 +395,26 @@ def loader_stage(out: Path, budget: Budget, limit_s: float, *, runs: dict[str, l
     return got
 
 
+def loader_profile(listing: Path, batch: int, workers: int, device: str, out: Path, timeout_s: float) -> str:
+    """bench/loader_profile.py on the stage's JPEGs, its JSON kept in OUT: where the loader's time went, in a few
+    words for the summary."""
+    done = run([sys.executable, str(REPO / "bench" / "loader_profile.py"), "--list", str(listing), "--batch-size",
+                str(batch), "--workers", str(workers), "--batches", "6", "--device", device,
+                "--json", str(out / "loader-profile.json")], timeout_s, capture=True)
+    (out / "loader-profile.log").write_text(done.stdout + done.stderr)
+    if not done.ok:
+        return f"loader profile: {done.why()}"
+    phases = {p["phase"]: p for p in json.loads((out / "loader-profile.json").read_text())}
+    loader = phases["loader"]
+    said = [f"profile: loader {loader['images_per_sec']:.0f} images/s (decode {loader['decode_s']:.2f} s, "
+            f"crop/resize {loader['crop_resize_s']:.2f} s, waiting for items {loader['items_wait_s']:.2f} s; "
+            f"{loader['refused_batches']} batch(es) nvJPEG refused)",
+            f"workers alone {phases['workers']['images_per_sec']:.0f} images/s"]
+    if "nvjpeg" in phases:
+        said.append(f"batched nvJPEG alone {phases['nvjpeg']['images_per_sec']:.0f} images/s")
+    return ", ".join(said)
+
+
 def figures_of(runs: list[HarnessRun]) -> list[float]:
     return [r.figure for r in runs if r.figure]
 
