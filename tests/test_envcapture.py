@@ -30,6 +30,7 @@ from kit.hosts.capture import (
     parse_query_xml,
     parse_topo,
 )
+from kit.hosts.capture.model import of_vintage
 from kit.hosts.consistency import consistency
 
 REPO = Path(__file__).resolve().parents[1]
@@ -355,7 +356,9 @@ def test_h100_driver_580_query_xml():
     report = parse_query_xml(shared_fixture(H100_XML), "h100.xml")
     _h100_expected(report)
     stored = json.loads((H100_RUN / "env" / "vm" / "capture.json").read_text())
-    assert report.to_dict() == stored["smi"]  # what the kit wrote on that machine
+    # what the kit wrote on that machine, then: the application clocks are captured since
+    assert of_vintage({"smi": report.to_dict()}, stored)["smi"] == stored["smi"]
+    assert (report.gpus[0].app_graphics_clock_mhz, report.gpus[0].app_mem_clock_mhz) == (1980, 2619)
 
 
 def _in_tag(xml: str, tag: str, value: str) -> str:
@@ -517,10 +520,10 @@ def test_a_failed_required_probe_names_its_command_and_exit_status(tmp_path):
 
 def test_h100_run_directory_reparses_with_the_drivers_own_topo_output(tmp_path):
     stored = json.loads((H100_RUN / "env" / "vm" / "capture.json").read_text())
-    assert capture_from_dir("vm", H100_RUN / "env" / "vm").to_dict() == stored
+    assert of_vintage(capture_from_dir("vm", H100_RUN / "env" / "vm").to_dict(), stored) == stored
     host_dir = _copy_of_h100_host(tmp_path)
     (host_dir / "nvidia-smi-topo.txt").write_bytes((SHARED_SMI / H100_TOPO).read_bytes())  # escapes as printed
-    assert capture_from_dir("vm", host_dir).to_dict() == stored
+    assert of_vintage(capture_from_dir("vm", host_dir).to_dict(), stored) == stored
 
 
 # --------------------------------------------------------------------------- consistency
@@ -571,7 +574,7 @@ def test_different_gpu_model_driver_cuda_and_busy(a100, t4):
     assert v.busy == {
         "h1": ["GPU0 runs pid 675 /usr/lib/xorg/Xorg (22 MiB, graphics)", "GPU0 runs pid 5762 python (1005 MiB)"]
     }
-    assert "note: power limit differs: h1 70 W, h2 500 W" in v.lines()
+    assert "power limit differs: h1 70 W, h2 500 W" in v.problems  # a GPU setting that changes a figure
 
 
 def test_driver_alone_differs(a100):
@@ -662,3 +665,31 @@ def test_an_installed_nvidia_smi_that_fails_is_a_broken_driver_not_no_gpu(tmp_pa
     probes["nvidia-smi-q"]["exit"], probes["has-nvidia-smi"]["exit"] = 18, 1  # not installed: no GPU, no error
     (host_dir / "probes.json").write_text(json.dumps(probes))
     assert capture_from_dir("vm", host_dir).smi is None
+
+
+def test_gpu_settings_that_change_a_figure_must_agree(a100, v100_topo):
+    """Power limit, application clocks, persistence mode and ECC: problems (the run is refused, --force records
+    it); the rule sets before v4 keep their verdict (power limit and ECC as notes, the others not compared)."""
+    gpu = a100.gpus[0]
+    other = dataclasses.replace(a100, gpus=[dataclasses.replace(
+        gpu, power_limit_w=400.0, app_graphics_clock_mhz=900, app_mem_clock_mhz=800,
+        persistence_mode="Enabled" if gpu.persistence_mode != "Enabled" else "Disabled", ecc_mode="Disabled")])
+    pair = [capture("h1", a100, v100_topo), capture("h2", other, v100_topo)]
+    v = consistency(pair)
+    assert not v.ok and [p.split(" differs")[0] for p in v.problems] == [
+        "power limit", "application clocks", "persistence mode", "ECC"]
+    assert "power limit differs: h1 500 W, h2 400 W" in v.problems
+    assert v.problems[1].endswith("h2 900 MHz graphics, 800 MHz memory")
+    old = consistency(pair, gpu_settings=False)
+    assert old.ok and old.problems == [] and [n.split(" differs")[0] for n in old.notes] == ["power limit", "ECC"]
+
+
+def test_a_capture_written_before_the_application_clocks_still_matches_its_raw_outputs():
+    parsed = capture_from_dir("vm", H100_RUN / "env" / "vm").to_dict()
+    stored = json.loads((H100_RUN / "env" / "vm" / "capture.json").read_text())
+    assert "app_graphics_clock_mhz" not in stored["smi"]["gpus"][0] and parsed != stored
+    assert of_vintage(parsed, stored) == stored
+    newer = json.loads(json.dumps(parsed))  # written now: the keys are there, and compared
+    assert of_vintage(parsed, newer) == newer
+    newer["smi"]["gpus"][0]["app_graphics_clock_mhz"] = 1000
+    assert of_vintage(parsed, newer) != newer

@@ -593,7 +593,9 @@ def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monke
     convnets = fake_checkout(models, "DeepLearningExamples/PyTorch/Classification/ConvNets")
     (convnets / "main.py").write_text("import os, sys\nprint('cwd', os.getcwd())\nprint('argv', sys.argv[1:])\n")
     monkeypatch.setenv("KIT_MODEL_CODE", str(models))
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{tmp_path / 'bin'}:/usr/bin:/bin")
+    # the GPU is a replayed boundary here: the STAND-IN nvidia-smi (tests/standin) answers the GPU sampler
+    standin_smi = Path(__file__).resolve().parent / "standin" / "nvidia-smi"
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{tmp_path / 'bin'}:{standin_smi}:/usr/bin:/bin")
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").symlink_to(sys.executable)  # the publisher's `python`
     suite_file = tmp_path / "s.yaml"
@@ -612,10 +614,17 @@ def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monke
     assert "model code not found at " + str(models / "DeepLearningExamples/TensorFlow") in skipped[0][1]
     runner = LocalRunner(tmp_path / "run", hardware="gpu")
     command = runner.command(runs[0]).launched
-    assert command.argv[1] == str(SCRIPTS / "reference" / "launch.py")
-    assert command.argv[command.argv.index("--") + 1:] == build(runs[0].case.ref_job(), code_root=str(models)).argv
-    execute(runner, runs[0], tmp_path / "run")
     log = tmp_path / "run" / runs[0].log_rel
+    # a GPU run starts beside the GPU sampler, which writes the run's samples beside its log
+    assert command.argv[1:4] == [str(SCRIPTS / "telemetry" / "gpu_sampler.py"), "--out",
+                                 str(records.telemetry_path(log))]
+    inner = command.argv[command.argv.index("--") + 1:]
+    assert inner[1] == str(SCRIPTS / "reference" / "launch.py")
+    assert inner[inner.index("--") + 1:] == build(runs[0].case.ref_job(), code_root=str(models)).argv
+    execute(runner, runs[0], tmp_path / "run")
+    samples = records.telemetry_path(log).read_text().splitlines()  # the stand-in's samples of the run's time
+    assert samples[0].startswith("# telemetry 1 source smi interval_ms 100") and len(samples) >= 3
+    assert samples[1].startswith("timestamp, index, uuid, clocks.current.sm [MHz]")
     text = log.read_text()
     meta = json.loads(records.sidecar_path(log).read_text())
     scratch = meta["scratch"]["path"]  # main.py ran in a scratch mirror of its folder, outside the run

@@ -153,11 +153,17 @@ def _within(path: Path, root: Path) -> bool:
 
 
 SIDECAR_SUFFIX = ".cmd.json"  # a reference run's command record beside its log (scripts/reference/launch.py)
+TELEMETRY_SUFFIX = ".gpu-telemetry"  # what the GPUs did during a run (scripts/telemetry/gpu_sampler.py), raw
 
 
 def sidecar_name(log_name: str) -> str:
     """The name of a log's command record: resnet50_b256_amp_1.log -> resnet50_b256_amp_1.cmd.json."""
     return log_name.removesuffix(".log") + SIDECAR_SUFFIX
+
+
+def telemetry_name(log_name: str) -> str:
+    """The name of a run's GPU samples: resnet50_b256_amp_1.log -> resnet50_b256_amp_1.gpu-telemetry."""
+    return log_name.removesuffix(".log") + TELEMETRY_SUFFIX
 
 
 def find_logs(root: Path) -> tuple[list[RunLog], list[Stray]]:
@@ -170,7 +176,7 @@ def find_logs(root: Path) -> tuple[list[RunLog], list[Stray]]:
         here = Path(dirpath)
         in_case = CASE_DIR.match(here.name) is not None
         for filename in sorted(filenames):
-            if (not in_case and not filename.endswith(".log")) or filename.endswith(SIDECAR_SUFFIX):
+            if (not in_case and not filename.endswith(".log")) or filename.endswith((SIDECAR_SUFFIX, TELEMETRY_SUFFIX)):
                 continue
             found = classify(here / filename, root)
             (logs if isinstance(found, RunLog) else strays).append(found)

@@ -29,6 +29,23 @@ class Verdict:
         return asdict(self)
 
 
+def _watts(value: float | None) -> str:
+    return f"{value:g} W" if value else "N/A"
+
+
+def _mhz(value: int | None) -> str:
+    return f"{value} MHz" if value else "N/A"
+
+
+# what a GPU is set to that changes a figure (kit.hosts.capture.smi.GpuInfo): hosts of one run must agree
+GPU_SETTINGS = {
+    "power limit": lambda g: _watts(g.power_limit_w),
+    "application clocks": lambda g: f"{_mhz(g.app_graphics_clock_mhz)} graphics, {_mhz(g.app_mem_clock_mhz)} memory",
+    "persistence mode": lambda g: g.persistence_mode or "N/A",
+    "ECC": lambda g: g.ecc_mode or "N/A",
+}
+
+
 def _differs(what: str, values: dict[str, str]) -> str | None:
     """'what differs: h1,h2 A, h3 B' when the hosts do not all share one value."""
     if len(set(values.values())) <= 1:
@@ -39,13 +56,15 @@ def _differs(what: str, values: dict[str, str]) -> str | None:
     return f"{what} differs: " + ", ".join(f"{','.join(hosts)} {value}" for value, hosts in groups.items())
 
 
-def consistency(captures: list[HostCapture], require_gpu: bool = False) -> Verdict:
+def consistency(captures: list[HostCapture], require_gpu: bool = False, gpu_settings: bool = True) -> Verdict:
     """Compare hosts that are to run one benchmark together.
 
     Problems: GPU model/count, driver, CUDA, topology class, network interface or InfiniBand
-    devices differing; hosts with and without GPUs mixed; with require_gpu, any host
-    without GPU. Busy: every process already on a GPU. no_gpu: hosts without GPUs (fine for
-    CPU suites). Notes: CPU, memory, OS, kernel, Docker, ECC and power-limit differences.
+    devices differing; the GPUs' settings that change a figure differing (power limit, application clocks,
+    persistence mode, ECC); hosts with and without GPUs mixed; with require_gpu, any host without GPU. Busy:
+    every process already on a GPU. no_gpu: hosts without GPUs (fine for CPU suites). Notes: CPU, memory, OS,
+    kernel and Docker differences. gpu_settings=False: as before they were problems (rule sets v1-v3): ECC and
+    power limit differences are notes, application clocks and persistence mode not compared.
     """
     if not captures:
         raise ValueError("consistency() needs at least one host capture")
@@ -85,15 +104,10 @@ def consistency(captures: list[HostCapture], require_gpu: bool = False) -> Verdi
     check("OS", {c.host: c.os_release for c in captures}, notes)
     check("kernel", {c.host: c.kernel for c in captures}, notes)
     check("Docker", {c.host: c.docker_version or "none" for c in captures}, notes)
-    check("ECC", {h: "/".join(sorted({g.ecc_mode or "N/A" for g in r.gpus})) for h, r in smi.items()}, notes)
-    check(
-        "power limit",
-        {
-            h: "/".join(sorted({f"{g.power_limit_w:g} W" if g.power_limit_w else "N/A" for g in r.gpus}))
-            for h, r in smi.items()
-        },
-        notes,
-    )
+    for what, value in GPU_SETTINGS.items():  # each host's GPUs' values, joined: a host whose GPUs differ shows
+        if gpu_settings or what in ("ECC", "power limit"):
+            check(what, {h: "/".join(sorted({value(g) for g in r.gpus})) for h, r in smi.items()},
+                  problems if gpu_settings else notes)
 
     busy = {}
     for host, report in smi.items():

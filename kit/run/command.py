@@ -197,6 +197,8 @@ def cleanup_command(run_id: str) -> list[str]:
 # ---- one run, one rank: the harness or a publisher's program, native or in a container ---------------
 
 LAUNCHER = "reference/launch.py"  # relative to scripts/: records the run, then becomes the program
+SAMPLER = "telemetry/gpu_sampler.py"  # relative to scripts/: samples the GPUs beside every GPU run
+SAMPLE_INTERVAL_MS = 100
 # what a host needs from scripts/ to run every published program (staged to <work_dir>/kit-scripts)
 SCRIPT_FILES = (LAUNCHER, reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py")
 
@@ -230,6 +232,7 @@ class Site:
     cpu_threads: int | None = None  # cores the harness processes share (CPU runs on this machine)
     launcher_logs: str | None = None  # paddle launcher --log_dir; None: the launcher's default
     sidecar: str | None = None  # where launch.py records a publisher's run (<log stem>.cmd.json)
+    telemetry: str | None = None  # where a GPU run's samples go (<log stem>.gpu-telemetry); None: not sampled
     container: Container | None = None
 
     def in_image(self) -> Site:
@@ -307,9 +310,21 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
         ref = None
     box = site.container
     if not boxed or box.engine != "docker":
-        return RunCommand(program, Command(inner.argv, {**inner.env, "HOME": "/tmp"}) if boxed else inner, ref)
-    wrapped = docker_command(Command(inner.argv, {**inner.env, "HOME": "/tmp"}), DockerRun(
-        image=box.image, run_id=run_id, case_key=case.key, name=container_name(run_id, case.key, repeat, site.name),
-        gpus=case.gpus_per_node if hardware == "gpu" else 0, shm_size=box.shm_size, mounts=box.mounts,
-        user=box.user, workdir=box.workdir, memlock_unlimited=hardware == "gpu"))
-    return RunCommand(program, wrapped, ref)
+        launched = Command(inner.argv, {**inner.env, "HOME": "/tmp"}) if boxed else inner
+    else:
+        launched = docker_command(Command(inner.argv, {**inner.env, "HOME": "/tmp"}), DockerRun(
+            image=box.image, run_id=run_id, case_key=case.key,
+            name=container_name(run_id, case.key, repeat, site.name),
+            gpus=case.gpus_per_node if hardware == "gpu" else 0, shm_size=box.shm_size, mounts=box.mounts,
+            user=box.user, workdir=box.workdir, memlock_unlimited=hardware == "gpu"))
+    return RunCommand(program, sampled(launched, site, case.gpus_per_node) if hardware == "gpu" else launched, ref)
+
+
+def sampled(launched: Command, site: Site, gpus: int) -> Command:
+    """LAUNCHED beside the GPU sampler on its host (outside any container: the host's Python and driver), which
+    writes site.telemetry from the run's start to its end and ends as the run did."""
+    if not site.telemetry:
+        return launched
+    sampler = [site.python, f"{site.scripts}/{SAMPLER}", "--out", site.telemetry, "--interval-ms",
+               str(SAMPLE_INTERVAL_MS), "--gpus", ",".join(str(g) for g in range(gpus)), "--"]
+    return Command([*sampler, *launched.argv], launched.env)

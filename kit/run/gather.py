@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kit.config.inventory import HostConfig, Inventory
 from kit.core.inputs import parse_json
-from kit.core.layout import log_of_run_folder, sidecar_name
+from kit.core.layout import log_of_run_folder, sidecar_name, telemetry_name
 from kit.hosts.connect import connect
 from kit.hosts.fanout import on_all, values
 from kit.run.plan import PlannedRun
@@ -57,9 +57,9 @@ def place_rank0(folder: Path, log: Path) -> bool:
         return False
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_bytes(source.read_bytes())
-    sidecar = folder / sidecar_name(log.name)
-    if sidecar.is_file():
-        log.with_name(sidecar.name).write_bytes(sidecar.read_bytes())
+    for name in (sidecar_name(log.name), telemetry_name(log.name)):  # its command record, its GPU samples
+        if (folder / name).is_file():
+            log.with_name(name).write_bytes((folder / name).read_bytes())
     return True
 
 

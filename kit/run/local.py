@@ -21,7 +21,7 @@ from pathlib import Path
 from kit.config import reference
 from kit.run.command import SCRIPTS, Command, Container, Mount, RunCommand, Site, cleanup_command, command_for
 from kit.run.plan import PlannedRun, model_code_root
-from kit.run.records import RUN_ENV, cpu_count, sidecar_path
+from kit.run.records import RUN_ENV, cpu_count, sidecar_path, telemetry_path
 from kit.run.runner import HostStatus, RunError, Runner, dies_with_kit, master_port, stop_tree
 
 
@@ -64,7 +64,8 @@ class LocalRunner(Runner):
         return Site(loopback=True, python=self.python, model_code=self.model_code,
                     train_list=self.train_list, cpu_threads=self.threads_per_host,
                     launcher_logs=str(self.run_dir / "launcher" / run.folder),
-                    sidecar=str(sidecar_path(self.run_dir / run.log_rel)), container=container)
+                    sidecar=str(sidecar_path(self.run_dir / run.log_rel)), container=container,
+                    telemetry=str(telemetry_path(self.run_dir / run.log_rel)) if self.hardware == "gpu" else None)
 
     def command(self, run: PlannedRun, hardware: str | None = None, port: int | None = None) -> RunCommand:
         return command_for(run.case, run.repeat, 0, [self.site(run)], port or master_port(),

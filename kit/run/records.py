@@ -27,7 +27,7 @@ from kit.core import runlock
 from kit.core.catalogue import contract, harness_sha256
 from kit.core.files import write_json
 from kit.core.inputs import KitError, parse_json
-from kit.core.layout import RunLog, classify, sidecar_name
+from kit.core.layout import RunLog, classify, sidecar_name, telemetry_name
 from kit.core.revision import source_revision
 from kit.core.runenv import run_environment
 from kit.core.yamlio import ConfigError
@@ -144,6 +144,10 @@ def _suite_unchanged(run_dir: Path) -> None:
 
 def sidecar_path(log: Path) -> Path:
     return log.with_name(sidecar_name(log.name))
+
+
+def telemetry_path(log: Path) -> Path:
+    return log.with_name(telemetry_name(log.name))
 
 
 def reference_figures(log: Path) -> dict:

@@ -45,7 +45,7 @@ from kit.config import reference
 from kit.config.inventory import HostConfig, SlurmConfig
 from kit.hosts.connect import quote_cmd, remote_env
 from kit.run import gather
-from kit.run.command import HARNESS, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
+from kit.run.command import HARNESS, SAMPLER, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
 from kit.run.needs import needs_script, read_needs, settle
 from kit.run.plan import PlannedRun
 from kit.run.runner import KILL_GRACE_S, Guard, HostStatus, RunError, Runner, master_port
@@ -141,6 +141,8 @@ class SlurmRunner(Runner):
         files = [(HARNESS.parent / n, Path(harness_dir(node), n)) for n in HARNESS_FILES]
         if any(r.case.impl == "reference" for r in runs):
             files += [(SCRIPTS / n, Path(scripts_dir(node), n)) for n in SCRIPT_FILES]
+        if self.hardware == "gpu":
+            files.append((SCRIPTS / SAMPLER, Path(scripts_dir(node), SAMPLER)))
         for local, there in files:
             there.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(local, there)

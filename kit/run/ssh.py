@@ -21,12 +21,13 @@ from pathlib import Path
 
 from kit.config import reference
 from kit.config.inventory import HostConfig, Inventory
-from kit.core.layout import sidecar_name
+from kit.core.layout import sidecar_name, telemetry_name
 from kit.hosts.connect import connect, quote_cmd, remote_env
 from kit.hosts.fanout import on_all
 from kit.run import gather
 from kit.run.command import (
     HARNESS,
+    SAMPLER,
     SCRIPT_FILES,
     SCRIPTS,
     Container,
@@ -70,7 +71,8 @@ def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | 
                 harness=posixpath.join(harness_dir(host), "train.py"),
                 scripts=scripts_dir(host), model_code=host.model_code or reference.CODE_ROOT, data_dir=host.data_dir,
                 launcher_logs=posixpath.join(workdir, "launcher") if workdir else None,
-                sidecar=posixpath.join(workdir, sidecar_name(log_name)) if workdir else None, container=container)
+                sidecar=posixpath.join(workdir, sidecar_name(log_name)) if workdir else None, container=container,
+                telemetry=posixpath.join(workdir, telemetry_name(log_name)) if workdir else None)
 
 
 def wrapper_command(workdir: str, env: dict[str, str], argv: list[str]) -> str:
@@ -160,6 +162,8 @@ class SshRunner(Runner):
                                                          for n in HARNESS_FILES]
             if programs:
                 files += [(SCRIPTS / n, posixpath.join(scripts_dir(host), n)) for n in SCRIPT_FILES]
+            if self.hardware == "gpu":
+                files.append((SCRIPTS / SAMPLER, posixpath.join(scripts_dir(host), SAMPLER)))
             with connect(host, self.inv) as conn:
                 for folder in sorted({posixpath.dirname(remote) for _local, remote in files}):
                     conn.run(f"mkdir -p {quote_cmd([folder])}", hide=True)

@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
-"""Sample what each GPU does while a run trains, into one raw file, until SIGTERM/SIGINT (or --seconds).
+"""Sample what each GPU does while a run trains, into one raw file: beside a command, or until a signal.
 
-    python3 gpu_sampler.py --out RUN_STEM.gpu.jsonl [--interval-ms 100] [--gpus 0,1] [--source auto|nvml|smi]
+    python3 gpu_sampler.py --out LOG_STEM.gpu-telemetry [--interval-ms 100] [--gpus 0,1] [--source auto|nvml|smi] \
+        -- ARGV...                      # the run: sampled from its start to its end; exits as ARGV did
+    python3 gpu_sampler.py --out FILE [...] [--seconds S]     # alone: until SIGTERM/SIGINT (or S seconds)
+
+With ARGV (how the kit starts every run on a GPU host): ARGV runs as this process's child, in its session, its
+output this process's; SIGTERM/SIGINT/SIGHUP are passed on to it; sampling stops when it ends, and this process
+ends as it did (its exit status, or the signal that ended it). A sampler that cannot sample never fails the run:
+the file then says why.
 
 Two sources, each writing what it read, unreduced:
   nvml  NVML through nvidia-ml-py (pynvml), where the kit's Python runs: JSON lines, a header line
@@ -9,8 +16,8 @@ Two sources, each writing what it read, unreduced:
   smi   `nvidia-smi --query-gpu=FIELDS --format=csv,nounits -lms N`, where only the driver is there (a published
         program's image, a Slurm node): a header line "# telemetry 1 source smi ..." then nvidia-smi's own CSV, its
         header row included. FIELDS is SMI_FIELDS, less the ones this driver does not know (asked once first).
-auto: nvml when pynvml imports and initialises, else smi. Exit 0 when stopped by a signal or --seconds; 2 bad input;
-3 no source works here (no GPU, no driver): the file then holds the header and why. Standard library only, pynvml
+auto: nvml when pynvml imports and initialises, else smi. Alone: exit 0 when stopped by a signal or --seconds; 2 bad
+input; 3 no source works here (no GPU, no driver): the file then holds the header and why. Standard library only, pynvml
 optional; never imports the kit.
 """
 
@@ -40,6 +47,10 @@ EXIT_BAD_INPUT, EXIT_NO_SOURCE = 2, 3
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    dashed = "--" in argv
+    command = argv[argv.index("--") + 1:] if dashed else []
+    argv = argv[:argv.index("--")] if dashed else argv
     p = argparse.ArgumentParser(prog="gpu_sampler.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--interval-ms", type=int, default=100)
@@ -47,6 +58,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--source", choices=("auto", "nvml", "smi"), default="auto")
     p.add_argument("--seconds", type=float, default=0, help="stop after this long (default: at SIGTERM/SIGINT)")
     a = p.parse_args(argv)
+    a.command = command
+    if dashed and not command:
+        p.error("nothing to run after --")
     if not 10 <= a.interval_ms <= 60_000:
         p.error(f"--interval-ms: 10 to 60000, got {a.interval_ms}")
     try:
@@ -56,14 +70,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
-class Stop:
-    """Set by SIGTERM/SIGINT/SIGHUP or the deadline."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
-    def __init__(self, seconds: float) -> None:
+
+class Stop:
+    """Set by the deadline or set(): a stop signal (alone) or the end of the run (beside a command)."""
+
+    def __init__(self, seconds: float = 0) -> None:
         self.event = threading.Event()
         self.deadline = time.monotonic() + seconds if seconds > 0 else None
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda *_: self.event.set())
+
+    def set(self) -> None:
+        self.event.set()
 
     def wait(self, seconds: float) -> bool:
         """True when it is time to stop (waits at most SECONDS)."""
@@ -150,7 +168,10 @@ def run_nvml(a: argparse.Namespace, out, stop: Stop) -> int:
 # ---- nvidia-smi ------------------------------------------------------------------------------------------------
 
 def smi_fields(smi: str) -> list[str]:
-    """SMI_FIELDS this driver answers (asked once each, in one call per unknown); old names where it has those."""
+    """SMI_FIELDS this driver answers: all of them in one call, else each asked alone (old names where it has
+    those)."""
+    if _smi_knows(smi, ",".join(SMI_FIELDS)):
+        return list(SMI_FIELDS)
     fields = []
     for name in SMI_FIELDS:
         for candidate in (name, SMI_OLD_NAMES.get(name)):
@@ -198,10 +219,8 @@ def run_smi(a: argparse.Namespace, out, stop: Stop) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    a = parse(argv)
-    stop = Stop(a.seconds)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
+def sample(a: argparse.Namespace, stop: Stop) -> int:
+    """Sample into a.out from the first source that works until STOP; EXIT_NO_SOURCE (the file says why) if none."""
     sources = ["nvml", "smi"] if a.source == "auto" else [a.source]
     why = []
     with open(a.out, "w", buffering=1) as out:
@@ -213,8 +232,46 @@ def main(argv: list[str] | None = None) -> int:
                 out.seek(0)
                 out.truncate()
         out.write(json.dumps({"telemetry": SCHEMA, "source": None, "why": why}) + "\n")
-    print(f"gpu_sampler.py: no GPU telemetry here: {'; '.join(why)}", file=sys.stderr)
+    print(f"gpu_sampler.py: no GPU telemetry here: {'; '.join(why)}", file=sys.stderr, flush=True)
     return EXIT_NO_SOURCE
+
+
+def beside(a: argparse.Namespace) -> int:
+    """Run a.command as a child, sampling from its start to its end; end as it ended."""
+    stop = Stop()
+    try:
+        child = subprocess.Popen(a.command)
+    except OSError as exc:
+        print(f"gpu_sampler.py: cannot start {a.command[0]}: {exc}", file=sys.stderr)
+        return 127
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+    sampler = threading.Thread(target=sample, args=(a, stop), name="kit-gpu-sampler", daemon=True)
+    sampler.start()
+    while True:
+        try:
+            code = child.wait()
+            break
+        except InterruptedError:  # a signal arrived while waiting: passed on, wait again
+            continue
+    stop.set()
+    sampler.join(timeout=10)
+    if code < 0:  # ended by a signal: end by the same one, so the caller sees what it would have seen
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    if a.command:
+        return beside(a)
+    stop = Stop(a.seconds)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda *_: stop.set())
+    return sample(a, stop)
 
 
 if __name__ == "__main__":

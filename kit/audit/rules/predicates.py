@@ -19,6 +19,7 @@ from kit.audit.evidence import Evidence, finite
 from kit.config.case_keys import NLP_MODELS
 from kit.core.catalogue import contract, harness
 from kit.core.yamlio import LineDict
+from kit.hosts.capture.model import of_vintage
 from kit.hosts.consistency import consistency
 from kit.results.parsers.kitlog import events as kit_events
 
@@ -377,9 +378,10 @@ def same_global_batch_across_frameworks(ev: Evidence, out: Finding) -> None:
             out.fail(f"row {row_key}: global batch differs between frameworks: {detail}", ev.rel(first))
 
 
-@predicate()
-def environment_consistent(ev: Evidence, out: Finding) -> None:
-    """Each host's capture re-parsed from its raw probe outputs equals capture.json; hosts agree (check_env)."""
+@predicate(versions={1: {"gpu_settings": False}, 2: {"gpu_settings": True}})
+def environment_consistent(ev: Evidence, out: Finding, gpu_settings: bool) -> None:
+    """Each host's capture re-parsed from its raw probe outputs equals capture.json; hosts agree (check_env);
+    from @2 the hosts' GPU settings that change a figure (power limit, application clocks, persistence, ECC) too."""
     captures = []
     for host, (parsed, stored, problem) in ev.captures.items():
         out.checked += 1
@@ -389,14 +391,15 @@ def environment_consistent(ev: Evidence, out: Finding) -> None:
             continue
         if stored is None:
             out.fail(f"host {host}: no capture.json", where)
-        elif stored != parsed.to_dict():
-            diff = sorted(k for k in set(stored) | set(parsed.to_dict()) if stored.get(k) != parsed.to_dict().get(k))
+        elif stored != (again := of_vintage(parsed.to_dict(), stored)):
+            diff = sorted(k for k in set(stored) | set(again) if stored.get(k) != again.get(k))
             out.fail(f"host {host}: capture.json differs from its raw outputs in {', '.join(diff)}", where)
         captures.append(parsed)
     if not captures:
         out.note = "no environment captures in this run"
         return
-    verdict = consistency(captures, require_gpu=bool(ev.suite and ev.suite.hardware == "gpu"))
+    verdict = consistency(captures, require_gpu=bool(ev.suite and ev.suite.hardware == "gpu"),
+                          gpu_settings=gpu_settings)
     for problem in verdict.problems:
         out.fail(problem, "env/")
 

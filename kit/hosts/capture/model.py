@@ -8,9 +8,20 @@ from pathlib import Path
 from kit.core.inputs import parse_json
 from kit.core.text import clean_output
 from kit.hosts.capture.errors import EnvCaptureError
-from kit.hosts.capture.smi import SmiReport, parse_query_xml
+from kit.hosts.capture.smi import LATER_GPU_KEYS, SmiReport, parse_query_xml
 from kit.hosts.capture.system import CpuInfo, parse_cpuinfo, parse_meminfo, parse_os_release
 from kit.hosts.capture.topo import Topology, parse_topo
+
+
+def of_vintage(parsed: dict, stored: dict) -> dict:
+    """A capture re-parsed now, as a capture.json of STORED's vintage: ones written before the kit captured the
+    application clocks (kit.hosts.capture.smi.LATER_GPU_KEYS) lack those keys."""
+    gpus = ((stored.get("smi") or {}).get("gpus") or []) if isinstance(stored, dict) else []
+    if not parsed.get("smi") or not gpus or any(k in g for g in gpus if isinstance(g, dict) for k in LATER_GPU_KEYS):
+        return parsed
+    smi = {**parsed["smi"], "gpus": [{k: v for k, v in g.items() if k not in LATER_GPU_KEYS}
+                                     for g in parsed["smi"]["gpus"]]}
+    return {**parsed, "smi": smi}
 
 
 @dataclass

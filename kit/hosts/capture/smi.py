@@ -34,7 +34,10 @@ _GPU_FIELDS: dict[str, tuple[str, str, dict[str, float] | tuple[str, ...] | None
     "persistence_mode": ("persistence_mode", "Persistence Mode", None),
     "mig_mode": ("mig_mode/current_mig", "MIG Mode/Current", None),
     "utilization_gpu_pct": ("utilization/gpu_util", "Utilization/GPU", _PCT),
+    "app_graphics_clock_mhz": ("applications_clocks/graphics_clock", "Applications Clocks/Graphics", _MHZ),
+    "app_mem_clock_mhz": ("applications_clocks/mem_clock", "Applications Clocks/Memory", _MHZ),
 }
+LATER_GPU_KEYS = ("app_graphics_clock_mhz", "app_mem_clock_mhz")  # captured from 2026-11-28 (model.of_vintage)
 # power limits: the block of drivers >= 530 first, then the older one; in each, the limit in force by its names
 _POWER_BLOCKS = (("gpu_power_readings", "GPU Power Readings"), ("power_readings", "Power Readings"))
 _POWER_LIMITS = {
@@ -98,6 +101,8 @@ class GpuInfo:
     mig_mode: str | None
     utilization_gpu_pct: int | None
     processes: list[GpuProcess] = field(default_factory=list)
+    app_graphics_clock_mhz: int | None = None  # application clocks: what the GPU runs at under load, unless boosted
+    app_mem_clock_mhz: int | None = None
 
     @property
     def name(self) -> str:

@@ -1,0 +1,47 @@
+"""STAND-IN for `nvidia-smi --query-gpu=...` (tests only), called by the stand-in nvidia-smi beside it. It replays
+the real loop output recorded on an NVIDIA H200, driver 580.159.04 (tests/fixtures/gpu-runs/h200-20261128/
+telemetry/smi-100ms.csv, or $STANDIN_SMI_LOOP), row after row, each stamped with the current time as the real tool
+stamps its rows; only the fields that recording holds are known (others: the real tool's error and exit 2).
+
+    --query-gpu=F1,F2 --format=csv[,noheader][,nounits] [--loop-ms=N] [--id=0]
+"""
+
+import datetime as dt
+import os
+import sys
+import time
+from pathlib import Path
+
+RECORDED = Path(os.environ.get("STANDIN_SMI_LOOP") or Path(__file__).resolve().parents[2] / "fixtures" / "gpu-runs"
+                / "h200-20261128" / "telemetry" / "smi-100ms.csv")
+
+
+def main(argv: list[str]) -> int:
+    opts = dict(a.split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+    fields = opts["--query-gpu"].split(",")
+    fmt = opts.get("--format", "csv").split(",")
+    lines = [line for line in RECORDED.read_text().splitlines() if not line.startswith("#")]
+    header = [h.strip() for h in lines[0].split(",")]
+    names = [h.split(" [")[0] for h in header]
+    rows = [[v.strip() for v in line.split(",")] for line in lines[1:]]
+    for f in fields:
+        if f not in names:
+            print(f'Field "{f}" is not a valid field to query.\n')
+            return 2
+    cols = [names.index(f) for f in fields]
+    if "noheader" not in fmt:
+        print(", ".join(header[c] for c in cols))  # recorded with nounits: the values carry none
+    loop_ms = int(opts.get("--loop-ms", opts.get("-lms", "0")) or 0)
+    i = 0
+    while True:
+        row = rows[i % len(rows)]
+        now = dt.datetime.now().strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        print(", ".join(now if names[c] == "timestamp" else row[c] for c in cols), flush=True)
+        if not loop_ms:
+            return 0
+        i += 1
+        time.sleep(loop_ms / 1000)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

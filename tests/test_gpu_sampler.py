@@ -1,0 +1,110 @@
+"""scripts/telemetry/gpu_sampler.py, the sampler beside every GPU run, against the GPU boundary replayed: the
+STAND-IN pynvml (tests/standin/pynvml) and the STAND-IN nvidia-smi (tests/standin/nvidia-smi), which replay the
+real samples recorded on an H200 (tests/fixtures/gpu-runs/h200-20261128/telemetry/). Everything else is real: the
+run it wraps, its signals, its exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLER = REPO / "scripts" / "telemetry" / "gpu_sampler.py"
+STANDIN = REPO / "tests" / "standin"
+RECORDED = REPO / "tests" / "fixtures" / "gpu-runs" / "h200-20261128" / "telemetry"
+
+
+def env(nvml: bool = False, smi: bool = False, **extra: str) -> dict:
+    path = os.pathsep.join([*([str(STANDIN / "nvidia-smi")] if smi else []), "/usr/bin", "/bin"])
+    out = {"PATH": path, "HOME": os.environ.get("HOME", "/tmp"), **extra}
+    if nvml:
+        out["PYTHONPATH"] = str(STANDIN / "pynvml")
+    return out
+
+
+def sampler(out: Path, *args: str, environ: dict, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SAMPLER), "--out", str(out), *args], env=environ,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_beside_a_run_with_nvml_it_samples_from_start_to_end_and_ends_as_the_run_did(tmp_path):
+    out = tmp_path / "x.gpu-telemetry"
+    done = sampler(out, "--interval-ms", "50", "--", "sh", "-c", "echo training; sleep 1; exit 3",
+                   environ=env(nvml=True))
+    assert done.returncode == 3 and done.stdout == "training\n"
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    header, samples = lines[0], lines[1:]
+    assert header["source"] == "nvml" and header["interval_ms"] == 50 and header["driver"] == "580.159.04"
+    assert header["gpus"] == [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-45d3aa2e-1d0d-9dc5-8f29-be7c48cb8658",
+                               "max_sm_mhz": 1980, "max_mem_mhz": 3201, "limit_w": 700.0}]
+    assert 12 <= len(samples) <= 30  # ~1 s at 50 ms
+    recorded = json.loads((RECORDED / "nvml-100ms.jsonl").read_text().splitlines()[1])
+    first = samples[0]
+    assert {k: first[k] for k in ("gpu", "sm_mhz", "power_w", "limit_w", "temp_c", "reasons")} == {
+        k: recorded[k] for k in ("gpu", "sm_mhz", "power_w", "limit_w", "temp_c", "reasons")}
+    times = [s["t"] for s in samples]
+    assert times == sorted(times) and 0.8 <= times[-1] - times[0] <= 1.5
+
+
+def test_where_only_the_driver_is_there_it_keeps_nvidia_smis_own_csv(tmp_path):
+    out = tmp_path / "x.gpu-telemetry"
+    done = sampler(out, "--", "sleep", "2", environ=env(smi=True))
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("# telemetry 1 source smi interval_ms 100 started ")
+    recorded = [line for line in (RECORDED / "smi-100ms.csv").read_text().splitlines() if not line.startswith("#")]
+    assert lines[1] == recorded[0]  # every field the sampler asks for, as this driver names them
+    assert 5 <= len(lines) - 2 <= 25
+    assert lines[2].split(", ")[1:] == recorded[1].split(", ")[1:]  # the values replayed, stamped now
+
+
+def test_fields_a_driver_lacks_are_left_out_and_old_names_used(tmp_path):
+    recorded = [line for line in (RECORDED / "smi-100ms.csv").read_text().splitlines() if not line.startswith("#")]
+    cols = [h.strip() for h in recorded[0].split(",")]
+    keep = [i for i, h in enumerate(cols) if not h.startswith("power.draw.instant")]
+    old = tmp_path / "old-driver.csv"  # derived from the real recording: an older driver's names and fields
+    old.write_text("\n".join(", ".join(line.split(", ")[i] for i in keep) for line in recorded[:50])
+                   .replace("clocks_event_reasons.active", "clocks_throttle_reasons.active") + "\n")
+    out = tmp_path / "x.gpu-telemetry"
+    done = sampler(out, "--", "sleep", "1.5", environ=env(smi=True, STANDIN_SMI_LOOP=str(old)))
+    assert done.returncode == 0, done.stderr
+    header = out.read_text().splitlines()[1]
+    assert "power.draw.instant" not in header and header.endswith("clocks_throttle_reasons.active")
+
+
+def test_without_any_source_the_run_still_runs_and_the_file_says_why(tmp_path):
+    out = tmp_path / "x.gpu-telemetry"
+    done = sampler(out, "--", "sh", "-c", "exit 0", environ=env())
+    assert done.returncode == 0 and "no GPU telemetry here" in done.stderr
+    said = json.loads(out.read_text())
+    assert said["source"] is None and any(w.startswith("nvml: ModuleNotFoundError") for w in said["why"])
+    assert any(w.startswith("smi: FileNotFoundError") for w in said["why"])
+
+
+def test_a_stop_signal_reaches_the_run_and_the_sampler_ends_by_it(tmp_path):
+    out, mark = tmp_path / "x.gpu-telemetry", tmp_path / "got-term"
+    run = f"trap 'touch {mark}; exit 143' TERM; sleep 30 & wait"
+    proc = subprocess.Popen([sys.executable, str(SAMPLER), "--out", str(out), "--", "sh", "-c", run],
+                            env=env(nvml=True))
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 143  # the run's own exit status, passed through
+    assert mark.exists()
+    assert len(out.read_text().splitlines()) >= 5
+
+
+def test_bad_arguments_are_refused(tmp_path):
+    done = sampler(tmp_path / "x", "--interval-ms", "5", environ=env())
+    assert done.returncode == 2 and "--interval-ms: 10 to 60000" in done.stderr
+    done = sampler(tmp_path / "x", "--", environ=env())
+    assert done.returncode == 2 and "nothing to run after --" in done.stderr
+
+
+def test_a_run_ended_by_a_signal_ends_the_sampler_by_the_same_signal(tmp_path):
+    done = sampler(tmp_path / "x.gpu-telemetry", "--", "sh", "-c", "kill -TERM $$", environ=env(nvml=True))
+    assert done.returncode == -signal.SIGTERM
