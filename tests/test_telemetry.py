@@ -271,6 +271,14 @@ def test_bad_input_names_the_file_line_and_field(tmp_path, text, line, message):
     assert str(caught.value).startswith(f"{path}:{line}: {message}"), str(caught.value)
 
 
+def test_a_recording_cut_mid_row_is_refused(tmp_path):
+    """DERIVED: the real nvidia-smi file cut inside its last row's bitmask, which would still read as a number."""
+    path = tmp_path / "cut.csv"
+    path.write_text(SMI.read_text()[:-6])
+    with pytest.raises(TelemetryError, match=rf"^{path}:1350: the last line has no newline: cut mid-line"):
+        read(path)
+
+
 def test_not_available_values_read_as_none(tmp_path):
     """DERIVED: a real row whose power and reasons the driver could not give."""
     path = tmp_path / "na.csv"

@@ -20,7 +20,11 @@ def _schema(value: object, path: str) -> None:
 def read(path: str | Path) -> Telemetry:
     """The samples of a telemetry file; a file of a host with no GPU telemetry reads as no samples and its why."""
     name = str(path)
-    lines = read_input(path, "telemetry file", TelemetryError).decode("utf-8", errors="replace").split("\n")
+    text = read_input(path, "telemetry file", TelemetryError).decode("utf-8", errors="replace")
+    if text.strip() and not text.endswith("\n"):  # a cut row may still parse: '0x000000' of '0x0000000000000001'
+        raise TelemetryError(name, "the last line has no newline: cut mid-line (the sampler stopped while writing); "
+                                   "remove it to read the rest", text.count("\n") + 1)
+    lines = text.split("\n")
     first = lines[0].rstrip("\r")
     if first.startswith("{"):
         header = nvml.json_object(first, name, 1)
