@@ -288,15 +288,18 @@ def test_not_available_values_read_as_none(tmp_path):
     assert (sample.power_w, sample.reasons, sample.sm_mhz) == (None, None, 345)
 
 
-def test_an_old_driver_names_its_reasons_throttle(tmp_path):
-    """DERIVED: the real file with the pre-535 column name, and without power.draw.instant's column."""
+@pytest.mark.parametrize("dropped,power", [("power.draw.instant", [78.04, 78.05]), ("power.draw", [78.99, 77.64])])
+def test_an_old_driver_names_its_reasons_throttle(tmp_path, dropped, power):
+    """DERIVED: the real file with the pre-535 column name, and without one of its power columns: power_w is
+    power.draw, or power.draw.instant where that is all there is."""
     lines = SMI.read_text().splitlines()[:6]
-    lines[1] = lines[1].replace("clocks_event_reasons", "clocks_throttle_reasons").replace(
-        " power.draw.instant [W],", "")
-    lines[2:] = [",".join(c for i, c in enumerate(row.split(",")) if i != 7) for row in lines[2:]]
+    names = [c.strip() for c in lines[1].split(",")]
+    at = names.index(f"{dropped} [W]")
+    lines[1] = lines[1].replace("clocks_event_reasons", "clocks_throttle_reasons")
+    lines[1:] = [",".join(c for i, c in enumerate(row.split(",")) if i != at) for row in lines[1:]]
     path = tmp_path / "old.csv"
     path.write_text("\n".join(lines) + "\n")
-    assert [(s.power_w, s.reasons) for s in read(path).samples[:2]] == [(78.04, 1), (78.05, 1)]
+    assert [(s.power_w, s.reasons) for s in read(path).samples[:2]] == [(power[0], 1), (power[1], 1)]
 
 
 def test_a_missing_file_is_an_input_error(tmp_path):

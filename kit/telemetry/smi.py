@@ -29,13 +29,13 @@ TIME_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
 COLUMNS = {  # nvidia-smi field -> Sample field
     "clocks.current.sm": "sm_mhz",
     "clocks.current.memory": "mem_mhz",
-    "power.draw": "power_w",
     "enforced.power.limit": "limit_w",
     "temperature.gpu": "temp_c",
     "utilization.gpu": "util_gpu",
     "utilization.memory": "util_mem",
     "memory.used": "mem_used_mib",
 }
+POWER_COLUMNS = ("power.draw", "power.draw.instant")  # power_w: the first there
 REASON_COLUMNS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
 _UNIT = re.compile(r"\s*\[[^\]]*\]$")  # 'clocks.current.sm [MHz]' -> 'clocks.current.sm'
 
@@ -72,10 +72,9 @@ def parse(path: str, header: dict, lines: list[str]) -> Telemetry:
         raise TelemetryError(path, f"nvidia-smi's header row needs timestamp and index, got {head.strip()[:120]!r}",
                              head_line)
     col = {name: i for i, name in enumerate(names)}
-    power = col.get("power.draw", col.get("power.draw.instant"))
     reasons_at = next((col[c] for c in REASON_COLUMNS if c in col), None)
     measures = [(field, col.get(name)) for name, field in COLUMNS.items()]
-    measures[2] = ("power_w", power)
+    measures.append(("power_w", next((col[c] for c in POWER_COLUMNS if c in col), None)))
     offset = None
     samples, gpus = [], {}
     for line, text in rows[1:]:
