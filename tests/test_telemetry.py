@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kitlogs import rewrite_kitlog
 
-from kit.results.parsers import ParseError
+from kit.results.parsers import PER_STEP, ParseError, parse_log
 from kit.telemetry import (
     MIN_SAMPLES,
     REASONS,
@@ -29,6 +29,7 @@ VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-202611
 NVML = VISIT / "telemetry" / "nvml-100ms.jsonl"
 SMI = VISIT / "telemetry" / "smi-100ms.csv"
 HARNESS = VISIT / "dle" / "logs" / "torch" / "resnet50" / "bz256" / "1n1g"
+DLE = VISIT / "dle" / "logs" / "ngc-pytorch" / "resnet50" / "bz256" / "1n1g"
 RUNS = ("resnet50_b256_amp-nhwc_1.log", "resnet50_b256_amp-nhwc_2.log")
 UUID = "GPU-45d3aa2e-1d0d-9dc5-8f29-be7c48cb8658"
 
@@ -68,8 +69,8 @@ def test_the_nvidia_smi_recording_reads_on_the_epoch_clock(smi):
     assert len(smi.samples) == 1348
     first = smi.samples[0]
     assert first.t == pytest.approx(1795843984.738, abs=1e-6)
-    assert (first.sm_mhz, first.mem_mhz, first.power_w, first.limit_w, first.energy_mj, first.reasons) == (
-        345, 3201, 78.04, 700, None, 1)  # power.draw, not power.draw.instant (78.99)
+    assert (first.sm_mhz, first.mem_mhz, first.power_w, first.power_instant_w, first.limit_w, first.energy_mj,
+            first.reasons) == (345, 3201, 78.04, 78.99, 700, None, 1)  # power_w is power.draw
     assert all(s.energy_mj is None for s in smi.samples)
 
 
@@ -158,19 +159,56 @@ def test_the_h200_during_a_harness_run_from_nvml(nvml, run):
 
 @pytest.mark.parametrize("run", RUNS)
 def test_energy_from_the_counter_and_integrated_agree(nvml, smi, run):
-    """The same window three ways: NVML's counter; NVML's power integrated (DERIVED: the samples with their
-    energy_mj removed); nvidia-smi's power.draw integrated (it has no counter). All within 1%."""
+    """The same window four ways: NVML's counter; NVML's power integrated (DERIVED: the samples with their
+    energy_mj removed); nvidia-smi's power.draw.instant integrated (it has no counter), and its power.draw. All
+    within 1%: the harness warmed up for 20 steps, so the power is steady through the window."""
     start, end, images = harness_window(HARNESS / run)
     counter = summarize(nvml, start, end, images)
     without = dataclasses.replace(nvml, samples=tuple(dataclasses.replace(s, energy_mj=None) for s in nvml.samples))
     integrated = summarize(without, start, end, images)
     from_smi = summarize(smi, start, end, images)
+    averaged = summarize(_without_instant(smi), start, end, images)  # DERIVED: power.draw integrated
     assert (counter.energy_source, integrated.energy_source, from_smi.energy_source) == (
         "counter", "integrated", "integrated")
     assert integrated.j_per_image == pytest.approx(counter.j_per_image, rel=0.01)
     assert from_smi.j_per_image == pytest.approx(counter.j_per_image, rel=0.01)
+    assert averaged.j_per_image == pytest.approx(counter.j_per_image, rel=0.01)  # steady after 20 warm-up steps
     assert (from_smi.samples, from_smi.sm_mhz_median, from_smi.sm_mhz_min) == (44, 1980, 1965)
     assert from_smi.power_mean_w == pytest.approx(counter.power_mean_w, abs=1)
+
+
+def _without_instant(t: Telemetry) -> Telemetry:
+    return dataclasses.replace(t, samples=tuple(dataclasses.replace(s, power_instant_w=None) for s in t.samples))
+
+
+def dle_window(log: Path) -> tuple[float, float, int]:
+    """A DLE run's iterations as the kit reads them (kit.results.parsers, DLLogger's wall-clock times, this host's
+    on UTC): from the first iteration's end to the last one's, and the 256 images of each iteration between."""
+    its = [r for r in parse_log(log).records if r.kind == PER_STEP and r.metric == "train.total_ips"]
+    assert len(its) == 99
+    return its[0].timestamp, its[-1].timestamp, 256 * (len(its) - 1)
+
+
+@pytest.mark.parametrize("run,power,j_per_image", [("resnet50_b256_amp_1.log", 643.0, 0.1109),
+                                                   ("resnet50_b256_amp_2.log", 623.3, 0.1085)])
+def test_the_h200_during_a_dle_run(nvml, smi, run, power, j_per_image):
+    """DLE warms up for one iteration, so its window starts on the ramp into training. NVML's counter: ~630 W,
+    0.11 J/image, 4-7% below the harness's 0.1155 and 0.1163 (more images/s for less power). The samples' power
+    (NVML's power usage, an average over about a second) lags the ramp: its mean reads 60 W below the counter's,
+    and so would its integral; nvidia-smi's power.draw.instant integrated is within 2% of the counter, its
+    power.draw integrated (DERIVED: the instant power removed) about 10% low."""
+    start, end, images = dle_window(DLE / run)
+    w = summarize(nvml, start, end, images)
+    assert (w.samples, w.coverage, w.sm_mhz_median, w.sm_mhz_min, w.temp_peak_c) == (44, 1.0, 1980, 1980, 52)
+    assert w.energy_source == "counter" and w.energy_j / w.seconds == pytest.approx(power, abs=0.1)
+    assert w.j_per_image == pytest.approx(j_per_image, abs=5e-5)
+    assert w.power_mean_w < power - 50
+    harness = summarize(nvml, *harness_window(HARNESS / RUNS[int(run[-5]) - 1]))
+    assert 0.92 < w.j_per_image / harness.j_per_image < 0.97  # 0.960, 0.933
+    instant = summarize(smi, start, end, images)
+    assert instant.energy_source == "integrated"
+    assert instant.j_per_image == pytest.approx(w.j_per_image, rel=0.02)
+    assert summarize(_without_instant(smi), start, end, images).j_per_image / w.j_per_image < 0.92
 
 
 def test_a_throttled_window(nvml):

@@ -14,7 +14,8 @@
         The measured window of a harness log (:::KITLOG), read through kit.results.parsers.
 
 Sample's fields: t (epoch s), gpu, sm_mhz, mem_mhz, power_w, limit_w, energy_mj, temp_c, util_gpu, util_mem,
-mem_used_mib, reasons (REASONS bits); None where the source has no such field (nvidia-smi: energy_mj).
+mem_used_mib, reasons (REASONS bits), power_instant_w; None where the source has no such field (nvidia-smi:
+energy_mj; NVML: power_instant_w).
 """
 
 from kit.telemetry.harness import harness_window

@@ -45,6 +45,9 @@ class Sample:
     util_mem: float | None  # %
     mem_used_mib: float | None
     reasons: int | None  # clock-event reason bits (REASONS)
+    # nvidia-smi's power.draw.instant where it has one: power_w (NVML's power usage, power.draw) is an average over
+    # about a second on recent GPUs, which lags a ramp; energy is integrated from this one where every sample has it
+    power_instant_w: float | None = None
 
 
 @dataclass(frozen=True)

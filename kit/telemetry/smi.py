@@ -6,8 +6,9 @@
 
 Columns are found by name (a driver lacking a field leaves it out; drivers before 535 say
 clocks_throttle_reasons.active); '[N/A]' and '[Not Supported]' read as None. power_w is power.draw (what NVML's
-power usage reads; an average over about a second on recent GPUs), power.draw.instant where only that is there.
-There is no energy counter: energy_mj is None.
+power usage reads; an average over about a second on recent GPUs), power.draw.instant where only that is there;
+power_instant_w is power.draw.instant (what energy is integrated from). There is no energy counter: energy_mj is
+None.
 
 The clock: nvidia-smi prints local wall time without a zone. The sampler writes the header's `started` (epoch
 seconds) just before it starts nvidia-smi, so the first row's wall time minus `started` is the host's UTC offset
@@ -75,6 +76,7 @@ def parse(path: str, header: dict, lines: list[str]) -> Telemetry:
     reasons_at = next((col[c] for c in REASON_COLUMNS if c in col), None)
     measures = [(field, col.get(name)) for name, field in COLUMNS.items()]
     measures.append(("power_w", next((col[c] for c in POWER_COLUMNS if c in col), None)))
+    measures.append(("power_instant_w", col.get("power.draw.instant")))
     offset = None
     samples, gpus = [], {}
     for line, text in rows[1:]:
