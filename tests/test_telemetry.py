@@ -238,6 +238,14 @@ def test_a_gap_in_the_samples_lowers_the_coverage(nvml):
     kept = tuple(s for s in nvml.samples if not start + 1 < s.t < start + 2)
     w = summarize(dataclasses.replace(nvml, samples=kept), start, end, 25600)
     assert w.samples == 34 and w.coverage == pytest.approx(1 - 1.1 / (end - start), abs=0.03)  # a 1.1 s gap
+    assert w.energy_source == "counter" and w.j_per_image == pytest.approx(FIGURES[RUNS[0]][1], abs=5e-5)
+
+
+def test_a_window_past_the_recording_has_no_energy(nvml):
+    last = nvml.samples[-1].t
+    w = summarize(nvml, last - 5, last + 5, 1000)
+    assert w.why is None and w.sm_mhz_median is not None and w.coverage == pytest.approx(0.5, abs=0.02)
+    assert (w.energy_j, w.energy_source, w.j_per_image) == (None, None, None)
 
 
 def test_two_gpus_sum_their_power_and_energy(nvml):

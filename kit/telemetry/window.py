@@ -29,7 +29,8 @@ class WindowSummary:
     """The chosen GPUs over one window. Clocks, temperature, utilisation and reasons pool every GPU's samples;
     power_mean_w, power_peak_w, limit_w and energy_j are sums over the GPUs (each GPU's mean, peak, limit, energy).
     images_per_s_per_w is images / energy_j (images/s over the window's average power). Figures are None where the
-    samples do not give them; all are None, and `why` says why, when a GPU has fewer than MIN_SAMPLES samples."""
+    samples do not give them (energy: no sample within GAP_INTERVALS of an edge, which the coverage shows); all are
+    None, and `why` says why, when a GPU has fewer than MIN_SAMPLES samples."""
 
     start_s: float
     end_s: float
