@@ -308,6 +308,8 @@ REAL_SMI_ROW = SMI.read_text().splitlines()[2]
     (_smi_edit([REAL_SMI_ROW.replace("0x0000000000000001", "idle")]), 4,
      "clocks_event_reasons.active: 'idle' is not a hexadecimal bitmask"),
     (["# telemetry 1 source dcgm interval_ms 100 started 1 host vm"], 1, "source: unknown source 'dcgm'"),
+    (_smi_edit([])[:2] + [REAL_SMI_ROW.replace("05:33:04.738", "05:36:04.738")], 3,
+     "timestamp: the first row is +180 s from a whole zone offset"),
 ])
 def test_bad_input_names_the_file_line_and_field(tmp_path, text, line, message):
     path = tmp_path / "bad.telemetry"

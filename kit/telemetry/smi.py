@@ -13,8 +13,9 @@ None.
 The clock: nvidia-smi prints local wall time without a zone. The sampler writes the header's `started` (epoch
 seconds) just before it starts nvidia-smi, so the first row's wall time minus `started` is the host's UTC offset
 plus a fraction of a second; rounded to the nearest 15 minutes (every zone's offset is a multiple of that) it
-anchors every row: t = the row's wall time read as UTC - that offset. A zone change during the recording (a
-daylight-saving switch) is not followed.
+anchors every row: t = the row's wall time read as UTC - that offset (a first row more than a minute off a
+whole offset is refused: no anchor). A zone change during the recording (a daylight-saving switch) is not
+followed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kit.telemetry.records import NOT_AVAILABLE, Gpu, Sample, Telemetry, Telemet
 
 HEADER = "# telemetry "
 ZONE_STEP_S = 900  # UTC offsets are whole quarter hours
+ANCHOR_SLACK_S = 60  # the first row comes within this of the header's started (plus the zone's offset)
 TIME_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
 COLUMNS = {  # nvidia-smi field -> Sample field
     "clocks.current.sm": "sm_mhz",
@@ -89,6 +91,10 @@ def parse(path: str, header: dict, lines: list[str]) -> Telemetry:
         wall = _wall(cells[col["timestamp"]], path, line)
         if offset is None:
             offset = round((wall - started) / ZONE_STEP_S) * ZONE_STEP_S
+            if abs(wall - started - offset) > ANCHOR_SLACK_S:
+                raise TelemetryError(path, f"the first row is {wall - started - offset:+.0f} s from a whole zone "
+                                           "offset of the header's started: its clock cannot be anchored", line,
+                                     "timestamp")
         index = number(cells[col["index"]], path, line, "index")
         if index is None or index != int(index):
             raise TelemetryError(path, f"{cells[col['index']]!r} is not a GPU index", line, "index")
