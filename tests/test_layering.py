@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KIT = ROOT / "kit"
 # bottom to top: a module may import its own package and those before it
-ORDER = ["core", "results", "telemetry", "config", "hosts", "images", "run", "audit", "cli", "tasks"]
+ORDER = ["core", "telemetry", "results", "config", "hosts", "images", "run", "audit", "cli", "tasks"]
 PURE = [
     "kit.results", "kit.results.parsers", "kit.results.stats", "kit.results.extract", "kit.results.report",
     "kit.results.sections", "kit.results.crosscheck", "kit.results.compare", "kit.results.compose",
@@ -22,7 +22,7 @@ PURE = [
     "kit.config.inventory", "kit.config.host_values", "kit.config.programs", "kit.hosts.capture",
     "kit.hosts.consistency",
     "kit.run.command", "kit.config.reference", "kit.images.spec", "kit.audit.evidence", "kit.audit.rules",
-    "kit.audit.sysdesc", "kit.telemetry",
+    "kit.audit.sysdesc", "kit.telemetry", "kit.results.gpu_window",
 ]
 FORBIDDEN = ("fabric", "invoke", "paramiko", "docker")
 NO_PROCESSES = ["kit/results", "kit/telemetry", "kit/audit/rules", "kit/run/command.py", "kit/images/spec.py",

@@ -13,23 +13,19 @@
         images, gpus, samples, coverage, why, sm_mhz_median, sm_mhz_min, max_sm_mhz, sm_ratio_median, sm_ratio_min,
         power_mean_w, power_peak_w, limit_w, energy_j, energy_source, j_per_image, images_per_s_per_w,
         temp_peak_c, util_gpu_mean, reasons {name: share}, per_gpu (several GPUs); the property seconds.
-    harness_window(log_path) -> (start_s, end_s, images)
-        The measured window of a harness log (:::KITLOG), read through kit.results.parsers (ParseError where the
-        kit would give the log no figure).
+A harness log's measured window is kit.results.gpu_window.harness_window(log_path) -> (start_s, end_s, images).
 
 nvidia-smi's timestamps carry no zone: they are anchored by the header's epoch `started` (smi.py says how).
-The layer sits above kit.results (tests/test_layering.py): kit.cli, kit.audit or kit.run call it and hand its
-summaries to kit.results' renderers.
+The layer sits just above kit.core, below kit.results (tests/test_layering.py), which reports its summaries.
 
 Sample's fields: t (epoch s), gpu, sm_mhz, mem_mhz, power_w, limit_w, energy_mj, temp_c, util_gpu, util_mem,
 mem_used_mib, reasons (REASONS bits), power_instant_w; None where the source has no such field (nvidia-smi:
 energy_mj; NVML: power_instant_w).
 """
 
-from kit.telemetry.harness import harness_window
 from kit.telemetry.reader import read
 from kit.telemetry.records import REASONS, Gpu, Sample, Telemetry, TelemetryError, reason_names
 from kit.telemetry.window import MIN_SAMPLES, WindowSummary, summarize
 
-__all__ = ["MIN_SAMPLES", "REASONS", "Gpu", "Sample", "Telemetry", "TelemetryError", "WindowSummary",
-           "harness_window", "read", "reason_names", "summarize"]
+__all__ = ["MIN_SAMPLES", "REASONS", "Gpu", "Sample", "Telemetry", "TelemetryError", "WindowSummary", "read",
+           "reason_names", "summarize"]

@@ -12,16 +12,25 @@ share counts the samples (evenly spaced) whose bitmask has its bit, among those 
 
 from __future__ import annotations
 
+import math
+import statistics
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from kit.results.stats import mean, median
 from kit.telemetry.records import REASONS, Sample, Telemetry
 
 MIN_SAMPLES = 3  # fewer samples of a GPU in the window: no figures
 GAP_INTERVALS = 3  # samples further apart than this many intervals leave the time between them uncovered
 COUNTER, INTEGRATED = "counter", "integrated"
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""harness_window(): the measured window of a harness log, read as the kit reads its figure."""
+"""harness_window(): the measured window of a harness log, read as the kit reads its figure (where a GPU run's
+telemetry is summarised: kit.telemetry.summarize)."""
 
 from __future__ import annotations
 
