@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kitlogs import rewrite_kitlog
 
-from kit.results.gpu_window import harness_window
+from kit.results.gpu_telemetry import harness_window
 from kit.results.parsers import PER_STEP, ParseError, parse_log
 from kit.telemetry import (
     MIN_SAMPLES,

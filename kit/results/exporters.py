@@ -12,6 +12,8 @@ from pathlib import Path
 from kit.core.files import write_text
 from kit.results import stats
 from kit.results.extract import Method, format_number
+from kit.results.gpu_telemetry import telemetry_markdown
+from kit.results.parsers.kitlog import read_what_ran
 from kit.results.report import CaseResult, Report, rel_path
 
 
@@ -76,6 +78,8 @@ def to_markdown(report: Report) -> str:
             out.write(f"\n- {note}")
         if group.notes:
             out.write("\n")
+        out.write(telemetry_markdown(group.cases, lambda run: read_what_ran(run.log.path).get("input_rate")
+                                     if run.figure.format == "kitlog" else None))
     if report.failures:
         out.write("\n## Logs that gave no figure\n\n")
         for path, reason in report.failures:

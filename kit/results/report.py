@@ -12,9 +12,11 @@ from pathlib import Path
 
 from kit import __version__
 from kit.core.files import SCHEMA_VERSIONS
+from kit.core.inputs import InputError
 from kit.core.layout import GroupKey, RunLog, Stray, case_name, find_logs
 from kit.results import stats
 from kit.results.extract import Figure, Method, MethodError, compute_figure
+from kit.results.gpu_telemetry import run_telemetry
 from kit.results.parsers import PER_CARD, ParseError, parse_log
 from kit.results.parsers.kitlog import read_peak_memory
 
@@ -27,6 +29,7 @@ class RunResult:
     log: RunLog
     figure: Figure
     peak_memory_mb: float | None = None  # the harness's run_stop figure (peak RSS on CPU, peak allocated on GPU)
+    telemetry: dict | None = None  # what its GPUs did (kit.results.gpu_telemetry.run_telemetry); None: not sampled
 
     def to_dict(self, root: Path) -> dict:
         return {
@@ -43,7 +46,7 @@ class RunResult:
             "scale": self.figure.method.scale,
             "warnings": list(self.figure.warnings),
             "peak_memory_mb": self.peak_memory_mb,
-        }
+        } | ({"telemetry": self.telemetry} if self.telemetry is not None else {})
 
 
 @dataclass
@@ -213,8 +216,13 @@ def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: boo
             failures.append((log.path, str(exc)))
             continue
         peak = read_peak_memory(log.path) if figure.format == "kitlog" else None
+        try:
+            tele = run_telemetry(log.path, root, root.parent if root.name == "logs" else root)
+        except InputError as exc:  # a samples file that cannot be read: the run has no figure the kit stands by
+            failures.append((log.path, f"GPU samples: {exc}"))
+            continue
         by_group.setdefault(log.group, {}).setdefault((log.nodes, log.gpus_per_node), []).append(
-            RunResult(log, figure, peak))
+            RunResult(log, figure, peak, tele))
     groups = []
     for key in sorted(by_group):
         cases = [CaseResult(n, g, runs) for (n, g), runs in sorted(by_group[key].items())]

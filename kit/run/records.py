@@ -35,6 +35,7 @@ from kit.hosts.capture import parse_cpuinfo
 from kit.results.extract import HARNESS_METHOD, Figure, Method, MethodError, compute_figure
 from kit.results.parsers import ParseError, parse_log
 from kit.results.parsers.kitlog import read_what_ran
+from kit.run.command import SAMPLE_INTERVAL_MS, SAMPLER
 from kit.run.plan import PlannedRun
 
 if TYPE_CHECKING:
@@ -237,6 +238,9 @@ def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
         "kit_commit": source_revision(),
         "inherited_environment": run_environment(),
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        # every GPU run is sampled beside it (kit.run.command.sampled): verify then asks each run for its samples
+        **({"gpu_telemetry": {"sampler": f"scripts/{SAMPLER}", "interval_ms": SAMPLE_INTERVAL_MS}}
+           if suite.hardware == "gpu" else {}),
         **fields,
         "runs": {},
     }

@@ -13,7 +13,7 @@
         images, gpus, samples, coverage, why, sm_mhz_median, sm_mhz_min, max_sm_mhz, sm_ratio_median, sm_ratio_min,
         power_mean_w, power_peak_w, limit_w, energy_j, energy_source, j_per_image, images_per_s_per_w,
         temp_peak_c, util_gpu_mean, reasons {name: share}, per_gpu (several GPUs); the property seconds.
-A harness log's measured window is kit.results.gpu_window.harness_window(log_path) -> (start_s, end_s, images).
+A harness log's measured window is kit.results.gpu_telemetry.harness_window(log_path) -> (start_s, end_s, images).
 
 nvidia-smi's timestamps carry no zone: they are anchored by the header's epoch `started` (smi.py says how).
 The layer sits just above kit.core, below kit.results (tests/test_layering.py), which reports its summaries.

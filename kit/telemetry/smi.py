@@ -111,6 +111,7 @@ def parse(path: str, header: dict, lines: list[str]) -> Telemetry:
         if sample.gpu not in gpus:
             at = col.get("clocks.max.sm")
             max_sm = None if at is None else number(cells[at], path, line, names[at])
-            gpus[sample.gpu] = Gpu(sample.gpu, None, cells[col["uuid"]] if "uuid" in col else None, max_sm, None,
+            name = cells[col["name"]] if "name" in col else None
+            gpus[sample.gpu] = Gpu(sample.gpu, name, cells[col["uuid"]] if "uuid" in col else None, max_sm, None,
                                    sample.limit_w)
     return Telemetry(path, "smi", header.get("host"), interval / 1000, started, tuple(gpus.values()), tuple(samples))

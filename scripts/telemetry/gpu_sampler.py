@@ -36,7 +36,7 @@ from pathlib import Path
 
 SCHEMA = 1
 # nvidia-smi --query-gpu names, in the order of the CSV; the ones a driver lacks are left out (asked first)
-SMI_FIELDS = ("timestamp", "index", "uuid", "clocks.current.sm", "clocks.current.memory", "clocks.max.sm",
+SMI_FIELDS = ("timestamp", "index", "name", "uuid", "clocks.current.sm", "clocks.current.memory", "clocks.max.sm",
               "power.draw", "power.draw.instant", "enforced.power.limit", "temperature.gpu", "utilization.gpu",
               "utilization.memory", "memory.used", "clocks_event_reasons.active")
 SMI_OLD_NAMES = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}  # drivers before 535

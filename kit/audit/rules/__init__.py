@@ -11,6 +11,7 @@ from kit.audit.rules import declared as _declared  # noqa: F401  (registers the 
 from kit.audit.rules import derived as _derived  # noqa: F401  (registers the derived files' predicates)
 from kit.audit.rules import programs as _programs  # noqa: F401  (registers the published programs' predicates)
 from kit.audit.rules import provenance as _provenance  # noqa: F401  (registers the recorded code's predicate)
+from kit.audit.rules import telemetry as _telemetry  # noqa: F401  (registers the GPU samples' predicate)
 from kit.audit.rules.engine import Finding, Rule, Violation, evaluate, load_rules, newest, versions
 from kit.audit.rules.predicates import PREDICATES
 

@@ -1,0 +1,87 @@
+"""What a GPU run's samples must hold (rule set v4): every run of a run whose run.json says its GPUs were sampled
+has its samples file (scripts/telemetry/gpu_sampler.py's, raw; or the file's own reason why it has none), each file
+reads, its clocks run forward, its energy counter never goes back, it covers the measured window of a harness run,
+and the counter's energy agrees with the power integrated over that window. The figures themselves (J/image,
+clocks, throttling) are recomputed with results.json (results_recomputed). Pure; registered in
+kit.audit.rules.predicates.PREDICATES like every predicate."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from kit.audit.evidence import Evidence
+from kit.audit.rules.predicates import predicate
+from kit.results.gpu_telemetry import harness_window, telemetry_files
+from kit.results.parsers import ParseError
+from kit.telemetry import TelemetryError, read, summarize
+from kit.telemetry.window import INTEGRATED
+
+if TYPE_CHECKING:
+    from kit.audit.rules.engine import Finding
+
+MIN_COVERAGE = 0.8  # of a harness run's measured window
+ENERGY_AGREEMENT = 0.25  # counter vs integrated power (power.draw averages over ~1 s: 10% off on a ramp, measured)
+
+
+@predicate()
+def gpu_telemetry_holds(ev: Evidence, out: Finding) -> None:
+    """Each run of a sampled GPU run (run.json gpu_telemetry) has samples that read, run forward in time, keep a
+    rising energy counter, cover at least MIN_COVERAGE of a harness run's measured window, and whose counter agrees
+    with the power integrated over it within ENERGY_AGREEMENT."""
+    if not ev.meta.get("gpu_telemetry"):
+        out.note = "run.json records no GPU sampler (a CPU run, or a run from before the sampler)"
+        return
+    logs_root, without = ev.root / "logs", 0
+    for key, log, _figure in ev.runs():
+        out.checked += 1
+        files = telemetry_files(log.path, logs_root)
+        if not files:
+            out.fail(f"{key} run {log.run}: no GPU samples (run.json says its GPUs were sampled)",
+                     ev.rel(log.path))
+            continue
+        for host, path in files.items():
+            where = ev.rel(path)
+            try:
+                tel = read(path)
+            except TelemetryError as exc:
+                out.fail(f"{key} run {log.run} ({host}): {exc.key + ': ' if exc.key else ''}{exc.reason}", where,
+                         exc.line)
+                continue
+            if tel.source is None:
+                without += 1  # the sampler said why it had none (no driver, no GPU): a recorded reason
+                continue
+            for problem in _ordered(tel):
+                out.fail(f"{key} run {log.run} ({host}): {problem}", where)
+            try:
+                start, end, images = harness_window(log.path)
+            except ParseError:
+                continue  # a published program's run: no measured window of the kit's to cover
+            whole = summarize(tel, start, end, images)
+            if whole.coverage < MIN_COVERAGE:
+                out.fail(f"{key} run {log.run} ({host}): the samples cover {whole.coverage:.0%} of the measured "
+                         f"window (at least {MIN_COVERAGE:.0%})", where)
+            elif whole.energy_source != INTEGRATED and whole.energy_j:
+                integrated = summarize(_without_counter(tel), start, end, images).energy_j
+                if integrated and abs(integrated / whole.energy_j - 1) > ENERGY_AGREEMENT:
+                    out.fail(f"{key} run {log.run} ({host}): the energy counter gives {whole.energy_j:.1f} J over "
+                             f"the measured window, the power integrated {integrated:.1f} J", where)
+    if without:
+        out.note = f"{without} samples file(s) say why their host had no GPU telemetry"
+
+
+def _ordered(tel) -> list[str]:
+    """Each GPU's samples run forward in time and its energy counter never goes back."""
+    problems, last = [], {}
+    for i, s in enumerate(tel.samples, 1):
+        t, energy = last.get(s.gpu, (None, None))
+        if t is not None and s.t <= t:
+            problems.append(f"sample {i} of GPU {s.gpu} is not after the one before it ({s.t:.3f} <= {t:.3f})")
+        if energy is not None and s.energy_mj is not None and s.energy_mj < energy:
+            problems.append(f"sample {i} of GPU {s.gpu}: the energy counter went back ({s.energy_mj} < {energy} mJ)")
+        last[s.gpu] = (s.t, s.energy_mj if s.energy_mj is not None else energy)
+    return problems[:5]
+
+
+def _without_counter(tel):
+    return replace(tel, samples=tuple(replace(s, energy_mj=None) for s in tel.samples))

@@ -1,0 +1,129 @@
+"""A GPU run's telemetry from its raw samples to the report, results.json and verify, on the real H200 visit
+(tests/fixtures/gpu-runs/h200-20261128): its DLE run directory, each run given the samples the sampler took while
+it ran. Those per-run files are DERIVED: cut, unchanged, from the visit's one continuous recording (both sources,
+telemetry/) at each run's span (a harness log's first and last line, 8 s of process start before; DLE's DLLogger
+lines, 5 s before), the NVML recording for the harness's runs and nvidia-smi's for DLE's."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kit.audit.verify import verify
+from kit.cli import main
+from kit.core.layout import telemetry_name
+from kit.results.gpu_telemetry import run_telemetry, telemetry_warnings
+
+VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
+CASE = Path("logs") / "torch" / "resnet50" / "bz256" / "1n1g"
+DLE = Path("logs") / "ngc-pytorch" / "resnet50" / "bz256" / "1n1g"
+
+
+def span(log: Path) -> tuple[float, float]:
+    """The seconds a run's process lived, as the sampler beside it would have seen them."""
+    if "ngc-pytorch" in log.parts:
+        times = [dt.datetime.strptime(line[4:30], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=dt.UTC).timestamp()
+                 for line in log.read_text().splitlines() if line.startswith("DLL 20")]
+        return times[0] - 5, times[-1] + 0.5
+    times = [json.loads(line.split(":::KITLOG ", 1)[1])["time_ms"] / 1000 for line in log.read_text().splitlines()
+             if ":::KITLOG " in line]
+    return times[0] - 8, times[-1] + 0.5
+
+
+def cut_nvml(start: float, end: float, dest: Path) -> None:
+    lines = (VISIT / "telemetry" / "nvml-100ms.jsonl").read_text().splitlines()
+    header = json.loads(lines[0]) | {"started": start}
+    kept = [line for line in lines[1:] if start <= json.loads(line)["t"] <= end]
+    dest.write_text("\n".join([json.dumps(header), *kept]) + "\n")
+
+
+def cut_smi(start: float, end: float, dest: Path) -> None:
+    comment, header, *rows = (VISIT / "telemetry" / "smi-100ms.csv").read_text().splitlines()
+    def when(row: str) -> float:  # that machine's clock was UTC
+        return dt.datetime.strptime(row[:23], "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=dt.UTC).timestamp()
+    kept = [row for row in rows if start <= when(row) <= end]
+    first = comment.split(" started ")[0] + f" started {when(kept[0]) - 0.02:.3f} host vm"
+    dest.write_text("\n".join([first, header, *kept]) + "\n")
+
+
+@pytest.fixture
+def sampled_run(tmp_path) -> Path:
+    """The real DLE run directory, each run with its derived samples beside its log, and its report made again."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(VISIT / "dle", run_dir)
+    for log in sorted((run_dir / "logs").rglob("*.log")):
+        start, end = span(log)
+        (cut_smi if "ngc-pytorch" in log.parts else cut_nvml)(start, end, log.with_name(telemetry_name(log.name)))
+    assert main(["report", str(run_dir)]) == 0
+    return run_dir
+
+
+def test_the_harness_runs_telemetry_over_their_measured_steps(sampled_run):
+    tele = run_telemetry(sampled_run / CASE / "resnet50_b256_amp-nhwc_1.log", sampled_run / "logs", sampled_run)
+    assert tele["window"] == "measured steps" and tele["images"] == 25600 and tele["energy_source"] == "counter"
+    assert tele["j_per_image"] == pytest.approx(0.1155, abs=0.0005)
+    assert tele["images_per_s_per_w"] == pytest.approx(1 / tele["j_per_image"], rel=1e-3)
+    (host,) = tele["hosts"].values()
+    assert host["file"] == (CASE / "resnet50_b256_amp-nhwc_1.gpu-telemetry").as_posix()
+    assert host["gpus"] == ["NVIDIA H200"] and host["source"] == "nvml" and host["limit_w"] == 700.0
+    assert host["sm_mhz_median"] == 1980.0 and host["coverage"] == 1.0 and 600 < host["power_mean_w"] < 700
+    assert tele["throttled"] == {"sw_power_cap": pytest.approx(4 / 44, abs=0.001)}  # the ramp's first samples
+    assert telemetry_warnings(tele) == ["throttled (sw_power_cap) 9% of the window"]
+
+
+def test_a_published_programs_run_over_its_whole_time_from_nvidia_smi(sampled_run):
+    tele = run_telemetry(sampled_run / DLE / "resnet50_b256_amp_1.log", sampled_run / "logs", sampled_run)
+    assert tele["window"] == "whole run" and tele["images"] == 0 and tele["j_per_image"] is None
+    (host,) = tele["hosts"].values()
+    assert host["source"] == "smi" and host["energy_source"] == "integrated" and host["energy_j"] > 1000
+
+
+def test_results_json_and_the_report_carry_the_telemetry(sampled_run):
+    results = json.loads((sampled_run / "results.json").read_text())
+    runs = {r["file"]: r for g in results["groups"] for c in g["cases"] for r in c["runs"]}
+    assert all("telemetry" in r for r in runs.values())
+    report = (sampled_run / "report.md").read_text()
+    assert "What the GPUs did (samples every 100 ms" in report
+    row = next(line for line in report.splitlines() if line.startswith("| 1n1g | 1 | NVIDIA H200 | measured steps"))
+    assert "| 1980 of 1980 MHz |" in row and "| 0.1155 (counter) |" in row and "sw_power_cap 9%" in row
+    assert "- 1n1g run 1: throttled (sw_power_cap) 9% of the window" in report
+
+
+def test_a_run_without_samples_reports_as_before(tmp_path):
+    """A CPU run, or any run from before the sampler: no telemetry key, no table (older bundles still verify)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(VISIT / "dle", run_dir)
+    assert main(["report", str(run_dir)]) == 0
+    groups = json.loads((VISIT / "dle" / "results.json").read_text())["groups"]
+    assert json.loads((run_dir / "results.json").read_text())["groups"] == groups
+    assert "What the GPUs did" not in (run_dir / "report.md").read_text()
+
+
+def sampled(run_dir: Path) -> None:
+    """run.json as kit bench writes it for a GPU run now: its GPUs were sampled."""
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["gpu_telemetry"] = {"sampler": "scripts/telemetry/gpu_sampler.py", "interval_ms": 100}
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def test_the_sampled_run_verifies_and_an_edited_sample_fails(sampled_run, tmp_path):
+    sampled(sampled_run)
+    bundle = tmp_path / "b.tgz"
+    assert main(["bundle", str(sampled_run), "--out", str(bundle), "--force", "--submitter", "t",
+                 "--system-name", "t"]) == 0
+    assert verify(bundle).ok
+    samples = sampled_run / CASE / "resnet50_b256_amp-nhwc_2.gpu-telemetry"
+    lines = samples.read_text().splitlines()
+    before = json.loads(lines[19])["energy_mj"]
+    edited = json.loads(lines[20]) | {"energy_mj": before - 1}  # before the measured window: no figure changes
+    samples.write_text("\n".join([*lines[:20], json.dumps(edited), *lines[21:]]) + "\n")
+    assert main(["bundle", str(sampled_run), "--out", str(tmp_path / "c.tgz"), "--force", "--submitter", "t",
+                 "--system-name", "t"]) == 1
+    said = [(v.rule, v.where, v.message) for v in verify(tmp_path / "c.tgz").violations]
+    assert said == [("gpu_telemetry_holds", (CASE / samples.name).as_posix(),
+                     f"torch/resnet50/bz256/1n1g/amp-nhwc run 2 (local): sample 20 of GPU 0: the energy counter went "
+                     f"back ({float(before - 1)} < {float(before)} mJ)")], said
