@@ -4,6 +4,7 @@ echo edited, alone or with the raport that repeats it) fail v4 naming file, line
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -12,8 +13,13 @@ import pytest
 from conftest import SHARED
 
 from kit.audit import bundle as bd
+from kit.audit.evidence import Evidence
+from kit.audit.rules.engine import evaluate, load_rules
 from kit.audit.verify import verify
+from kit.config.programs import IMPLS
+from kit.config.reference import Cluster, RefJob, build, record
 from kit.config.suites import load_suite
+from kit.core.layout import sidecar_name
 from kit.results.parsers.echo import ECHOES, echo
 from kit.run import bench
 
@@ -58,8 +64,6 @@ def test_echo_reads_what_each_formats_real_log_says(log_format, path, want):
 
 
 def test_every_program_format_says_what_its_echo_states_or_why_it_is_not_read():
-    from kit.config.programs import IMPLS
-
     for impl in IMPLS.values():
         spec = ECHOES[impl.log_format]
         assert spec.reads or spec.states.startswith("not read"), impl.log_format
@@ -129,3 +133,80 @@ def test_a_dle_log_without_its_echo_fails_v4_and_passes_v3(tmp_path):
         f"{LOG}: {CASE}: the log states nothing of its job, where "
         f"NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch) prints {ECHOES['dle-pytorch'].states}"]
     assert verify(bundle, rules_version="v3").ok
+
+
+# ---- the other formats: a run directory of one real published log at its case's place, with the command record
+# this kit's recipe writes for that case; the rule alone judges it (the log's figure is its publisher's)
+SUITE = """\
+schema_version: 1
+name: echo
+hardware: gpu
+defaults: {{repeats: 1, timeout_s: 120}}
+cases:
+  - {{framework: {framework}, impl: reference, model: resnet50, precision: {precision}, batch_size: {batch},
+      nodes: 1, gpus_per_node: {gpus}}}
+"""
+
+
+def program_run(tmp_path: Path, framework: str, precision: str, batch: int, gpus: int, published: str,
+                edit=lambda text: text) -> tuple[Path, str]:
+    impl = IMPLS[(framework, "resnet50")]
+    job = RefJob(framework, "resnet50", precision, batch, gpus)
+    (tmp_path / "suite.yaml").write_text(SUITE.format(framework=framework, precision=precision, batch=batch,
+                                                      gpus=gpus))
+    rel = f"logs/{impl.name}/resnet50/bz{batch}/1n{gpus}g/resnet50_b{batch}_{precision}_1.log"
+    log = tmp_path / rel
+    log.parent.mkdir(parents=True)
+    log.write_text(edit((PERF / published).read_text(errors="replace")))
+    cluster = Cluster()
+    meta = record(build(job, cluster), job, cluster)
+    log.with_name(sidecar_name(log.name)).write_text(json.dumps(meta))
+    return tmp_path, rel
+
+
+def judged(run_dir: Path) -> list[str]:
+    rule = [r for r in load_rules("v4") if r.name == "program_log_states_its_job"]
+    [finding] = evaluate(rule, Evidence(run_dir))
+    assert finding.checked == 1
+    return [f"{v.where}: {v.message}" for v in finding.violations]
+
+
+def replace(old: str, new: str):
+    return lambda text: text.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("framework,precision,batch,gpus,published,edit,said", [
+    ("torch", "fp32", 256, 8, "pytorch/pytorch_gpu8_fp32_bs256.txt", None, None),
+    ("torch", "fp32", 256, 8, "pytorch/pytorch_gpu8_fp32_bs256.txt", replace("world_size : 8", "world_size : 1"),
+     "3: ngc-pytorch/resnet50/bz256/1n8g/fp32: PARAMETER world_size 1 (the case: 8 GPUs)"),
+    ("tensorflow", "amp", 256, 8, "tensorflow/tf_gpu8_amp_bs256.txt", None, None),
+    ("tensorflow", "amp", 256, 8, "tensorflow/tf_gpu8_amp_bs256.txt", replace("amp : True", "amp : False"),
+     "1: ngc-tensorflow/resnet50/bz256/1n8g/amp: PARAMETER amp False (the case: amp)"),
+    ("tensorflow", "amp", 256, 8, "tensorflow/tf_gpu8_amp_bs256.txt",
+     replace("data_dir : ./data/tfrecords/train", "data_dir : None"),
+     "1: ngc-tensorflow/resnet50/bz256/1n8g/amp: PARAMETER data_dir None (the case: real data)"),
+    ("mxnet", "amp", 256, 8, "mxnet/mxnet_gpu8_amp_bs256.txt", None, None),
+    ("mxnet", "amp", 256, 8, "mxnet/mxnet_gpu8_amp_bs256.txt", replace("batch_size : 2048", "batch_size : 1024"),
+     "1: ngc-mxnet/resnet50/bz256/1n8g/amp: PARAMETER batch_size 1024 (the case: 2048: 256 x 8)"),
+    ("mxnet", "amp", 256, 8, "mxnet/mxnet_gpu8_amp_bs256.txt", replace("dtype : float16", "dtype : float32"),
+     "1: ngc-mxnet/resnet50/bz256/1n8g/amp: PARAMETER dtype float32 (the case: amp)"),
+    ("paddle", "amp", 256, 8, "paddle/PaddleClas_ResNet50_bs256_pure_fp16_DP_N1C8_log", None, None),
+    ("paddle", "amp", 256, 8, "paddle/PaddleClas_ResNet50_bs256_pure_fp16_DP_N1C8_log",
+     replace("name : ResNet50\n", "name : ResNet18\n"),
+     "71: paddleclas/resnet50/bz256/1n8g/amp: Arch.name ResNet18 (the case: resnet50)"),
+    ("paddle", "amp", 256, 8, "paddle/PaddleClas_ResNet50_bs256_pure_fp16_DP_N1C8_log",
+     replace("            batch_size : 256\n", "            batch_size : 128\n"),
+     "120: paddleclas/resnet50/bz256/1n8g/amp: DataLoader.Train.sampler.batch_size 128 (the case: 256)"),
+    ("paddle", "fp32", 256, 8, "paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C8_log", None, None),
+])
+def test_each_echoing_formats_real_log_passes_and_its_forged_echo_fails(tmp_path, framework, precision, batch,
+                                                                        gpus, published, edit, said):
+    run_dir, rel = program_run(tmp_path, framework, precision, batch, gpus, published, edit or (lambda t: t))
+    assert judged(run_dir) == ([f"{rel}:{said}"] if said else [])
+
+
+def test_a_paddleclas_fp32_case_whose_log_has_an_amp_section_fails(tmp_path):
+    """The AMP run's real log at an FP32 case's place: its AMP section and level say so."""
+    run_dir, rel = program_run(tmp_path, "paddle", "fp32", 256, 8,
+                               "paddle/PaddleClas_ResNet50_bs256_pure_fp16_DP_N1C8_log")
+    assert judged(run_dir) == [f"{rel}:68: paddleclas/resnet50/bz256/1n8g/fp32: AMP.level O2 (the case: fp32)"]
