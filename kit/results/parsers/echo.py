@@ -9,13 +9,19 @@ Read only as the real logs print it (../shared/fixtures/published-logs, tests/fi
   'syntetic'; DLE MXNet's 'amp' is False in its float16 runs ('dtype' is its precision), its 'batch_size' is its
   node's (per GPU x its 'gpus' list);
 - PaddleClas: its config, one 'ppcls INFO: ' line per key, nested four blanks a level; an 'AMP' section only in
-  its AMP runs (level O2: pure FP16).
+  its AMP runs (level O2: pure FP16);
+- PaddleNLP BERT, DLE PyTorch BERT, DLE PyTorch Transformer: their argparse Namespace(...) (DLE BERT's inside
+  DLLogger's 'PARAMETER Config : ["Namespace(...)"]'); DLE BERT's precision is 'fp16' ('amp' is False in both),
+  its train_batch_size the per-GPU batch of one step (printed after run_pretraining.py divides it back);
+- PaddleSeg: its config in YAML (a top-level 'batch_size: 8', the model's backbone type) and a 'use AMP to train'
+  line in its AMP runs only.
 The kit compares each statement with the case (kit.audit.rules.echo); a format whose `reads` is None is not read
 (ECHOES says why).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,8 +70,8 @@ def dll_parameters(text: str) -> list[tuple[int, str, str]]:
     return out
 
 
-def _true(raw: str) -> bool | None:
-    return {"True": True, "False": False}.get(raw)
+def _precision(raw: str) -> str:  # True/False; PaddleNLP's older 32-GPU script printed use_amp=1
+    return {"True": "amp", "1": "amp", "False": "fp32", "0": "fp32"}.get(raw, raw)
 
 
 def _real_or_synthetic(backend: str) -> str:
@@ -83,12 +89,12 @@ def _dll_said(text: str, fields: dict[str, tuple[str, Callable[[str], object]]])
 
 _DLE_PYTORCH = {
     "batch_size": (BATCH, _int), "arch": (MODEL, str), "world_size": (WORLD, _int),
-    "amp": (PRECISION, lambda v: {True: "amp", False: "fp32"}.get(_true(v), v)),
+    "amp": (PRECISION, _precision),
     "data_backend": (DATA, _real_or_synthetic), "memory_format": (LAYOUT, str),
 }
 _DLE_TF1 = {
     "batch_size": (BATCH, _int), "arch": (MODEL, str),
-    "amp": (PRECISION, lambda v: {True: "amp", False: "fp32"}.get(_true(v), v)),
+    "amp": (PRECISION, _precision),
     "data_dir": (DATA, lambda v: "synthetic" if v == "None" else "real"),  # main.py: no --data_dir is synthetic
 }
 _MXNET_DTYPE = {"float16": "amp", "float32": "fp32"}
@@ -155,6 +161,65 @@ def paddleclas(text: str) -> list[Said]:
     return out
 
 
+_NAMESPACE = re.compile(r"Namespace\(.*\)")
+
+
+def namespace(text: str) -> list[tuple[int, str, str]]:
+    """(line, name, value as printed) of each argument of every argparse Namespace(...) printed in the log."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        m = _NAMESPACE.search(line) if "Namespace(" in line else None
+        try:
+            call = ast.parse(m.group(0), mode="eval").body if m else None
+        except (SyntaxError, ValueError):  # cut or not Python's repr: not read
+            continue
+        if isinstance(call, ast.Call):
+            out += [(number, kw.arg, ast.unparse(kw.value).strip("'\"")) for kw in call.keywords if kw.arg]
+    return out
+
+
+def _namespace_said(text: str, fields: dict[str, tuple[str, Callable[[str], object]]]) -> list[Said]:
+    return [Said(fields[k][0], f"Namespace {k}", v, fields[k][1](v), n) for n, k, v in namespace(text) if k in fields]
+
+
+def paddlenlp_bert(text: str) -> list[Said]:
+    return _namespace_said(text, {"batch_size": (BATCH, _int), "use_amp": (PRECISION, _precision),
+                                  "model_type": (MODEL, str)})
+
+
+def dle_bert_pytorch(text: str) -> list[Said]:
+    return _namespace_said(text, {"train_batch_size": (BATCH, _int), "fp16": (PRECISION, _precision),
+                                  "config_file": (MODEL, lambda v: {"bert_config_base.json": "bert"}.get(v, v))})
+
+
+def dle_transformer_pytorch(text: str) -> list[Said]:
+    return _namespace_said(text, {
+        "max_tokens": (BATCH, _int), "amp": (PRECISION, _precision), "distributed_world_size": (WORLD, _int),
+        "arch": (MODEL, lambda v: {"transformer_wmt_en_de_big_t2t": "transformer"}.get(v, v))})
+
+
+_SEG_BATCH = re.compile(r"^batch_size: (\S+)$", re.MULTILINE)
+_SEG_BACKBONE = re.compile(r"^model:\n  backbone:\n(?:    .*\n)*?    type: (\S+)$", re.MULTILINE)
+_SEG_AMP = re.compile(r"use AMP to train\. AMP level = (\S+)")
+_SEG_MODELS = {"HRNet_W18": "hrnetw18"}
+
+
+def _line_at(text: str, at: int) -> int:
+    return text.count("\n", 0, at) + 1
+
+
+def paddleseg(text: str) -> list[Said]:
+    batch = _SEG_BATCH.search(text)
+    if batch is None:
+        return []
+    out = [Said(BATCH, "batch_size", batch[1], _int(batch[1]), _line_at(text, batch.start()))]
+    out += [Said(MODEL, "model.backbone.type", m[1], _SEG_MODELS.get(m[1], m[1]), _line_at(text, m.start(1)))
+            for m in _SEG_BACKBONE.finditer(text)]
+    amp = [Said(PRECISION, "use AMP to train", f"AMP level = {m[1]}", "amp", _line_at(text, m.start()))
+           for m in _SEG_AMP.finditer(text)]
+    return out + (amp or [Said(PRECISION, "use AMP to train", "no such line", "fp32", out[0].line)])
+
+
 ECHOES: dict[str, Echo] = {
     "dle-pytorch": Echo("PARAMETER arch, batch_size (per GPU), amp, world_size, data_backend, memory_format",
                         dle_pytorch, (BATCH, MODEL, PRECISION, WORLD, DATA, LAYOUT)),
@@ -168,10 +233,15 @@ ECHOES: dict[str, Echo] = {
                        (BATCH, MODEL, PRECISION)),
     "plsc": Echo("not read: no real PLSC log is in the fixtures to read an echo from"),
     "fleetx-vgg": Echo("not read: no real FleetX VGG16 log is in the fixtures"),
-    "paddlenlp-bert": Echo("not read yet: its first line is its argparse Namespace(batch_size=96, use_amp=True, ...)"),
-    "paddleseg": Echo("not read yet: it prints its config (batch_size: 8, ...) after its command"),
-    "dle-bert-pytorch": Echo("not read yet: DLLogger 'PARAMETER Config : {...}' (one JSON-like item)"),
-    "dle-transformer-pytorch": Echo("not read yet: it prints its argparse Namespace (amp=..., max_tokens=...)"),
+    # the next four: one node only (kit.config.programs.ONE_NODE_ONLY), and every one-node log prints its echo
+    "paddlenlp-bert": Echo("Namespace batch_size (per GPU), use_amp, model_type; no world size", paddlenlp_bert,
+                           (BATCH, PRECISION, MODEL)),
+    "paddleseg": Echo("its config's batch_size (per GPU) and model.backbone.type, a 'use AMP to train' line (AMP "
+                      "runs only); no world size", paddleseg, (BATCH, MODEL, PRECISION)),
+    "dle-bert-pytorch": Echo("PARAMETER Config's Namespace train_batch_size (per GPU and step), fp16, config_file; "
+                             "its n_gpu is each process's", dle_bert_pytorch, (BATCH, PRECISION, MODEL)),
+    "dle-transformer-pytorch": Echo("Namespace max_tokens (per GPU), amp, arch, distributed_world_size",
+                                    dle_transformer_pytorch, (BATCH, PRECISION, MODEL, WORLD)),
 }
 
 
