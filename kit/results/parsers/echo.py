@@ -15,8 +15,8 @@ Read only as the real logs print it (../shared/fixtures/published-logs, tests/fi
   its train_batch_size the per-GPU batch of one step (printed after run_pretraining.py divides it back);
 - PaddleSeg: its config in YAML (a top-level 'batch_size: 8', the model's backbone type) and a 'use AMP to train'
   line in its AMP runs only.
-The kit compares each statement with the case (kit.audit.rules.echo); a format whose `reads` is None is not read
-(ECHOES says why).
+Rule set v4 compares each statement with the case (kit.audit.rules.programs.program_log_states_its_job); a format
+whose `reads` is None is not read (ECHOES says why).
 """
 
 from __future__ import annotations
@@ -82,19 +82,17 @@ def _int(raw: str) -> int | str:
     return int(raw) if raw.isdigit() else raw
 
 
-def _dll_said(text: str, fields: dict[str, tuple[str, Callable[[str], object]]]) -> list[Said]:
-    return [Said(fields[k][0], f"PARAMETER {k}", v, fields[k][1](v), n) for n, k, v in dll_parameters(text)
-            if k in fields]
+def _dll_said(items: list[tuple[int, str, str]], fields: dict[str, tuple[str, Callable[[str], object]]]
+              ) -> list[Said]:
+    return [Said(fields[k][0], f"PARAMETER {k}", v, fields[k][1](v), n) for n, k, v in items if k in fields]
 
 
 _DLE_PYTORCH = {
-    "batch_size": (BATCH, _int), "arch": (MODEL, str), "world_size": (WORLD, _int),
-    "amp": (PRECISION, _precision),
+    "batch_size": (BATCH, _int), "arch": (MODEL, str), "world_size": (WORLD, _int), "amp": (PRECISION, _precision),
     "data_backend": (DATA, _real_or_synthetic), "memory_format": (LAYOUT, str),
 }
 _DLE_TF1 = {
-    "batch_size": (BATCH, _int), "arch": (MODEL, str),
-    "amp": (PRECISION, _precision),
+    "batch_size": (BATCH, _int), "arch": (MODEL, str), "amp": (PRECISION, _precision),
     "data_dir": (DATA, lambda v: "synthetic" if v == "None" else "real"),  # main.py: no --data_dir is synthetic
 }
 _MXNET_DTYPE = {"float16": "amp", "float32": "fp32"}
@@ -102,18 +100,18 @@ _MXNET_ARCH = {"resnetv15": "resnet"}  # with num_layers: resnetv15 + 50 is ResN
 
 
 def dle_pytorch(text: str) -> list[Said]:
-    return _dll_said(text, _DLE_PYTORCH)
+    return _dll_said(dll_parameters(text), _DLE_PYTORCH)
 
 
 def dle_tf1(text: str) -> list[Said]:
-    return _dll_said(text, _DLE_TF1)
+    return _dll_said(dll_parameters(text), _DLE_TF1)
 
 
 def dle_mxnet(text: str) -> list[Said]:
     items = dll_parameters(text)
-    out = _dll_said(text, {"batch_size": (NODE_BATCH, _int), "dtype": (PRECISION, lambda v: _MXNET_DTYPE.get(v, v)),
-                           "data_backend": (DATA, _real_or_synthetic),
-                           "gpus": (GPUS, lambda v: len(re.findall(r"\d+", v)))})
+    out = _dll_said(items, {"batch_size": (NODE_BATCH, _int), "dtype": (PRECISION, lambda v: _MXNET_DTYPE.get(v, v)),
+                            "data_backend": (DATA, _real_or_synthetic),
+                            "gpus": (GPUS, lambda v: len(re.findall(r"\d+", v)))})
     arch = {n: v for n, k, v in items if k == "arch"}
     for n, k, v in items:
         if k == "num_layers" and n in arch:
@@ -171,7 +169,7 @@ def namespace(text: str) -> list[tuple[int, str, str]]:
         m = _NAMESPACE.search(line) if "Namespace(" in line else None
         try:
             call = ast.parse(m.group(0), mode="eval").body if m else None
-        except (SyntaxError, ValueError):  # cut or not Python's repr: not read
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # cut, or not Python's repr: not read
             continue
         if isinstance(call, ast.Call):
             out += [(number, kw.arg, ast.unparse(kw.value).strip("'\"")) for kw in call.keywords if kw.arg]
