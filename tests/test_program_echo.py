@@ -238,3 +238,13 @@ def test_a_paddleclas_fp32_case_whose_log_has_an_amp_section_fails(tmp_path):
     """The AMP run's real log at an FP32 case's place: its AMP section and level say so."""
     run_dir, rel = program_run(tmp_path, "paddle/resnet50/256/fp32/8", CLAS8)
     assert judged(run_dir) == [f"{rel}:68: paddleclas/resnet50/bz256/1n8g/fp32: AMP.level O2 (the case: fp32)"]
+
+
+def test_a_dle_echo_without_one_of_its_keys_fails_v4(tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(H200_DLE, run_dir)
+    log = run_dir / LOG
+    log.write_text(log.read_text().replace("  batch_size : 256  ", "  ", 1))
+    assert echo_violations(verify(bundle_of(run_dir, tmp_path / "b.tgz"))) == [
+        f"{LOG}: {CASE}: the log's echo states no batch, where NVIDIA DeepLearningExamples ResNet50 v1.5 (PyTorch) "
+        f"prints {ECHOES['dle-pytorch'].states}"]
