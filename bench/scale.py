@@ -283,6 +283,18 @@ def reference_text(case: Case) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def as_its_case(text: str, case: Case) -> str:
+    """A replayed DLE log's PARAMETER line with the generated case's batch and world size, as the program prints its
+    own arguments (rule set v4 compares them: kit.results.parsers.echo; tests/standin/dle_pytorch does the same)."""
+    said = {"batch_size": str(case.batch_size), "world_size": str(case.processes)}
+
+    def one(line: re.Match) -> str:
+        return re.sub(r"(?<=  )(batch_size|world_size) : \S+", lambda m: f"{m[1]} : {said[m[1]]}", line[0])
+    if reference.implementation(case.framework, case.model).log_format not in ("dle-pytorch", "dle-tf1"):
+        return text
+    return re.sub(r"PARAMETER [^\n]*", one, text)
+
+
 def tf_ranks(text: str, ranks: int) -> str:
     """mpirun -tag-output: every rank's lines tagged [1,r]; ranks > 0 print Horovod's start-up line."""
     extra = [f"Mon Jun 13 17:41:0{r % 10} 2022[1,{r}]<stdout>:Horovod rank {r} of {ranks} started on local rank "
@@ -417,7 +429,7 @@ def reference_run(w: Writer, case: Case, repeat: int, hosts: list[str], ips: lis
     folder = run_folder(case.log_path(repeat))
     job = case.ref_job()
     g, ranks = case.gpus_per_node, case.processes
-    text = f"# bench/scale.py: {case.key} run {repeat}\n" + reference_text(case)  # each run's log its own
+    text = f"# bench/scale.py: {case.key} run {repeat}\n" + as_its_case(reference_text(case), case)  # its own
     entry_hosts = {}
     log_rel = Path("logs") / case.log_path(repeat)
     for n in range(case.nodes):

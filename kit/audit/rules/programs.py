@@ -13,10 +13,14 @@ from typing import TYPE_CHECKING
 from kit.audit.evidence import Evidence
 from kit.audit.rules.predicates import predicate
 from kit.config import reference
+from kit.config.programs import ran_as
 from kit.core.inputs import parse_json
 from kit.core.layout import RunLog, run_folder, sidecar_name
 from kit.core.secrets import redact
 from kit.images.spec import pin_of
+from kit.results.parsers import echo
+from kit.results.parsers.logtext import read_log_text
+from kit.results.parsers.records import ParseError
 
 if TYPE_CHECKING:
     from kit.audit.rules.engine import Finding
@@ -138,3 +142,55 @@ def program_ranks_logged(ev: Evidence, out: Finding) -> None:
             if missing:
                 out.fail(f"{key} ({host}): mpirun's output has no line of rank(s) "
                          f"{', '.join(map(str, missing[:10]))} of {ranks}", ev.rel(log.path))
+
+
+def _what_the_case_says(log: RunLog, meta: dict) -> dict[str, tuple[object, str]]:
+    """Each echo field's value for the log's case (its place, and its record's data mode), and how to say it."""
+    g, n, gpn = log.group, log.nodes, log.gpus_per_node
+    data = (meta.get("data") or {}).get("mode")
+    want = {echo.BATCH: (g.batch, str(g.batch)),
+            echo.NODE_BATCH: (g.batch * gpn, f"{g.batch * gpn}: {g.batch} x {gpn}"),
+            echo.WORLD: (n * gpn, f"{n * gpn} GPUs"), echo.GPUS: (gpn, f"{gpn} GPUs a node"),
+            echo.PRECISION: (g.precision, g.precision), echo.MODEL: (g.model, g.model)}
+    if data:
+        mode = "synthetic" if data == "synthetic" else "real"
+        want[echo.DATA] = (mode, f"{mode} data")
+    impl = reference.BY_NAME[g.framework]
+    layout = ran_as(reference.RefJob(impl.framework, impl.model, g.precision, g.batch, gpn, n, data)).layout
+    if layout:
+        want[echo.LAYOUT] = (layout, layout)
+    return want
+
+
+@predicate()
+def program_log_states_its_job(ev: Evidence, out: Finding) -> None:
+    """What each program log says about its own job (its echo of its parameters, where its format prints one:
+    kit.results.parsers.echo.ECHOES) is the job its place and command record name: batch, precision, model, world
+    size or GPUs, data (synthetic or real), layout; a log of a format that echoes and says nothing fails."""
+    seen: set[Path] = set()
+    for key, log, _host, _path, meta, _records in judged_records(ev, out):
+        if log.path in seen:  # one log per run; its hosts' records name the same job (program_as_published)
+            continue
+        seen.add(log.path)
+        impl = reference.BY_NAME[log.group.framework]
+        spec, where = echo.ECHOES.get(impl.log_format), ev.rel(log.path)
+        if spec is None or spec.reads is None:
+            continue
+        try:
+            said = spec.reads(read_log_text(log.path))
+        except (ParseError, OSError) as exc:
+            out.fail(f"{key}: the log cannot be read: {exc}"[:300], where)
+            continue
+        stated = {s.field for s in said}
+        if not said and spec.required(log.nodes):
+            out.fail(f"{key}: the log states nothing of its job, where {impl.title} prints {spec.states}", where)
+            continue
+        if said:
+            for field in spec.fields:
+                if field not in stated:
+                    out.fail(f"{key}: the log's echo states no {field}, where {impl.title} prints {spec.states}",
+                             where)
+        want = _what_the_case_says(log, meta)
+        for s in said:
+            if s.field in want and s.value != want[s.field][0]:
+                out.fail(f"{key}: {s.key} {s.raw} (the case: {want[s.field][1]})", where, s.line)

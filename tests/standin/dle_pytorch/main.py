@@ -5,10 +5,13 @@ image_classification/gpu_affinity.py), then replays its node's lines of a real p
 file: mpirun-tagged [1,<node>] lines, or every line of a one-GPU log) and, on rank 0, saves a fake checkpoint where
 it runs, as the real one's save_checkpoint does (--workspace ./, --checkpoint-filename checkpoint.pth.tar).
 A rank named in hang_rank beside it hangs instead; after_checkpoint beside it says how a test's run ends after the
-checkpoint: "fail" (exit 3) or "wait" (until a stop signal)."""
+checkpoint: "fail" (exit 3) or "wait" (until a stop signal). Its DLLogger PARAMETER line says what it was given (as
+the real one prints its parsed arguments): the replayed line's arch, batch_size, amp, data_backend, memory_format and
+world_size are this run's."""
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -46,12 +49,31 @@ if hang.is_file() and hang.read_text().strip() == str(rank):
     print("stand-in main.py: this rank hangs", flush=True)
     while True:
         time.sleep(1)
+
+
+def flag(name: str, default: str) -> str:
+    argv = sys.argv[1:]
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+# main.py's defaults at the pinned commit (tests/test_reference_native.py dle_main_parse)
+said = {"arch": flag("--arch", "resnet50"), "batch_size": flag("-b", "256"), "amp": str("--amp" in sys.argv),
+        "data_backend": flag("--data-backend", "dali-cpu"), "memory_format": flag("--memory-format", "nchw"),
+        "world_size": str(world)}
+
+
+def as_run(line: str) -> str:
+    if " - PARAMETER data : " not in line:
+        return line
+    return re.sub(r"(?<=  )(\w+) : (\S+)", lambda m: f"{m[1]} : {said.get(m[1], m[2])}", line)
+
+
 if int(os.environ.get("LOCAL_RANK", "0")) == 0:
     node = rank // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     lines = (Path(__file__).parent / "replay.log").read_text().splitlines()
     tag = f"[1,{node}]<stdout>:"
     for line in [line for line in lines if tag in line] or lines:
-        print(line, flush=True)
+        print(as_run(line), flush=True)
 if rank == 0:  # image_classification/utils.py save_checkpoint: rank 0, at the end of its epoch
     Path("checkpoint.pth.tar").write_bytes(b"\0" * CHECKPOINT_BYTES)
 if distributed:
