@@ -26,7 +26,7 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-scale bench-overhead bench-loader bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
+.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-scale bench-overhead bench-telemetry bench-loader bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -114,6 +114,9 @@ bench-scale: check-venv ## kit report/bundle/verify time + peak memory on a gene
 
 bench-overhead: check-venv ## harness / bare training loop throughput (target >= 0.99), interleaved runs, every model
 	$(VENV_PY) bench/harness_overhead.py $(or $(OVERHEAD_ARGS),--models $(OVERHEAD_MODELS))
+
+bench-telemetry: check-venv ## the GPU sampler's own cost: harness alone / beside the sampler, ABBA pairs (target >= 0.99)
+	$(VENV_PY) bench/sampler_overhead.py $(TELEMETRY_ARGS)
 
 bench-loader: check-venv ## loader-only images/s: cpu loader on 1, 2, all cores; gpu and dali on a CUDA host (LOADER_ARGS)
 	$(VENV_PY) bench/loader.py $(LOADER_ARGS)

@@ -127,3 +127,13 @@ def test_the_sampled_run_verifies_and_an_edited_sample_fails(sampled_run, tmp_pa
     assert said == [("gpu_telemetry_holds", (CASE / samples.name).as_posix(),
                      f"torch/resnet50/bz256/1n1g/amp-nhwc run 2 (local): sample 20 of GPU 0: the energy counter went "
                      f"back ({float(before - 1)} < {float(before)} mJ)")], said
+
+
+def test_kit_compare_shows_energy_per_image_beside_the_ratio(sampled_run, tmp_path, capsys):
+    assert main(["compare", str(VISIT / "dle"), str(sampled_run)]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert table[0] == "| case | unit | A | B | ratio | J/image A | J/image B | verdict | why |"
+    row = next(line for line in table if "torch" in line and "amp-nhwc" in line)
+    assert "| 1.000 | - | 0.1159 |" in row  # A had no samples; B's median of 0.1155 and 0.1163
+    assert main(["compare", str(VISIT / "dle"), str(VISIT / "dle")]) == 0
+    assert "J/image" not in capsys.readouterr().out  # neither side sampled: the table as before

@@ -133,6 +133,7 @@ class Results:
     cases: dict = field(default_factory=dict)  # Key -> (unit, values)
     failed: dict = field(default_factory=dict)  # Key -> count of logs that failed to parse
     host_load: dict = field(default_factory=dict)  # Key -> run.json's host_load entries of its runs
+    energy: dict = field(default_factory=dict)  # Key -> its runs' J/image (results.json telemetry), where sampled
 
     @property
     def name(self) -> str:
@@ -207,6 +208,11 @@ def parse_results(data, path) -> Results:
             if key in out.cases:
                 raise InputError(path, f"{at}: case {_label(key)} appears twice")
             out.cases[key] = (unit, values)
+            joules = [j for r in runs if isinstance(r, dict) and isinstance(r.get("telemetry"), dict)
+                      and isinstance(j := r["telemetry"].get("j_per_image"), (int, float)) and not isinstance(j, bool)
+                      and math.isfinite(j) and j > 0]
+            if joules:
+                out.energy[key] = tuple(joules)
     for f in data.get("failures") or []:
         if isinstance(f, dict) and (key := _key_of(str(f.get("file", "")))):
             out.failed[key] = out.failed.get(key, 0) + 1
@@ -229,6 +235,8 @@ class Row:
     reason: str
     test: str = ""
     p: float | None = None
+    energy_a: tuple = ()  # the runs' J/image, where sampled
+    energy_b: tuple = ()
 
     @property
     def label(self) -> str:
@@ -291,13 +299,19 @@ def compare(results_a: Results, results_b: Results, factor: float = DEFAULT_FACT
             if verdict in UNCHANGED and spread.noisy:
                 how += f"; spread: {', '.join(spread.spread())} ({stats.NOISE_ADVICE})"
             how = "; ".join([how, *busy])
-        rows.append(Row(key, unit_a, a, b, verdict, "; ".join([how, *notes]), test, p))
+        rows.append(Row(key, unit_a, a, b, verdict, "; ".join([how, *notes]), test, p, A.energy.get(key, ()),
+                        B.energy.get(key, ())))
     return rows
 
 
 def _cell(text: str) -> str:
     """Text from results.json made safe for one Markdown table cell or heading: '|' escaped, no line breaks."""
     return re.sub(r"[\x00-\x1f\x7f\u2028\u2029]+", " ", str(text)).replace("|", "\\|")
+
+
+def _joules(values: tuple) -> str:
+    """The median J/image of a case's sampled runs."""
+    return _num(stats.median(values), ".4f") if values else "-"
 
 
 def _num(value: float | None, fmt: str = ".2f") -> str:
@@ -320,10 +334,13 @@ def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: f
     ]
     lines += [line for w in in_progress for line in (f"**Run in progress**: {_cell(w)}.", "")]
     shown = [r for r in rows if not (only_changed and r.verdict in UNCHANGED)]
+    energy = any(r.energy_a or r.energy_b for r in shown)  # sampled GPU runs: J/image beside the ratio
     if shown:
-        lines += ["| case | unit | A | B | ratio | verdict | why |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        head = "| case | unit | A | B | ratio |" + (" J/image A | J/image B |" if energy else "") + " verdict | why |"
+        lines += [head, "|" + " --- |" * head.count(" |")]
+        joules = {r: f" {_joules(r.energy_a)} | {_joules(r.energy_b)} |" if energy else "" for r in shown}
         lines += [f"| {_cell(r.label)} | {_cell(r.unit)} | {_num(r.median_a)} | {_num(r.median_b)} "
-                  f"| {_num(r.ratio, '.3f')} | {r.verdict} | {_cell(r.reason)} |" for r in shown]
+                  f"| {_num(r.ratio, '.3f')} |{joules[r]} {r.verdict} | {_cell(r.reason)} |" for r in shown]
     else:
         lines.append("No case changed.")
     for m, n in sorted({(len(r.a), len(r.b)) for r in rows if r.test == CI}):
