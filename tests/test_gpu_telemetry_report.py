@@ -91,6 +91,7 @@ def test_results_json_and_the_report_carry_the_telemetry(sampled_run):
     row = next(line for line in report.splitlines() if line.startswith("| 1n1g | 1 | NVIDIA H200 | measured steps"))
     assert "| 1980 of 1980 MHz |" in row and "| 0.1155 (counter) |" in row and "sw_power_cap 9%" in row
     assert "- 1n1g run 1: throttled (sw_power_cap) 9% of the window" in report
+    assert (sampled_run / "telemetry.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # clocks, power, steps over time
 
 
 def test_a_run_without_samples_reports_as_before(tmp_path):
@@ -101,6 +102,7 @@ def test_a_run_without_samples_reports_as_before(tmp_path):
     groups = json.loads((VISIT / "dle" / "results.json").read_text())["groups"]
     assert json.loads((run_dir / "results.json").read_text())["groups"] == groups
     assert "What the GPUs did" not in (run_dir / "report.md").read_text()
+    assert not (run_dir / "telemetry.png").exists()
 
 
 def sampled(run_dir: Path) -> None:

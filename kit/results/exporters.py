@@ -304,6 +304,7 @@ OUTPUT_NAMES = {
     "csv": "results.csv",
     "png": "scaling.png",
     "frameworks_png": "frameworks.png",
+    "telemetry_png": "telemetry.png",
 }
 
 
@@ -312,7 +313,10 @@ def write_outputs(report: Report, out_dir: Path) -> list[Path]:
     written = []
     for kind, text in (("markdown", to_markdown(report)), ("json", to_json(report)), ("csv", to_csv(report))):
         written.append(write_text(out_dir / OUTPUT_NAMES[kind], text))
-    for name, plot in (("png", write_plot), ("frameworks_png", write_framework_plot)):
+    from kit.results.telemetry_plot import write_telemetry_plot
+
+    for name, plot in (("png", write_plot), ("frameworks_png", write_framework_plot),
+                       ("telemetry_png", write_telemetry_plot)):
         png = out_dir / OUTPUT_NAMES[name]
         if plot(report, png):
             written.append(png)
