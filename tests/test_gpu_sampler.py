@@ -108,3 +108,31 @@ def test_bad_arguments_are_refused(tmp_path):
 def test_a_run_ended_by_a_signal_ends_the_sampler_by_the_same_signal(tmp_path):
     done = sampler(tmp_path / "x.gpu-telemetry", "--", "sh", "-c", "kill -TERM $$", environ=env(nvml=True))
     assert done.returncode == -signal.SIGTERM
+
+
+def test_a_slurm_gpu_step_samples_each_node_into_its_own_folder(tmp_path):
+    """The Slurm path builds its step script with the same command builder: on a GPU run each node's line starts
+    the sampler (the node's Python, the scripts staged into the shared directory) writing beside its stdout.log.
+    (The test cluster's nodes have no GPUs to allocate: the script is checked, not run.)"""
+    from kit.config.inventory import SlurmConfig
+    from kit.config.suites import load_suite
+    from kit.run.plan import plan_for_nodes
+    from kit.run.slurm import SlurmRunner
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text("schema_version: 1\nname: s\nhardware: gpu\ncases:\n"
+                     "  - {framework: torch, model: resnet50, batch_size: 64, nodes: 2, gpus_per_node: 2}\n")
+    runs = plan_for_nodes(load_suite(suite), 2)
+    cfg = SlurmConfig(partition="p", shared_dir=str(tmp_path / "shared"), gpus_per_node=2, container="native")
+    runner = SlurmRunner(cfg, tmp_path / "runs" / "r1", "gpu")
+    runner.nodes = [runner._node(n, f"10.0.0.{i}") for i, n in enumerate(("n1", "n2"), 1)]
+    script = runner.step_script(runs[0], 29500)
+    for node in ("n1", "n2"):
+        line = runner._lines[node]
+        workdir = runner.workdir(runner.nodes[0 if node == "n1" else 1], runs[0])
+        sampler = f"{tmp_path}/shared/kit-scripts/telemetry/gpu_sampler.py"
+        assert f"{sampler} --out {workdir}/resnet50_b64_fp32_1.gpu-telemetry" in line, line
+        assert "--gpus 0,1 -- python3 -m torch.distributed.run" in line, line
+    assert script.count("gpu_sampler.py") == 2
+    runner.stage(runs)
+    assert (tmp_path / "shared" / "kit-scripts" / "telemetry" / "gpu_sampler.py").read_bytes() == SAMPLER.read_bytes()

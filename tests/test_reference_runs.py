@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from conftest import SHARED
 from nethosts import write_inventory
 
 from kit.config.suites import load_suite
@@ -49,11 +50,17 @@ def models_tree(tmp_path: Path, published: Path) -> Path:
     return root
 
 
-def setup(ssh_hosts, tmp_path: Path, published: Path, model_code: Path | None) -> tuple[Path, Path]:
+def setup(ssh_hosts, tmp_path: Path, published: Path, model_code: Path | None, gpus: bool = False
+          ) -> tuple[Path, Path]:
     for host in ssh_hosts.hosts[:2]:  # the publisher's bare `python` on every host: this venv's
         target = host.bin_dir / "python"
         target.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
         target.chmod(0o755)
+        if gpus:  # the GPU boundary replayed: the STAND-IN nvidia-smi (an H100's outputs, an H200's samples)
+            smi = host.bin_dir / "nvidia-smi"
+            smi.write_text(f"#!/bin/sh\nSTANDIN_SMI_DIR={SHARED / 'fixtures' / 'nvidia-smi'} exec "
+                           f"{STANDIN / 'nvidia-smi' / 'nvidia-smi'} \"$@\"\n")
+            smi.chmod(0o755)
     (tmp_path / "data" / "folder" / "train").mkdir(parents=True, exist_ok=True)  # what DLE PyTorch reads
     keys = {"model_code": str(model_code)} if model_code else {}
     inventory = write_inventory(ssh_hosts, tmp_path, ssh={"connect_timeout": 3}, gpus=1, python=sys.executable,
@@ -67,7 +74,7 @@ def fab(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tmp_path, published):
-    inventory, suite = setup(ssh_hosts, tmp_path, published, models_tree(tmp_path, published))
+    inventory, suite = setup(ssh_hosts, tmp_path, published, models_tree(tmp_path, published), gpus=True)
     runs = tmp_path / "runs"
     out = fab("-H", "h1,h2", "run_multinode", "--suite", str(suite), "--hosts-file", str(inventory), "--force",
               "--runs-dir", str(runs))
@@ -98,7 +105,16 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
                                    "synthetic": None}
         staged = Path(tmp_path / "work" / host / "kit-scripts" / "reference" / "launch.py")
         assert staged.read_bytes() == (REPO / "scripts/reference/launch.py").read_bytes()
+    # each host's GPU sampled beside its rank, gathered with its folder, in results.json and the report
+    for host in ("h1", "h2"):
+        samples = run_dir / "hosts" / host / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1/resnet50_b256_fp32_1.gpu-telemetry"
+        assert samples.read_text().startswith("# telemetry 1 source smi interval_ms 100 ")
+    (group,) = json.loads((run_dir / "results.json").read_text())["groups"]
+    tele = group["cases"][0]["runs"][0]["telemetry"]
+    assert tele["window"] == "whole run" and sorted(tele["hosts"]) == ["h1", "h2"]
+    assert all(h["source"] == "smi" and h["samples"] >= 3 for h in tele["hosts"].values())
     report = (run_dir / "report.md").read_text()
+    assert "What the GPUs did (samples every 100 ms" in report
     assert "| ngc-pytorch/resnet50/bz256/2n1g/fp32 | 10523.32 | 10523.3 samples/s |" in report
     assert "within" in report
     assert "Method per run: last summary line, scale 1.\n" in report  # DLE PyTorch 32 GPUs: its own rule
@@ -119,10 +135,11 @@ def audit_program_rules(run_dir: Path, tmp_path: Path) -> None:
         return sorted((v.rule, v.message) for v in result.violations if v.rule.startswith("program_"))
 
     clean = verify(bd.make_bundle(run_dir, tmp_path / "clean.tar.gz", submitter="Lab", system_name="box"))
-    # every rule holds but one: the harness's step counts are not asked of a published program, and the program's
-    # images/s is the samples/s of the suite's reference; the GPU suite ran (--force) on hosts without GPUs
-    assert [(v.rule, v.message) for v in clean.violations] == [
-        ("environment_consistent", "no GPU on h1, h2 (this suite needs GPUs)")]
+    # every rule holds: the harness's step counts are not asked of a published program, and the program's images/s
+    # is the samples/s of the suite's reference; each host's (stand-in) GPU was captured and sampled
+    assert [(v.rule, v.message) for v in clean.violations] == []
+    sampled = next(f for f in clean.findings if f.rule.name == "gpu_telemetry_holds")
+    assert sampled.checked == 1 and sampled.violations == []
     pinned = next(f for f in clean.findings if f.rule.name == "program_code_at_pin")
     assert pinned.checked == 2 and pinned.note.startswith("2 run record(s) ran forced off the pin")
     root = bd.unpack(bd.make_bundle(run_dir, tmp_path / "forged.tar.gz", submitter="Lab", system_name="box"),
