@@ -197,6 +197,31 @@ def run_figures(run_dir: Path) -> dict[tuple[str, str, int, str], list[float]]:
     return out
 
 
+def telemetry_row(stage: str, run_dir: Path) -> Row:
+    """Every run of the suite sampled beside it (results.json telemetry), each harness run's measured window covered;
+    the detail: the J/image and SM clock of each case's runs."""
+    path = run_dir / "results.json"
+    runs = [(g, r) for g in json.loads(path.read_text())["groups"] for c in g["cases"] for r in c["runs"]] \
+        if path.is_file() else []
+    what = "GPU telemetry of every run (scripts/telemetry/gpu_sampler.py)"
+    meta = run_dir / "run.json"
+    if meta.is_file() and "gpu_telemetry" not in json.loads(meta.read_text()):
+        return Row(stage, what, "—", "every run sampled", "no target", "a CPU suite: no GPU to sample")
+    if not runs:
+        return Row(stage, what, "—", "every run sampled", "failed", "no run gave a figure")
+    missing = [r["file"] for _g, r in runs if not (r.get("telemetry") or {}).get("hosts")]
+    hosts = [(g, r, h) for g, r in runs for h in (r.get("telemetry") or {}).get("hosts", {}).values()]
+    bare = sorted({f"{r['file']}: {h['why'] or 'no samples'}" for _g, r, h in hosts if not h["source"]})
+    thin = sorted(r["file"] for _g, r, h in hosts if h["source"] and (h["coverage"] or 0) < 0.8)
+    said = sorted({f"{g['model']} {g['precision']}: {r['telemetry']['j_per_image']:.4f} J/image at "
+                   f"{h['sm_mhz_median']:.0f} MHz" for g, r, h in hosts
+                   if r["telemetry"].get("j_per_image") and h.get("sm_mhz_median")})
+    bad = ([f"unsampled: {', '.join(missing)}"] if missing else []) + bare
+    bad += [f"window not covered: {', '.join(thin)}"] if thin else []
+    return Row(stage, what, f"{len(runs) - len(missing)}/{len(runs)}", "every run sampled",
+               "failed" if bad else stats.MET, "; ".join(bad or said))
+
+
 def gpu_name(run_dir: Path) -> str | None:
     """The first GPU's product name in the kit's own capture of the run's hosts (env/<host>/), re-parsed from the
     raw nvidia-smi output it kept."""
@@ -294,6 +319,7 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
                     stats.MET if verified.ok else "failed", "" if verified.ok else verified.why()))
 
     figures = run_figures(run_dir)
+    rows.append(telemetry_row(name, run_dir))
     sticks = []
     for setting in settings:
         left = stop - budget.elapsed()

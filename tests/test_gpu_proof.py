@@ -75,7 +75,8 @@ def test_the_dry_run_goes_through_all_three_stages_and_keeps_each_stages_results
     print(f"gpu_proof.sh dry run: {took:.0f} s")
     text = done.stdout + done.stderr
     rows = {(r[0], r[1]): r for r in summary_rows(out)}
-    assert [k[0] for k in rows] == ["1 suite", "1 suite", "1 suite", "2 loader", "3 program"], text[-4000:]
+    assert [k[0] for k in rows] == ["1 suite", "1 suite", "1 suite", "1 suite", "2 loader", "3 program"], text[-4000:]
+    assert rows[("1 suite", "GPU telemetry of every run (scripts/telemetry/gpu_sampler.py)")][4] == "no target"
 
     # stage 1: the suite ran, bundled and verified; this CPU venv has no torchvision, and says so; the stand-in
     # nvidia-smi names an H100, so the H100 figure target applies to a CPU's figure: missed (or, on a busy machine,

@@ -107,3 +107,24 @@ def test_dle_without_the_placeholder_stopped_at_import():
     for log in sorted(folder.glob("*.log")):
         assert log.read_text().rstrip().endswith("NameError: name 'Pipeline' is not defined")
         assert "placeholders" not in json.loads(log.with_suffix(".cmd.json").read_text())
+
+
+def test_gpu_proofs_telemetry_row_reads_the_runs_samples(tmp_path):
+    """Stage 1's row on what the sampler recorded, from results.json: here the real DLE run with the samples of its
+    harness runs cut from the visit's recording (tests/test_gpu_telemetry_report.py says how; DERIVED)."""
+    from test_gpu_telemetry_report import cut_nvml, cut_smi, span
+
+    from kit.core.layout import telemetry_name
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(VISIT / "dle", run_dir)
+    meta = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps(meta | {"gpu_telemetry": {"interval_ms": 100}}))
+    unsampled = gs.telemetry_row("1 suite", run_dir)
+    assert unsampled.verdict == "failed" and unsampled.figure == "0/4" and "unsampled: ngc-pytorch/" in unsampled.detail
+    for log in sorted((run_dir / "logs").rglob("*.log")):
+        (cut_smi if "ngc-pytorch" in log.parts else cut_nvml)(*span(log), log.with_name(telemetry_name(log.name)))
+    assert main(["report", str(run_dir)]) == 0
+    row = gs.telemetry_row("1 suite", run_dir)
+    assert (row.figure, row.verdict) == ("4/4", "met")
+    assert row.detail == "resnet50 amp-nhwc: 0.1155 J/image at 1980 MHz; resnet50 amp-nhwc: 0.1163 J/image at 1980 MHz"
