@@ -237,6 +237,7 @@ class Row:
     p: float | None = None
     energy_a: tuple = ()  # the runs' J/image, where sampled
     energy_b: tuple = ()
+    spread_doubt: bool = False  # inconclusive because the runs spread too much (not only a busy host)
 
     @property
     def label(self) -> str:
@@ -292,15 +293,16 @@ def compare(results_a: Results, results_b: Results, factor: float = DEFAULT_FACT
         spread = stats.ratio_check(a, b)
         busy = [f"{side}: {why}" for side, R in (("A", A), ("B", B))
                 if (why := noise.busy_runs(R.host_load.get(key, [])))]
-        if verdict in (FASTER, SLOWER) and (spread.conclusive is False or busy):
-            why = "; ".join(([spread.why()] if spread.conclusive is False else []) + busy)
+        doubt = verdict in (FASTER, SLOWER) and spread.conclusive is False
+        if verdict in (FASTER, SLOWER) and (doubt or busy):
+            why = "; ".join(([spread.why()] if doubt else []) + busy)
             verdict, how = INCONCLUSIVE, f"{verdict} beyond factor {factor:g}, but {why}; {how}"
         else:
             if verdict in UNCHANGED and spread.noisy:
                 how += f"; spread: {', '.join(spread.spread())} ({stats.NOISE_ADVICE})"
             how = "; ".join([how, *busy])
         rows.append(Row(key, unit_a, a, b, verdict, "; ".join([how, *notes]), test, p, A.energy.get(key, ()),
-                        B.energy.get(key, ())))
+                        B.energy.get(key, ()), doubt))
     return rows
 
 
@@ -351,8 +353,9 @@ def to_markdown(rows: list[Row], a_name: str = "A", b_name: str = "B", factor: f
     if any(r.test == NO_TEST for r in rows):
         lines += ["", "Note: a single repeat on one side: no statistics, the factor alone decides (as asv does)."]
     inconclusive = sum(r.verdict == INCONCLUSIVE for r in rows)
-    if inconclusive:
-        lines += ["", f"Note: {inconclusive} case(s) inconclusive: beyond the factor and significant by asv's test, "
+    spread = sum(r.verdict == INCONCLUSIVE and r.spread_doubt for r in rows)  # a busy host alone: the note below
+    if spread:
+        lines += ["", f"Note: {spread} case(s) inconclusive: beyond the factor and significant by asv's test, "
                   "but the runs spread too much to say which is faster (see why). Re-run with "
                   f"{stats.NOISE_ADVICE} before quoting them."]
     busy = sum(BUSY_MARK in r.reason for r in rows)
