@@ -70,3 +70,23 @@ def test_a_one_gpu_h100_report_shows_the_published_figures_beside_its_own(tmp_pa
     assert "| 1898 images/s |  ..  | 0.971 | shown (unbounded) | Lambda deeplearning-benchmark@aa5addb6, 1CC H100" in row
     assert "(batch 640, PyTorch 2.3.0a0 nv24.03, CUDA 12.4, 2024-05-02) (published as FP32; the publisher's " \
            "framework ran TF32" in row
+
+
+def test_a_run_that_read_outside_its_data_root_says_so_in_the_report(tmp_path):
+    """--allow-outside-root: the log's run_start counts the entries read from outside the data root; the input
+    section names the case and the count (a run reading only the root's files says nothing)."""
+    from kit.results.extract import Method
+    from kit.results.report import build_report
+    from kit.results.sections import input_section
+
+    run_dir = copy_run(tmp_path)
+    with_input_rate(run_dir / LOGS / "resnet50_b256_amp_1.log", 2800.0)
+    report = build_report(run_dir / "logs", Method())
+    assert "outside its data root" not in input_section(report, run_dir)
+
+    def outside(line: dict):
+        return line | {"outside_root": 12, "allow_outside_root": True} if line["event"] == "run_start" else line
+    rewrite_kitlog(run_dir / LOGS / "resnet50_b256_amp_1.log", outside)
+    said = input_section(build_report(run_dir / "logs", Method()), run_dir)
+    assert ("torch/resnet50/bz256/1n1g/amp read 12 list entries from outside its data root (--allow-outside-root, "
+            "in 1 run(s)): its images are not all the data root's") in said

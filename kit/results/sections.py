@@ -50,11 +50,15 @@ def input_section(report, run_dir: Path) -> str:
     possibly input-bound (a figure of the host's CPUs or decoder, not of the framework)."""
     logs, _ = find_logs(Path(run_dir) / "logs")
     found: dict[str, tuple[str, list[float]]] = {}
+    outside: dict[str, list[int]] = {}  # case -> entries each run read from outside its data root
     for log in logs:
         ran = read_what_ran(log.path)
         if "input_rate" in ran:
             key = log.group.case_key(log.case)
             found.setdefault(key, (str(ran.get("loader") or "cpu"), []))[1].append(ran["input_rate"])
+            start = read_run_start(log.path) or {}
+            if isinstance(n := start.get("outside_root"), int) and not isinstance(n, bool) and n > 0:
+                outside.setdefault(key, []).append(n)
     rows, bound = [], 0
     for group in report.groups:
         for case in group.cases:
@@ -80,6 +84,9 @@ def input_section(report, run_dir: Path) -> str:
                  "per GPU).", ""]
     head += ["| case | loader | loader alone (img/s) | training (img/s) | share | input-bound |",
              "| --- | --- | --- | --- | --- | --- |"]
+    rows += ["", *(f"{key} read {max(counts)} list entries from outside its data root (--allow-outside-root, in "
+                   f"{len(counts)} run(s)): its images are not all the data root's" for key, counts
+                   in sorted(outside.items()))] if outside else []
     return "\n".join(head + rows) + "\n"
 
 
