@@ -198,7 +198,7 @@ def cleanup_command(run_id: str) -> list[str]:
 
 LAUNCHER = "reference/launch.py"  # relative to scripts/: records the run, then becomes the program
 # what a host needs from scripts/ to run every published program (staged to <work_dir>/kit-scripts)
-SCRIPT_FILES = (LAUNCHER, reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py")
+SCRIPT_FILES = (LAUNCHER, "reference/code_state.py", reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py")
 
 
 @dataclass(frozen=True)
