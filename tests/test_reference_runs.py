@@ -78,8 +78,10 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
     assert entry["status"] == "ok" and entry["samples_per_sec"] == 10523.32  # the publisher's last summary
     pin = pinned_commit(next(iter(load_suite(run_dir / "suite.yaml").cases)))
     where = str(tmp_path / "models" / CONVNETS)
+    key, top = "ngc-pytorch/resnet50/bz256/2n1g/fp32", tmp_path / "models" / "DeepLearningExamples"
     assert meta["model_code_forced"] == [  # the stand-in tree is no checkout of the pin: run only with --force
-        {"host": h, "case": "ngc-pytorch/resnet50/bz256/2n1g/fp32", "path": where, "head": None, "pin": pin}
+        {"host": h, "case": key, "path": where, "head": None, "pin": pin,
+         "reason": f"{top}: not a git checkout (or git cannot read it); docker/pins.yaml pins {pin} (case {key})"}
         for h in ("h1", "h2")]
     for rank, host in enumerate(("h1", "h2")):
         folder = run_dir / "hosts" / host / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1"
