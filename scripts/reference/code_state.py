@@ -53,6 +53,8 @@ def judge(said: dict[str, tuple[int, str]], pin: str | None = None) -> dict:
     kinds: dict[str, list[str]] = {k: [] for k in KINDS}
     for line in ok.get("status", "").splitlines():
         code, path = line[:2], line[3:].split(" -> ")[-1]
+        if code == "??" and "__pycache__/" in path and path.endswith(".pyc"):
+            continue  # Python's own cache of a source it imports (and checks against it): written by any run
         kinds["untracked" if code == "??" else "deleted" if "D" in code else "modified"].append(path)
     for line in ok.get("flags", "").splitlines():
         if line[:2] != "H " and len(line) > 2:
