@@ -13,9 +13,9 @@ first node) and picks its own by $SLURM_NODEID. Everything is written to the sha
 
 gather copies them into runs/<id>/hosts/<node>/ and runs/<id>/slurm/, rank 0's stdout.log into logs/. A case
 timeout, a node Slurm stops hearing from, or Ctrl-C: `scancel` of the step (the allocation is cancelled when
-the group ends, or at once on Ctrl-C). The step's state is what the kit saw (srun's exit, Slurm's node states,
-its own timeout or cancel); `sacct`'s record of the step (state, exit code, nodes, elapsed) is kept beside it
-where the cluster keeps accounting.
+the group ends, or at once on Ctrl-C; one still pending too, and the kit names it). The step's state is what
+the kit saw (srun's exit, Slurm's node states, its own timeout or cancel); `sacct`'s record of the step (state,
+exit code, nodes, elapsed) is kept beside it where the cluster keeps accounting.
 
 Containers (slurm.container): `pyxis` starts the step in the case's image (srun --container-image, the shared
 directory, data, scripts and model code mounted); `docker` has each node's task `docker run` its rank (the

@@ -40,9 +40,8 @@ def run_probes(where: str, top: str, pin: str | None = None) -> dict[str, tuple[
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
             said[name] = (done.returncode, done.stdout)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            said[name] = (-1, "")
-            said.setdefault("error", (0, f"{argv[-1]}: {exc}"))
+        except (OSError, subprocess.TimeoutExpired):
+            said[name] = (-1, "")  # judged as git's refusal: not known clean
     return said
 
 
