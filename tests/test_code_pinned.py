@@ -18,16 +18,18 @@ from types import SimpleNamespace as NS
 
 import pytest
 from test_reference_native import CONVNETS, NOBODY, SUITE, native_host  # noqa: F401 (native_host: a fixture)
+from test_reference_runs import setup
 
 from kit.audit import bundle as bd
 from kit.audit.verify import verify
 from kit.cli import main
 from kit.config import suites
+from kit.config.hosts import load_hosts
 from kit.images.spec import current_pins
 from kit.run.command import SCRIPTS
 from kit.run.needs import needs_script, read_needs, settle
-from kit.run.plan import code_state, local_mismatches, plan
-from kit.run.ssh import RunError
+from kit.run.plan import code_state, local_mismatches, plan, plan_for_nodes
+from kit.run.ssh import RunError, SshRunner
 
 KEY = "ngc-pytorch/resnet50/bz2/1n1g/amp"
 MAIN = f"{CONVNETS.split('/', 1)[1]}/main.py"  # relative to the checkout's top
@@ -146,6 +148,23 @@ def test_each_departure_from_the_pin_is_refused_here_and_on_a_host_with_what_dif
                                   "--force to run it anyway (the run records it)")
     assert settle([], [{"host": "node1", **m} for m in there], True, lambda *a: None, RunError, "host") == [
         {"host": "node1", **here}]
+
+
+def test_ssh_hosts_refuse_an_edited_checkout_each_naming_itself(ssh_hosts, pinned, tmp_path, published):
+    """The SSH runner's staging over two real SSH hosts: each runs the needs script on its side and finds the edit;
+    --force returns it, reason and host, for run.json."""
+    inventory, suite = setup(ssh_hosts, tmp_path, published, pinned.root)
+    modify(pinned)
+    inv = load_hosts(inventory)
+    runner = SshRunner(inv, [inv.get("h1"), inv.get("h2")], tmp_path / "run", "gpu")
+    runs = plan_for_nodes(suites.load_suite(suite), 2)
+    reason = (f"{pinned.top}: {MAIN} modified; HEAD {pinned.pin[:7]} is the pin; docker/pins.yaml pins {pinned.pin} "
+              "(case ngc-pytorch/resnet50/bz256/2n1g/fp32)")
+    with pytest.raises(RunError) as refused:
+        runner.stage(runs)
+    for host in ("h1", "h2"):
+        assert f"{host}: {reason}; pass --force to run it anyway (the run records it)" in str(refused.value)
+    assert [(m["host"], m["reason"]) for m in runner.stage(runs, force=True)] == [("h1", reason), ("h2", reason)]
 
 
 def test_a_pin_the_checkout_lacks_is_named(pinned, monkeypatch):
