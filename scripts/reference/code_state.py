@@ -19,7 +19,9 @@ KINDS = ("modified", "deleted", "untracked", "hidden")
 
 def probes(where: str, top: str, pin: str | None = None) -> dict[str, list[str]]:
     """The git commands whose answers `judge` reads: name -> argv."""
-    git = ["git", "--no-replace-objects", "-c", f"safe.directory={top}", "-c", "core.quotePath=false"]
+    # read only: no index refresh written into a shared checkout, no fsmonitor hook of the checkout's own config
+    git = ["git", "--no-replace-objects", "--no-optional-locks", "-c", f"safe.directory={top}", "-c",
+           "core.quotePath=false", "-c", "core.fsmonitor=false"]
     out = {
         "top": [*git, "-C", where, "rev-parse", "--show-toplevel"],
         "checkout": [*git, "-C", top, "rev-parse", "--show-toplevel"],
