@@ -191,8 +191,8 @@ def test_reference_case_refused_where_the_model_code_is_not_at_the_pinned_commit
     err = out.stdout + out.stderr
     pin = pinned_commit(load_suite(suite).cases[0])
     for host in ("h1", "h2"):
-        assert (f"{host}: model code at {root / CONVNETS} is at {head}, docker/pins.yaml pins {pin} "
-                "(case ngc-pytorch/resnet50/bz256/2n1g/fp32); pass --force") in err
+        assert (f"{host}: {dle}: the pin is not in the checkout; HEAD {head[:7]} is not the pin; docker/pins.yaml "
+                f"pins {pin} (case ngc-pytorch/resnet50/bz256/2n1g/fp32); pass --force") in err
     (run_dir,) = list((tmp_path / "runs").iterdir())
     assert not (run_dir / "logs").exists() and not (run_dir / "run.json").exists()  # refused before any run
 
