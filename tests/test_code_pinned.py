@@ -112,10 +112,10 @@ DEPARTURES = {
 }
 
 
-def host_check(p) -> tuple[list[str], list[dict]]:
+def host_check(p, root: Path | None = None) -> tuple[list[str], list[dict]]:
     """What an SSH or Slurm host's needs script says of this checkout, read back as the runners do."""
     (case,) = p.suite.cases
-    out = subprocess.run(["sh", "-c", needs_script([(KEY, case)], None, str(p.root))], capture_output=True,
+    out = subprocess.run(["sh", "-c", needs_script([(KEY, case)], None, str(root or p.root))], capture_output=True,
                          text=True, check=True).stdout
     return read_needs([(KEY, case)], out)
 
@@ -165,6 +165,31 @@ def test_ssh_hosts_refuse_an_edited_checkout_each_naming_itself(ssh_hosts, pinne
     for host in ("h1", "h2"):
         assert f"{host}: {reason}; pass --force to run it anyway (the run records it)" in str(refused.value)
     assert [(m["host"], m["reason"]) for m in runner.stage(runs, force=True)] == [("h1", reason), ("h2", reason)]
+
+
+def test_a_sparse_checkout_of_the_programs_folder_is_at_its_pin(pinned, tmp_path, monkeypatch):
+    """bench/prepare_models.py checks out the program's folder alone (sparse): the rest is skip-worktree and absent,
+    as at the pin; a file of the rest put back, edited, is seen."""
+    (pinned.top / "TensorFlow").mkdir()
+    (pinned.top / "TensorFlow" / "other.py").write_text("print('not the program')\n")
+    git(pinned.top, "add", "-A")
+    git(pinned.top, "commit", "-qm", "a folder beside the program's")
+    pin = git(pinned.top, "rev-parse", "HEAD")
+    pins = current_pins()
+    monkeypatch.setitem(pins.model_code, "dle", replace(pins.model_code["dle"], commit=pin))
+    root = tmp_path / "sparse"
+    top = root / "DeepLearningExamples"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(pinned.top), str(top)], check=True)
+    git(top, "sparse-checkout", "set", CONVNETS.split("/", 1)[1])
+    git(top, "checkout", "-q", "--detach", pin)
+    assert not (top / "TensorFlow").exists() and "S TensorFlow/other.py" in git(top, "ls-files", "-v")
+    assert local_mismatches(pinned.suite, str(root)) == [] and host_check(pinned, root) == ([], [])
+    (top / "TensorFlow").mkdir()
+    (top / "TensorFlow" / "other.py").write_text("print('edited')\n")
+    (here,) = local_mismatches(pinned.suite, str(root))
+    assert here["reason"] == (f"{top}: TensorFlow/other.py modified; HEAD {pin[:7]} is the pin; docker/pins.yaml "
+                              f"pins {pin} (case {KEY})")
+    assert host_check(pinned, root)[1] == [here]
 
 
 def test_a_pin_the_checkout_lacks_is_named(pinned, monkeypatch):

@@ -20,14 +20,17 @@ KINDS = ("modified", "deleted", "untracked", "hidden")
 def probes(where: str, top: str, pin: str | None = None) -> dict[str, list[str]]:
     """The git commands whose answers `judge` reads: name -> argv."""
     # read only: no index refresh written into a shared checkout, no fsmonitor hook of the checkout's own config
+    # a sparse checkout's files outside its folders are skip-worktree ('S') and absent; git clears the flag of one
+    # present again (so status sees it) unless sparse.expectFilesOutsideOfPatterns, forced off here
     git = ["git", "--no-replace-objects", "--no-optional-locks", "-c", f"safe.directory={top}", "-c",
-           "core.quotePath=false", "-c", "core.fsmonitor=false"]
+           "core.quotePath=false", "-c", "core.fsmonitor=false", "-c", "sparse.expectFilesOutsideOfPatterns=false"]
     out = {
         "top": [*git, "-C", where, "rev-parse", "--show-toplevel"],
         "checkout": [*git, "-C", top, "rev-parse", "--show-toplevel"],
         "head": [*git, "-C", where, "rev-parse", "--verify", "-q", "HEAD"],
         "status": [*git, "-C", top, "status", "--porcelain", "--untracked-files=all"],
         "flags": [*git, "-C", top, "ls-files", "-v"],  # 'H path' unless assume-unchanged (lower case) or skip-worktree
+        "sparse": [*git, "-C", top, "config", "--bool", "core.sparseCheckout"],
     }
     if pin:
         out["pin"] = [*git, "-C", top, "cat-file", "-t", pin]
@@ -57,8 +60,9 @@ def judge(said: dict[str, tuple[int, str]], pin: str | None = None) -> dict:
         if code == "??" and "__pycache__/" in path and path.endswith(".pyc"):
             continue  # Python's own cache of a source it imports (and checks against it): written by any run
         kinds["untracked" if code == "??" else "deleted" if "D" in code else "modified"].append(path)
+    sparse = ok.get("sparse", "").strip() == "true"  # bench/prepare_models.py's checkouts are
     for line in ok.get("flags", "").splitlines():
-        if line[:2] != "H " and len(line) > 2:
+        if line[:2] != "H " and len(line) > 2 and not (sparse and line[:2] == "S "):
             kinds["hidden"].append(line[2:])
     st.update(kinds)
     if "top" in ok and "checkout" in ok and ok["top"].strip() != ok["checkout"].strip():
