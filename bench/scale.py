@@ -47,7 +47,7 @@ from train import UNIT, counted  # noqa: E402  (the harness: what its NLP figure
 from kit.config import reference  # noqa: E402
 from kit.config.cases import Case  # noqa: E402
 from kit.config.suites import load_suite  # noqa: E402
-from kit.core.catalogue import harness  # noqa: E402
+from kit.core.catalogue import harness, load  # noqa: E402
 from kit.core.layout import run_folder, sidecar_name  # noqa: E402
 from kit.core.secrets import redact  # noqa: E402
 from kit.hosts import capture as ec  # noqa: E402
@@ -425,6 +425,11 @@ def harness_run(w: Writer, case: Case, repeat: int, hosts: list[str], ips: list[
     return entry_hosts
 
 
+def clean_at(pin: str) -> dict:
+    """What scripts/reference/launch.py records of a checkout clean at its pin (v4's program_code_pinned@2)."""
+    return load("code_state", "reference").judge({"head": (0, pin), "status": (0, ""), "flags": (0, "")})
+
+
 def reference_run(w: Writer, case: Case, repeat: int, hosts: list[str], ips: list[str], pin: str) -> dict:
     folder = run_folder(case.log_path(repeat))
     job = case.ref_job()
@@ -442,7 +447,7 @@ def reference_run(w: Writer, case: Case, repeat: int, hosts: list[str], ips: lis
         work = f"{WORK}/runs/{w.run_dir.name}/{host}/{folder.as_posix()}"
         meta = reference.record(cmd, job, cluster)
         meta.update({"started": "2026-11-24T08:15:20+00:00", "host": host, "ran_in": cmd.cwd,
-                     "model_code_commit": pin, "patch_sha256": None,
+                     "model_code_commit": pin, "model_code_state": clean_at(pin), "patch_sha256": None,
                      "environ": {"HOME": "/root", "PATH": "/usr/local/bin:/usr/bin:/bin", "PWD": work,
                                  "PYTHONUNBUFFERED": "1", **redact(cmd.env)}})
         launch = "paddle.distributed.launch" in cmd.argv

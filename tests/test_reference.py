@@ -605,7 +605,8 @@ def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monke
     suite = suites.load_suite(suite_file)
     runs, skipped = plan(suite, str(models))  # a checkout with no commit is not the pinned one
     assert runs == [] and skipped[0][0].key == "ngc-pytorch/resnet50/bz256/1n1g/fp32"
-    assert skipped[0][1] == (f"model code at {convnets} is not a git checkout, docker/pins.yaml pins "
+    assert skipped[0][1] == (f"{models / 'DeepLearningExamples'}: not a git checkout (or git cannot read it); "
+                             "docker/pins.yaml pins "
                              f"{pinned_commit(skipped[0][0])} (case ngc-pytorch/resnet50/bz256/1n1g/fp32); "
                              "`kit bench --force` runs it (recorded)")
     runs, skipped = plan(suite, str(models), force=True)

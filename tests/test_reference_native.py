@@ -33,7 +33,7 @@ from kit.images.spec import pin_of
 from kit.results.program_ratio import program_ratio_section
 from kit.run.command import SCRIPTS
 from kit.run.needs import needs_script, read_needs
-from kit.run.plan import local_head, plan
+from kit.run.plan import code_state, plan
 
 STANDIN = Path(__file__).resolve().parent / "standin"
 CONVNETS = "DeepLearningExamples/PyTorch/Classification/ConvNets"
@@ -176,11 +176,14 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
                                   "removed": [{"path": "checkpoint.pth.tar", "bytes": 65536}]}
     assert [p for p in (*run_dir.rglob("*"), *root.rglob("*")) if p.name.endswith(".pth.tar")] == []
     assert sidecar["data"] == {"mode": "synthetic", "format": None, "path": None, "synthetic": "--data-backend syntetic"}
+    key = "ngc-pytorch/resnet50/bz2/1n1g/amp"
     assert meta["model_code_forced"] == [  # a stand-in tree is no checkout of the pins: it ran with --force
-        {"host": "local", "case": "ngc-pytorch/resnet50/bz2/1n1g/amp", "path": str(root / CONVNETS), "head": None,
-         "pin": pin_of("dle")},
-        {"host": "local", "case": "ngc-pytorch/resnet50/bz2/1n1g/amp", "path": str(root / "dllogger"), "head": None,
-         "pin": DLLOGGER.commit}]
+        {"host": "local", "case": key, "path": str(root / CONVNETS), "head": None, "pin": pin_of("dle"),
+         "reason": f"{root / 'DeepLearningExamples'}: not a git checkout (or git cannot read it); docker/pins.yaml "
+                   f"pins {pin_of('dle')} (case {key})"},
+        {"host": "local", "case": key, "path": str(root / "dllogger"), "head": None, "pin": DLLOGGER.commit,
+         "reason": f"{root / 'dllogger'}: not a git checkout (or git cannot read it); docker/pins.yaml pins "
+                   f"{DLLOGGER.commit} (case {key})"}]
 
     # the parse: DLLogger's train.total_ips lines by the publisher's method (mean after 9 iterations)
     program = entries["ngc-pytorch"]["samples_per_sec"]
@@ -258,8 +261,9 @@ def test_dle_pytorch_is_refused_where_its_code_is_missing_or_off_the_pin(native_
         "ngc-pytorch/resnet50/bz2/1n1g/amp"]
     case = "(case ngc-pytorch/resnet50/bz2/1n1g/amp)"
     assert skipped[0][1] == (
-        f"model code at {native_host / CONVNETS} is at {heads['DeepLearningExamples']}, docker/pins.yaml pins "
-        f"{pin_of('dle')} {case}; model code at {native_host / 'dllogger'} is at {heads['dllogger']}, "
+        f"{native_host / 'DeepLearningExamples'}: the pin is not in the checkout; HEAD "
+        f"{heads['DeepLearningExamples'][:7]} is not the pin; docker/pins.yaml pins {pin_of('dle')} {case}; "
+        f"{native_host / 'dllogger'}: the pin is not in the checkout; HEAD {heads['dllogger'][:7]} is not the pin; "
         f"docker/pins.yaml pins {DLLOGGER.commit} {case}; `kit bench --force` runs it (recorded)")
     runs, skipped = plan(suite, str(native_host), force=True)
     assert len(runs) == 2 and skipped == []
@@ -291,24 +295,29 @@ def test_a_checkout_another_user_owns_is_read_at_its_commit(native_host, tmp_pat
     suite = suites.load_suite(tmp_path / "suite.yaml")
     _runs, skipped = plan(suite, str(native_host))
     assert [c.key for c, _ in skipped] == [key]
-    assert skipped[0][1].startswith(f"model code at {convnets} is at {heads['DeepLearningExamples']}, docker/pins.yaml "
-                                    f"pins {pin_of('dle')} (case {key}); model code at {native_host / 'dllogger'} "
-                                    f"is at {heads['dllogger']}, ")
-    assert local_head(str(convnets), str(top)) == heads["DeepLearningExamples"]
+    assert skipped[0][1].startswith(f"{top}: the pin is not in the checkout; HEAD {heads['DeepLearningExamples'][:7]} "
+                                    f"is not the pin; docker/pins.yaml pins {pin_of('dle')} (case {key}); "
+                                    f"{native_host / 'dllogger'}: the pin is not in the checkout; HEAD "
+                                    f"{heads['dllogger'][:7]} ")
+    assert code_state.state(str(convnets), str(top))["commit"] == heads["DeepLearningExamples"]
 
     case = next(c for c in suite.cases if c.impl == "reference")  # an SSH or Slurm host's check, run by sh
     out = subprocess.run(["sh", "-c", needs_script([(key, case)], None, str(native_host))], capture_output=True,
                          text=True, check=True).stdout
-    assert out.splitlines() == [f"head\t{key}\t{convnets}\t{heads['DeepLearningExamples']}"]
-    assert read_needs([(key, case)], out) == ([], [{"case": key, "path": str(convnets),
-                                                    "head": heads["DeepLearningExamples"], "pin": pin_of("dle")}])
+    assert out.splitlines()[0] == f"checkout\t{key}\t{convnets}\t{top}"
+    assert f"code\t{key}\thead\t+{heads['DeepLearningExamples']}" in out.splitlines()
+    assert read_needs([(key, case)], out) == ([], [{
+        "case": key, "path": str(convnets), "head": heads["DeepLearningExamples"], "pin": pin_of("dle"),
+        "reason": f"{top}: the pin is not in the checkout; HEAD {heads['DeepLearningExamples'][:7]} is not the pin; "
+                  f"docker/pins.yaml pins {pin_of('dle')} (case {key})"}])
 
     runs = tmp_path / "runs"  # the launcher's record of the run (forced off the pin)
     (tmp_path / "program.yaml").write_text("".join(line for line in SUITE.splitlines(keepends=True)
                                                    if "impl: harness" not in line))
     assert main(["bench", "--suite", str(tmp_path / "program.yaml"), "--runs-dir", str(runs), "--force"]) == 0
     (sidecar,) = runs.glob("*/logs/ngc-pytorch/**/*.cmd.json")
-    assert json.loads(sidecar.read_text())["model_code_commit"] == heads["DeepLearningExamples"]
+    recorded = json.loads(sidecar.read_text())
+    assert recorded["model_code_commit"] == recorded["model_code_state"]["commit"] == heads["DeepLearningExamples"]
 
 
 @pytest.mark.parametrize(("line", "message"), [

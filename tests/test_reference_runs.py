@@ -85,8 +85,10 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
     assert entry["status"] == "ok" and entry["samples_per_sec"] == 10523.32  # the publisher's last summary
     pin = pinned_commit(next(iter(load_suite(run_dir / "suite.yaml").cases)))
     where = str(tmp_path / "models" / CONVNETS)
+    key, top = "ngc-pytorch/resnet50/bz256/2n1g/fp32", tmp_path / "models" / "DeepLearningExamples"
     assert meta["model_code_forced"] == [  # the stand-in tree is no checkout of the pin: run only with --force
-        {"host": h, "case": "ngc-pytorch/resnet50/bz256/2n1g/fp32", "path": where, "head": None, "pin": pin}
+        {"host": h, "case": key, "path": where, "head": None, "pin": pin,
+         "reason": f"{top}: not a git checkout (or git cannot read it); docker/pins.yaml pins {pin} (case {key})"}
         for h in ("h1", "h2")]
     for rank, host in enumerate(("h1", "h2")):
         folder = run_dir / "hosts" / host / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1"
@@ -206,8 +208,8 @@ def test_reference_case_refused_where_the_model_code_is_not_at_the_pinned_commit
     err = out.stdout + out.stderr
     pin = pinned_commit(load_suite(suite).cases[0])
     for host in ("h1", "h2"):
-        assert (f"{host}: model code at {root / CONVNETS} is at {head}, docker/pins.yaml pins {pin} "
-                "(case ngc-pytorch/resnet50/bz256/2n1g/fp32); pass --force") in err
+        assert (f"{host}: {dle}: the pin is not in the checkout; HEAD {head[:7]} is not the pin; docker/pins.yaml "
+                f"pins {pin} (case ngc-pytorch/resnet50/bz256/2n1g/fp32); pass --force") in err
     (run_dir,) = list((tmp_path / "runs").iterdir())
     assert not (run_dir / "logs").exists() and not (run_dir / "run.json").exists()  # refused before any run
 

@@ -156,6 +156,31 @@ def test_slurm_ctrl_c_cancels_the_job(slurm_cluster, tmp_path):
     nothing_left(slurm_cluster)
 
 
+def test_slurm_ctrl_c_while_the_allocation_pends_cancels_it_and_says_so(slurm_cluster, tmp_path):
+    """Another job holds both nodes: the kit's salloc pends; Ctrl-C then scancels the pending job (salloc, in a
+    session of its own, never hears the Ctrl-C) and the kit names it."""
+    held = slurm_cluster.run(["salloc", "--no-shell", "-N", "2", "-p", "debug", "-J", "holder"])
+    assert held.returncode == 0, held.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "kit", *kit_cluster(tmp_path)], cwd=REPO,
+                            env=dict(os.environ, SLURM_CONF=str(slurm_cluster.conf)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        end = time.monotonic() + 60
+        while not (pending := [j for j in slurm_cluster.jobs() if j.endswith(" PENDING")]):
+            assert time.monotonic() < end, slurm_cluster.jobs()
+            time.sleep(0.5)
+        (job,) = [j.split()[0] for j in pending]
+        time.sleep(1.5)  # the kit has read salloc's "Pending job allocation N"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        slurm_cluster.run(["scancel", "--name", "holder"])
+    assert proc.returncode == 130, out[-3000:]
+    assert f"job {job} (PENDING) for 2 node(s) of partition debug: scancel {job} (Ctrl-C)" in out, out[-3000:]
+    nothing_left(slurm_cluster)
+
+
 def test_kill_9_of_kit_cancels_the_slurm_job(slurm_cluster, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "kit", *kit_cluster(tmp_path, LONG)], cwd=REPO,
                             env=dict(os.environ, SLURM_CONF=str(slurm_cluster.conf)), stdout=subprocess.DEVNULL,

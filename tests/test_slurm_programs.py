@@ -93,6 +93,7 @@ def test_slurm_reference_paddleclas_across_two_nodes(slurm_cluster, tmp_path, mo
     assert entry["status"] == "ok", entry
     assert entry["samples_per_sec"] == pytest.approx(per_card * 2, rel=0.01)
     assert [m["host"] for m in meta["model_code_forced"]] == ["h2", "h3"]
+    assert all("not a git checkout" in m["reason"] for m in meta["model_code_forced"])  # each node's own check
     assert entry["slurm"]["step_state"] == "COMPLETED" and entry["slurm"]["container"] == "native"
     addresses = [slurm_cluster.net.host(n).address for n in ("h2", "h3")]
     for rank, node in enumerate(("h2", "h3")):

@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where new run directories go (default runs/)")
     p.add_argument("--dry-run", action="store_true", help="print the runs and their commands; start nothing")
     p.add_argument("--force", action="store_true", help="run a published program whose checkout is not at the "
-                   "commit docker/pins.yaml pins (run.json records it)")
+                   "commit docker/pins.yaml pins, or not clean there (run.json records it and why)")
     p.add_argument("--train-list", type=Path, help="ImageNet train_list.txt for `data: imagenet` cases "
                    "(CPU suites default to a small synthetic JPEG tree in the run directory)")
     p.add_argument("--runtime", choices=("native", "docker"), default="native",

@@ -36,7 +36,8 @@ def _add_job_flags(p: argparse.ArgumentParser, suite_help: str) -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs"))
     p.add_argument("--on-failure", choices=("continue", "stop"), default="continue")
     p.add_argument("--force", action="store_true", help="run even if check_env finds busy GPUs or mismatched "
-                   "hosts, or a host's model code is not at the pinned commit (run.json records what was forced)")
+                   "hosts, or a host's model code is not at the pinned commit or not clean there (run.json records "
+                   "what was forced and why)")
     p.add_argument("--image", help="hosts with runtime docker run this image reference (default: the pinned "
                    "image of each framework, built here and streamed to them)")
 

@@ -17,13 +17,13 @@ from pathlib import Path
 HARNESS_DIR = Path(__file__).resolve().parents[2] / "scripts" / "harness"
 
 
-def load(name: str):
-    """scripts/harness/<name>.py as the module kit_harness_<name> (the harness's own names are too plain to share
-    the kit's namespace)."""
-    qualified = f"kit_harness_{name}"
+def load(name: str, folder: str = "harness"):
+    """scripts/<folder>/<name>.py as the module kit_<folder>_<name> (the scripts' own names are too plain to share
+    the kit's namespace): what runs on hosts, written once and read by the kit too."""
+    qualified = f"kit_{folder}_{name}"
     if qualified in sys.modules:
         return sys.modules[qualified]
-    spec = importlib.util.spec_from_file_location(qualified, HARNESS_DIR / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(qualified, HARNESS_DIR.parent / folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[qualified] = module  # dataclasses look their module up while the file runs
     spec.loader.exec_module(module)

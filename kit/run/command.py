@@ -200,7 +200,7 @@ LAUNCHER = "reference/launch.py"  # relative to scripts/: records the run, then 
 SAMPLER = "telemetry/gpu_sampler.py"  # relative to scripts/: samples the GPUs beside every GPU run
 SAMPLE_INTERVAL_MS = 100
 # what a host needs from scripts/ to run every published program (staged to <work_dir>/kit-scripts)
-SCRIPT_FILES = (LAUNCHER, reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py")
+SCRIPT_FILES = (LAUNCHER, "reference/code_state.py", reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py")
 
 
 @dataclass(frozen=True)

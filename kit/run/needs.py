@@ -4,9 +4,10 @@
     problems, mismatches = read_needs(programs, output)                      # its stdout, read back
     forced = settle(problems, mismatches, force, progress, RunError, "host")  # every host's, together
 
-The script prints one tab-separated line per finding: `nodata <case> <path>`, `nocode <case> <path>`, and
-`head <case> <path> <commit or ->` for every checkout it found. The SSH runner runs it over each host's
-connection, the Slurm runner as one step on every node of the allocation; both read it back here and settle
+The script prints one tab-separated line per finding: `nodata <case> <path>`, `nocode <case> <path>`, and for
+every checkout it found `checkout <case> <path> <top>` and its git answers (scripts/reference/code_state.py: the
+same probes and judgement as this machine's pre-flight and the launcher's record). The SSH runner runs it over
+each host's connection, the Slurm runner as one step on every node of the allocation; both read it back here and settle
 what every host lacks here: the runs refused, or the checkouts off their pins run forced (--force).
 """
 
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from kit.config import reference
 from kit.config.cases import Case
 from kit.hosts.connect import quote_cmd
-from kit.run.plan import code_dir, describe_mismatch, head_argv, head_mismatch
+from kit.run.plan import code_dir, code_mismatch, code_state, describe_mismatch, pinned_commit
 
 Programs = list[tuple[str, Case]]  # (case key, case), the published-program cases of the runs
 
@@ -32,17 +33,18 @@ def needs_script(programs: Programs, data_dir: str | None, model_code: str | Non
             root = model_code or reference.CODE_ROOT
             where = code_dir(case, root)
             impl = reference.implementation(case.framework, case.model)
-            head = quote_cmd(head_argv(where, reference.checkout_dir(root, impl)))
-            lines.append(f"if [ -d {quote_cmd([where])} ]; then h=$({head} 2>/dev/null) || h=-; "
-                         f"printf 'head\\t%s\\t%s\\t%s\\n' {quote_cmd([key, where])} \"${{h:--}}\"; "
+            top = reference.checkout_dir(root, impl)
+            lines.append(f"if [ -d {quote_cmd([where])} ]; then printf 'checkout\\t%s\\t%s\\t%s\\n' "
+                         f"{quote_cmd([key, where, top])}\n{code_state.shell(key, where, top, pinned_commit(case))}\n"
                          f"else printf 'nocode\\t%s\\t%s\\n' {quote_cmd([key, where])}; fi")
     return "\n".join([*lines, "exit 0", ""])
 
 
 def read_needs(programs: Programs, output: str) -> tuple[list[str], list[dict]]:
-    """(what is missing, one line each; checkouts off the pin, as kit.run.plan.head_mismatch records them)."""
+    """(what is missing, one line each; checkouts off the pin, as kit.run.plan.code_mismatch records them)."""
     cases = dict(programs)
     problems, mismatches = [], []
+    answers = code_state.read_shell(output)
     for line in output.splitlines():
         what, *fields = line.rstrip("\n").split("\t")
         if what == "nodata" and len(fields) == 2 and fields[0] in cases:
@@ -52,16 +54,17 @@ def read_needs(programs: Programs, output: str) -> tuple[list[str], list[dict]]:
                             f"then fab stage_data; or data: synthetic where the program has it)")
         elif what == "nocode" and len(fields) == 2 and fields[0] in cases:
             problems.append(f"no model code at {fields[1]} (case {fields[0]}; set the host's model_code)")
-        elif what == "head" and len(fields) == 3 and fields[0] in cases:
-            key, where, head = fields
-            if differs := head_mismatch(cases[key], where, None if head == "-" else head):
+        elif what == "checkout" and len(fields) == 3 and fields[0] in cases:
+            key, where, top = fields
+            pin = pinned_commit(cases[key])
+            if differs := code_mismatch(cases[key], where, top, code_state.judge(answers.get(key, {}), pin), pin):
                 mismatches.append(differs)
     return problems, mismatches
 
 
 def settle(problems: list[str], mismatches: list[dict], force: bool, progress: Callable[[str, str, str], None],
            refuse: type[Exception], where: str) -> list[dict]:
-    """What a runner's check does with what its hosts lack (problems: "<host>: ..."; mismatches: head_mismatch
+    """What a runner's check does with what its hosts lack (problems: "<host>: ..."; mismatches: code_mismatch
     records with their host): refuse the runs naming every problem and, unless force, every checkout off its pin;
     else say each forced one. The forced ones, sorted, for run.json (model_code_forced)."""
     if not force:

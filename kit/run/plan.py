@@ -10,15 +10,17 @@ under the model-code root (KIT_MODEL_CODE, else the images' /opt/models).
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kit.config import programs, reference, settings
 from kit.config.cases import Case, Suite
+from kit.core.catalogue import load
 from kit.core.layout import run_folder
 from kit.images.spec import current_pins, pin_of
+
+code_state = load("code_state", "reference")  # whether a checkout is at its pin: ONE implementation, beside launch.py
 
 
 @dataclass(frozen=True)
@@ -79,42 +81,28 @@ def pinned_commit(case: Case) -> str:
     return pin_of(reference.implementation(case.framework, case.model).code)
 
 
-def head_mismatch(case: Case, where: str, head: str | None, pin: str | None = None) -> dict | None:
-    """None when the checkout at `where` is at the pinned commit (`pin`, else the case's code's); else what differs
-    (a record for run.json)."""
+def code_mismatch(case: Case, where: str, top: str, st: dict, pin: str | None = None) -> dict | None:
+    """None when the checkout `top` that the program runs from at `where` is at the pinned commit (`pin`, else the
+    case's code's) in full (scripts/reference/code_state.py: HEAD, index, work tree, untracked files); else what
+    differs, a record for run.json (model_code_forced) whose reason names the checkout and each difference."""
     pin = pin or pinned_commit(case)
-    if head == pin:
+    if not (differs := code_state.differences(st, pin, where, top)):
         return None
-    return {"case": case.key, "path": where, "head": head, "pin": pin}
+    return {"case": case.key, "path": where, "head": st.get("commit"), "pin": pin,
+            "reason": f"{top}: {'; '.join(differs)}; docker/pins.yaml pins {pin} (case {case.key})"}
 
 
 def describe_mismatch(m: dict) -> str:
-    got = f"at {m['head']}" if m["head"] else "not a git checkout"
-    return f"model code at {m['path']} is {got}, docker/pins.yaml pins {m['pin']} (case {m['case']})"
-
-
-def head_argv(where: str, top: str) -> list[str]:
-    """git reading the commit checked out at `where`, a folder of the checkout whose top folder is `top`: git matches
-    safe.directory against the work tree's top, so naming it reads a checkout another user owns (a shared root)."""
-    return ["git", "-c", f"safe.directory={top}", "-C", where, "rev-parse", "HEAD"]
-
-
-def local_head(where: str, top: str) -> str | None:
-    """The git commit checked out at `where` (in the checkout `top`) on this machine, or None."""
-    try:
-        out = subprocess.run(head_argv(where, top), capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
+    return m["reason"]
 
 
 def local_mismatches(suite: Suite, model_code: str) -> list[dict]:
-    """This machine's checkouts of the suite's 1-node programs that are not at their pinned commit."""
+    """This machine's checkouts of the suite's 1-node programs that are not at their pinned commit in full."""
     found = []
     for case in suite.cases:
         if case.impl == "reference" and case.nodes == 1 and not missing_code(case, model_code):
             for where, top, pin in checkouts(case, model_code):
-                if differs := head_mismatch(case, where, local_head(where, top), pin):
+                if differs := code_mismatch(case, where, top, code_state.state(where, top, pin), pin):
                     found.append(differs)
     return found
 

@@ -13,9 +13,9 @@ first node) and picks its own by $SLURM_NODEID. Everything is written to the sha
 
 gather copies them into runs/<id>/hosts/<node>/ and runs/<id>/slurm/, rank 0's stdout.log into logs/. A case
 timeout, a node Slurm stops hearing from, or Ctrl-C: `scancel` of the step (the allocation is cancelled when
-the group ends, or at once on Ctrl-C). The step's state is what the kit saw (srun's exit, Slurm's node states,
-its own timeout or cancel); `sacct`'s record of the step (state, exit code, nodes, elapsed) is kept beside it
-where the cluster keeps accounting.
+the group ends, or at once on Ctrl-C; one still pending too, and the kit names it). The step's state is what
+the kit saw (srun's exit, Slurm's node states, its own timeout or cancel); `sacct`'s record of the step (state,
+exit code, nodes, elapsed) is kept beside it where the cluster keeps accounting.
 
 Containers (slurm.container): `pyxis` starts the step in the case's image (srun --container-image, the shared
 directory, data, scripts and model code mounted); `docker` has each node's task `docker run` its rank (the
@@ -28,6 +28,7 @@ published programs at their pins, and in docker mode the image; a node that lack
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import math
 import os
@@ -226,13 +227,16 @@ class SlurmRunner(Runner):
         if self.job_id and self._job_state() in ("RUNNING", "CONFIGURING"):
             return
         self.release()
-        argv = ["salloc", "--no-shell", "-N", str(nodes), "-p", self.cfg.partition, "-J", f"kit-{self.run_id}"]
+        name = f"kit-{self.run_id}"
+        argv = ["salloc", "--no-shell", "-N", str(nodes), "-p", self.cfg.partition, "-J", name]
         if self.cfg.account:
             argv += ["-A", self.cfg.account]
         if self.cfg.gpus_per_node:
             argv += [f"--gpus-per-node={self.cfg.gpus_per_node}"]
         if self.cfg.time_limit:
             argv += [f"--time={self.cfg.time_limit * runs}"]
+        # the request is this run's job by its name until salloc names its id: cancelled should the kit die first
+        self._guard = Guard(["scancel", "--name", name, "--user", getpass.getuser()])
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)  # Ctrl-C reaches the kit only
         said: list[str] = []
@@ -254,15 +258,30 @@ class SlurmRunner(Runner):
             if proc.returncode != 0 or not self.job_id:
                 text = " ".join(ln.strip() for ln in said if ln.strip()) or f"exit {proc.returncode}"
                 raise SlurmError(f"salloc refused {nodes} node(s) of partition {self.cfg.partition}: {text}")
-        except BaseException:
+        except BaseException as exc:
+            self.job_id = self.job_id or _job_in(said)  # salloc may have named it since the last look
+            done = self._cancel_request(name, nodes)  # before salloc's end revokes it: also when it never named it
             proc.terminate()
+            if isinstance(exc, KeyboardInterrupt):  # kit.cli.main.Terminated (SIGTERM, SIGHUP) names its signal
+                self.progress("slurm", "cancelled", f"{done} ({str(exc) or 'Ctrl-C'})")
             self.release()
             raise
+        self._guard.close()
         self._guard = Guard(["scancel", self.job_id])
         names = slurm(["scontrol", "show", "hostnames", _first_line(slurm(["squeue", "-h", "-j", self.job_id,
                                                                               "-o", "%N"]))]).stdout.split()
         self.nodes = [self._node(n, self._address(n)) for n in names]
         self.progress("slurm", "allocated", f"job {self.job_id}: {', '.join(names)}")
+
+    def _cancel_request(self, name: str, nodes: int) -> str:
+        """scancel the allocation asked for (by its id, else by its name: salloc had not named it yet); what was
+        cancelled, for the user."""
+        target = [self.job_id] if self.job_id else ["--name", name, "--user", getpass.getuser()]
+        state = (self._job_state() or "?") if self.job_id else "not yet named by salloc"
+        res = slurm(["scancel", *target])
+        said = "" if res.returncode == 0 else f"; scancel said: {_first_line(res)}"
+        return (f"{'job ' + self.job_id if self.job_id else 'the job named ' + name} ({state}) for {nodes} node(s) "
+                f"of partition {self.cfg.partition}: scancel {' '.join(target)}{said}")
 
     def release(self) -> None:
         """Cancel the group's job (nothing of it stays on any node); silent when it is gone."""

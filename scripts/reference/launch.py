@@ -8,8 +8,9 @@
 
 --meta is the kit's description of the run (kit.config.reference.record: argv, env, methods, ...); ARGV must
 equal its "argv". The record adds what only this host knows: time, host name, the model code's git
-commit (TOP: the checkout's top folder, which git's safe.directory names; default MODEL_DIR), the patch's
-sha256, and the whole environment the program gets (values of secret-looking names redacted): each
+commit and whether its tree is clean at it ("model_code_state", code_state.py beside this file: modified, deleted,
+untracked, hidden files; TOP: the checkout's top folder, which git's safe.directory names; default MODEL_DIR),
+the patch's sha256, and the whole environment the program gets (values of secret-looking names redacted): each
 --pythonpath DIR goes before the PYTHONPATH this process inherited on its host.
 --placeholder MODULE: a module the program imports when it loads but never calls in the kit's modes (DLE: DALI).
 When the program's Python cannot import it, placeholders/ beside this file goes first on its PYTHONPATH (names to
@@ -48,6 +49,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # code_state.py travels beside this file
+from code_state import state as code_state  # noqa: E402
 
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL", "AUTH", "COOKIE")
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -137,17 +141,6 @@ def apply_hunks(text: str, hunks: list[tuple[int, list[str], list[str]]], name: 
                 raise PatchError(f"{name}:{start + k}: expected {want!r}, found {have!r} (wrong checkout?)")
         lines[start - 1:start - 1 + len(old)] = new
     return "\n".join(lines)
-
-
-def git_commit(path: Path, top: Path) -> str | None:
-    """HEAD of the checkout holding `path`; safe.directory names its top folder (git matches the work tree's root),
-    so a checkout another user owns is read too."""
-    try:
-        out = subprocess.run(["git", "-c", f"safe.directory={top}", "-C", str(path), "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def prepare_copy(code: Path, name: str, patch: Path | None, add: list[Path]) -> tuple[Path, str | None]:
@@ -292,11 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     except (PatchError, OSError, ValueError) as exc:
         print(f"launch.py: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    found = code_state(str(args.cwd), str(args.checkout or args.cwd))
     meta.update({
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host": socket.gethostname(),
         "ran_in": str(where),
-        "model_code_commit": git_commit(args.cwd, args.checkout or args.cwd),
+        "model_code_commit": found["commit"],
+        "model_code_state": found,
         "patch_sha256": digest,
         "environ": redact(dict(os.environ)),
     })

@@ -14,6 +14,7 @@ from kit.audit.evidence import Evidence
 from kit.audit.rules.predicates import predicate
 from kit.config import reference
 from kit.config.programs import ran_as
+from kit.core.catalogue import load
 from kit.core.inputs import parse_json
 from kit.core.layout import RunLog, run_folder, sidecar_name
 from kit.core.secrets import redact
@@ -21,6 +22,8 @@ from kit.images.spec import pin_of
 from kit.results.parsers import echo
 from kit.results.parsers.logtext import read_log_text
 from kit.results.parsers.records import ParseError
+
+code_state = load("code_state", "reference")  # scripts/reference/code_state.py: what "at the pin" means
 
 if TYPE_CHECKING:
     from kit.audit.rules.engine import Finding
@@ -98,9 +101,11 @@ def program_command_is_recipe(ev: Evidence, out: Finding) -> None:
                 out.fail(f"{key} ({host}): {field} {have[field]!r} is not the recipe's {value!r}"[:600], where)
 
 
-@predicate()
-def program_code_pinned(ev: Evidence, out: Finding) -> None:
-    """Each run's model code was at the commit docker/pins.yaml pins, or run.json records it as forced."""
+@predicate(versions={1: {"clean": False}, 2: {"clean": True}})
+def program_code_pinned(ev: Evidence, out: Finding, clean: bool) -> None:
+    """Each run's model code was at the commit docker/pins.yaml pins (v2: and its checkout clean there, as the
+    record's model_code_state says: nothing modified, deleted, untracked or hidden, the program's folder inside it),
+    or run.json records it as forced."""
     forced = {(m.get("host"), m.get("case")) for m in ev.meta.get("model_code_forced") or [] if isinstance(m, dict)}
     noted = 0
     for key, _log, host, path, meta, _records in judged_records(ev, out):
@@ -109,14 +114,21 @@ def program_code_pinned(ev: Evidence, out: Finding) -> None:
         except RECORD_ERRORS as exc:
             out.fail(f"{key} ({host}): unknown program in the record: {exc}"[:300], ev.rel(path))
             continue
-        commit = meta.get("model_code_commit")
-        if commit == pin:
+        commit, st = meta.get("model_code_commit"), meta.get("model_code_state")
+        if commit != pin:
+            why = f"ran model code {commit or 'of no git commit'}, docker/pins.yaml pins {pin}"
+        elif not clean:
+            continue
+        elif not isinstance(st, dict):  # a launcher before model_code_state: clean or not, nobody knows
+            why = f"its record has no model_code_state: the checkout at the pin {pin} may have been edited"
+        elif differs := code_state.differences(st, pin):
+            why = f"model code {'; '.join(differs)} (docker/pins.yaml pins {pin})"
+        else:
             continue
         if (host, key) in forced:
             noted += 1
             continue
-        out.fail(f"{key} ({host}): ran model code {commit or 'of no git commit'}, docker/pins.yaml pins {pin}, "
-                 "and run.json does not record the run as forced", ev.rel(path))
+        out.fail(f"{key} ({host}): {why}, and run.json does not record the run as forced"[:600], ev.rel(path))
     if noted:
         out.note = f"{noted} run record(s) ran forced off the pin (run.json model_code_forced)"
 
