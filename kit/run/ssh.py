@@ -100,13 +100,16 @@ _DESCENDANTS = (
 
 
 def kill_command(workdir: str, grace: float = KILL_GRACE_S) -> str:
-    """Stop the run's whole process tree on a host (TERM, then KILL); silent when it is already gone."""
+    """Stop the run's whole process tree on a host (TERM, then KILL); silent when it is already gone. Alive means a
+    process of the tree collected first, or of the run's process group: one whose parent a concurrent stop (the
+    connection watcher's) already ended is still stopped."""
     pgid_file = quote_cmd([posixpath.join(workdir, "pgid")])
     return (
         f"p=$(cat {pgid_file} 2>/dev/null) || exit 0; [ -n \"$p\" ] || exit 0; "
         f"tree=$({_DESCENDANTS}); "
         f"kill -TERM -- -$p $tree 2>/dev/null; "
-        f"for i in $(seq {int(grace * 10)}); do alive=; for q in $tree; do kill -0 $q 2>/dev/null && alive=1; done; "
+        f"for i in $(seq {int(grace * 10)}); do alive=; kill -0 -- -$p 2>/dev/null && alive=1; "
+        f"for q in $tree; do kill -0 $q 2>/dev/null && alive=1; done; "
         f"[ -n \"$alive\" ] || exit 0; sleep 0.1; done; "
         f"kill -KILL -- -$p $tree 2>/dev/null; exit 0"
     )
