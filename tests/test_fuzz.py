@@ -395,3 +395,86 @@ def test_consistently_forged_bundles_never_verify(tmp_path, forgery):
     assert {v.rule for v in result.violations} & {"log_states_its_case", "only_declared_repeats",
                                                    "steps_agree_with_their_clock", "every_rank_logged"}, \
         (forgery, result.violations)
+
+
+# ---- the closed world, field by field: every field of a harness record, forged consistently ------------------------
+
+GOLDEN = Path(__file__).parent / "fixtures" / "golden-bundles" / "cpu-loader"  # a real CPU run on ImageNet JPEGs
+# fields whose forgery changes neither the work nor the figure, so verify rightly lets it pass (the closing note of
+# issue 39 lists them): the software's own versions and the run's choices that do not change what a step does
+NOT_THE_WORK = {
+    "run_start": {"kit", "framework_version", "python", "compiler", "cuda_version", "cudnn_version", "seed", "lr",
+                  "momentum", "weight_decay", "workers", "threads", "decoder", "decode_device", "device_count"},
+    "step": {"kit", "loss"},
+}
+SAME_IN_REPEATS_ONLY = {"params"}  # describes the model the case names: checked across the case's repeats
+
+
+def _golden_log() -> Path:
+    return next((GOLDEN / "run").glob("*/logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"))
+
+
+def _records(event: str) -> dict:
+    lines = [json.loads(line.split(":::KITLOG ", 1)[1]) for line in _golden_log().read_text().splitlines()
+             if ":::KITLOG " in line]
+    return next(d for d in lines if d["event"] == event)
+
+
+def _other(value):
+    """A plausible other value of the same kind."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 3_600_000 if value > 10**12 else (value * 2 if value else 1)
+    if isinstance(value, float):
+        return value * 1.5 if value else 0.5
+    if isinstance(value, str):
+        return {"torch": "paddle", "fp32": "amp", "nchw": "nhwc", "eager": "compiled", "cpu": "gpu"}.get(value,
+                                                                                                     value + "x")
+    if isinstance(value, dict):
+        return {**value, **{k: _other(v) for k, v in list(value.items())[:1]}}
+    return 1 if value is None else []
+
+
+FIELDS = [(event, key) for event in ("run_start", "step") for key in sorted(_records(event))
+          if key != "event" and key not in NOT_THE_WORK[event] | SAME_IN_REPEATS_ONLY]
+
+
+@pytest.mark.parametrize(("event", "key"), FIELDS, ids=[f"{e}.{k}" for e, k in FIELDS])
+def test_every_field_that_is_the_work_is_checked(tmp_path, event, key):
+    """Each field of run_start and of the step records that names the work or times it, forged in repeat 1 (every
+    step alike) with the report and results written again to agree: rule set v4 refuses the bundle."""
+    from kit.audit.verify import verify_tree
+    from kit.config.suites import load_suite
+    from kit.run import bench
+
+    root = tmp_path / GOLDEN.name
+    shutil.copytree(GOLDEN, root)
+    run = next((root / "run").iterdir())
+    log = run / _golden_log().relative_to(next((GOLDEN / "run").iterdir()))
+    rewrite_kitlog(log, lambda d: {**d, key: _other(d[key])} if d.get("event") == event and key in d else d)
+    bench.write_report(run, load_suite(run / "suite.yaml"))
+    bd.write_manifest(root)
+    result = verify_tree(root)
+    assert result.violations, f"{event}.{key} forged to {_other(_records(event)[key])!r} verifies"
+
+
+def test_a_repeat_stating_another_model_size_than_its_sibling_is_refused(tmp_path):
+    """params (and the other SAME_IN_REPEATS fields of kit/audit/rules/closed.py) must agree across a case's repeats:
+    a second repeat (the first, moved an hour on) that states other params is named."""
+    from kit.audit.verify import verify_tree
+    from kit.config.suites import load_suite
+    from kit.run import bench
+
+    root = tmp_path / GOLDEN.name
+    shutil.copytree(GOLDEN, root)
+    run = next((root / "run").iterdir())
+    first = run / _golden_log().relative_to(next((GOLDEN / "run").iterdir()))
+    second = first.with_name(first.name.replace("_1.log", "_2.log"))
+    second.write_text(first.read_text())
+    rewrite_kitlog(second, lambda d: {**d, "time_ms": d["time_ms"] + 3_600_000} | (
+        {"params": d["params"] // 2} if d.get("event") == "run_start" else {}) if "time_ms" in d else d)
+    bench.write_report(run, load_suite(run / "suite.yaml"))
+    bd.write_manifest(root)
+    said = [v.message for v in verify_tree(root).violations if v.rule == "log_is_the_harness_own"]
+    assert any("params 11764261 where logs/" in m for m in said), said

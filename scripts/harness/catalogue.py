@@ -30,6 +30,7 @@ class Model:
     seq_len: int = 0  # default max sequence (bert) / sentence (transformer) length
     corpus_size: int = 0  # default sequences / sentence pairs in the synthetic corpus
     unit: str = "images/s"  # what the figure counts
+    optimizer: str = "momentum_sgd"  # its update rule (model_specs.OPTIMIZER_SETTINGS holds the rest)
 
     @property
     def compilable(self) -> bool:
@@ -41,13 +42,13 @@ CATALOGUE = (
     Model("resnet50", image_size=224, num_classes=1000, **_IMAGENET),
     Model("vgg16", image_size=224, num_classes=1000, **_IMAGENET),
     Model("arcface", image_size=112, num_classes=93431, **_IMAGENET),
-    Model("se_resnext50", "seed003", 224, 1000),
-    Model("deeplabv3p", "seed003", 769, 19),
+    Model("se_resnext50", "seed003", 224, 1000, optimizer="momentum"),
+    Model("deeplabv3p", "seed003", 769, 19, optimizer="momentum"),
     Model("bert", "seed003", 0, 0, compiled_not=RESHAPED, epochs=True, seq_len=512, corpus_size=4096,
-          unit="sequences/s"),
+          unit="sequences/s", optimizer="adamw"),
     Model("transformer", "seed003", 0, 0, compiled_not=RESHAPED, epochs=True, seq_len=256, corpus_size=20000,
-          unit="tokens/s"),
-    Model("cyclegan", "seed003", 256, 0, unit="samples/s",
+          unit="tokens/s", optimizer="adam"),
+    Model("cyclegan", "seed003", 256, 0, unit="samples/s", optimizer="adam",
           compiled_not="its step runs the discriminators outside the network, with two optimizers"),
 )
 MODELS = {m.name: m for m in CATALOGUE}

@@ -13,6 +13,7 @@ import argparse
 import math
 
 from catalogue import IMAGENET as IMAGENET_MODELS  # the model sets, from the one catalogue
+from catalogue import MODELS as CATALOGUE_MODELS
 from catalogue import NAMES as MODELS  # noqa: F401
 from catalogue import SEED003 as SEED003_MODELS
 
@@ -209,6 +210,8 @@ OPTIMIZER_SETTINGS = {
     "cyclegan": {"optimizer": "adam", "lr": 2e-4, "betas": (0.5, 0.999), "eps": 1e-8},
 }
 MOMENTUM_OPTIMIZERS = ("momentum_sgd", "momentum")  # SGD with momentum and L2 weight decay
+assert all(s["optimizer"] == CATALOGUE_MODELS[name].optimizer for name, s in OPTIMIZER_SETTINGS.items()), \
+    "catalogue.py names each model's optimizer as OPTIMIZER_SETTINGS does"
 
 
 def linear_scaling_lr(batch: int, world_size: int = 1) -> float:

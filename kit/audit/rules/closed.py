@@ -1,4 +1,5 @@
-"""The closed world of a harness log (rule set v3): every record that could feed a figure is one the harness writes,
+"""The closed world of a harness log (rule set v3; @2 in v4 closes it field by field, tests/test_fuzz.py): every
+record that could feed a figure is one the harness writes,
 and each agrees with its run_start, its case, its neighbours and the host it names; repeats are runs of their own.
 Pure; registered in kit.audit.rules.predicates.PREDICATES like every predicate.
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence, finite
 from kit.audit.rules.predicates import predicate
+from kit.core.catalogue import harness
 from kit.results.parsers.kitlog import KITLOG, MLLOG
 
 if TYPE_CHECKING:
@@ -35,8 +37,35 @@ def expected_start(case) -> dict:
     return {"global_batch": case.batch_size * case.processes}
 
 
-def _device_problems(start: dict, hardware: str | None, captures: dict) -> list[str]:
-    """The log's device against the suite's hardware and the capture of the host it names."""
+SAME_IN_REPEATS = ("params", "optimizer", "data", "math", "amp_effective", "channels_last", "device_name")
+RATE_TOLERANCE = 1e-3  # a step's samples_per_sec against global_batch / seconds (both rounded as written)
+
+
+def _math_problems(start: dict) -> list[str]:
+    """What run_start says of its math against its precision and device (scripts/harness/precision.py sets them):
+    FP32 and TF32 run no autocast; FP32 no TF32; AMP on a GPU autocasts FP16 (on a CPU it runs FP32); the layout's
+    channels_last and amp_effective agree with the rest."""
+    out = []
+    precision, device, math = start.get("precision"), start.get("device"), start.get("math")
+    if isinstance(math, dict):
+        autocast = math.get("autocast")
+        want = {"fp32": None, "tf32": None, "amp": "float16" if device == "gpu" else None}.get(precision, autocast)
+        if "autocast" in math and autocast != want:
+            out.append(f"math autocast {autocast!r} on a {precision} run on {device} ({want!r})")
+        if precision == "fp32" and any(math.get(k) is True for k in ("tf32_matmul", "tf32_conv")):
+            out.append("math allows TF32 on an fp32 run")
+        if "amp_effective" in start and "autocast" in math and start["amp_effective"] != (autocast is not None):
+            out.append(f"amp_effective {start['amp_effective']!r} with autocast {autocast!r}")
+    elif "amp_effective" in start and precision in ("fp32", "tf32") and start["amp_effective"] is not False:
+        out.append(f"amp_effective {start['amp_effective']!r} on a {precision} run")
+    if "channels_last" in start and "layout" in start and start["channels_last"] != (start["layout"] == "nhwc"):
+        out.append(f"channels_last {start['channels_last']!r} with layout {start['layout']!r}")
+    return out
+
+
+def _device_problems(start: dict, hardware: str | None, captures: dict, strict: bool = False) -> list[str]:
+    """The log's device against the suite's hardware and the capture of the host it names (strict: a CPU's name
+    too)."""
     out = []
     device, name, host = start.get("device"), start.get("device_name"), start.get("host")
     if hardware == "cpu" and device != "cpu":
@@ -53,6 +82,9 @@ def _device_problems(start: dict, hardware: str | None, captures: dict) -> list[
             out.append(f"device gpu, but host {host!r} has no GPU in its capture")
         elif name not in names:
             out.append(f"device_name {name!r}, but host {host!r} has {', '.join(sorted(map(str, names)))}")
+    elif strict and capture is not None and device == "cpu" and capture.cpu.model_name and \
+            name != capture.cpu.model_name:
+        out.append(f"device_name {name!r}, but host {host!r} is a {capture.cpu.model_name!r}")
     return out
 
 
@@ -71,8 +103,9 @@ def _records(ev: Evidence, path) -> tuple[list[tuple[int, str]], list]:
     return wrong, found
 
 
-def _step_problems(found: list, start: dict) -> list[tuple[int, str]]:
-    """Each step (epoch) record: its own clock and batch, agreeing with run_start and with the record before."""
+def _step_problems(found: list, start: dict, strict: bool = False) -> list[tuple[int, str]]:
+    """Each step (epoch) record: its own clock and batch, agreeing with run_start and with the record before
+    (strict: its samples_per_sec is its batch over its seconds)."""
     out: list[tuple[int, str]] = []
     steps = [e for e in found if e.data.get("event") == "step"]
     epochs = [e for e in found if e.data.get("event") == "epoch"]
@@ -87,6 +120,12 @@ def _step_problems(found: list, start: dict) -> list[tuple[int, str]]:
         differ = [f"{k} {d[k]!r}" for k in STEP_FIELDS if k in d and k in start and d[k] != start[k]]
         if differ:
             out.append((e.line, "a step that says " + ", ".join(differ) + " (run_start differs)"))
+        if strict and finite(d.get("samples_per_sec")) and finite(d.get("seconds")) and d["seconds"] > 0 \
+                and _int(d.get("global_batch")) and \
+                abs(d["samples_per_sec"] - d["global_batch"] / d["seconds"]) > \
+                RATE_TOLERANCE * d["samples_per_sec"] + 0.002:
+            out.append((e.line, f"a step of {d['samples_per_sec']!r} samples/s where its batch over its seconds is "
+                                f"{d['global_batch'] / d['seconds']:.3f}"))
         if d.get("timing") != "epochs" and d.get("step") != first + index:
             out.append((e.line, f"step {d.get('step')!r} where step {first + index} is due"))
         if index and finite(d.get("time_ms")) and finite(steps[index - 1].data.get("time_ms")) \
@@ -103,12 +142,16 @@ def _step_problems(found: list, start: dict) -> list[tuple[int, str]]:
     return out
 
 
-@predicate()
-def harness_log_closed(ev: Evidence, out: Finding) -> None:
+@predicate(versions={1: {"strict": False}, 2: {"strict": True}})
+def harness_log_closed(ev: Evidence, out: Finding, strict: bool) -> None:
     """A harness log holds only the harness's records; its run_start states the case's global batch, sizes, steps
     or epochs, no loader-only timing, the suite's kind of device on a host the run captured (with that host's GPU);
-    every step or epoch record carries its own clock and batch, agreeing with run_start and the record before."""
+    every step or epoch record carries its own clock and batch, agreeing with run_start and the record before.
+    From @2: its math agrees with its precision and device (and channels_last with its layout), a CPU's name with
+    the host's capture, no image read outside the data root, each step's rate with its batch and seconds, and the
+    case's repeats state the same model, optimizer, data and math."""
     hardware = ev.suite.hardware if ev.suite else None
+    seen: dict[str, dict[str, tuple[object, str, int]]] = {}  # case -> field -> (value, first log, its line)
     for key, log, _figure in ev.runs():
         case = ev.cases.get(key)
         if case is None or case.impl != "harness":
@@ -132,10 +175,26 @@ def harness_log_closed(ev: Evidence, out: Finding) -> None:
             if _int(start.get("local_batch")) and _int(start.get("ranks")) and \
                     start.get("global_batch") != start["local_batch"] * start["ranks"]:
                 wrong.append(f"global_batch {start.get('global_batch')!r} is not local_batch x ranks")
-            wrong += _device_problems(start, hardware, ev.captures)
+            wrong += _device_problems(start, hardware, ev.captures, strict)
+            if strict:
+                wrong += _math_problems(start)
+                model = harness.MODELS.get(start.get("model"))
+                if model is not None and start.get("optimizer") not in (None, model.optimizer):
+                    wrong.append(f"optimizer {start.get('optimizer')!r} ({model.name}'s is {model.optimizer!r})")
+                if _int(start.get("outside_root")) and start["outside_root"] > 0 and \
+                        start.get("allow_outside_root", False) is False:
+                    wrong.append(f"it read {start['outside_root']} image(s) outside its data root")
+                argv = ((ev.meta.get("runs") or {}).get(rel) or {}).get("argv") or []
+                if "--data" in argv[:-1] and start.get("data") != argv[argv.index("--data") + 1]:
+                    wrong.append(f"data {start.get('data')!r} where run.json's command gave "
+                                 f"{argv[argv.index('--data') + 1]!r}")
+                for field in SAME_IN_REPEATS:
+                    first = seen.setdefault(key, {}).setdefault(field, (start.get(field), rel, starts[0].line))
+                    if start.get(field) != first[0]:
+                        wrong.append(f"{field} {start.get(field)!r} where {first[1]}:{first[2]} says {first[0]!r}")
             if wrong:
                 problems.append((starts[0].line, "run_start says " + "; ".join(wrong)))
-            problems += _step_problems(found, start)
+            problems += _step_problems(found, start, strict)
         for line, message in sorted(problems)[:MAX_PROBLEMS]:
             out.fail(f"{key} run {log.run}: {message}", rel, line)
         if len(problems) > MAX_PROBLEMS:
