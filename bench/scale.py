@@ -145,7 +145,8 @@ def harness_rank0(case: Case, repeat: int, host: str) -> str:
                        "device_name": GPU_NAME, "ranks": ranks, "local_batch": case.batch_size,
                        "global_batch": gb, "image_size": case.image_size, "data": case.data,
                        "channels_last": case.channels_last, "threads": 8, "warmup_steps": case.warmup_steps,
-                       "measure_steps": case.measure_steps, "optimizer": "momentum_sgd", "lr": 0.1,
+                       "measure_steps": case.measure_steps, "lr": 0.1,
+                       "optimizer": harness.MODELS[case.model].optimizer,
                        "momentum": 0.9, "weight_decay": 0.0001, "seed": 0, "host": host, "python": "3.11.7",
                        **seed003_fields(case)}))
     if case.model in ("bert", "transformer"):
@@ -484,6 +485,7 @@ def generate(root: Path, nodes: int = 16, repeats: int | None = None, trim: bool
     env_captures(run_dir, hosts)
     meta = records.open_run_meta(run_dir, suite, hosts=hosts, host=records.host_description())
     meta["started"] = "2026-11-24T08:15:20+00:00"  # the generated logs' clock (kitlog_run's t0) starts here
+    meta.pop("gpu_telemetry", None)  # a generated run has no GPU samples: it says it was not sampled
     w = Writer(run_dir)
     for case in suite.cases:
         pin = pin_of(reference.implementation(case.framework, case.model).code) if case.impl == "reference" else ""

@@ -20,3 +20,17 @@ def rewrite_kitlog(log: Path, edit: Callable[[dict], dict | Iterable[dict]]) -> 
         new = edit(json.loads(line[len(MARK):]))
         out += [MARK + json.dumps(d) + "\n" for d in ([new] if isinstance(new, dict) else new)]
     log.write_text("".join(out))
+
+
+def recorded_clean(run_dir) -> None:
+    """DERIVED: each published program's command record under RUN_DIR given the model_code_state today's launcher
+    writes of a checkout clean at the commit the record names (scripts/reference/code_state.py). For real runs
+    recorded before the launcher wrote it (the H200 visit's DLE runs), whose commit was the pin."""
+    import json
+    from pathlib import Path
+
+    for sidecar in Path(run_dir).rglob("*.cmd.json"):
+        meta = json.loads(sidecar.read_text())
+        meta.setdefault("model_code_state", {"commit": meta.get("model_code_commit"), "modified": [], "deleted": [],
+                                             "untracked": [], "hidden": [], "clean": True})
+        sidecar.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

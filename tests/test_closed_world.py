@@ -143,7 +143,7 @@ def test_the_genuine_run_holds_every_rule_of_the_closed_world(real_run, tmp_path
     main(["verify", str(bundle), "--json"])
     said = json.loads(capsys.readouterr().out)
     assert said["consistent"] is True and {r["rule"]: r["predicate"] for r in said["rules"]}[
-        "log_is_the_harness_own"] == "harness_log_closed@1"
+        "log_is_the_harness_own"] == "harness_log_closed@2"
 
 
 GPU_RUN = SHARED / "fixtures" / "gpu-runs" / "h100-one-20261126-175228"  # a real H100 run (recorded)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,7 +66,7 @@ def copy_with_toy_key(into: Path) -> Path:
     rules = into / "kit" / "audit" / "rules"
     (rules / f"v{NEXT}").mkdir()
     for path in (rules / f"v{NEXT - 1}").glob("*.yaml"):
-        text = path.read_text().replace(f"harness_log_states_its_case@{NEXT - 1}", f"harness_log_states_its_case@{NEXT}")
+        text = re.sub(r"harness_log_states_its_case@\d+", f"harness_log_states_its_case@{NEXT}", path.read_text())
         (rules / f"v{NEXT}" / path.name).write_text(text)
     return into
 

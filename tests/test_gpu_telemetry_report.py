@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from kitlogs import recorded_clean
 
 from kit.audit.verify import verify
 from kit.cli import main
@@ -55,6 +56,7 @@ def sampled_run(tmp_path) -> Path:
     """The real DLE run directory, each run with its derived samples beside its log, and its report made again."""
     run_dir = tmp_path / "run"
     shutil.copytree(VISIT / "dle", run_dir)
+    recorded_clean(run_dir)  # its DLE records predate model_code_state (kitlogs.recorded_clean: DERIVED)
     for log in sorted((run_dir / "logs").rglob("*.log")):
         start, end = span(log)
         (cut_smi if "ngc-pytorch" in log.parts else cut_nvml)(start, end, log.with_name(telemetry_name(log.name)))

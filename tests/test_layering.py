@@ -22,7 +22,7 @@ PURE = [
     "kit.config.inventory", "kit.config.host_values", "kit.config.programs", "kit.hosts.capture",
     "kit.hosts.consistency",
     "kit.run.command", "kit.config.reference", "kit.images.spec", "kit.audit.evidence", "kit.audit.rules",
-    "kit.audit.sysdesc", "kit.telemetry", "kit.results.gpu_telemetry",
+    "kit.audit.sysdesc", "kit.telemetry", "kit.results.gpu_telemetry", "kit.results.plotting",
 ]
 FORBIDDEN = ("fabric", "invoke", "paramiko", "docker")
 NO_PROCESSES = ["kit/results", "kit/telemetry", "kit/audit/rules", "kit/run/command.py", "kit/images/spec.py",

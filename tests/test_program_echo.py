@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED
+from kitlogs import recorded_clean
 
 from kit.audit import bundle as bd
 from kit.audit.evidence import Evidence
@@ -95,6 +96,7 @@ def echo_violations(result) -> list[str]:
 def test_the_genuine_h200_dle_run_states_its_job(tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(H200_DLE, run_dir)
+    recorded_clean(run_dir)  # its records predate model_code_state (kitlogs.recorded_clean: DERIVED)
     result = verify(bundle_of(run_dir, tmp_path / "b.tgz"))
     assert result.ok, result.violations
     [finding] = [f for f in result.findings if f.rule.name == "program_log_states_its_job"]
@@ -124,6 +126,7 @@ def no_parameter_line(text: str) -> str:
 def test_a_forged_echo_fails_v4_naming_file_line_and_key_and_passes_v3(tmp_path, edit, said):
     run_dir = tmp_path / "run"
     shutil.copytree(H200_DLE, run_dir)
+    recorded_clean(run_dir)  # its records predate model_code_state (kitlogs.recorded_clean: DERIVED)
     log = run_dir / LOG
     log.write_text(edit(log.read_text()))
     bundle = bundle_of(run_dir, tmp_path / "b.tgz")
@@ -139,6 +142,7 @@ def test_a_dle_log_without_its_echo_fails_v4_and_passes_v3(tmp_path):
     """The PARAMETER line removed, and the results written again from the logs (the step lines moved up)."""
     run_dir = tmp_path / "run"
     shutil.copytree(H200_DLE, run_dir)
+    recorded_clean(run_dir)  # its records predate model_code_state (kitlogs.recorded_clean: DERIVED)
     log = run_dir / LOG
     log.write_text(no_parameter_line(log.read_text()))
     bench.write_report(run_dir, load_suite(run_dir / "suite.yaml"))  # results.json's line numbers follow the log
@@ -243,6 +247,7 @@ def test_a_paddleclas_fp32_case_whose_log_has_an_amp_section_fails(tmp_path):
 def test_a_dle_echo_without_one_of_its_keys_fails_v4(tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(H200_DLE, run_dir)
+    recorded_clean(run_dir)  # its records predate model_code_state (kitlogs.recorded_clean: DERIVED)
     log = run_dir / LOG
     log.write_text(log.read_text().replace("  batch_size : 256  ", "  ", 1))
     assert echo_violations(verify(bundle_of(run_dir, tmp_path / "b.tgz"))) == [

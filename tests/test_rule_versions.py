@@ -85,9 +85,13 @@ def test_every_rule_set_names_only_registered_predicate_versions():
         "suite_is_the_builtin_it_names": "suite_is_the_builtin_it_names@1", "code_that_ran_recorded":
         "code_that_ran_recorded@1", "only_declared_repeats": "repeats_exactly_declared@2",
         "published_claims_derive": "claims_derive@2"}
-    v4 = {r.name: r.predicate for r in rl.load_rules("v4")}  # v4: a program's checkout clean at its pin
+    v4 = {r.name: r.predicate for r in rl.load_rules("v4")}  # v4: closed field by field, programs too, GPU samples
     assert {n: (v3.get(n), v4[n]) for n in v4 if v3.get(n) != v4[n]} == {
-        "program_code_at_pin": ("program_code_pinned@1", "program_code_pinned@2")}
+        "program_code_at_pin": ("program_code_pinned@1", "program_code_pinned@2"),
+        "environment_consistent": ("environment_consistent@1", "environment_consistent@2"),
+        "log_is_the_harness_own": ("harness_log_closed@1", "harness_log_closed@2"),
+        "gpu_telemetry_holds": (None, "gpu_telemetry_holds@1"),
+        "program_log_states_its_job": (None, "program_log_states_its_job@1")}
     assert (rl.PREDICATES["program_code_pinned@1"].fixed, rl.PREDICATES["program_code_pinned@2"].fixed) == (
         {"clean": False}, {"clean": True})
     # claims_derive@2 bounds a method's scale by its log's ranks and refuses a log listed twice; @1 (v1, v2) did not

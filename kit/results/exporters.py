@@ -14,6 +14,7 @@ from kit.results import stats
 from kit.results.extract import Method, format_number
 from kit.results.gpu_telemetry import telemetry_markdown
 from kit.results.parsers.kitlog import read_what_ran
+from kit.results.plotting import pyplot
 from kit.results.report import CaseResult, Report, rel_path
 
 
@@ -226,16 +227,6 @@ def to_json(report: Report) -> str:
     return json.dumps(report.to_dict(), indent=2) + "\n"
 
 
-def _pyplot():
-    """matplotlib's pyplot on the file-only backend (no display needed), imported only when plotting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _finish(plt, fig, ax, path: Path, title: str, legend_size: int, **grid) -> None:
     """The plot's title, grid and legend, then the figure written to path and closed."""
     ax.set_title(title)
@@ -251,7 +242,7 @@ def write_plot(report: Report, path: Path) -> bool:
     plottable = [g for g in report.groups if len(g.cases) > 1 and any(c.speedup is not None for c in g.cases)]
     if not plottable:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for group in plottable:
         cases = sorted(group.cases, key=lambda c: c.gpus)
@@ -281,7 +272,7 @@ def write_framework_plot(report: Report, path: Path) -> bool:
     frameworks, rows = framework_rows(report)
     if len(frameworks) < 2:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     width = 0.8 / len(frameworks)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(rows) + 2), 4.5), dpi=120)
     for i, fw in enumerate(frameworks):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kit.results.parsers.kitlog import events
+from kit.results.plotting import pyplot
 from kit.telemetry import read
 
 MAX_CASES = 6  # rows of the figure
@@ -46,10 +47,8 @@ def write_telemetry_plot(report, path: Path) -> bool:
     cases = _sampled(report)
     if not cases:
         return False
-    from kit.results.exporters import _pyplot
-
     root = report.source.parent if report.source.name == "logs" else report.source
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(len(cases), 3, figsize=(13, 3 * len(cases)), dpi=100, squeeze=False)
     for row, (label, runs) in zip(axes, cases, strict=True):
         for run, style in zip(runs, ("-", "--"), strict=False):

@@ -59,9 +59,17 @@ def _json_after(line: str, marker: str, lineno: int, path: str | Path) -> dict:
     return data
 
 
+def _finite(value: int | float) -> bool:
+    """math.isfinite, False for an integer no float holds (a hostile log's 10**400)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _number(data: dict, key: str, lineno: int, path: str | Path, positive: bool = True) -> float:
     value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
         raise ParseError(path, f"key {key!r} must be a finite number, got {value!r}", lineno)
     if positive and value <= 0:
         raise ParseError(path, f"key {key!r} must be > 0, got {value!r}", lineno)
@@ -69,8 +77,14 @@ def _number(data: dict, key: str, lineno: int, path: str | Path, positive: bool 
 
 
 def _time(data: dict) -> float | None:
+    """The record's clock in seconds, None where it has none (or one no float holds: an untimed record)."""
     t = data.get("time_ms")
-    return t / 1000.0 if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+    if not isinstance(t, (int, float)) or isinstance(t, bool):
+        return None
+    try:
+        return t / 1000.0
+    except OverflowError:
+        return None
 
 
 @dataclass
@@ -130,7 +144,7 @@ def read_what_ran(path: str | Path) -> dict:
 
 
 def _positive(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and _finite(value) and value > 0
 
 
 def read_peak_memory(path: str | Path) -> float | None:
