@@ -136,3 +136,10 @@ def test_a_slurm_gpu_step_samples_each_node_into_its_own_folder(tmp_path):
     assert script.count("gpu_sampler.py") == 2
     runner.stage(runs)
     assert (tmp_path / "shared" / "kit-scripts" / "telemetry" / "gpu_sampler.py").read_bytes() == SAMPLER.read_bytes()
+
+
+def test_a_run_shorter_than_nvidia_smis_start_still_gets_a_row(tmp_path):
+    out = tmp_path / "x.gpu-telemetry"
+    done = sampler(out, "--", "true", environ=env(smi=True))
+    assert done.returncode == 0, done.stderr
+    assert len(out.read_text().splitlines()) >= 3  # our header, nvidia-smi's, one row

@@ -208,7 +208,10 @@ def run_smi(a: argparse.Namespace, out, stop: Stop) -> int:
         while not stop.wait(0.2):
             if proc.poll() is not None:
                 raise RuntimeError(f"{' '.join(argv)} ended: exit {proc.returncode}: {proc.stderr.read().strip()}")
-    finally:
+    finally:  # a run shorter than nvidia-smi's start still gets its one row: wait for it a little
+        deadline = time.monotonic() + max(2.0, 3 * a.interval_ms / 1000)
+        while proc.poll() is None and _rows(a.out) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         if proc.poll() is None:
             proc.terminate()
             try:
@@ -217,6 +220,14 @@ def run_smi(a: argparse.Namespace, out, stop: Stop) -> int:
                 proc.kill()
                 proc.wait()
     return 0
+
+
+def _rows(path: Path) -> int:
+    """nvidia-smi's data rows in the file so far (its header row and ours aside)."""
+    try:
+        return max(0, len(path.read_bytes().splitlines()) - 2)
+    except OSError:
+        return 0
 
 
 def sample(a: argparse.Namespace, stop: Stop) -> int:
