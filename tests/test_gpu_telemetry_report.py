@@ -94,6 +94,12 @@ def test_results_json_and_the_report_carry_the_telemetry(sampled_run):
     assert "| 1980 of 1980 MHz |" in row and "| 0.1155 (counter) |" in row and "sw_power_cap 9%" in row
     assert "- 1n1g run 1: throttled (sw_power_cap) 9% of the window" in report
     assert (sampled_run / "telemetry.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # clocks, power, steps over time
+    import csv
+    rows = {(r["framework"], r["precision"]): r for r in csv.DictReader((sampled_run / "results.csv").open())}
+    harness = rows[("torch", "amp-nhwc")]
+    assert float(harness["j_per_image"]) == pytest.approx(0.1159, abs=0.0001)  # the median of 0.1155 and 0.1163
+    assert float(harness["sm_mhz_median"]) == 1980.0 and 0.06 < float(harness["throttled_share"]) < 0.07
+    assert rows[("ngc-pytorch", "amp")]["j_per_image"] == ""  # a program's whole run: no images of the kit's
 
 
 def test_a_run_without_samples_reports_as_before(tmp_path):
@@ -105,6 +111,7 @@ def test_a_run_without_samples_reports_as_before(tmp_path):
     assert json.loads((run_dir / "results.json").read_text())["groups"] == groups
     assert "What the GPUs did" not in (run_dir / "report.md").read_text()
     assert not (run_dir / "telemetry.png").exists()
+    assert (run_dir / "results.csv").read_text() == (VISIT / "dle" / "results.csv").read_text()
 
 
 def sampled(run_dir: Path) -> None:

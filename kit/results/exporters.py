@@ -195,7 +195,8 @@ CSV_COLUMNS = (
 def to_csv(report: Report) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    sampled = any(r.telemetry for g in report.groups for c in g.cases for r in c.runs)  # GPU runs: their telemetry
+    writer.writerow(CSV_COLUMNS + (TELEMETRY_COLUMNS if sampled else ()))
     for group in report.groups:
         for case in group.cases:
             v = case.values
@@ -218,9 +219,28 @@ def to_csv(report: Report) -> str:
                     "" if case.efficiency is None else repr(case.efficiency),
                     group.unit,
                     "" if case.peak_memory_mb is None else repr(case.peak_memory_mb),
-                ]
+                ] + (telemetry_cells(case) if sampled else [])
             )
     return out.getvalue()
+
+
+TELEMETRY_COLUMNS = ("j_per_image", "images_per_s_per_w", "sm_mhz_median", "power_mean_w", "throttled_share")
+
+
+def telemetry_cells(case: CaseResult) -> list[str]:
+    """The case's sampled runs, median of each: J/image, images/s per W, SM clock, power (hosts summed), the
+    largest share of the window under a throttle reason; '' where no run gives one."""
+    teles = [r.telemetry for r in case.runs if r.telemetry]
+
+    def med(values: list) -> str:
+        values = [v for v in values if v is not None]
+        return repr(stats.median(values)) if values else ""
+
+    hosts = [list(t["hosts"].values()) for t in teles]
+    return [med([t["j_per_image"] for t in teles]), med([t["images_per_s_per_w"] for t in teles]),
+            med([min((x["sm_mhz_median"] for x in h if x["sm_mhz_median"]), default=None) for h in hosts]),
+            med([sum(x["power_mean_w"] for x in h if x["power_mean_w"]) or None for h in hosts]),
+            med([max(t["throttled"].values(), default=0.0) for t in teles])]
 
 
 def to_json(report: Report) -> str:
