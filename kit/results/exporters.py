@@ -12,7 +12,7 @@ from pathlib import Path
 from kit.core.files import write_text
 from kit.results import stats
 from kit.results.extract import Method, format_number
-from kit.results.gpu_telemetry import telemetry_markdown
+from kit.results.gpu_telemetry import TELEMETRY_COLUMNS, telemetry_cells, telemetry_markdown
 from kit.results.parsers.kitlog import read_what_ran
 from kit.results.plotting import pyplot
 from kit.results.report import CaseResult, Report, rel_path
@@ -222,25 +222,6 @@ def to_csv(report: Report) -> str:
                 ] + (telemetry_cells(case) if sampled else [])
             )
     return out.getvalue()
-
-
-TELEMETRY_COLUMNS = ("j_per_image", "images_per_s_per_w", "sm_mhz_median", "power_mean_w", "throttled_share")
-
-
-def telemetry_cells(case: CaseResult) -> list[str]:
-    """The case's sampled runs, median of each: J/image, images/s per W, SM clock, power (hosts summed), the
-    largest share of the window under a throttle reason; '' where no run gives one."""
-    teles = [r.telemetry for r in case.runs if r.telemetry]
-
-    def med(values: list) -> str:
-        values = [v for v in values if v is not None]
-        return repr(stats.median(values)) if values else ""
-
-    hosts = [list(t["hosts"].values()) for t in teles]
-    return [med([t["j_per_image"] for t in teles]), med([t["images_per_s_per_w"] for t in teles]),
-            med([min((x["sm_mhz_median"] for x in h if x["sm_mhz_median"]), default=None) for h in hosts]),
-            med([sum(x["power_mean_w"] for x in h if x["power_mean_w"]) or None for h in hosts]),
-            med([max(t["throttled"].values(), default=0.0) for t in teles])]
 
 
 def to_json(report: Report) -> str:

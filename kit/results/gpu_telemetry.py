@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kit.core.layout import run_folder, telemetry_name
+from kit.results import stats
 from kit.results.parsers import PER_STEP, ParseError, parse_log
 from kit.results.parsers.kitlog import events
 from kit.telemetry import Telemetry, WindowSummary, read, summarize
@@ -183,3 +184,23 @@ def telemetry_markdown(cases, input_rate=lambda run: None) -> str:
             "| ---- | --- | ---- | ------ | -------- | ------------------ | ------- | -------------- | ------- "
             "| ---------- | --------- | ---- |"]
     return "\n".join(head + rows + ([""] + warnings if warnings else [])) + "\n"
+
+
+TELEMETRY_COLUMNS = ("j_per_image", "images_per_s_per_w", "sm_mhz_median", "power_mean_w", "throttled_share")
+
+
+def telemetry_cells(case) -> list[str]:
+    """results.csv's telemetry cells of CASE (kit.results.report.CaseResult), its sampled runs' median of each:
+    J/image, images/s per W, SM clock, power (hosts summed), the largest share of the window under a throttle
+    reason; '' where no run gives one."""
+    teles = [r.telemetry for r in case.runs if r.telemetry]
+
+    def med(values: list) -> str:
+        values = [v for v in values if v is not None]
+        return repr(stats.median(values)) if values else ""
+
+    hosts = [list(t["hosts"].values()) for t in teles]
+    return [med([t["j_per_image"] for t in teles]), med([t["images_per_s_per_w"] for t in teles]),
+            med([min((x["sm_mhz_median"] for x in h if x["sm_mhz_median"]), default=None) for h in hosts]),
+            med([sum(x["power_mean_w"] for x in h if x["power_mean_w"]) or None for h in hosts]),
+            med([max(t["throttled"].values(), default=0.0) for t in teles])]
