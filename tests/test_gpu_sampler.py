@@ -143,3 +143,74 @@ def test_a_run_shorter_than_nvidia_smis_start_still_gets_a_row(tmp_path):
     done = sampler(out, "--", "true", environ=env(smi=True))
     assert done.returncode == 0, done.stderr
     assert len(out.read_text().splitlines()) >= 3  # our header, nvidia-smi's, one row
+
+
+UUID = "GPU-45d3aa2e-1d0d-9dc5-8f29-be7c48cb8658"  # the recorded H200's
+
+
+def test_the_runs_gpus_count_among_cuda_visible_devices_as_cuda_counts_them():
+    sys.path.insert(0, str(SAMPLER.parent))
+    try:
+        from gpu_sampler import visible_gpus
+    finally:
+        sys.path.remove(str(SAMPLER.parent))
+    assert visible_gpus([0, 1], {}) == [0, 1] and visible_gpus([], {}) == []
+    assert visible_gpus([0, 1], {"CUDA_VISIBLE_DEVICES": "2,3"}) == [2, 3]  # a Slurm task's allocated pair
+    assert visible_gpus([1], {"CUDA_VISIBLE_DEVICES": "6, 4"}) == [4]
+    assert visible_gpus([], {"CUDA_VISIBLE_DEVICES": f"{UUID},1"}) == [UUID, 1]
+    assert visible_gpus([], {"CUDA_VISIBLE_DEVICES": "3,nonsense,1"}) == [3]  # CUDA stops at its first bad entry
+    for listed, gpus, why in (("", [], "the run sees no GPU"), ("-1", [0], "the run sees no GPU"),
+                              ("2", [0, 1], "no GPU 1 among CUDA_VISIBLE_DEVICES='2'")):
+        try:
+            visible_gpus(gpus, {"CUDA_VISIBLE_DEVICES": listed})
+        except ValueError as exc:
+            assert why in str(exc)
+        else:
+            raise AssertionError(f"{listed!r} {gpus} accepted")
+
+
+def test_a_run_given_its_gpu_by_uuid_is_sampled_on_that_gpu_by_either_source(tmp_path):
+    for source, environ in (("nvml", env(nvml=True, CUDA_VISIBLE_DEVICES=UUID)),
+                            ("smi", env(smi=True, CUDA_VISIBLE_DEVICES=UUID))):
+        out = tmp_path / f"{source}.gpu-telemetry"
+        done = sampler(out, "--source", source, "--gpus", "0", "--", "sleep", "1", environ=environ)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        text = out.read_text()
+        if source == "nvml":
+            header, *samples = (json.loads(line) for line in text.splitlines())
+            assert [g["uuid"] for g in header["gpus"]] == [UUID] and {s["gpu"] for s in samples} == {0}
+        else:
+            assert len(text.splitlines()) >= 5 and all(UUID in row for row in text.splitlines()[2:])
+
+
+def test_a_gpu_the_host_has_not_is_said_and_the_run_still_runs(tmp_path):
+    out = tmp_path / "x.gpu-telemetry"
+    done = sampler(out, "--", "sh", "-c", "exit 4", environ=env(nvml=True, smi=True, CUDA_VISIBLE_DEVICES="1"))
+    assert done.returncode == 4
+    (said,) = (json.loads(line) for line in out.read_text().splitlines())
+    assert said["source"] is None
+    assert said["why"] == ["nvml: ValueError: no GPU 1 here (NVML sees 1)",
+                           "smi: RuntimeError: " + said["why"][1].split(": ", 2)[2]]
+    assert "exit 6: No devices were found" in said["why"][1]
+
+
+def test_a_sampler_held_up_resumes_at_its_interval_without_a_burst(tmp_path):
+    out = tmp_path / "x.gpu-telemetry"
+    proc = subprocess.Popen([sys.executable, str(SAMPLER), "--out", str(out), "--interval-ms", "50"],
+                            env=env(nvml=True))
+    try:
+        deadline = time.monotonic() + 30
+        while len(out.read_text().splitlines() if out.exists() else []) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGSTOP)  # held up, as on a loaded host
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+    times = [json.loads(line)["t"] for line in out.read_text().splitlines()[1:]]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert max(gaps) >= 0.9  # the hold
+    assert min(gaps) >= 0.03, gaps  # 50 ms apart, give or take the host: none of the ~20 missed taken at once

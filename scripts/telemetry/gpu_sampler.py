@@ -16,7 +16,10 @@ Two sources, each writing what it read, unreduced:
   smi   `nvidia-smi --query-gpu=FIELDS --format=csv,nounits -lms N`, where only the driver is there (a published
         program's image, a Slurm node): a header line "# telemetry 1 source smi ..." then nvidia-smi's own CSV, its
         header row included. FIELDS is SMI_FIELDS, less the ones this driver does not know (asked once first).
-auto: nvml when pynvml imports and initialises, else smi. Alone: exit 0 when stopped by a signal or --seconds; 2 bad
+auto: nvml when pynvml imports and initialises, else smi. --gpus counts as CUDA does: among CUDA_VISIBLE_DEVICES where
+that is set (a Slurm task's allocated GPUs, by index or UUID), else among all. A sampler held up (a loaded host, a
+stopped process) takes its next sample when it resumes and keeps its interval from there, never a burst to catch up.
+Alone: exit 0 when stopped by a signal or --seconds; 2 bad
 input; 3 no source works here (no GPU, no driver): the file then holds the header and why. Standard library only, pynvml
 optional; never imports the kit.
 """
@@ -54,7 +57,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="gpu_sampler.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--interval-ms", type=int, default=100)
-    p.add_argument("--gpus", default="", help="comma-separated indices (default: every GPU)")
+    p.add_argument("--gpus", default="", help="comma-separated indices among the run's visible GPUs (default: all)")
     p.add_argument("--source", choices=("auto", "nvml", "smi"), default="auto")
     p.add_argument("--seconds", type=float, default=0, help="stop after this long (default: at SIGTERM/SIGINT)")
     a = p.parse_args(argv)
@@ -93,18 +96,43 @@ class Stop:
         return self.event.wait(seconds)
 
 
+def visible_gpus(gpus: list[int], env=os.environ) -> list[int | str]:
+    """The devices the run's GPUs GPUS are (all where empty), as NVML indices or GPU UUIDs: positions among
+    CUDA_VISIBLE_DEVICES where it is set (CUDA reads it up to its first entry that is neither), else the indices."""
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return list(gpus)
+    devices: list[int | str] = []
+    for entry in (e.strip() for e in listed.split(",")):
+        if entry.isdigit():
+            devices.append(int(entry))
+        elif entry.startswith("GPU-"):
+            devices.append(entry)
+        else:
+            break
+    if not devices:
+        raise ValueError(f"CUDA_VISIBLE_DEVICES={listed!r}: the run sees no GPU")
+    if bad := [g for g in gpus if not 0 <= g < len(devices)]:
+        raise ValueError(f"no GPU {bad[0]} among CUDA_VISIBLE_DEVICES={listed!r}")
+    return [devices[g] for g in gpus] if gpus else devices
+
+
 # ---- NVML ------------------------------------------------------------------------------------------------------
 
 def nvml_open(gpus: list[int]):
     """(pynvml, [(index, handle)], the header's GPUs) or raises why not."""
     import pynvml
 
+    wanted = visible_gpus(gpus)
     pynvml.nvmlInit()
     count = pynvml.nvmlDeviceGetCount()
-    wanted = gpus or list(range(count))
-    if bad := [g for g in wanted if not 0 <= g < count]:
+    wanted = wanted or list(range(count))
+    if bad := [g for g in wanted if isinstance(g, int) and not 0 <= g < count]:
         raise ValueError(f"no GPU {bad[0]} here (NVML sees {count})")
-    handles = [(g, pynvml.nvmlDeviceGetHandleByIndex(g)) for g in wanted]
+    handles = []
+    for g in wanted:
+        h = pynvml.nvmlDeviceGetHandleByIndex(g) if isinstance(g, int) else pynvml.nvmlDeviceGetHandleByUUID(g)
+        handles.append((g if isinstance(g, int) else pynvml.nvmlDeviceGetIndex(h), h))
     described = []
     for g, h in handles:
         described.append({"index": g, "name": _str(pynvml.nvmlDeviceGetName(h)),
@@ -160,7 +188,8 @@ def run_nvml(a: argparse.Namespace, out, stop: Stop) -> int:
         for g, h in handles:
             out.write(json.dumps(nvml_sample(nv, g, h)) + "\n")
         out.flush()
-        next_at += step
+        now = time.monotonic()
+        next_at = next_at + step if next_at + step > now else now + step  # held up: one interval from now
         if stop.wait(max(0.0, next_at - time.monotonic())):
             return 0
 
@@ -200,18 +229,21 @@ def run_smi(a: argparse.Namespace, out, stop: Stop) -> int:
     out.write(f"# telemetry {SCHEMA} source smi interval_ms {a.interval_ms} started {time.time():.3f} "
               f"host {os.uname().nodename}\n")
     out.flush()
+    wanted = visible_gpus(a.gpus)
     argv = [smi, f"--query-gpu={','.join(fields)}", "--format=csv,nounits", f"--loop-ms={a.interval_ms}"]
-    if a.gpus:
-        argv.append(f"--id={','.join(map(str, a.gpus))}")
+    if wanted:
+        argv.append(f"--id={','.join(map(str, wanted))}")
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True)
     try:
         while not stop.wait(0.2):
             if proc.poll() is not None:
-                raise RuntimeError(f"{' '.join(argv)} ended: exit {proc.returncode}: {proc.stderr.read().strip()}")
-    finally:  # a run shorter than nvidia-smi's start still gets its one row: wait for it a little
-        deadline = time.monotonic() + max(2.0, 3 * a.interval_ms / 1000)
-        while proc.poll() is None and _rows(a.out) < 1 and time.monotonic() < deadline:
+                raise _smi_ended(argv, proc, a.out)
+        deadline = time.monotonic() + max(2.0, 3 * a.interval_ms / 1000)  # a run shorter than nvidia-smi's start
+        while proc.poll() is None and _rows(a.out) < 1 and time.monotonic() < deadline:  # still gets its one row
             time.sleep(0.05)
+        if proc.poll():
+            raise _smi_ended(argv, proc, a.out)
+    finally:
         if proc.poll() is None:
             proc.terminate()
             try:
@@ -220,6 +252,12 @@ def run_smi(a: argparse.Namespace, out, stop: Stop) -> int:
                 proc.kill()
                 proc.wait()
     return 0
+
+
+def _smi_ended(argv: list[str], proc: subprocess.Popen, path: Path) -> RuntimeError:
+    """Why nvidia-smi ended: its stderr, else what it printed (its errors go to stdout: into the file)."""
+    said = proc.stderr.read().strip() or " ".join(path.read_text(errors="replace").splitlines()[1:]).strip()
+    return RuntimeError(f"{' '.join(argv)} ended: exit {proc.returncode}: {said[:500]}")
 
 
 def _rows(path: Path) -> int:

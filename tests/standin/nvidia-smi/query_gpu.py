@@ -3,7 +3,7 @@ the real loop output recorded on an NVIDIA H200, driver 580.159.04 (tests/fixtur
 telemetry/smi-100ms.csv, or $STANDIN_SMI_LOOP), row after row, each stamped with the current time as the real tool
 stamps its rows; only the fields that recording holds are known (others: the real tool's error and exit 2).
 
-    --query-gpu=F1,F2 --format=csv[,noheader][,nounits] [--loop-ms=N] [--id=0]
+    --query-gpu=F1,F2 --format=csv[,noheader][,nounits] [--loop-ms=N] [--id=0 or the recorded GPU's UUID]
 """
 
 import datetime as dt
@@ -29,6 +29,10 @@ def main(argv: list[str]) -> int:
             print(f'Field "{f}" is not a valid field to query.\n')
             return 2
     cols = [names.index(f) for f in fields]
+    recorded_ids = {"0", rows[0][names.index("uuid")]} if "uuid" in names else {"0"}
+    if "--id" in opts and not set(opts["--id"].split(",")) <= recorded_ids:
+        print("No devices were found")  # the real tool's answer to an id it has not, exit 6
+        return 6
     if "noheader" not in fmt:
         print(", ".join(header[c] for c in cols))  # recorded with nounits: the values carry none
     loop_ms = int(opts.get("--loop-ms", opts.get("-lms", "0")) or 0)

@@ -49,6 +49,17 @@ def nvmlDeviceGetHandleByIndex(index):
     return _state["header"]["gpus"][index]
 
 
+def nvmlDeviceGetHandleByUUID(uuid):
+    for gpu in _state["header"]["gpus"]:
+        if gpu["uuid"] == (uuid.decode() if isinstance(uuid, bytes) else uuid):
+            return gpu
+    raise NVMLError("Not Found")  # the real module's NVMLError_NotFound
+
+
+def nvmlDeviceGetIndex(handle):
+    return handle["index"]
+
+
 def nvmlDeviceGetName(handle):
     return handle["name"]
 
