@@ -19,9 +19,8 @@ Two sources, each writing what it read, unreduced:
 auto: nvml when pynvml imports and initialises, else smi. --gpus counts as CUDA does: among CUDA_VISIBLE_DEVICES where
 that is set (a Slurm task's allocated GPUs, by index or UUID), else among all. A sampler held up (a loaded host, a
 stopped process) takes its next sample when it resumes and keeps its interval from there, never a burst to catch up.
-Alone: exit 0 when stopped by a signal or --seconds; 2 bad
-input; 3 no source works here (no GPU, no driver): the file then holds the header and why. Standard library only, pynvml
-optional; never imports the kit.
+Alone: exit 0 when stopped by a signal or --seconds; 2 bad input; 3 no source works here (no GPU, no driver): the
+file then holds the header and why. Standard library only, pynvml optional; never imports the kit.
 """
 
 from __future__ import annotations
