@@ -14,7 +14,9 @@ dockerd), so `kill_node("h3")` (NetHosts.stop_host) kills slurmd, slurmstepd and
 `restart_node("h3")` brings it back (ReturnToService=2 puts it into service again). Accounting as sites keep it:
 slurmdbd on h1 storing into a MariaDB server of its own (h1, 127.0.0.1, a data directory under the workdir), the
 cluster registered with sacctmgr, so `sacct` answers for every job and step. No cgroups:
-ProctrackType=proctrack/linuxproc, TaskPlugin=task/none.
+ProctrackType=proctrack/linuxproc, TaskPlugin=task/none. Each node has one GPU as a GRES (gres.conf; a character
+device of /dev/null's numbers, no GPU): select/cons_tres, which gives a job's steps its GPUs (CUDA_VISIBLE_DEVICES),
+and every job whole nodes (the partition is OverSubscribe=EXCLUSIVE, as select/linear gave them).
 
 Needs root, what NetHosts needs, and Debian's slurmctld, slurmd, slurmdbd, slurm-client, munge and
 mariadb-server; `start()` raises RuntimeError naming the missing package.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -217,7 +220,17 @@ StorageLoc=slurm_acct_db
         found = subprocess.run([_which("slurmd"), "-C"], capture_output=True, text=True).stdout.split("\n")[0]
         topology = " ".join(f for f in found.split() if f.split("=")[0] in ("CPUs", "Boards", "SocketsPerBoard",
                                                                                "CoresPerSocket", "ThreadsPerCore"))
-        nodes = "\n".join(f"NodeName={n} NodeAddr={net.host(n).address} {topology} State=UNKNOWN" for n in NODES)
+        nodes = "\n".join(f"NodeName={n} NodeAddr={net.host(n).address} {topology} Gres=gpu:1 State=UNKNOWN"
+                          for n in NODES)
+        # one GPU per node as Slurm counts them, so a job may ask for --gpus-per-node=1 and its steps are given
+        # CUDA_VISIBLE_DEVICES=0. Slurm drops a file-less GPU from a node's GRES: the "device" is a character
+        # device of /dev/null's numbers (no node has a GPU; the tests' GPU is the STAND-IN nvidia-smi)
+        device = w / "dev" / "nvidia0"
+        device.parent.mkdir(exist_ok=True)
+        if not device.exists():
+            os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        self.conf.with_name("gres.conf").write_text(
+            "# written by tests/slurmhosts.py\n" + "".join(f"NodeName={n} Name=gpu File={device}\n" for n in NODES))
         self.conf.write_text(f"""\
 # written by tests/slurmhosts.py
 ClusterName=kittest
@@ -237,7 +250,7 @@ SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-SelectType=select/linear
+SelectType=select/cons_tres
 SchedulerType=sched/backfill
 SwitchType=switch/none
 MpiDefault=none
@@ -254,8 +267,9 @@ AccountingStoragePort={DBD_PORT}
 AccountingStoragePass={self.munge_socket}
 JobAcctGatherType=jobacct_gather/none
 TaskProlog={self._task_prolog()}
+GresTypes=gpu
 {nodes}
-PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP
+PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 """)
 
     def _task_prolog(self) -> Path:

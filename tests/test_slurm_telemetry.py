@@ -1,0 +1,139 @@
+"""A GPU suite through a real Slurm (tests/slurmhosts.py), each node's GPU sampled beside its rank, end to end.
+
+Real: slurmctld, slurmd, slurmdbd, munge, salloc/srun/sacct (the test cluster: two nodes, each with one GPU as a
+Slurm GRES, so the job asks --gpus-per-node=1 and Slurm hands each task CUDA_VISIBLE_DEVICES); `kit cluster
+--scheduler slurm` (staging the sampler to the shared directory, check_env's probes as one step, the nodes'
+check step, the run as one step over both nodes, gather, results.json, report.md); the GPU sampler
+(scripts/telemetry/gpu_sampler.py) on each node, beside its rank; the REAL `paddle.distributed.launch` (this venv's
+CPU Paddle) on each node; `kit bundle` and `kit verify`'s rules (kit.audit).
+STAND-INs: the GPU itself, replayed: nvidia-smi (tests/standin/nvidia-smi: an H100's recorded outputs for
+check_env, an H200's recorded 100 ms loop for the sampler), put on the nodes' PATH (srun passes the submitting
+environment to every task); PaddleClas's train.py (tests/standin/, see its README), which joins the real gloo group
+of its rank and replays a real published log.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+from test_reference_runs_paddle import PADDLECLAS_LOG, STANDIN, SUITE, said
+from test_slurm import nothing_left
+from test_slurm_programs import FOLDER, cluster, hosts_yaml
+
+from kit.cli import main
+from kit.core.yamlio import load_yaml
+
+CASE = "paddleclas/resnet50/bz256/2n1g/fp32"
+SAMPLES = "resnet50_b256_fp32_1.gpu-telemetry"
+
+
+def gpu_nodes_path(tmp_path: Path, monkeypatch) -> Path:
+    """The publisher's bare `python` (this venv's; the device it sees is Slurm's CUDA_VISIBLE_DEVICES) and the
+    STAND-IN nvidia-smi on the nodes' PATH; each nvidia-smi call notes its node and CUDA_VISIBLE_DEVICES in the
+    returned file."""
+    bin_dir, seen = tmp_path / "bin", tmp_path / "smi-calls"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/sh\n"
+        f"echo \"${{SLURMD_NODENAME:-none}} ${{CUDA_VISIBLE_DEVICES-unset}} $*\" >> {seen}\n"
+        f"STANDIN_SMI_DIR={SHARED / 'fixtures' / 'nvidia-smi'} exec {STANDIN / 'nvidia-smi' / 'nvidia-smi'} \"$@\"\n")
+    for tool in ("python", "nvidia-smi"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:"
+                               "/usr/sbin:/usr/bin:/sbin:/bin")
+    return seen
+
+
+def test_slurm_gpu_run_samples_each_node_and_verifies(slurm_cluster, tmp_path, monkeypatch, published):
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    seen = gpu_nodes_path(tmp_path, monkeypatch)
+    root, data = tmp_path / "models", tmp_path / "data"
+    code = root / "PaddleClas" / "ppcls" / "static"
+    code.mkdir(parents=True)
+    shutil.copy(STANDIN / "paddleclas" / "train.py", code / "train.py")
+    shutil.copy(published / PADDLECLAS_LOG, code / "replay.log")
+    (data / "paddle" / "train" / "n01440764").mkdir(parents=True)
+    (data / "paddle" / "train_list.txt").write_text("train/n01440764/n01440764_1.JPEG 0\n"
+                                                    "train/n01440764/n01440764_2.JPEG 0\n")
+    (want,) = [e for e in load_yaml(published / "expected.yaml")["logs"] if e["file"] == PADDLECLAS_LOG]
+    per_card = want["published"] / want["gpus"]
+    suite = SUITE.format(model="resnet50", batch=256, references=(
+        f"    references: [{{value: {per_card * 2:.3f}, lower: -0.01, upper: 0.01, unit: samples/s, "
+        f"source: \"Perf V100 FP32 32 GPUs, per card x 2\"}}]\n"))
+    assert "hardware: gpu" in suite and "gpus_per_node: 1" in suite
+    hosts_yaml(tmp_path, model_code=str(root), data_dir=str(data), gpus_per_node=1)
+
+    # --force: the stand-in tree is no checkout of the pin (check_env passes: each node's nvidia-smi answers)
+    assert main(cluster(tmp_path, suite, "--force")) == 0
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    meta = json.loads((run_dir / "run.json").read_text())
+    (entry,) = meta["runs"].values()
+    assert entry["status"] == "ok", entry
+    assert entry["samples_per_sec"] == pytest.approx(per_card * 2, rel=0.01)
+    assert entry["slurm"]["step_state"] == "COMPLETED" and entry["slurm"]["srun_exit"] == 0, entry["slurm"]
+    assert meta["gpu_telemetry"] == {"sampler": "scripts/telemetry/gpu_sampler.py", "interval_ms": 100}
+    staged = tmp_path / "shared" / "kit-scripts" / "telemetry" / "gpu_sampler.py"
+    repo = Path(__file__).resolve().parent.parent
+    assert staged.read_bytes() == (repo / "scripts/telemetry/gpu_sampler.py").read_bytes()
+    for rank, node in enumerate(("h2", "h3")):
+        here = run_dir / "hosts" / node / FOLDER
+        (me,) = said((here / "stdout.log").read_text(), "ppcls/static/train.py")
+        assert (me["rank"], me["world"], me["rank_sum"]) == (rank, 2, 1)  # the gloo group's all_reduce: 0 + 1
+        assert me["env"]["FLAGS_selected_gpus"] == "0"  # Paddle's launcher: the device Slurm's task was given
+        assert (here / SAMPLES).read_text().startswith("# telemetry 1 source smi interval_ms 100 "), node
+        assert "telemetry/gpu_sampler.py --out " in entry["hosts"][node]["command"]  # the rank ran beside it
+        assert (here / "exit_code").read_text().strip() == "0"
+    # each node's sampler asked its (stand-in) nvidia-smi inside the step, which Slurm gave the node's one GPU
+    loops = sorted({tuple(line.split()[:2]) for line in seen.read_text().splitlines() if "--query-gpu=" in line})
+    assert loops == [("h2", "0"), ("h3", "0")], seen.read_text()
+
+    (group,) = json.loads((run_dir / "results.json").read_text())["groups"]
+    tele = group["cases"][0]["runs"][0]["telemetry"]
+    assert sorted(tele["hosts"]) == ["h2", "h3"], tele
+    assert all(h["source"] == "smi" and h["samples"] >= 3 for h in tele["hosts"].values()), tele
+    assert {h["file"] for h in tele["hosts"].values()} == {f"hosts/{n}/{FOLDER}/{SAMPLES}" for n in ("h2", "h3")}
+    report = (run_dir / "report.md").read_text()
+    assert "What the GPUs did (samples every 100 ms" in report and f"| {CASE} |" in report
+    nothing_left(slurm_cluster)
+    for node in ("h2", "h3"):  # each sampler and its nvidia-smi loop ended with the step
+        left = slurm_cluster.net.run(node, ["ps", "-eo", "args="]).stdout
+        assert "gpu_sampler.py" not in left and "query_gpu.py" not in left, (node, left)
+    audit_samples(run_dir, tmp_path)
+
+
+def audit_samples(run_dir: Path, tmp_path: Path) -> None:
+    """kit verify of the run's bundle: clean as run, both nodes' samples checked; one node's edited sample named."""
+    from kit.audit import bundle as bd
+    from kit.audit.verify import verify, verify_tree
+
+    clean = verify(bd.make_bundle(run_dir, tmp_path / "clean.tar.gz", submitter="Lab", system_name="box"))
+    assert [(v.rule, v.message) for v in clean.violations] == []
+    sampled = next(f for f in clean.findings if f.rule.name == "gpu_telemetry_holds")
+    assert sampled.checked == 1 and sampled.violations == [], sampled
+
+    root = bd.unpack(bd.make_bundle(run_dir, tmp_path / "forged.tar.gz", submitter="Lab", system_name="box"),
+                     tmp_path / "forged")
+    run = next((root / "run").iterdir())
+    samples = run / "hosts" / "h3" / FOLDER / SAMPLES
+    lines = samples.read_text().splitlines()
+    rows = [i for i, line in enumerate(lines) if line[:1].isdigit()]  # nvidia-smi's rows, the header above them
+    k = len(rows) // 2
+    stamp, earlier = lines[rows[k]].split(",", 1)[0], lines[rows[k - 2]].split(",", 1)[0]
+    lines[rows[k]] = earlier + lines[rows[k]][len(stamp):]  # h3's sample k+1 now taken before sample k
+    samples.write_text("\n".join(lines) + "\n")
+    bd.write_manifest(root)
+    said_now = [(v.rule, v.where, v.message) for v in verify_tree(root).violations]
+    where = samples.relative_to(run).as_posix()
+    held = [s for s in said_now if s[0] == "gpu_telemetry_holds"]
+    assert [(rule, at) for rule, at, _ in held] == [("gpu_telemetry_holds", where)], said_now
+    assert held[0][2].startswith(f"{CASE} run 1 (h3): sample {k + 1} of GPU 0 is not after the one before it ("), \
+        said_now
+    # else at most h3's figures recomputed from its samples (the moved sample can change the integrated energy)
+    assert all(rule == "results_recomputed" and ".telemetry.hosts.h3." in message
+               for rule, _, message in said_now if rule != "gpu_telemetry_holds"), said_now
