@@ -109,7 +109,7 @@ def test_bundle_of_a_real_run_verifies_and_carries_everything(real_run, tmp_path
     entry = commands["logs/paddle/resnet50/bz2/1n2g/resnet50_b2_fp32_1.log"]
     assert "paddle.distributed.launch" in entry["argv"] and entry["env"]["GLOO_SOCKET_IFNAME"] == "lo"
     provenance = json.loads((root / "provenance.json").read_text())
-    assert provenance["rules_version"] == "v4" and len(provenance["kit_commit_at_run"]["commit"]) == 40
+    assert provenance["rules_version"] == "v5" and len(provenance["kit_commit_at_run"]["commit"]) == 40
 
 
 def test_any_single_byte_flip_fails_and_names_the_file(real_run, tmp_path, signer):

@@ -18,6 +18,7 @@ from kit.audit.verify import verify
 from kit.cli import main
 from kit.core.layout import telemetry_name
 from kit.results.gpu_telemetry import run_telemetry, telemetry_warnings
+from kit.run.records import run_gpu_telemetry
 
 VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
 CASE = Path("logs") / "torch" / "resnet50" / "bz256" / "1n1g"
@@ -115,10 +116,36 @@ def test_a_run_without_samples_reports_as_before(tmp_path):
 
 
 def sampled(run_dir: Path) -> None:
-    """run.json as kit bench writes it for a GPU run now: its GPUs were sampled."""
+    """run.json as kit bench writes it for a GPU run now: its GPUs were sampled, and each run's entry keeps what
+    they did (records.record_run's own run_gpu_telemetry, on the samples beside each log)."""
     meta = json.loads((run_dir / "run.json").read_text())
     meta["gpu_telemetry"] = {"sampler": "scripts/telemetry/gpu_sampler.py", "interval_ms": 100}
+    for log_rel, entry in meta["runs"].items():
+        entry.update(run_gpu_telemetry(run_dir, log_rel))
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def test_run_json_keeps_each_runs_telemetry_and_v5_holds_it_to_the_samples(sampled_run, tmp_path):
+    sampled(sampled_run)
+    meta = json.loads((sampled_run / "run.json").read_text())
+    results = json.loads((sampled_run / "results.json").read_text())
+    harness = next(g for g in results["groups"] if g["framework"] == "torch")
+    kept = meta["runs"][(CASE / "resnet50_b256_amp-nhwc_2.log").as_posix()]["telemetry"]
+    assert kept == harness["cases"][0]["runs"][1]["telemetry"]  # the figures results.json carries, at run time
+    assert kept["j_per_image"] == 0.1163 and kept["window"] == "measured steps"
+    assert main(["bundle", str(sampled_run), "--out", str(tmp_path / "b.tgz"), "--force", "--submitter", "t",
+                 "--system-name", "t"]) == 0
+    assert verify(tmp_path / "b.tgz").ok
+    text = (sampled_run / "run.json").read_text()
+    assert text.count('"j_per_image": 0.1163,') == 1
+    (sampled_run / "run.json").write_text(text.replace('"j_per_image": 0.1163,', '"j_per_image": 0.1063,'))
+    line = 1 + text[:text.index('"j_per_image": 0.1163,')].count("\n")
+    assert main(["bundle", str(sampled_run), "--out", str(tmp_path / "c.tgz"), "--force", "--submitter", "t",
+                 "--system-name", "t"]) == 1
+    said = [(v.rule, v.where, v.line, v.message) for v in verify(tmp_path / "c.tgz").violations]
+    assert said == [("gpu_telemetry_holds", f"run.json:{line}", line, "torch/resnet50/bz256/1n1g/amp-nhwc run 2: run.json's "
+                     "telemetry.j_per_image is 0.1063, its samples give 0.1163")], said
+    assert verify(tmp_path / "c.tgz", rules_version="v4").ok  # v4 did not read run.json's copy
 
 
 def test_the_sampled_run_verifies_and_an_edited_sample_fails(sampled_run, tmp_path):

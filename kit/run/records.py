@@ -33,10 +33,12 @@ from kit.core.runenv import run_environment
 from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
 from kit.results.extract import HARNESS_METHOD, Figure, Method, MethodError, compute_figure
+from kit.results.gpu_telemetry import run_telemetry
 from kit.results.parsers import ParseError, parse_log
 from kit.results.parsers.kitlog import read_what_ran
 from kit.run.command import SAMPLE_INTERVAL_MS, SAMPLER
 from kit.run.plan import PlannedRun
+from kit.telemetry import TelemetryError
 
 if TYPE_CHECKING:
     import psutil
@@ -278,8 +280,21 @@ def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: f
     """One run's outcome into run.json, written at once so an interruption loses nothing."""
     meta["runs"][str(run.log_rel)] = {"case": run.case.key, "repeat": run.repeat, "status": status,
                                       "samples_per_sec": value, "wall_seconds": round(seconds, 3),
-                                      "reason": reason, **run_settings(run_dir, run), **extra}
+                                      "reason": reason, **run_settings(run_dir, run),
+                                      **(run_gpu_telemetry(run_dir, run.log_rel) if meta.get("gpu_telemetry") else {}),
+                                      **extra}
     save_run_meta(run_dir, meta)
+
+
+def run_gpu_telemetry(run_dir: Path, log_rel: Path | str) -> dict:
+    """{'telemetry': what the run's GPUs did, from its gathered samples} as run.json keeps it (results.json's
+    figures, computed the same way), {'telemetry_error': why not} for samples that do not read, {} where the run
+    left none."""
+    try:
+        tele = run_telemetry(Path(run_dir) / log_rel, Path(run_dir) / "logs", Path(run_dir))
+    except TelemetryError as exc:
+        return {"telemetry_error": str(exc)}
+    return {"telemetry": tele} if tele else {}
 
 
 def run_settings(run_dir: Path, run: PlannedRun) -> dict:

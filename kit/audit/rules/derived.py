@@ -34,11 +34,11 @@ def results_match_logs(ev: Evidence, out: Finding) -> None:
         out.fail("results.json is missing or unreadable", "results.json")
         return
     lines: list = []  # results.json read again for its line numbers only where a figure differs (a slow parse)
-    for path, have, want in _differences(written, recomputed, skip={"source"}):
+    for path, have, want in json_differences(written, recomputed, skip={"source"}):
         if not lines:
             lines.append(ev.lines_of("results.json"))
         out.fail(f"{path}: written {have!r}, recomputed from the logs {want!r}", "results.json",
-                 _line(lines[0], path))
+                 json_line(lines[0], path))
     out.checked = sum(len(c["runs"]) for g in recomputed["groups"] for c in g["cases"])
 
 
@@ -98,7 +98,7 @@ def derived_files_recomputed(ev: Evidence, out: Finding) -> None:
         except ValueError as exc:
             out.fail(f"not valid JSON: {exc}", "commands.json")
             return
-        for path, have, want in _differences(written, recorded_commands(ev.meta)):
+        for path, have, want in json_differences(written, recorded_commands(ev.meta)):
             out.fail(f"{path}: written {str(have)[:160]!r}, recomputed from run.json {str(want)[:160]!r}",
                      "commands.json")
             break
@@ -132,7 +132,7 @@ def claims_derive(ev: Evidence, out: Finding, strict: bool) -> None:
                      name, v.source_line)
 
 
-def _differences(have, want, path: str = "", skip=frozenset()):
+def json_differences(have, want, path: str = "", skip=frozenset()):
     if isinstance(want, dict) and isinstance(have, dict):
         for key in sorted(set(have) | set(want)):
             if key in skip and not path:
@@ -141,12 +141,12 @@ def _differences(have, want, path: str = "", skip=frozenset()):
             if key not in have or key not in want:
                 yield sub, have.get(key, "<absent>"), want.get(key, "<absent>")
             else:
-                yield from _differences(have[key], want[key], sub)
+                yield from json_differences(have[key], want[key], sub)
     elif isinstance(want, list) and isinstance(have, list):
         if len(have) != len(want):
             yield f"{path} (length)", len(have), len(want)
         for i, (a, b) in enumerate(zip(have, want, strict=False)):
-            yield from _differences(a, b, f"{path}[{i}]")
+            yield from json_differences(a, b, f"{path}[{i}]")
     elif isinstance(want, float) and isinstance(have, (int, float)) and not isinstance(have, bool):
         if not (math.isclose(have, want, rel_tol=REL_TOL, abs_tol=1e-12) or (math.isnan(have) and math.isnan(want))):
             yield path, have, want
@@ -154,7 +154,7 @@ def _differences(have, want, path: str = "", skip=frozenset()):
         yield path, have, want
 
 
-def _line(lines: LineDict | None, path: str) -> int | None:
+def json_line(lines: LineDict | None, path: str) -> int | None:
     """Line of a 'groups[0].cases[1].median' path in a JSON file read as YAML (the deepest key found)."""
     node, line = lines, None
     for part in path.replace("]", "").replace("[", ".").split("."):

@@ -2,7 +2,8 @@
 has its samples file (scripts/telemetry/gpu_sampler.py's, raw; or the file's own reason why it has none), each file
 reads, its clocks run forward, its energy counter never goes back, it covers the measured window of a harness run,
 and the counter's energy agrees with the power integrated over that window. The figures themselves (J/image,
-clocks, throttling) are recomputed with results.json (results_recomputed). Pure; registered in
+clocks, throttling) are recomputed with results.json (results_recomputed); from v5 (gpu_telemetry_holds@2) also
+run.json's own copy of each run's figures (its runs' `telemetry`, written as each run ended). Pure; registered in
 kit.audit.rules.predicates.PREDICATES like every predicate."""
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence
+from kit.audit.rules.derived import json_differences, json_line
 from kit.audit.rules.predicates import predicate
-from kit.results.gpu_telemetry import harness_window, telemetry_files
+from kit.results.gpu_telemetry import harness_window, run_telemetry, telemetry_files
 from kit.results.parsers import ParseError
 from kit.telemetry import TelemetryError, read, summarize
 from kit.telemetry.window import INTEGRATED
@@ -24,17 +26,20 @@ MIN_COVERAGE = 0.8  # of a harness run's measured window
 ENERGY_AGREEMENT = 0.25  # counter vs integrated power (power.draw averages over ~1 s: 10% off on a ramp, measured)
 
 
-@predicate()
-def gpu_telemetry_holds(ev: Evidence, out: Finding) -> None:
+@predicate(versions={1: {"run_json_copy": False}, 2: {"run_json_copy": True}})
+def gpu_telemetry_holds(ev: Evidence, out: Finding, run_json_copy: bool = False) -> None:
     """Each run of a sampled GPU run (run.json gpu_telemetry) has samples that read, run forward in time, keep a
     rising energy counter, cover at least MIN_COVERAGE of a harness run's measured window, and whose counter agrees
-    with the power integrated over it within ENERGY_AGREEMENT."""
+    with the power integrated over it within ENERGY_AGREEMENT; with RUN_JSON_COPY, the figures run.json keeps for a
+    run are the ones its samples give."""
     if not ev.meta.get("gpu_telemetry"):
         out.note = "run.json records no GPU sampler (a CPU run, or a run from before the sampler)"
         return
     logs_root, without = ev.root / "logs", 0
     for key, log, _figure in ev.runs():
         out.checked += 1
+        if run_json_copy:
+            _run_json_copy_holds(ev, out, key, log)
         files = telemetry_files(log.path, logs_root)
         if not files:
             out.fail(f"{key} run {log.run}: no GPU samples (run.json says its GPUs were sampled)",
@@ -68,6 +73,31 @@ def gpu_telemetry_holds(ev: Evidence, out: Finding) -> None:
                              f"the measured window, the power integrated {integrated:.1f} J", where)
     if without:
         out.note = f"{without} samples file(s) say why their host had no GPU telemetry"
+
+
+def _run_json_copy_holds(ev: Evidence, out: Finding, key: str, log) -> None:
+    """run.json's `telemetry` of this run (where it keeps one) is what the samples give, field by field."""
+    rel = ev.rel(log.path)
+    entry = (ev.meta.get("runs") or {}).get(rel)
+    if not isinstance(entry, dict) or "telemetry" not in entry:
+        return
+    try:
+        want = run_telemetry(log.path, ev.root / "logs", ev.root)
+    except TelemetryError:
+        return  # the samples' own fault, named below
+    if want is None:
+        return  # no samples: named below
+    lines = ev.lines_of("run.json")
+    for path, have, wanted in list(json_differences(entry["telemetry"], want))[:3]:
+        out.fail(f"{key} run {log.run}: run.json's telemetry.{path} is {have!r}, its samples give {wanted!r}",
+                 "run.json", _line_of_entry(lines, rel, path))
+
+
+def _line_of_entry(lines, rel: str, path: str) -> int | None:
+    """The line of runs[REL].telemetry.PATH in run.json (REL holds dots: walked by hand)."""
+    runs = lines.get("runs") if lines is not None else None
+    entry = runs.get(rel) if hasattr(runs, "get") else None
+    return json_line(entry, f"telemetry.{path}") or (runs.line_of(rel) if hasattr(runs, "line_of") else None)
 
 
 def _ordered(tel) -> list[str]:
