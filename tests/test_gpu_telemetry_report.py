@@ -175,3 +175,12 @@ def test_kit_compare_shows_energy_per_image_beside_the_ratio(sampled_run, tmp_pa
     assert "| 1.000 | - | 0.1159 |" in row  # A had no samples; B's median of 0.1155 and 0.1163
     assert main(["compare", str(VISIT / "dle"), str(VISIT / "dle")]) == 0
     assert "J/image" not in capsys.readouterr().out  # neither side sampled: the table as before
+
+
+def test_a_cpu_suite_says_it_has_no_gpu_to_sample():
+    from kit.audit.verify import verify_tree
+
+    golden = Path(__file__).resolve().parent / "fixtures" / "golden-bundles" / "cpu-loader"  # a real CPU run
+    (finding,) = [f for f in verify_tree(golden).findings if f.rule.name == "gpu_telemetry_holds"]
+    assert (finding.checked, finding.violations) == (0, [])
+    assert finding.note == "a CPU suite: no GPU to sample (each run's host load is run.json's host_load)"

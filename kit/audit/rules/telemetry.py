@@ -33,7 +33,9 @@ def gpu_telemetry_holds(ev: Evidence, out: Finding, run_json_copy: bool = False)
     with the power integrated over it within ENERGY_AGREEMENT; with RUN_JSON_COPY, the figures run.json keeps for a
     run are the ones its samples give."""
     if not ev.meta.get("gpu_telemetry"):
-        out.note = "run.json records no GPU sampler (a CPU run, or a run from before the sampler)"
+        cpu = ev.suite is not None and ev.suite.hardware == "cpu"
+        out.note = ("a CPU suite: no GPU to sample (each run's host load is run.json's host_load)" if cpu
+                    else "run.json records no GPU sampler (a run from before the sampler)")
         return
     logs_root, without = ev.root / "logs", 0
     for key, log, _figure in ev.runs():
