@@ -155,9 +155,13 @@ def launched(line: str) -> list[str]:
     return argv
 
 
+def log_tail(path: Path) -> str:
+    return path.read_text()[-3000:] if path.exists() else f"(no {path.name})"
+
+
 def running(runner: SshRunner) -> bool:
     (status,) = runner.statuses()
-    return status.exit_code is None and status.error is None
+    return status.exit_code is None and not status.error
 
 
 def samples(workdir: str, run: PlannedRun) -> list[str]:
@@ -199,7 +203,7 @@ def test_term_to_the_sampler_stops_the_container_and_ends_the_run_by_it(gpu_dock
     stdout = Path(workdir) / "stdout.log"
     end = time.monotonic() + 120
     while "train.total_ips" not in (stdout.read_text() if stdout.exists() else "") or len(samples(workdir, run)) < 5:
-        assert time.monotonic() < end and running(runner), stdout.read_text()[-3000:]
+        assert time.monotonic() < end and running(runner), (runner.statuses(), log_tail(stdout))
         time.sleep(0.2)
     # the container is up with the GPU's variable in its environment (its first process, as the host sees it)
     assert site.left(runner.run_id) != ""
@@ -236,7 +240,7 @@ def test_the_runners_stop_ends_a_sampled_gpu_container(gpu_docker_host, tmp_path
     stdout = Path(workdir) / "stdout.log"
     end = time.monotonic() + 120
     while "train.total_ips" not in (stdout.read_text() if stdout.exists() else ""):
-        assert time.monotonic() < end and running(runner), stdout.read_text()[-3000:]
+        assert time.monotonic() < end and running(runner), (runner.statuses(), log_tail(stdout))
         time.sleep(0.2)
     assert site.left(runner.run_id) != ""
     pid = (Path(workdir) / "pgid").read_text().strip()
