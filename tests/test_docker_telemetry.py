@@ -36,9 +36,9 @@ from nethosts import NetHosts, start_free, write_inventory
 from kit.config.hosts import load_hosts
 from kit.config.suites import load_suite
 from kit.core.layout import sidecar_name, telemetry_name
-from kit.run.command import RUN_LABEL
+from kit.run.command import RUN_LABEL, container_name
 from kit.run.plan import PlannedRun
-from kit.run.ssh import SshRunner
+from kit.run.ssh import SshRunner, kill_command, wrapper_command
 
 TESTS = Path(__file__).resolve().parent
 STANDIN = TESTS / "standin"
@@ -184,6 +184,9 @@ def test_gpu_rank_in_docker_is_sampled_on_the_host_and_ends_with_the_containers_
     boxed = argv[argv.index("--") + 1:]
     assert argv[argv.index("--gpus") + 1] == "0" and boxed[:4] == ["docker", "run", "--rm", "--init"]
     assert boxed[boxed.index("--gpus") + 1] == '"device=0"' and "memlock=-1" in boxed and site.image in boxed
+    name = container_name(runner.run_id, run.case.key, run.repeat, site.name)
+    assert boxed[boxed.index("--name") + 1] == name
+    assert status.command.count(f"docker rm -f {name}") == 2  # after the run, and after the watcher's stop
     # the container ran (the stand-in's line and the replayed log came out) with the GPU the kit gave it: dockerd's
     # nvidia driver ran the hook before the program and put NVIDIA_VISIBLE_DEVICES=0 in the container's environment
     assert "stand-in main.py " in out and "train.total_ips" in out
@@ -254,3 +257,22 @@ def test_the_runners_stop_ends_a_sampled_gpu_container(gpu_docker_host, tmp_path
     sidecar = json.loads((Path(workdir) / sidecar_name(run.log_rel.name)).read_text())
     assert sidecar["exit_code"] == 128 + 15 and sidecar["scratch"]["removed"] is not None
     assert samples(workdir, run)[0].startswith("# telemetry 1 source smi ")
+
+
+@pytest.mark.parametrize("stopped", [False, True])
+def test_the_wrappers_after_command_runs_however_the_run_ended(tmp_path, stopped):
+    """wrapper_command(after=...): what a docker host runs once its rank ended (`docker rm -f` of the rank's
+    container: a `docker run` client stopped in its first moments leaves its container behind, created or running),
+    whether the run ended by itself or was stopped (kill_command), the run's exit status kept."""
+    workdir, marker = tmp_path / "run", tmp_path / "after"
+    line = wrapper_command(str(workdir), {}, ["sh", "-c", "trap 'exit 143' TERM; sleep 30 & wait" if stopped else "exit 7"],
+                           after=f"echo ran > {marker}; exit 1")
+    proc = subprocess.Popen(["bash", "-c", line])
+    if stopped:
+        end = time.monotonic() + 10
+        while not (workdir / "pgid").exists() or not (workdir / "pgid").read_text().strip():
+            assert time.monotonic() < end
+            time.sleep(0.02)
+        subprocess.run(["bash", "-c", kill_command(str(workdir))], check=True, timeout=30)  # the login shell
+    assert proc.wait(timeout=30) == (128 + 15 if stopped else 7)
+    assert marker.read_text() == "ran\n"
