@@ -366,9 +366,13 @@ class NetHosts:
         return Path("/run/kit-docker") / f"{self.prefix}-{name}"
 
     def start_docker(self, name: str, insecure_registries: Iterable[str] = (),
-                     timeout_s: float = 60.0) -> Path:
+                     timeout_s: float = 60.0, path: Iterable[str] = (), env: dict[str, str] | None = None) -> Path:
         """Start a dockerd of the host's own inside its namespaces: own data-root, exec-root, socket and
-        pidfile (so images loaded into one host are not in another). Returns its socket; no-op if up."""
+        pidfile (so images loaded into one host are not in another). Returns its socket; no-op if up.
+
+        path: folders put first on dockerd's PATH (e.g. a stand-in nvidia-container-runtime-hook: dockerd offers
+        `--gpus` only where it finds that hook on its PATH when it starts); env: more variables for dockerd (its
+        OCI hooks get dockerd's environment)."""
         h = self.host(name)
         p = self._dockerd.get(name)
         if p is not None and p.poll() is None:
@@ -397,8 +401,11 @@ class NetHosts:
             raise RuntimeError(f"mounting cgroups on test host {name} failed: {mounted.stderr.strip()}")
         log = open(self.workdir / name / "dockerd.log", "ab")
         try:
+            environ = dict(os.environ, **(env or {}))
+            environ["PATH"] = ":".join([*path, environ.get("PATH") or STD_PATH])
             self._dockerd[name] = subprocess.Popen(
-                [*enter, *argv], stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+                [*enter, *argv], stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                env=environ)
         finally:
             log.close()
         end = time.monotonic() + timeout_s

@@ -35,6 +35,7 @@ from kit.run.command import (
     Site,
     cleanup_command,
     command_for,
+    container_name,
 )
 from kit.run.needs import needs_script, read_needs, settle
 from kit.run.plan import PlannedRun
@@ -75,19 +76,22 @@ def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | 
                 telemetry=posixpath.join(workdir, telemetry_name(log_name)) if workdir else None)
 
 
-def wrapper_command(workdir: str, env: dict[str, str], argv: list[str]) -> str:
+def wrapper_command(workdir: str, env: dict[str, str], argv: list[str], after: str | None = None) -> str:
     """An earlier attempt's folder moved aside, mkdir, cd, then the command as its own session leader (pgid
     file), stdout+stderr to stdout.log. The run dies with its SSH connection: sshd, this shell's parent, ends when
     the connection closes (kit ended, kill -9 included), and a watcher then stops the tree as kill_command does; a
-    run that ends first takes its watcher with it. (The session's input cannot tell: it is closed from the start.)"""
+    run that ends first takes its watcher with it. (The session's input cannot tell: it is closed from the start.)
+    `after`, a shell command, runs once the run has ended, however it ended (the watcher's stop too), its output
+    dropped and the run's exit status kept."""
     inner = f"echo $$ > pgid; exec {remote_env(env)} {quote_cmd(argv)} > stdout.log 2>&1"
     where = quote_cmd([workdir])
     keep = quote_cmd([workdir + ".attempt-"])  # an earlier attempt's files stay on the host, never mixed in
-    watch = (f"(while kill -0 $PPID 2>/dev/null; do sleep 1; done; {kill_command(workdir)}) "
+    then = f"({after}) < /dev/null > /dev/null 2>&1; " if after else ""
+    watch = (f"(while kill -0 $PPID 2>/dev/null; do sleep 1; done; ({kill_command(workdir)}); {then}) "
              "< /dev/null > /dev/null 2>&1 &")
     return (f"if [ -e {where} ]; then mv {where} {keep}$(date +%s%N); fi; "
             f"mkdir -p {where} && cd {where} && {{ {watch} w=$!; setsid -w bash -c {quote_cmd([inner])}; "
-            "rc=$?; kill $w 2>/dev/null; exit $rc; }")
+            f"rc=$?; kill $w 2>/dev/null; {then}exit $rc; }}")
 
 
 # every descendant of a pid (launchers such as paddle.distributed.launch put workers in sessions of their own,
@@ -146,7 +150,11 @@ class SshRunner(Runner):
             cmd = command_for(run.case, run.repeat, rank, sites, port, self.hardware, self.run_id)
             if not cmd.starts_nothing:
                 workdir = self.workdir(host, run)
-                out.append((host, workdir, wrapper_command(workdir, cmd.launched.env, cmd.launched.argv)))
+                # a `docker run` client stopped before it saw its container start (a stop signal in its first
+                # moments) exits and leaves the container behind, created or even running: --rm does not apply
+                after = None if host.runtime != "docker" else quote_cmd(
+                    ["docker", "rm", "-f", container_name(self.run_id, run.case.key, run.repeat, host.name)])
+                out.append((host, workdir, wrapper_command(workdir, cmd.launched.env, cmd.launched.argv, after)))
         return out
 
     def stage(self, runs: list[PlannedRun], force: bool = False) -> list[dict]:
