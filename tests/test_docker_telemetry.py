@@ -259,20 +259,21 @@ def test_the_runners_stop_ends_a_sampled_gpu_container(gpu_docker_host, tmp_path
     assert samples(workdir, run)[0].startswith("# telemetry 1 source smi ")
 
 
+@pytest.mark.parametrize("shell", ["bash", "dash"])  # a login shell of either (Debian's useradd gives /bin/sh: dash)
 @pytest.mark.parametrize("stopped", [False, True])
-def test_the_wrappers_after_command_runs_however_the_run_ended(tmp_path, stopped):
+def test_the_wrappers_after_command_runs_however_the_run_ended(tmp_path, stopped, shell):
     """wrapper_command(after=...): what a docker host runs once its rank ended (`docker rm -f` of the rank's
     container: a `docker run` client stopped in its first moments leaves its container behind, created or running),
     whether the run ended by itself or was stopped (kill_command), the run's exit status kept."""
     workdir, marker = tmp_path / "run", tmp_path / "after"
     line = wrapper_command(str(workdir), {}, ["sh", "-c", "trap 'exit 143' TERM; sleep 30 & wait" if stopped else "exit 7"],
                            after=f"echo ran > {marker}; exit 1")
-    proc = subprocess.Popen(["bash", "-c", line])
+    proc = subprocess.Popen([shell, "-c", line])
     if stopped:
         end = time.monotonic() + 10
         while not (workdir / "pgid").exists() or not (workdir / "pgid").read_text().strip():
             assert time.monotonic() < end
             time.sleep(0.02)
-        subprocess.run(["bash", "-c", kill_command(str(workdir))], check=True, timeout=30)  # the login shell
+        subprocess.run([shell, "-c", kill_command(str(workdir))], check=True, timeout=30)  # the login shell
     assert proc.wait(timeout=30) == (128 + 15 if stopped else 7)
     assert marker.read_text() == "ran\n"

@@ -111,11 +111,11 @@ def kill_command(workdir: str, grace: float = KILL_GRACE_S) -> str:
     return (
         f"p=$(cat {pgid_file} 2>/dev/null) || exit 0; [ -n \"$p\" ] || exit 0; "
         f"tree=$({_DESCENDANTS}); "
-        f"kill -TERM -- -$p $tree 2>/dev/null; "
-        f"for i in $(seq {int(grace * 10)}); do alive=; kill -0 -- -$p 2>/dev/null && alive=1; "
+        f"kill -TERM -$p $tree 2>/dev/null; "
+        f"for i in $(seq {int(grace * 10)}); do alive=; kill -0 -$p 2>/dev/null && alive=1; "
         f"for q in $tree; do kill -0 $q 2>/dev/null && alive=1; done; "
         f"[ -n \"$alive\" ] || exit 0; sleep 0.1; done; "
-        f"kill -KILL -- -$p $tree 2>/dev/null; exit 0"
+        f"kill -KILL -$p $tree 2>/dev/null; exit 0"
     )
 
 
