@@ -78,6 +78,27 @@ def bare_block(backend, work: list, counts: list[int]) -> float:
     return sum(counts) / (time.perf_counter() - t0)
 
 
+def built(framework: str, train_args: list[str], block_steps: int | None = None,
+          min_block_seconds: float = MIN_BLOCK_S):
+    """(args, dist, backend, work, counts): the harness's backend for TRAIN_ARGS, warmed up, its vision blocks
+    sized to last MIN_BLOCK_SECONDS (or BLOCK_STEPS steps)."""
+    args, dist = prepare(["--framework", framework, *train_args])
+    if block_steps and args.model not in NLP:
+        args.measure_steps = block_steps
+    threads = args.threads or train.default_threads(dist.local_world_size)
+    backend = train.BACKENDS[framework](args, dist, threads)
+    work, counts = bare_work(args, backend, dist)
+    for i in range(args.warmup_steps):
+        backend.train_step(*work[i % len(work)])
+    if args.model not in NLP:  # fast steps: more of them per block
+        step_s = counts[0] / bare_block(backend, work[:1], counts[:1])
+        steps = max(args.measure_steps, math.ceil(min_block_seconds / step_s))
+        if steps != args.measure_steps:
+            args.measure_steps = steps
+            work, counts = bare_work(args, backend, dist)
+    return args, dist, backend, work, counts
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--framework", choices=FRAMEWORKS, required=True)
@@ -90,24 +111,11 @@ def main() -> int:
     p.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: train.py's arguments (shape, threads)")
     a = p.parse_args()
     rest = a.train_args[1:] if a.train_args[:1] == ["--"] else a.train_args
-    args, dist = prepare(["--framework", a.framework, *rest])
-    if a.block_steps and args.model not in NLP:
-        args.measure_steps = a.block_steps
-    threads = args.threads or train.default_threads(dist.local_world_size)
     report = sys.stdout
     with tempfile.TemporaryDirectory(prefix="kit-overhead-") as tmp, open(Path(tmp) / "harness.log", "w") as log:
         sys.stdout = log  # the harness's KITLOG lines go where a launcher's log would
         try:
-            backend = train.BACKENDS[a.framework](args, dist, threads)
-            work, counts = bare_work(args, backend, dist)
-            for i in range(args.warmup_steps):
-                backend.train_step(*work[i % len(work)])
-            if args.model not in NLP:  # fast steps: more of them per block
-                step_s = counts[0] / bare_block(backend, work[:1], counts[:1])
-                steps = max(args.measure_steps, math.ceil(a.min_block_seconds / step_s))
-                if steps != args.measure_steps:
-                    args.measure_steps = steps
-                    work, counts = bare_work(args, backend, dist)
+            args, dist, backend, work, counts = built(a.framework, rest, a.block_steps, a.min_block_seconds)
             ratios: list[float] = []
             while wants_more(ratios, a.pairs, a.max_pairs):
                 got = {}
