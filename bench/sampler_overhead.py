@@ -101,13 +101,12 @@ def interleaved_pairs(a, shape: list[str], env: dict, tmp: str):
             got = {}
             for kind in (("sampled", "alone") if len(ratios) % 2 == 0 else ("alone", "sampled")):
                 os.killpg(sampler.pid, signal.SIGCONT if kind == "sampled" else signal.SIGSTOP)
-                before, cpu, t0 = sampler_rows(out), cpu_seconds(sampler.pid), time.perf_counter()
+                before, cpu, mine = sampler_rows(out), cpu_seconds(sampler.pid), cpu_seconds(os.getpid())
                 with redirect_stdout(log):
                     got[kind] = harness_block(args, backend, dist)
                 got[f"{kind}_samples"] = sampler_rows(out) - before
-                if kind == "sampled":  # the sampler's own CPU time, a share of all this machine's cores
-                    got["sampler_cpu_share"] = ((cpu_seconds(sampler.pid) - cpu)
-                                                / ((time.perf_counter() - t0) * len(os.sched_getaffinity(0))))
+                if kind == "sampled":  # the sampler's CPU time per CPU second the harness's block took
+                    got["sampler_cpu_share"] = (cpu_seconds(sampler.pid) - cpu) / (cpu_seconds(os.getpid()) - mine)
                 log.seek(0)  # the log's cost per line, not a growing file
                 log.truncate()
             ratios.append(got["sampled"] / got["alone"])
@@ -176,10 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sampler overhead: sampled / alone {ratio:.4f}, 95% interval [{low:.4f}, {high:.4f}] over {len(ratios)} "
           f"pairs; target >= {TARGET}: {({0: 'met', 1: 'missed', 3: 'undecided'})[verdict]}", flush=True)
     if shares:
-        # what the sampler's own CPU time can take from a run that keeps every core busy: a bound of the ratio
-        # that this machine's noise does not blur
-        print(f"the sampler's own CPU time while it sampled: median {statistics.median(shares):.3%}, at most "
-              f"{max(shares):.3%} of the {len(os.sched_getaffinity(0))} cores' time over {len(shares)} blocks: "
+        # what the sampler's CPU time can take from a run that keeps every core busy, one CPU second for one: a
+        # bound of the ratio that neither this machine's noise nor a slowed CPU (both processes alike) blurs
+        print(f"the sampler's CPU time per CPU second of the harness while it sampled: median "
+              f"{statistics.median(shares):.3%}, at most {max(shares):.3%} over {len(shares)} blocks: "
               f"{'within' if max(shares) < 1 - TARGET else 'NOT within'} the {1 - TARGET:.0%} a run could lose to it",
               flush=True)
     return verdict
