@@ -54,6 +54,16 @@ def publisher_python(tmp_path: Path, monkeypatch) -> None:
                                "/usr/sbin:/usr/bin:/sbin:/bin")
 
 
+def the_run(tmp_path: Path, figure: float) -> tuple[Path, dict, dict]:
+    """(run directory, run.json, its one run's entry) of the one run under tmp_path/runs, which gave FIGURE."""
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    meta = json.loads((run_dir / "run.json").read_text())
+    (entry,) = meta["runs"].values()
+    assert entry["status"] == "ok", entry
+    assert entry["samples_per_sec"] == pytest.approx(figure, rel=0.01)
+    return run_dir, meta, entry
+
+
 def test_slurm_reference_paddleclas_across_two_nodes(slurm_cluster, tmp_path, monkeypatch, published, capsys):
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     publisher_python(tmp_path, monkeypatch)
@@ -87,11 +97,7 @@ def test_slurm_reference_paddleclas_across_two_nodes(slurm_cluster, tmp_path, mo
     shutil.rmtree(tmp_path / "runs")
 
     assert main(cluster(tmp_path, suite, "--force")) == 0
-    (run_dir,) = list((tmp_path / "runs").iterdir())
-    meta = json.loads((run_dir / "run.json").read_text())
-    (entry,) = meta["runs"].values()
-    assert entry["status"] == "ok", entry
-    assert entry["samples_per_sec"] == pytest.approx(per_card * 2, rel=0.01)
+    run_dir, meta, entry = the_run(tmp_path, per_card * 2)
     assert [m["host"] for m in meta["model_code_forced"]] == ["h2", "h3"]
     assert all("not a git checkout" in m["reason"] for m in meta["model_code_forced"])  # each node's own check
     assert entry["slurm"]["step_state"] == "COMPLETED" and entry["slurm"]["container"] == "native"

@@ -19,11 +19,10 @@ import shutil
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import SHARED
 from test_reference_runs_paddle import PADDLECLAS_LOG, STANDIN, SUITE, said
 from test_slurm import nothing_left
-from test_slurm_programs import FOLDER, cluster, hosts_yaml
+from test_slurm_programs import FOLDER, cluster, hosts_yaml, the_run
 
 from kit.cli import main
 from kit.core.yamlio import load_yaml
@@ -71,11 +70,7 @@ def test_slurm_gpu_run_samples_each_node_and_verifies(slurm_cluster, tmp_path, m
 
     # --force: the stand-in tree is no checkout of the pin (check_env passes: each node's nvidia-smi answers)
     assert main(cluster(tmp_path, suite, "--force")) == 0
-    (run_dir,) = list((tmp_path / "runs").iterdir())
-    meta = json.loads((run_dir / "run.json").read_text())
-    (entry,) = meta["runs"].values()
-    assert entry["status"] == "ok", entry
-    assert entry["samples_per_sec"] == pytest.approx(per_card * 2, rel=0.01)
+    run_dir, meta, entry = the_run(tmp_path, per_card * 2)
     assert entry["slurm"]["step_state"] == "COMPLETED" and entry["slurm"]["srun_exit"] == 0, entry["slurm"]
     assert meta["gpu_telemetry"] == {"sampler": "scripts/telemetry/gpu_sampler.py", "interval_ms": 100}
     staged = tmp_path / "shared" / "kit-scripts" / "telemetry" / "gpu_sampler.py"
