@@ -251,9 +251,11 @@ def test_the_runners_stop_ends_a_sampled_gpu_container(gpu_docker_host, tmp_path
     runner.stop()
     assert time.monotonic() - t0 < 30
     (status,) = runner.statuses()
-    assert status.exit_code == 128 + 15, stdout.read_text()[-3000:]
+    # the docker client gets TERM from the group's stop, its own pid in the tree and the sampler passing it on: at
+    # the third it exits 1 at once ("got 3 SIGTERM/SIGINTs, forcefully exiting"), else as the container did
+    assert status.exit_code in (128 + 15, 1), stdout.read_text()[-3000:]
     assert site.left(runner.run_id) == ""
-    assert site.sh("sh", "-c", f"kill -0 -- -{pid}").returncode != 0  # nothing of the run's process group left
+    assert site.sh("sh", "-c", f"kill -0 -{pid}").returncode != 0  # nothing of the run's process group left
     sidecar = json.loads((Path(workdir) / sidecar_name(run.log_rel.name)).read_text())
     assert sidecar["exit_code"] == 128 + 15 and sidecar["scratch"]["removed"] is not None
     assert samples(workdir, run)[0].startswith("# telemetry 1 source smi ")

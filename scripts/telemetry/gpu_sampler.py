@@ -235,12 +235,14 @@ def run_smi(a: argparse.Namespace, out, stop: Stop) -> int:
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True)
     try:
         while not stop.wait(0.2):
-            if proc.poll() is not None:
+            if proc.poll() is not None:  # a stop of the run's process group reached it first: keep what it took
+                if _rows(a.out) >= 1:
+                    return 0
                 raise _smi_ended(argv, proc, a.out)
         deadline = time.monotonic() + max(2.0, 3 * a.interval_ms / 1000)  # a run shorter than nvidia-smi's start
         while proc.poll() is None and _rows(a.out) < 1 and time.monotonic() < deadline:  # still gets its one row
             time.sleep(0.05)
-        if proc.poll():
+        if proc.poll() and _rows(a.out) < 1:  # it refused (no such GPU) before a row
             raise _smi_ended(argv, proc, a.out)
     finally:
         if proc.poll() is None:
