@@ -175,8 +175,10 @@ def loader_rows(a: argparse.Namespace, out: Path, budget: gs.Budget, limit_s: fl
     decoder = next((r.decoder for r in got["gpu loader"] if r.decoder), None)
     if probes:
         row.detail += f"; loader alone {gs.stats.median(probes):.0f} images/s ({decoder})"
-    if row.verdict != gs.stats.MET and (left := limit_s - (budget.elapsed() - began)) >= 20:
-        row.detail += "; " + gs.loader_profile(listing, a.loader_batch, cores, a.device, out, min(left, 60))
+    if row.verdict != gs.stats.MET:  # where the loader's time went, where the stage has time for it
+        left = limit_s - (budget.elapsed() - began)
+        row.detail += "; " + (gs.loader_profile(listing, a.loader_batch, cores, a.device, out, min(left, 60))
+                              if left >= 20 else f"no loader profile: {max(left, 0):.0f} s of the stage left")
     return [row]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -100,8 +101,9 @@ def test_the_dry_run_goes_through_all_three_stages_and_keeps_each_stages_results
     loader = rows[("2 loader", "resnet50 bs4 amp-nhwc: real JPEGs (gpu loader) / synthetic")]
     assert loader[3] == ">= 0.9" and loader[4] in ("met", "missed", "inconclusive") and float(loader[2]) > 0
     assert "loader alone" in loader[5] and "runs 2 / 2" in loader[5]
-    if loader[4] != "met":  # where the loader's time went, measured at once (bench/loader_profile.py)
-        assert "profile: loader" in loader[5] and "workers alone" in loader[5], loader[5]
+    if loader[4] != "met":  # where the loader's time went, measured at once (bench/loader_profile.py), or why not
+        assert ("profile: loader" in loader[5] and "workers alone" in loader[5]
+                or re.search(r"no loader profile: \d+ s of the stage left", loader[5])), loader[5]
         phases = [p["phase"] for p in json.loads((out / "2-loader" / "loader-profile.json").read_text())]
         assert phases == ["loader", "workers", "host_decode"]
     logs = sorted(p.name for p in (out / "2-loader" / "logs").iterdir())
