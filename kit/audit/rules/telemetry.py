@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kit.audit.evidence import Evidence
 from kit.audit.rules.derived import json_differences, json_line
 from kit.audit.rules.predicates import predicate
+from kit.core.yamlio import LineDict
 from kit.results.gpu_telemetry import harness_window, run_telemetry, telemetry_files
 from kit.results.parsers import ParseError
 from kit.telemetry import TelemetryError, read, summarize
@@ -95,11 +96,12 @@ def _run_json_copy_holds(ev: Evidence, out: Finding, key: str, log) -> None:
                  "run.json", _line_of_entry(lines, rel, path))
 
 
-def _line_of_entry(lines, rel: str, path: str) -> int | None:
+def _line_of_entry(lines: LineDict | None, rel: str, path: str) -> int | None:
     """The line of runs[REL].telemetry.PATH in run.json (REL holds dots: walked by hand)."""
-    runs = lines.get("runs") if lines is not None else None
-    entry = runs.get(rel) if hasattr(runs, "get") else None
-    return json_line(entry, f"telemetry.{path}") or (runs.line_of(rel) if hasattr(runs, "line_of") else None)
+    runs = (lines or {}).get("runs")
+    if not isinstance(runs, LineDict):
+        return None
+    return json_line(runs.get(rel), f"telemetry.{path}") or runs.line_of(rel)
 
 
 def _ordered(tel) -> list[str]:
