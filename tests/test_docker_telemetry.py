@@ -242,7 +242,7 @@ def test_the_runners_stop_ends_a_sampled_gpu_container(gpu_docker_host, tmp_path
     runner, run, workdir = start(site, tmp_path, "wait")
     stdout = Path(workdir) / "stdout.log"
     end = time.monotonic() + 120
-    while "train.total_ips" not in (stdout.read_text() if stdout.exists() else ""):
+    while "train.total_ips" not in (stdout.read_text() if stdout.exists() else "") or len(samples(workdir, run)) < 3:
         assert time.monotonic() < end and running(runner), (runner.statuses(), log_tail(stdout))
         time.sleep(0.2)
     assert site.left(runner.run_id) != ""

@@ -70,11 +70,22 @@ def test_fields_a_driver_lacks_are_left_out_and_old_names_used(tmp_path):
     old = tmp_path / "old-driver.csv"  # derived from the real recording: an older driver's names and fields
     old.write_text("\n".join(", ".join(line.split(", ")[i] for i in keep) for line in recorded[:50])
                    .replace("clocks_event_reasons.active", "clocks_throttle_reasons.active") + "\n")
+    calls = tmp_path / "calls"
+    counting = tmp_path / "bin" / "nvidia-smi"  # the stand-in, each call written down
+    counting.parent.mkdir()
+    counting.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {STANDIN / "nvidia-smi" / "nvidia-smi"} "$@"\n')
+    counting.chmod(0o755)
     out = tmp_path / "x.gpu-telemetry"
-    done = sampler(out, "--", "sleep", "1.5", environ=env(smi=True, STANDIN_SMI_LOOP=str(old)))
+    environ = env(STANDIN_SMI_LOOP=str(old))
+    environ["PATH"] = f"{counting.parent}{os.pathsep}{environ['PATH']}"
+    done = sampler(out, "--", "sleep", "1.5", environ=environ)
     assert done.returncode == 0, done.stderr
     header = out.read_text().splitlines()[1]
     assert "power.draw.instant" not in header and header.endswith("clocks_throttle_reasons.active")
+    assert "name" not in header.split(", ")  # the recording has no name
+    # one probe for all, one more per field it lacks (name, power.draw.instant, the new reasons' name), then the loop
+    probes = [c for c in calls.read_text().splitlines() if "--loop-ms" not in c]
+    assert len(probes) == 4, probes
 
 
 def test_without_any_source_the_run_still_runs_and_the_file_says_why(tmp_path):

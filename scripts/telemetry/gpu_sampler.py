@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -42,6 +43,7 @@ SMI_FIELDS = ("timestamp", "index", "name", "uuid", "clocks.current.sm", "clocks
               "power.draw", "power.draw.instant", "enforced.power.limit", "temperature.gpu", "utilization.gpu",
               "utilization.memory", "memory.used", "clocks_event_reasons.active")
 SMI_OLD_NAMES = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}  # drivers before 535
+INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')  # nvidia-smi's answer to a field it lacks
 # one NVML sample of one GPU: seconds since the epoch, MHz, W, mJ (counter since the driver loaded), C, %, MiB, bits
 SAMPLE_KEYS = ("t", "gpu", "sm_mhz", "mem_mhz", "power_w", "limit_w", "energy_mj", "temp_c", "util_gpu", "util_mem",
                "mem_used_mib", "reasons")
@@ -196,26 +198,37 @@ def run_nvml(a: argparse.Namespace, out, stop: Stop) -> int:
 # ---- nvidia-smi ------------------------------------------------------------------------------------------------
 
 def smi_fields(smi: str) -> list[str]:
-    """SMI_FIELDS this driver answers: all of them in one call, else each asked alone (old names where it has
-    those)."""
-    if _smi_knows(smi, ",".join(SMI_FIELDS)):
-        return list(SMI_FIELDS)
-    fields = []
-    for name in SMI_FIELDS:
-        for candidate in (name, SMI_OLD_NAMES.get(name)):
-            if candidate and _smi_knows(smi, candidate):
-                fields.append(candidate)
-                break
+    """SMI_FIELDS this driver answers (old names where it has those). nvidia-smi names the first field it lacks: that
+    one is swapped for its old name or left out, and the rest asked again. So a missing field costs one call more, not
+    every field a call of its own (each call starts nvidia-smi, up to a second on a busy host, before the first
+    sample)."""
+    fields = list(SMI_FIELDS)
+    while fields:
+        answer = _smi_answer(smi, ",".join(fields))
+        if answer is None:
+            return fields
+        lacked = INVALID_FIELD.search(answer)
+        if lacked is None or lacked.group(1) not in fields:
+            if "not a valid field" in answer:  # worded otherwise: ask each field alone
+                return [f for f in fields if _smi_answer(smi, f) is None]
+            raise RuntimeError(f"{smi} --query-gpu: {answer.strip()[:500]}")  # no GPU, no driver
+        i = fields.index(lacked.group(1))
+        if fields[i] in SMI_OLD_NAMES:
+            fields[i] = SMI_OLD_NAMES[fields[i]]
+        else:
+            del fields[i]
     return fields
 
 
-def _smi_knows(smi: str, field: str) -> bool:
+def _smi_answer(smi: str, fields: str) -> str | None:
+    """None when nvidia-smi answers FIELDS, else what it said instead."""
     try:
-        done = subprocess.run([smi, f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True, text=True,
+        done = subprocess.run([smi, f"--query-gpu={fields}", "--format=csv,noheader"], capture_output=True, text=True,
                               timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0 and "not a valid field" not in done.stdout + done.stderr
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    said = done.stdout + done.stderr
+    return None if done.returncode == 0 and "not a valid field" not in said else said or f"exit {done.returncode}"
 
 
 def run_smi(a: argparse.Namespace, out, stop: Stop) -> int:
