@@ -94,12 +94,14 @@ def wrapper_command(workdir: str, env: dict[str, str], argv: list[str], after: s
             f"rc=$?; kill $w 2>/dev/null; {then}exit $rc; }}")
 
 
-# every descendant of a pid (launchers such as paddle.distributed.launch put workers in sessions of their own,
-# out of reach of a process-group kill); collected BEFORE any signal, while the tree is still linked
+# every descendant of a pid outside its process group (launchers such as paddle.distributed.launch put workers in
+# sessions of their own, out of reach of a process-group kill); the group's own members are left to the group's
+# signal, so each process gets one TERM (a docker client force-exits at its third, not waiting for its container);
+# collected BEFORE any signal, while the tree is still linked
 _DESCENDANTS = (
-    "ps -eo pid=,ppid= | awk -v root=\"$p\" '{parent[$1] = $2} END {ids[root] = 1; grow = 1; "
+    "ps -eo pid=,ppid=,pgid= | awk -v root=\"$p\" '{parent[$1] = $2; group[$1] = $3} END {ids[root] = 1; grow = 1; "
     "while (grow) {grow = 0; for (c in parent) if (!(c in ids) && (parent[c] in ids)) {ids[c] = 1; grow = 1}} "
-    "for (i in ids) printf \"%s \", i}'"
+    "for (i in ids) if (group[i] != root) printf \"%s \", i}'"
 )
 
 
