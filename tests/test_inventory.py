@@ -173,6 +173,21 @@ def test_a_command_past_its_timeout_is_a_timeout_even_when_invokes_timer_is_late
         assert conn.run("exit 3", hide=True, warn=True, timeout=5).exited == 3  # an ordinary exit stays one
 
 
+def test_a_timeouts_kill_finding_the_connection_gone_is_quiet(ssh_hosts, tmp_path):
+    """invoke's timer kills a command at its timeout from a thread of its own by closing the channel; when the
+    connection went down first (the command ended or was stopped as the timer fired, the host went away), fabric's
+    close raised EOFError in the timer's thread (before its transport noticed: about 1 try in 3 here): a traceback on
+    the user's terminal, and nothing left to kill."""
+    inv = inventory(ssh_hosts, tmp_path)
+    for _ in range(10):
+        with connect(inv.hosts[0], inv) as conn:
+            transport = conn.client.get_transport()
+            runner = conn.config.runners.remote(context=conn)
+            runner.channel = transport.open_session()
+            transport.sock.shutdown(socket.SHUT_RDWR)  # the connection down under the open channel
+            runner.kill()
+
+
 def test_ssh_sockets_send_at_once_and_acknowledge_at_once(ssh_hosts, tmp_path):
     """TCP_NODELAY, and TCP_QUICKACK re-armed after each read: without them Nagle's algorithm against delayed ACKs
     stalled each connection's handshake and its first command ~40 ms (OpenSSH's messages right after login)."""

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import paramiko
 from fabric import Config, Connection
+from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut
 from paramiko.config import SSHConfig
 
@@ -212,7 +213,19 @@ def _fabric_config() -> Config:
     terminal cannot feed many hosts at once. Pass in_stream= to run() to give a command input.
     """
     return Config(ssh_config=SSHConfig(), lazy=True,
-                  overrides={"load_ssh_configs": False, "run": {"in_stream": False}})
+                  overrides={"load_ssh_configs": False, "run": {"in_stream": False}, "runners": {"remote": _Remote}})
+
+
+class _Remote(Remote):
+    """fabric's runner of a remote command, whose kill at a run's timeout finds a connection already closed (the
+    command ended, or was stopped, as the timer fired) quietly: nothing is left to kill, and fabric's timer thread
+    would print an EOFError traceback on the user's terminal."""
+
+    def kill(self) -> None:
+        try:
+            super().kill()
+        except (EOFError, OSError, paramiko.SSHException):
+            pass
 
 
 _TCP_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux
