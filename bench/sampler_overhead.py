@@ -80,6 +80,18 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def preempted(pid: int) -> int:
+    """Times the kernel took a CPU from any thread of a process so far (involuntary context switches): a count the
+    machine's speed does not blur, which a sampler's wake-up adds to when it preempts the run."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("nonvoluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
+
+
 def interleaved_pairs(a, shape: list[str], env: dict, tmp: str):
     """(sampled, alone) figures per ABBA pair of harness blocks in this process, the sampler held still for
     the alone ones."""
@@ -102,8 +114,10 @@ def interleaved_pairs(a, shape: list[str], env: dict, tmp: str):
             for kind in (("sampled", "alone") if len(ratios) % 2 == 0 else ("alone", "sampled")):
                 os.killpg(sampler.pid, signal.SIGCONT if kind == "sampled" else signal.SIGSTOP)
                 before, cpu, mine = sampler_rows(out), cpu_seconds(sampler.pid), cpu_seconds(os.getpid())
+                switched, t0 = preempted(os.getpid()), time.monotonic()
                 with redirect_stdout(log):
                     got[kind] = harness_block(args, backend, dist)
+                got[f"{kind}_preempted_per_s"] = (preempted(os.getpid()) - switched) / (time.monotonic() - t0)
                 got[f"{kind}_samples"] = sampler_rows(out) - before
                 if kind == "sampled":  # the sampler's CPU time per CPU second the harness's block took
                     got["sampler_cpu_share"] = (cpu_seconds(sampler.pid) - cpu) / (cpu_seconds(os.getpid()) - mine)
@@ -161,12 +175,15 @@ def main(argv: list[str] | None = None) -> int:
           f"ABBA pairs: {design}", flush=True)
     ratios: list[float] = []
     shares: list[float] = []
+    preemptions: list[float] = []  # per second, sampled block minus alone block
     with tempfile.TemporaryDirectory(prefix="kit-sampler-") as tmp:
         pairs = process_pairs if a.processes else interleaved_pairs
         for got in pairs(a, ["--framework", a.framework, *shape] if a.processes else shape, env, tmp):
             ratios.append(got["sampled"] / got["alone"])
             if "sampler_cpu_share" in got:
                 shares.append(got["sampler_cpu_share"])
+            if "sampled_preempted_per_s" in got:
+                preemptions.append(got["sampled_preempted_per_s"] - got["alone_preempted_per_s"])
             shown = {k: round(v, 5 if k.endswith("share") else 3) if isinstance(v, float) else v
                      for k, v in got.items()}
             print(json.dumps({"pair": len(ratios), **shown, "ratio": round(ratios[-1], 4)}), flush=True)
@@ -181,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.median(shares):.3%}, at most {max(shares):.3%} over {len(shares)} blocks: "
               f"{'within' if max(shares) < 1 - TARGET else 'NOT within'} the {1 - TARGET:.0%} a run could lose to it",
               flush=True)
+    if preemptions:
+        print(f"the harness preempted more often beside the sampler than alone: median "
+              f"{statistics.median(preemptions):+.1f}/s (the sampler wakes {1000 / a.interval_ms:.0f}/s)", flush=True)
     return verdict
 
 
