@@ -16,8 +16,10 @@ the sampler as kit bench starts them, each its own process (spreads +-2% per run
 The sampler reads NVML where nvidia-ml-py and a GPU are there (a GPU machine: --device gpu); elsewhere the
 STAND-IN pynvml (tests/standin/pynvml, the H200's recorded samples replayed) takes NVML's place, so what is
 measured on a CPU machine is the sampler's Python around NVML's calls, each call's own cost aside (NVML reads
-counters the driver keeps; microseconds). One line per pair; the verdict last. Exit 0 when the interval lies
-wholly at or above 0.99, 1 when wholly below, 3 undecided.
+counters the driver keeps; microseconds). Beside the ratio, two counts the machine's speed does not blur: the
+sampler's CPU time per CPU second of the harness, and the harness's involuntary context switches per second,
+sampled blocks against alone ones (where the run keeps every core busy, each wake-up takes a CPU from it). One line
+per pair; the verdict last. Exit 0 when the interval lies wholly at or above 0.99, 1 when wholly below, 3 undecided.
 """
 
 from __future__ import annotations
@@ -70,13 +72,14 @@ def sampler_rows(path: Path) -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process and its children so far (nvidia-smi's loop under the smi source)."""
-    proc = psutil.Process(pid)
+    """CPU seconds a process and its children (nvidia-smi's loop under the smi source) have run so far: the
+    scheduler's own count in nanoseconds (/proc/PID/task/*/schedstat), where user + system time is counted in whole
+    ticks (a sampler's 0.1-1 ms per wake-up would be charged a 4 ms tick or nothing)."""
     total = 0.0
-    for p in (proc, *proc.children(recursive=True)):
-        with contextlib.suppress(psutil.Error):
-            times = p.cpu_times()
-            total += times.user + times.system
+    for p in (psutil.Process(pid), *psutil.Process(pid).children(recursive=True)):
+        with contextlib.suppress(OSError, psutil.Error):
+            tasks = list(Path(f"/proc/{p.pid}/task").iterdir())
+            total += sum(int((t / "schedstat").read_text().split()[0]) for t in tasks) / 1e9
     return total
 
 
