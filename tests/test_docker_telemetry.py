@@ -168,6 +168,16 @@ def samples(workdir: str, run: PlannedRun) -> list[str]:
     return (Path(workdir) / telemetry_name(run.log_rel.name)).read_text().splitlines()
 
 
+def until_trained_and_sampled(runner: SshRunner, run: PlannedRun, workdir: str, rows: int) -> Path:
+    """Wait for the program's figure in stdout.log and ROWS lines in the samples file; stdout.log's path."""
+    stdout = Path(workdir) / "stdout.log"
+    end = time.monotonic() + 120
+    while "train.total_ips" not in (stdout.read_text() if stdout.exists() else "") or len(samples(workdir, run)) < rows:
+        assert time.monotonic() < end and running(runner), (runner.statuses(), log_tail(stdout))
+        time.sleep(0.2)
+    return stdout
+
+
 def test_gpu_rank_in_docker_is_sampled_on_the_host_and_ends_with_the_containers_exit_code(gpu_docker_host,
                                                                                            tmp_path):
     site = gpu_docker_host
@@ -203,11 +213,7 @@ def test_term_to_the_sampler_stops_the_container_and_ends_the_run_by_it(gpu_dock
     site = gpu_docker_host
     calls_before = len(site.hook_calls())
     runner, run, workdir = start(site, tmp_path, "wait")
-    stdout = Path(workdir) / "stdout.log"
-    end = time.monotonic() + 120
-    while "train.total_ips" not in (stdout.read_text() if stdout.exists() else "") or len(samples(workdir, run)) < 5:
-        assert time.monotonic() < end and running(runner), (runner.statuses(), log_tail(stdout))
-        time.sleep(0.2)
+    stdout = until_trained_and_sampled(runner, run, workdir, 5)
     # the container is up with the GPU's variable in its environment (its first process, as the host sees it)
     assert site.left(runner.run_id) != ""
     (hook,) = site.hook_calls()[calls_before:]
@@ -240,11 +246,7 @@ def test_the_runners_stop_ends_a_sampled_gpu_container(gpu_docker_host, tmp_path
     """A timeout or Ctrl-C: SshRunner.stop() (kill_command on the run's tree, then the run's containers removed)."""
     site = gpu_docker_host
     runner, run, workdir = start(site, tmp_path, "wait")
-    stdout = Path(workdir) / "stdout.log"
-    end = time.monotonic() + 120
-    while "train.total_ips" not in (stdout.read_text() if stdout.exists() else "") or len(samples(workdir, run)) < 3:
-        assert time.monotonic() < end and running(runner), (runner.statuses(), log_tail(stdout))
-        time.sleep(0.2)
+    stdout = until_trained_and_sampled(runner, run, workdir, 3)
     assert site.left(runner.run_id) != ""
     pid = (Path(workdir) / "pgid").read_text().strip()
     t0 = time.monotonic()
