@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLER = REPO / "scripts" / "telemetry" / "gpu_sampler.py"
 STANDIN = REPO / "tests" / "standin"
@@ -63,7 +65,8 @@ def test_where_only_the_driver_is_there_it_keeps_nvidia_smis_own_csv(tmp_path):
     assert lines[2].split(", ")[1:] == recorded[1].split(", ")[1:]  # the values replayed, stamped now
 
 
-def test_fields_a_driver_lacks_are_left_out_and_old_names_used(tmp_path):
+@pytest.mark.parametrize("worded", ["as nvidia-smi words it", "otherwise"])
+def test_fields_a_driver_lacks_are_left_out_and_old_names_used(tmp_path, worded):
     recorded = [line for line in (RECORDED / "smi-100ms.csv").read_text().splitlines() if not line.startswith("#")]
     cols = [h.strip() for h in recorded[0].split(",")]
     keep = [i for i, h in enumerate(cols) if not h.startswith("power.draw.instant")]
@@ -73,7 +76,12 @@ def test_fields_a_driver_lacks_are_left_out_and_old_names_used(tmp_path):
     calls = tmp_path / "calls"
     counting = tmp_path / "bin" / "nvidia-smi"  # the stand-in, each call written down
     counting.parent.mkdir()
-    counting.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {STANDIN / "nvidia-smi" / "nvidia-smi"} "$@"\n')
+    smi = STANDIN / "nvidia-smi" / "nvidia-smi"
+    counting.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {smi} "$@"\n' if worded != "otherwise" else
+                        f'#!/bin/sh\necho "$*" >> {calls}\ncase "$*" in *--loop-ms*) exec {smi} "$@" ;; esac\n'
+                        f'out=$({smi} "$@"); rc=$?\n'  # a probe's refusal of a field, reworded
+                        f'echo "$out" | sed \'s/^Field "\\(.*\\)" is not a valid field to query./"\\1": not a valid '
+                        f'field/\'; exit $rc\n')
     counting.chmod(0o755)
     out = tmp_path / "x.gpu-telemetry"
     environ = env(STANDIN_SMI_LOOP=str(old))
@@ -85,7 +93,10 @@ def test_fields_a_driver_lacks_are_left_out_and_old_names_used(tmp_path):
     assert "name" not in header.split(", ")  # the recording has no name
     # one probe for all, one more per field it lacks (name, power.draw.instant, the new reasons' name), then the loop
     probes = [c for c in calls.read_text().splitlines() if "--loop-ms" not in c]
-    assert len(probes) == 4, probes
+    if worded != "otherwise":
+        assert len(probes) == 4, probes
+    else:  # the field it lacks not named: one probe for all, each of the 15 fields alone, the renamed one's old name
+        assert len(probes) == 1 + 15 + 1, probes
 
 
 def test_without_any_source_the_run_still_runs_and_the_file_says_why(tmp_path):

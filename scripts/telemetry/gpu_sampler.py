@@ -209,8 +209,10 @@ def smi_fields(smi: str) -> list[str]:
             return fields
         lacked = INVALID_FIELD.search(answer)
         if lacked is None or lacked.group(1) not in fields:
-            if "not a valid field" in answer:  # worded otherwise: ask each field alone
-                return [f for f in fields if _smi_answer(smi, f) is None]
+            if "not a valid field" in answer:  # worded otherwise: ask each field alone, then its old name
+                alone = (next((c for c in (f, SMI_OLD_NAMES.get(f)) if c and _smi_answer(smi, c) is None), None)
+                         for f in fields)
+                return [f for f in alone if f]
             raise RuntimeError(f"{smi} --query-gpu: {answer.strip()[:500]}")  # no GPU, no driver
         i = fields.index(lacked.group(1))
         if fields[i] in SMI_OLD_NAMES:
