@@ -57,13 +57,15 @@ def test_sampler_counts_other_processes_and_not_the_runs_own_tree():
         sleeper.wait()
     # own: the run itself burns, with n - 1 children it waits for (their time reaches it when reaped)
     kid = f"subprocess.Popen([sys.executable, '-c', {BURN.format(seconds=1.5)!r}])"
-    run_code = ("import subprocess, sys\n"
+    run_code = ("import subprocess, sys\nsys.stdin.readline()\n"  # starts once the window is open
                 f"kids = [{kid} for _ in range({n - 1})]\n"
                 + BURN.format(seconds=1.5) + "[k.wait() for k in kids]\nprint('done', flush=True)\n"
                 "import time; time.sleep(60)\n")
-    run = subprocess.Popen([sys.executable, "-c", run_code], stdout=subprocess.PIPE, text=True)
+    run = subprocess.Popen([sys.executable, "-c", run_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         with HostLoad(pid=run.pid) as load:
+            run.stdin.write("go\n")
+            run.stdin.flush()
             assert run.stdout.readline() == "done\n"
         own = load.result()
     finally:
