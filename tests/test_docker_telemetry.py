@@ -36,7 +36,7 @@ from nethosts import NetHosts, start_free, write_inventory
 from kit.config.hosts import load_hosts
 from kit.config.suites import load_suite
 from kit.core.layout import sidecar_name, telemetry_name
-from kit.run.command import RUN_LABEL, container_name
+from kit.run.command import RUN_LABEL, SAMPLE_INTERVAL_MS, container_name
 from kit.run.plan import PlannedRun
 from kit.run.ssh import SshRunner, kill_command, wrapper_command
 
@@ -204,7 +204,7 @@ def test_gpu_rank_in_docker_is_sampled_on_the_host_and_ends_with_the_containers_
     assert hook["argv"][1:] == ["prestart"] and hook["nvidia_env"]["NVIDIA_VISIBLE_DEVICES"] == "0"
     # the host's GPU sampled (the stand-in nvidia-smi on the host's PATH) from the run's start to its end
     rows = samples(workdir, run)
-    assert rows[0].startswith("# telemetry 1 source smi interval_ms 100 ") and f"host {site.name}" in rows[0]
+    assert rows[0].startswith(f"# telemetry 1 source smi interval_ms {SAMPLE_INTERVAL_MS} ") and f"host {site.name}" in rows[0]
     assert rows[1].startswith("timestamp, index, ") and len(rows) - 2 >= 3, rows[:5]
     assert site.left(runner.run_id) == ""  # --rm: no container left
 

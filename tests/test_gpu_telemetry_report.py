@@ -90,8 +90,9 @@ def test_results_json_and_the_report_carry_the_telemetry(sampled_run):
     runs = {r["file"]: r for g in results["groups"] for c in g["cases"] for r in c["runs"]}
     assert all("telemetry" in r for r in runs.values())
     report = (sampled_run / "report.md").read_text()
-    assert "What the GPUs did (samples every 100 ms" in report
+    assert "What the GPUs did (a harness run over its measured steps" in report
     row = next(line for line in report.splitlines() if line.startswith("| 1n1g | 1 | NVIDIA H200 | measured steps"))
+    assert "| measured steps: 4.47 s, 44 samples |" in row
     assert "| 1980 of 1980 MHz |" in row and "| 0.1155 (counter) |" in row and "sw_power_cap 9%" in row
     assert "- 1n1g run 1: throttled (sw_power_cap) 9% of the window" in report
     assert (sampled_run / "telemetry.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # clocks, power, steps over time

@@ -27,6 +27,7 @@ from kit.config.reference import Cluster, RefJob, build
 from kit.core.yamlio import load_yaml
 from kit.results.extract import Method
 from kit.run import records
+from kit.run.command import SAMPLE_INTERVAL_MS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -624,7 +625,7 @@ def test_local_runner_runs_a_reference_case_through_the_launcher(tmp_path, monke
     assert inner[inner.index("--") + 1:] == build(runs[0].case.ref_job(), code_root=str(models)).argv
     execute(runner, runs[0], tmp_path / "run")
     samples = records.telemetry_path(log).read_text().splitlines()  # the stand-in's samples of the run's time
-    assert samples[0].startswith("# telemetry 1 source smi interval_ms 100") and len(samples) >= 3
+    assert samples[0].startswith(f"# telemetry 1 source smi interval_ms {SAMPLE_INTERVAL_MS} ") and len(samples) >= 3
     assert samples[1].startswith("timestamp, index, uuid, clocks.current.sm [MHz]")
     text = log.read_text()
     meta = json.loads(records.sidecar_path(log).read_text())

@@ -17,6 +17,7 @@ from conftest import SHARED
 from nethosts import write_inventory
 
 from kit.config.suites import load_suite
+from kit.run.command import SAMPLE_INTERVAL_MS
 from kit.run.plan import pinned_commit
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,13 +111,13 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
     # each host's GPU sampled beside its rank, gathered with its folder, in results.json and the report
     for host in ("h1", "h2"):
         samples = run_dir / "hosts" / host / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1/resnet50_b256_fp32_1.gpu-telemetry"
-        assert samples.read_text().startswith("# telemetry 1 source smi interval_ms 100 ")
+        assert samples.read_text().startswith(f"# telemetry 1 source smi interval_ms {SAMPLE_INTERVAL_MS} ")
     (group,) = json.loads((run_dir / "results.json").read_text())["groups"]
     tele = group["cases"][0]["runs"][0]["telemetry"]
     assert tele["window"] == "whole run" and sorted(tele["hosts"]) == ["h1", "h2"]
     assert all(h["source"] == "smi" and h["samples"] >= 3 for h in tele["hosts"].values())
     report = (run_dir / "report.md").read_text()
-    assert "What the GPUs did (samples every 100 ms" in report
+    assert "What the GPUs did (a harness run over its measured steps" in report
     assert "| ngc-pytorch/resnet50/bz256/2n1g/fp32 | 10523.32 | 10523.3 samples/s |" in report
     assert "within" in report
     assert "Method per run: last summary line, scale 1.\n" in report  # DLE PyTorch 32 GPUs: its own rule

@@ -26,6 +26,7 @@ from test_slurm_programs import FOLDER, cluster, hosts_yaml, the_run
 
 from kit.cli import main
 from kit.core.yamlio import load_yaml
+from kit.run.command import SAMPLE_INTERVAL_MS
 
 CASE = "paddleclas/resnet50/bz256/2n1g/fp32"
 SAMPLES = "resnet50_b256_fp32_1.gpu-telemetry"
@@ -72,7 +73,7 @@ def test_slurm_gpu_run_samples_each_node_and_verifies(slurm_cluster, tmp_path, m
     assert main(cluster(tmp_path, suite, "--force")) == 0
     run_dir, meta, entry = the_run(tmp_path, per_card * 2)
     assert entry["slurm"]["step_state"] == "COMPLETED" and entry["slurm"]["srun_exit"] == 0, entry["slurm"]
-    assert meta["gpu_telemetry"] == {"sampler": "scripts/telemetry/gpu_sampler.py", "interval_ms": 100}
+    assert meta["gpu_telemetry"] == {"sampler": "scripts/telemetry/gpu_sampler.py", "interval_ms": SAMPLE_INTERVAL_MS}
     staged = tmp_path / "shared" / "kit-scripts" / "telemetry" / "gpu_sampler.py"
     repo = Path(__file__).resolve().parent.parent
     assert staged.read_bytes() == (repo / "scripts/telemetry/gpu_sampler.py").read_bytes()
@@ -81,7 +82,7 @@ def test_slurm_gpu_run_samples_each_node_and_verifies(slurm_cluster, tmp_path, m
         (me,) = said((here / "stdout.log").read_text(), "ppcls/static/train.py")
         assert (me["rank"], me["world"], me["rank_sum"]) == (rank, 2, 1)  # the gloo group's all_reduce: 0 + 1
         assert me["env"]["FLAGS_selected_gpus"] == "0"  # Paddle's launcher: the device Slurm's task was given
-        assert (here / SAMPLES).read_text().startswith("# telemetry 1 source smi interval_ms 100 "), node
+        assert (here / SAMPLES).read_text().startswith(f"# telemetry 1 source smi interval_ms {SAMPLE_INTERVAL_MS} "), node
         assert "telemetry/gpu_sampler.py --out " in entry["hosts"][node]["command"]  # the rank ran beside it
         assert (here / "exit_code").read_text().strip() == "0"
     # each node's sampler asked its (stand-in) nvidia-smi inside the step, which Slurm gave the node's one GPU
@@ -95,7 +96,9 @@ def test_slurm_gpu_run_samples_each_node_and_verifies(slurm_cluster, tmp_path, m
     assert {h["file"] for h in tele["hosts"].values()} == {f"hosts/{n}/{FOLDER}/{SAMPLES}" for n in ("h2", "h3")}
     assert entry["telemetry"] == tele  # run.json kept the same figures as the run ended
     report = (run_dir / "report.md").read_text()
-    assert "What the GPUs did (samples every 100 ms" in report and f"| {CASE} |" in report
+    assert f"| {CASE} |" in report
+    row = next(line for line in report.splitlines() if line.startswith("| 2n1g | 1 | GPU-"))
+    assert f"| whole run: {tele['seconds']:g} s, {sum(h['samples'] for h in tele['hosts'].values())} samples |" in row
     nothing_left(slurm_cluster)
     for node in ("h2", "h3"):  # each sampler and its nvidia-smi loop ended with the step
         left = slurm_cluster.net.run(node, ["ps", "-eo", "args="]).stdout
@@ -128,9 +131,10 @@ def audit_samples(run_dir: Path, tmp_path: Path) -> None:
     where = samples.relative_to(run).as_posix()
     held = [s for s in said_now if s[0] == "gpu_telemetry_holds" and s[1] == where]
     assert len(held) == 1, said_now
-    # else at most h3's figures in results.json, and the run's in run.json, recomputed from its samples (the moved
-    # sample can change the integrated energy)
+    # else at most h3's figures and the run's energy (both hosts' summed) in results.json, and the same in run.json,
+    # recomputed from its samples (the moved sample can change the integrated energy)
+    run_energy = ("runs[0].telemetry.energy_j:", "runs[0].telemetry.j_per_image:", "runs[0].telemetry.images_per_s_per_w:")
     assert all("telemetry.hosts.h3." in message or "run.json's telemetry." in message
-               for _, at, message in said_now if at != where), said_now
+               or any(key in message for key in run_energy) for _, at, message in said_now if at != where), said_now
     assert held[0][2].startswith(f"{CASE} run 1 (h3): sample {k + 1} of GPU 0 is not after the one before it ("), \
         said_now

@@ -168,7 +168,9 @@ def telemetry_markdown(cases, input_rate=lambda run: None) -> str:
             source = tele["energy_source"]
             energy = _cell(tele["j_per_image"], ".4f") + (f" ({source})" if source else "")
             hottest = max((h["temp_peak_c"] for h in hosts if h["temp_peak_c"]), default=None)
-            rows.append(f"| {case.name} | {run.log.run} | {gpus} | {tele['window']} | {clock} "
+            samples = sum(h["samples"] or 0 for h in hosts)
+            window = f"{tele['window']}: {tele['seconds']:g} s, {samples} samples"
+            rows.append(f"| {case.name} | {run.log.run} | {gpus} | {window} | {clock} "
                         f"| {f'{power:.0f} / {limit:.0f} W' if power else ''} | {energy} "
                         f"| {_cell(tele['images_per_s_per_w'], '.2f')} | {_cell(hottest, '.0f')} "
                         f"| {_cell(tele['util_gpu_mean'], '.0f')} | {throttled or 'none'} | {why} |")
@@ -176,7 +178,7 @@ def telemetry_markdown(cases, input_rate=lambda run: None) -> str:
                 tele, input_rate(run), run.figure.value, case.nodes)]
     if not rows:
         return ""
-    head = ["", "What the GPUs did (samples every 100 ms; a harness run over its measured steps, a published program "
+    head = ["", "What the GPUs did (a harness run over its measured steps, a published program "
             "over its whole run; SM clock: the median, of the GPUs' maximum; J/image from NVML's energy counter, "
             "else the power integrated):", "",
             "| case | run | GPUs | window | SM clock | power mean / limit | J/image | images/s per W | peak °C "

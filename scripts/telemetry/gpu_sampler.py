@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sample what each GPU does while a run trains, into one raw file: beside a command, or until a signal.
 
-    python3 gpu_sampler.py --out LOG_STEM.gpu-telemetry [--interval-ms 100] [--gpus 0,1] [--source auto|nvml|smi] \
+    python3 gpu_sampler.py --out LOG_STEM.gpu-telemetry [--interval-ms 200] [--gpus 0,1] [--source auto|nvml|smi] \
         -- ARGV...                      # the run: sampled from its start to its end; exits as ARGV did
     python3 gpu_sampler.py --out FILE [...] [--seconds S]     # alone: until SIGTERM/SIGINT (or S seconds)
 
@@ -57,7 +57,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     argv = argv[:argv.index("--")] if dashed else argv
     p = argparse.ArgumentParser(prog="gpu_sampler.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--interval-ms", type=int, default=100)
+    p.add_argument("--interval-ms", type=int, default=200)
     p.add_argument("--gpus", default="", help="comma-separated indices among the run's visible GPUs (default: all)")
     p.add_argument("--source", choices=("auto", "nvml", "smi"), default="auto")
     p.add_argument("--seconds", type=float, default=0, help="stop after this long (default: at SIGTERM/SIGINT)")
