@@ -58,7 +58,7 @@ def test_where_only_the_driver_is_there_it_keeps_nvidia_smis_own_csv(tmp_path):
     done = sampler(out, "--", "sleep", "2", environ=env(smi=True))
     assert done.returncode == 0, done.stderr
     lines = out.read_text().splitlines()
-    assert lines[0].startswith("# telemetry 1 source smi interval_ms 100 started ")
+    assert lines[0].startswith("# telemetry 1 source smi interval_ms 200 started ")  # the default
     recorded = [line for line in (RECORDED / "smi-100ms.csv").read_text().splitlines() if not line.startswith("#")]
     assert lines[1] == recorded[0]  # every field the sampler asks for, as this driver names them
     assert 3 <= len(lines) - 2 <= 25  # ~20 rows in 2 s; fewer where a loaded host starts nvidia-smi late
