@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="steps per block at least (default design; more where they last under --min-block-seconds)")
     p.add_argument("--processes", action="store_true", help="whole runs, each its own process, alone / beside")
     a = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks stop the sampler (its own session)
     if a.amplified_ms is None:
         a.amplified_ms = max(10, a.interval_ms // AMPLIFY)
     if a.processes:
