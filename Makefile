@@ -115,7 +115,7 @@ bench-scale: check-venv ## kit report/bundle/verify time + peak memory on a gene
 bench-overhead: check-venv ## harness / bare training loop throughput (target >= 0.99), interleaved runs, every model
 	$(VENV_PY) bench/harness_overhead.py $(or $(OVERHEAD_ARGS),--models $(OVERHEAD_MODELS))
 
-bench-telemetry: check-venv ## the GPU sampler's own cost to a run at the kit's rate, resolved at 10x its wake-ups (target <= 1%)
+bench-telemetry: check-venv ## the GPU sampler's own cost to a run at the kit's rate, resolved beside ten samplers and scaled back (target <= 1%)
 	$(VENV_PY) bench/sampler_overhead.py $(TELEMETRY_ARGS)
 
 bench-loader: check-venv ## loader-only images/s: cpu loader on 1, 2, all cores; gpu and dali on a CUDA host (LOADER_ARGS)
