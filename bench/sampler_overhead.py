@@ -160,10 +160,10 @@ class Samplers:
 
 def block_pairs(samplers: Samplers, harness: tuple, log, more):
     """(sampled, alone) figures per ABBA pair of harness blocks in this process, the samplers held still for the
-    alone ones, while MORE(ratios so far, pairs so far) says so."""
+    alone ones, while MORE(the pairs so far) says so."""
     args, dist, backend = harness
     got_all: list[dict] = []
-    while more([g["sampled"] / g["alone"] for g in got_all], got_all):
+    while more(got_all):
         got = {}
         for kind in (("sampled", "alone") if len(got_all) % 2 == 0 else ("alone", "sampled")):
             samplers.hold()
@@ -217,9 +217,10 @@ def interleaved(a, shape: list[str], env: dict, tmp: str):
     phases = [("kit", 1)] + ([("amplified", a.samplers)] if a.samplers > 1 else [])
     kit: list[dict] = []
 
-    def more(phase: str, ratios: list[float], got: list[dict]) -> bool:
+    def more(phase: str, got: list[dict]) -> bool:
         if phase == "kit":
-            return len(got) < a.pairs if a.samplers > 1 else wants_more(ratios, a.pairs, a.max_pairs)
+            return len(got) < a.pairs if a.samplers > 1 else wants_more(
+                [g["sampled"] / g["alone"] for g in got], a.pairs, a.max_pairs)
         if len(got) < a.pairs:
             return True
         _cost, low, high, _scale = scaled_cost(got, kit)
