@@ -5,7 +5,8 @@
                               [--pin KEY=COMMIT ...] [--check]
 
 Run it where PyPI and GitHub (or mirrors of them) are reachable. It makes, under ROOT (default: this checkout):
-  .whl/     every wheel bench/gpu_wheels.txt pins, for CPython 3.12 on manylinux x86_64 (or pure Python), by
+  .whl/     every wheel bench/gpu_wheels.txt pins (the kit's dependencies, nvImageCodec and nvJPEG for CUDA 13),
+            for CPython 3.12 on manylinux x86_64 (or pure Python), by
             `pip download --no-deps --only-binary=:all:`; only the wheels not there yet are downloaded
   .models/  NVIDIA DeepLearningExamples and dllogger at their pins (bench/prepare_models.py, torch/resnet50)
 then checks both: each pinned wheel there once, for that platform, a sound zip, and nothing else in .whl/; each
@@ -36,6 +37,7 @@ REPO = prepare_models.REPO
 WHEEL_LIST = REPO / "bench" / "gpu_wheels.txt"
 WHEELS, MODELS = ".whl", ".models"
 CARRY_LIMIT_MIB = 64  # what may travel with the checkout's tracked files to a lent GPU machine
+BIG_WHEEL = 2**20  # wheels of this size or more are listed one by one under .whl's size
 GPU_COMMAND = "bash bench/gpu_proof.sh"
 PROGRAMS = ["torch/resnet50"]  # NVIDIA DLE's PyTorch ResNet50 v1.5 (bench/dle_native_check.sh)
 NEEDED_FILES = ("DeepLearningExamples/PyTorch/Classification/ConvNets/main.py", "dllogger/dllogger/__init__.py")
@@ -247,8 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes = {name: size_of(folder) for name, folder in ((WHEELS, wheels), (MODELS, models)) if folder.is_dir()}
     for name, size in sizes.items():
         print(f"{name:<8} {mib(size):>10}")
+        if name == WHEELS:  # the wheels that weigh (nvImageCodec's, cryptography's), each
+            for path in sorted(wheels.glob("*.whl"), key=lambda p: -p.stat().st_size):
+                if path.stat().st_size >= BIG_WHEEL:
+                    print(f"  {mib(path.stat().st_size):>10}  {path.name}")
     total = sum(sizes.values())
-    print(f"{'total':<8} {mib(total):>10} of the {CARRY_LIMIT_MIB} MiB that may travel with the checkout")
+    print(f"{'total':<8} {mib(total):>10} of the {CARRY_LIMIT_MIB} MiB that may travel with the checkout "
+          f"({mib(max(CARRY_LIMIT_MIB * 2**20 - total, 0))} left)")
     if total > CARRY_LIMIT_MIB * 2**20:
         problems.append(f"{' and '.join(sizes)} hold {mib(total)}, over the {CARRY_LIMIT_MIB} MiB that may travel "
                         "with the checkout")

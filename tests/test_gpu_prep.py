@@ -22,6 +22,9 @@ import gpu_prep  # noqa: E402
 TOOL = [sys.executable, str(REPO / "bench" / "gpu_prep.py")]
 PINNED = gpu_prep.read_wheel_list(REPO / "bench" / "gpu_wheels.txt")
 BINARY = {"cffi", "cryptography"}  # built as cp312 / abi3 manylinux wheels, the rest as py3-none-any
+# nvImageCodec and nvJPEG as PyPI tags them: Python-version-free, but manylinux x86_64 only
+NVIDIA_TAGS = {"nvidia-nvimgcodec-cu13": "py3-none-manylinux_2_28_x86_64",
+               "nvidia-nvjpeg": "py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64"}
 CONVNETS_MAIN = "DeepLearningExamples/PyTorch/Classification/ConvNets/main.py"
 
 
@@ -35,14 +38,18 @@ def run(*args: str | Path, tool: list[str] = TOOL) -> subprocess.CompletedProces
     return subprocess.run([*tool, *map(str, args)], capture_output=True, text=True, env=offline_env(), timeout=300)
 
 
-def make_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any") -> Path:
-    """A valid wheel: a zip holding <dist>.dist-info/{METADATA,WHEEL,RECORD} and one module."""
+def make_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any", payload: bytes = b"") -> Path:
+    """A valid wheel: a zip holding <dist>.dist-info/{METADATA,WHEEL,RECORD} and one module (PAYLOAD: bytes in
+    a data file beside it)."""
     dist = f"{name.replace('-', '_')}-{version}"
     files = {f"{dist.split('-')[0]}_stub.py": "VALUE = 1\n",
              f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
              f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n"}
-    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
-              f"{len(text.encode())}" for path, text in files.items()]
+    if payload:
+        files[f"{dist.split('-')[0]}_data.bin"] = payload
+    blobs = {path: text if isinstance(text, bytes) else text.encode() for path, text in files.items()}
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(blob).digest()).rstrip(b'=').decode()},"
+              f"{len(blob)}" for path, blob in blobs.items()]
     files[f"{dist}.dist-info/RECORD"] = "\n".join([*record, f"{dist}.dist-info/RECORD,,"]) + "\n"
     path = folder / f"{dist}-{tag}.whl"
     with zipfile.ZipFile(path, "w") as archive:  # stored: a flipped byte is a CRC error, whatever zlib
@@ -75,7 +82,8 @@ def mirrors(tmp_path_factory) -> dict:
     wheels = top / "wheels"
     wheels.mkdir()
     for name, version in PINNED.items():
-        tag = {"cffi": "cp312-cp312-manylinux_2_17_x86_64", "cryptography": "cp311-abi3-manylinux_2_28_x86_64"}
+        tag = {"cffi": "cp312-cp312-manylinux_2_17_x86_64", "cryptography": "cp311-abi3-manylinux_2_28_x86_64",
+               **NVIDIA_TAGS}
         make_wheel(wheels, name, str(version), tag.get(name, "py3-none-any"))
     make_wheel(wheels, "cffi", str(PINNED["cffi"]), "cp312-cp312-macosx_11_0_arm64")
     dle = git_mirror(top / "dle", {"PyTorch/Classification/ConvNets/main.py": "print('DLE')\n",
@@ -270,7 +278,42 @@ def test_the_shipped_wheel_list_pins_requirements_lock_versions_and_nvidia_ml_py
             (REPO / "requirements.lock").read_text().splitlines()) if v and not n.startswith("#")}
     assert "nvidia-ml-py" in PINNED
     assert {n: v for n, v in PINNED.items() if n in lock} == {n: lock[n] for n in PINNED if n in lock}
-    assert set(PINNED) - set(lock) == {"nvidia-ml-py"}
+    assert set(PINNED) - set(lock) == {"nvidia-ml-py", "nvidia-nvimgcodec-cu13", "nvidia-nvjpeg"}
+
+
+def test_nvimgcodec_for_cuda_13_travels_pinned_with_the_nvjpeg_it_loads():
+    """The gpu loader's second decoder: nvImageCodec's CUDA 13 build and the real nvJPEG wheel its [nvjpeg] extra
+    names (nvidia-nvjpeg; nvidia-nvjpeg-cu13 on PyPI is an empty 0.0.0a0 placeholder), both CUDA 13.x."""
+    assert PINNED["nvidia-nvimgcodec-cu13"].release[:2] == (0, 9)
+    assert PINNED["nvidia-nvjpeg"].major == 13
+    assert "nvidia-nvjpeg-cu13" not in PINNED
+
+
+def test_the_nvidia_wheels_pass_the_platform_check_and_a_macos_one_does_not(root, mirrors):
+    names = {p.name for p in (root / ".whl").iterdir()}
+    assert f"nvidia_nvimgcodec_cu13-{PINNED['nvidia-nvimgcodec-cu13']}-py3-none-manylinux_2_28_x86_64.whl" in names
+    drop(root, "nvidia_nvimgcodec_cu13")
+    path = make_wheel(root / ".whl", "nvidia-nvimgcodec-cu13", str(PINNED["nvidia-nvimgcodec-cu13"]),
+                      "py3-none-macosx_11_0_arm64")
+    done = run("--root", root, "--check", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
+    assert done.returncode == 1
+    assert f"gpu_prep: {path}: for py3-none-macosx_11_0_arm64, not CPython 3.12 on manylinux x86_64" in done.stderr
+
+
+def test_each_wheel_of_a_mib_or_more_is_listed_with_its_size_under_the_folders(root, mirrors):
+    (old,) = (root / ".whl").glob("nvidia_nvjpeg-*.whl")
+    old.unlink()
+    big = make_wheel(root / ".whl", "nvidia-nvjpeg", str(PINNED["nvidia-nvjpeg"]), NVIDIA_TAGS["nvidia-nvjpeg"],
+                     payload=os.urandom(3 * 2**19))  # 1.5 MiB that do not compress
+    done = run("--root", root, "--check", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(".whl"))
+    assert lines[at + 1].split() == [f"{big.stat().st_size / 2**20:.1f}", "MiB", big.name]
+    assert lines[at + 2].startswith(".models")  # the small wheels are not listed
+    (total,) = [line for line in lines if line.startswith("total")]
+    left = 64 - float(total.split()[1])
+    assert total.endswith(f"of the 64 MiB that may travel with the checkout ({left:.1f} MiB left)")
 
 
 def test_check_alone_fetches_nothing_and_names_the_missing_folders(tmp_path):
