@@ -119,9 +119,10 @@ print(json.dumps({"before": before, "peak": resource.getrusage(resource.RUSAGE_S
 def test_decoded_pixels_in_flight_are_bounded_on_a_9000px_jpeg(tmp_path: Path, kind: str) -> None:
     """Peak RSS growth over 4 batches of 2 from a list of four lines of one 9000 x 9000 JPEG (81 Mpx, 243 MB as RGB),
     workers 2, prefetch 4. The bound is in the loaders' constants, not the file's size: loader_cpu holds one image
-    per worker (decoded + its RGB copy), the twin one per queued item (prefetch + 1 batches) plus a worker's copy
-    each and one resize run (uint8 + float32 per pixel); each image at most MAX_DECODED_PIXELS x 3 bytes.
-    Measured here: cpu 1245 MB before, ~320 MB after; twin 3750 MB before, ~1320 MB after."""
+    per worker (decoded + its RGB copy); the twin reads files (not pixels) ahead, and decodes one batch at a time in
+    its decode thread: the batch's images, their flat copy, one more being decoded, and one resize step of
+    CPU_PIXEL_BUDGET padded pixels (uint8 + float32); each image at most MAX_DECODED_PIXELS x 3 bytes. Measured
+    here: cpu ~320 MB, twin ~475 MB (the twin before reader processes: ~1320 MB)."""
     root = tmp_path / "big"
     (root / "train").mkdir(parents=True)
     jpeg(root / "train" / "big.JPEG", 9000, 9000)
@@ -132,8 +133,9 @@ def test_decoded_pixels_in_flight_are_bounded_on_a_9000px_jpeg(tmp_path: Path, k
     got = json.loads(out.stdout)
     assert got["shape"] == [2, 3, 32, 32]
     image = data.MAX_DECODED_PIXELS * 3  # bytes of the largest image a loader decodes
-    workers, batch, prefetch = 2, 2, 4
-    bound = workers * 3 * image if kind == "cpu" else ((prefetch + 1) * batch + workers * 2) * image + batch * image * 5
+    workers, batch = 2, 2
+    budget = loader_gpu.CPU_PIXEL_BUDGET * 3 * 5
+    bound = workers * 3 * image if kind == "cpu" else (2 * batch + 1) * image + budget
     growth = got["peak"] - got["before"]
     assert growth <= bound, f"{kind}: peak RSS grew {growth / 2**20:.0f} MiB, bound {bound / 2**20:.0f} MiB"
 
@@ -143,7 +145,6 @@ def test_a_large_jpeg_decodes_reduced_alike_in_every_loader_and_a_large_png_is_r
     """With the limit at 10,000 pixels: a 300 x 240 JPEG (72,000) decodes at 1/4 scale (75 x 60; 1/2 would be
     22,500), the same crops in loader_cpu and the twin; a PNG cannot be reduced and is refused naming list:line."""
     monkeypatch.setattr(data, "MAX_DECODED_PIXELS", 10_000)
-    monkeypatch.setattr(loader_gpu, "MAX_DECODED_PIXELS", 10_000)
     from PIL import Image
 
     root = tmp_path / "tree"

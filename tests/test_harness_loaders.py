@@ -131,22 +131,31 @@ def test_runs_split_by_the_pixel_budget_give_the_same_batch(entries) -> None:
         split.pixel_budget = 1  # every image a run of its own
         for _ in range(2):
             np.testing.assert_allclose(numpy(next(split))[0], numpy(next(whole))[0], atol=1e-5)
-    assert loader_gpu.runs([(10, 10), (20, 5), (10, 10)], 400) == [[0, 1], [2]]  # 2 x 20 x 10 fit, 3 x do not
-    assert loader_gpu.runs([(10, 10)] * 3, 300) == [[0, 1, 2]]
-    assert loader_gpu.runs([(30, 30), (1, 1)], 100) == [[0], [1]]  # larger than the budget: alone
+    def runs(windows: list[tuple[int, int]], budget: int) -> list[tuple[int, int]]:
+        heights, widths = np.array(windows).T
+        return loader_gpu.runs(heights, widths, budget)
+
+    assert runs([(10, 10), (20, 5), (10, 10)], 400) == [(0, 1), (1, 3)]  # 3 x 20 x 10 do not fit: halved
+    assert runs([(10, 10)] * 3, 300) == [(0, 3)]
+    assert runs([(30, 30), (1, 1)], 100) == [(0, 1), (1, 2)]  # larger than the budget: alone
+    assert runs([(4, 4)] * 8, 40) == [(0, 2), (2, 4), (4, 6), (6, 8)]
 
 
 def test_resample_weights_are_pillows_triangle_filter() -> None:
     ops = loader_gpu.TorchOps(None)
-    same = loader_gpu.axis_plan(3, 11, 20, 8)  # 8 pixels onto 8: the identity, shifted by the window's offset
-    weights = loader_gpu.resample_weights(ops, [same], same.length).numpy()[0]
-    np.testing.assert_allclose(weights, np.eye(same.length, 8, k=-(3 - same.offset)), atol=1e-6)
-    down = loader_gpu.axis_plan(0, 30, 30, 10)  # 3:1, antialiased: a triangle 3 pixels wide on each side
-    weights = loader_gpu.resample_weights(ops, [down], down.length).numpy()[0]
-    np.testing.assert_allclose(weights.sum(axis=0), 1, atol=1e-6)
-    np.testing.assert_allclose(weights[:8, 1], [0, 0, 1 / 9, 2 / 9, 3 / 9, 2 / 9, 1 / 9, 0], atol=1e-6)
-    flipped = loader_gpu.axis_plan(0, 30, 30, 10, flip=True)
-    np.testing.assert_allclose(loader_gpu.resample_weights(ops, [flipped], 30).numpy()[0], weights[:, ::-1])
+
+    def weights(plan: loader_gpu.Plan, pixels: int) -> np.ndarray:
+        return loader_gpu.resample_weights(ops, plan.centers, plan.support, plan.length, pixels).numpy()[0]
+
+    same = loader_gpu.axis_plans([3], [11], [20], 8)  # 8 pixels onto 8: the identity, shifted by the window's offset
+    np.testing.assert_allclose(weights(same, int(same.length[0])),
+                               np.eye(int(same.length[0]), 8, k=-(3 - int(same.offset[0]))), atol=1e-6)
+    down = loader_gpu.axis_plans([0], [30], [30], 10)  # 3:1, antialiased: a triangle 3 pixels wide on each side
+    got = weights(down, 30)
+    np.testing.assert_allclose(got.sum(axis=0), 1, atol=1e-6)
+    np.testing.assert_allclose(got[:8, 1], [0, 0, 1 / 9, 2 / 9, 3 / 9, 2 / 9, 1 / 9, 0], atol=1e-6)
+    flipped = loader_gpu.axis_plans([0, 0], [30, 30], [30, 30], 10, np.array([False, True]))
+    np.testing.assert_allclose(weights(flipped._replace(centers=flipped.centers[1:]), 30), got[:, ::-1])
 
 
 # -- errors, shards -------------------------------------------------------------------------------------------------
@@ -476,35 +485,30 @@ def test_loader_only_is_not_compiled(tree: Path) -> None:
 
 
 
-def test_a_batch_nvjpeg_refuses_is_decoded_image_by_image_and_said_once(entries, capsys) -> None:
-    """The device path of the loader on the CPU: files go to ops.decode, here Pillow behind a batched call that
-    refuses any batch of more than one (as nvJPEG refuses a batch holding one file it cannot decode). The batches
-    are the twin's, and stderr says once that it fell back, then how many batches did."""
-    import io
+def test_a_batch_the_decoder_refuses_stops_the_run_naming_its_list_lines(entries, watched) -> None:
+    """The device path on the CPU: torchvision's decoder class with a STAND-IN for nvJPEG's batched call (the GPU
+    boundary: Pillow behind it) that refuses the second batch. One call a batch, with the batch's JPEGs (the CMYK one
+    is decoded by Pillow, planned); the refusal is counted and raised at its batch, naming its list lines; no image
+    is decoded on its own."""
+    calls: list[int] = []
 
-    import torch
-    from PIL import Image
-
-    calls = []
-
-    def decode(files: list[bytearray]) -> list:
+    def nvjpeg(files: list, mode, device) -> list:
         calls.append(len(files))
-        if len(files) > 1:
+        if len(calls) == 2:
             raise RuntimeError("Error while decoding JPEG images: nvjpegDecodeBatchedPhaseOne failed")
-        with Image.open(io.BytesIO(bytes(files[0]))) as img:
-            return [torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)]
+        return loader_gpu.PillowDecoder(ld.ops).decode(files)
 
-    with twin(entries, seed=3, decode_ahead=0) as want, twin(entries, seed=3, decode_ahead=0) as got:
-        got.decode_device, got.ops.decode = "gpu", decode  # _load keeps the files for the "device"
-        for _ in range(3):
-            (a, ya), (b, yb) = numpy(next(want)), numpy(next(got))
-            np.testing.assert_allclose(a, b, atol=1e-4)
-            np.testing.assert_array_equal(ya, yb)
-        assert got.refused_batches == 3 and want.refused_batches == 0
-        # each batch tried whole (its JPEGs; Pillow takes the CMYK one), then image by image
-        starts = [i for i, n in enumerate(calls) if n > 1]
-        assert len(starts) == 3 and all(calls[i + 1:i + 1 + calls[i]] == [1] * calls[i] for i in starts)
-        assert len(calls) == sum(calls[i] + 1 for i in starts)
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("loader gpu: nvJPEG refused a batch of 8 (RuntimeError: Error while decoding JPEG")
-    assert err[1:] == ["loader gpu: 3 batch(es) decoded image by image (nvJPEG refused the batch)"]
+    with twin(entries, seed=3, decode_ahead=1) as ld:
+        stand_in = object.__new__(loader_gpu.TorchvisionDecoder)
+        stand_in._decode, stand_in._rgb, stand_in._device = nvjpeg, None, ld.ops.device
+        ld.ops.decoder = stand_in
+        next(ld)
+        with pytest.raises(data.DataError) as err:
+            next(ld)
+    jpegs = [[int(i) for i in batch_entries(ld, n) if not ld.sizes.host[i]] for n in (0, 1)]
+    assert calls == [len(jpegs[0]), len(jpegs[1])] and ld.decode_calls == 2 and ld.refused_batches == 1
+    lines = ", ".join(str(i + 1) for i in jpegs[1])
+    assert str(err.value) == (
+        f"loader gpu: torchvision.io.decode_jpeg refused a batch of {len(jpegs[1])} JPEGs (list {entries.source} "
+        f"lines {lines}): RuntimeError: Error while decoding JPEG images: nvjpegDecodeBatchedPhaseOne failed; the run "
+        "stops rather than decode image by image (data_prep/verify_list.py finds an unreadable file)")

@@ -41,6 +41,8 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 CROP_SCALE = (0.08, 1.0)
 CROP_RATIO = (3.0 / 4.0, 4.0 / 3.0)
+CROP_TRIES = 10
+CROP_DRAWS = CROP_TRIES * 4  # uniforms a crop box takes: area, aspect, left, top per try
 SHOW_MISSING = 3
 # decoded pixels an image may take (33.5 Mpx, ~100 MiB as RGB): a larger JPEG decodes at 1/2, 1/4 or 1/8 scale
 # (Pillow's draft), anything still larger is refused; ImageNet's photos average ~0.2 Mpx (~400 x 350), far below
@@ -53,6 +55,8 @@ __all__ = [
     "ImageList",
     "LoaderUnavailable",
     "augmentation",
+    "augmentations",
+    "crop_boxes",
     "load_list",
     "fit_decode",
     "pillow",
@@ -215,27 +219,72 @@ def fit_decode(img):
 
 
 def random_resized_crop_box(width: int, height: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
-    """(left, top, right, bottom) of a RandomResizedCrop box, torchvision's algorithm."""
-    area = width * height
-    log_ratio = (math.log(CROP_RATIO[0]), math.log(CROP_RATIO[1]))
-    for _ in range(10):
-        target_area = area * rng.uniform(CROP_SCALE[0], CROP_SCALE[1])
-        aspect = math.exp(rng.uniform(log_ratio[0], log_ratio[1]))
-        w = round(math.sqrt(target_area * aspect))
-        h = round(math.sqrt(target_area / aspect))
-        if 0 < w <= width and 0 < h <= height:
-            left = int(rng.integers(0, width - w + 1))
-            top = int(rng.integers(0, height - h + 1))
-            return left, top, left + w, top + h
-    in_ratio = width / height
-    if in_ratio < CROP_RATIO[0]:
-        w, h = width, round(width / CROP_RATIO[0])
-    elif in_ratio > CROP_RATIO[1]:
-        w, h = round(height * CROP_RATIO[1]), height
-    else:
-        w, h = width, height
-    left, top = (width - w) // 2, (height - h) // 2
-    return left, top, left + w, top + h
+    """(left, top, right, bottom) of a RandomResizedCrop box, torchvision's algorithm, on RNG's uniforms."""
+    boxes = crop_boxes(np.array([width]), np.array([height]), rng.random((1, CROP_DRAWS)))
+    return tuple(int(v) for v in boxes[0])
+
+
+def crop_boxes(widths: np.ndarray, heights: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """[N, 4] int64 RandomResizedCrop boxes (left, top, right, bottom) of N images, torchvision's algorithm: of 10
+    tries (area 0.08-1, log-uniform aspect 3/4-4/3) the first that fits, else a centre crop at the nearest ratio.
+    UNIFORMS: [N, CROP_DRAWS] in [0, 1): each try's area, aspect, left and top."""
+    widths, heights = np.asarray(widths, np.int64)[:, None], np.asarray(heights, np.int64)[:, None]
+    u = uniforms[:, :CROP_TRIES * 4].reshape(len(uniforms), CROP_TRIES, 4)
+    area = (widths * heights).astype(np.float64)
+    target = area * (CROP_SCALE[0] + (CROP_SCALE[1] - CROP_SCALE[0]) * u[..., 0])
+    low, high = math.log(CROP_RATIO[0]), math.log(CROP_RATIO[1])
+    aspect = np.exp(low + (high - low) * u[..., 1])
+    w = np.rint(np.sqrt(target * aspect)).astype(np.int64)
+    h = np.rint(np.sqrt(target / aspect)).astype(np.int64)
+    fits = (w > 0) & (w <= widths) & (h > 0) & (h <= heights)
+    first = fits.argmax(1)
+    rows = np.arange(len(u))
+    w, h, fit = w[rows, first], h[rows, first], fits[rows, first]
+    left = np.floor(u[rows, first, 2] * (widths[:, 0] - w + 1)).astype(np.int64)
+    top = np.floor(u[rows, first, 3] * (heights[:, 0] - h + 1)).astype(np.int64)
+    # no try fits: a centre crop of the whole image at the nearest allowed ratio
+    cw, ch = widths[:, 0].copy(), heights[:, 0].copy()
+    ratio = cw / ch
+    narrow, wide = ratio < CROP_RATIO[0], ratio > CROP_RATIO[1]
+    ch[narrow] = np.rint(cw[narrow] / CROP_RATIO[0]).astype(np.int64)
+    cw[wide] = np.rint(ch[wide] * CROP_RATIO[1]).astype(np.int64)
+    w, h = np.where(fit, w, cw), np.where(fit, h, ch)
+    left = np.where(fit, left, (widths[:, 0] - cw) // 2)
+    top = np.where(fit, top, (heights[:, 0] - ch) // 2)
+    return np.stack([left, top, left + w, top + h], axis=1)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def augmentation_uniforms(seed: int, epoch: int, indices: np.ndarray) -> np.ndarray:
+    """[N, CROP_DRAWS + 1] uniforms in [0, 1) for entries INDICES in EPOCH: a counter-based hash of (seed, epoch,
+    entry index, draw), so every loader draws an image's augmentation alike, whatever batch or order it is in, in
+    one vectorised call per batch."""
+    key = int(_mix64(np.array([(seed * 0x9E3779B97F4A7C15 + epoch) & (2**64 - 1)], np.uint64))[0])
+    draws = CROP_DRAWS + 1
+    counter = np.asarray(indices, np.uint64)[:, None] * np.uint64(draws) + np.arange(draws, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        bits = _mix64(np.uint64(key) + counter * np.uint64(0x9E3779B97F4A7C15))
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def augmentations(seed: int, epoch: int, indices, widths, heights) -> tuple[np.ndarray, np.ndarray]:
+    """The crop boxes ([N, 4]: left, top, right, bottom) and horizontal flips ([N] bool) of entries INDICES in
+    EPOCH, for images of WIDTHS x HEIGHTS: a function of (seed, epoch, index, size) alone, so every loader agrees."""
+    u = augmentation_uniforms(seed, epoch, np.atleast_1d(indices))
+    return crop_boxes(np.atleast_1d(widths), np.atleast_1d(heights), u[:, :CROP_DRAWS]), u[:, CROP_DRAWS] < 0.5
+
+
+def augmentation(seed: int, epoch: int, index: int, width: int, height: int) -> tuple[tuple[int, int, int, int], bool]:
+    """The crop box (left, top, right, bottom) and the horizontal flip of entry INDEX in EPOCH (augmentations of
+    one image)."""
+    boxes, flips = augmentations(seed, epoch, index, width, height)
+    return tuple(int(v) for v in boxes[0]), bool(flips[0])
 
 
 def shard_size(entries: list, batch_size: int, world_size: int) -> int:
@@ -247,14 +296,6 @@ def shard_size(entries: list, batch_size: int, world_size: int) -> int:
         raise DataError(f"{where}{len(entries)} images over {world_size} rank(s) give {size} per rank, "
                         f"fewer than the batch size {batch_size}")
     return size
-
-
-def augmentation(seed: int, epoch: int, index: int, width: int, height: int) -> tuple[tuple[int, int, int, int], bool]:
-    """The crop box (left, top, right, bottom) and the horizontal flip of entry INDEX in EPOCH, for an image of
-    WIDTH x HEIGHT: drawn from a generator seeded by (seed, epoch, index) alone, so every loader agrees."""
-    rng = np.random.default_rng((seed, epoch, index))
-    box = random_resized_crop_box(width, height, rng)
-    return box, bool(rng.random() < 0.5)
 
 
 class BatchLoader:

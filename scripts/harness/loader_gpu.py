@@ -1,124 +1,129 @@
-"""The GPU input pipeline: files read in CPU threads, JPEGs decoded with nvJPEG, and the crop, resize, flip and
-normalisation done as tensor ops on the device; with `gpu=None`, its CPU twin: the same code on the CPU.
+"""The GPU input pipeline: files read by worker processes into one shared buffer a batch, JPEGs decoded by one
+batched call on the device, and the crop, resize, flip and normalisation done as tensor ops there; with
+`gpu=None`, its CPU twin: the same code on the CPU, Pillow standing in for the device's decoder.
 
     with DeviceImageLoader(entries, 64, 224, framework="torch", gpu=0, rank=r, world_size=n) as loader:
         images, labels = next(loader)   # device tensors: float32 [B,3,S,S] ([B,S,S,3] with channels_last), int64 [B]
 
-Worker threads read each image's header (Pillow, no decode) and the file and draw its crop box and flip with
-data.augmentation, exactly as loader_cpu does. One decode thread then decodes each batch on the device: PyTorch
-in one call (`torchvision.io.decode_jpeg(list, device="cuda")`), Paddle image by image
-(`paddle.vision.ops.decode_jpeg` on the GPU). What nvJPEG cannot decode is decoded by Pillow, the CPU loader's
-decoder: CMYK and non-JPEG files and JPEGs over data.MAX_DECODED_PIXELS (found in the header, decoded in the worker
-threads, a large JPEG at reduced scale as loader_cpu decodes it), and any file nvJPEG
-refuses (a failed batch is decoded again image by image to find it); Pillow's own failure is the DataError,
-in the CPU loader's words. The CPU twin decodes every image with Pillow in the worker threads.
+Per batch, not per image, in the trainer: the size table (image_sizes.py, read once from the headers and cached
+beside the list) gives every image's decoded size, file bytes and decoder, so a batch's file offsets, crop boxes and
+flips (data.augmentations) are numpy over the batch; one message sends the batch to a reader process
+(file_readers.py), which reads its files into a shared buffer (pinned on a GPU) and answers once. The decode thread
+then makes exactly one decode call for the batch's JPEGs (`decode_calls` counts them): PyTorch
+`torchvision.io.decode_jpeg(list, device="cuda")` (nvJPEG) or, with decoder="nvimgcodec", nvImageCodec's batched
+Decoder; Paddle has no batched decode, so its one call decodes image by image (`paddle.vision.ops.decode_jpeg`).
+Pillow decodes on the host what the table marks so (CMYK, not a JPEG, over data.MAX_DECODED_PIXELS: decoded
+reduced, as loader_cpu does), planned ahead, never as a fallback. A batch the decoder refuses is counted
+(`refused_batches`) and raises DataError naming the batch's list lines: the run stops rather than decode image by
+image at a fraction of the speed. The twin's decoder (Pillow) knows which image failed and names it alone.
 
-Overlap: the decode thread decodes, crops, resizes and normalises batch i+1 (up to `decode_ahead` batches, 2
-by default) while the consumer trains on batch i, and hands the batches over in order; an error takes its
-batch's place, so next() raises it at that batch. PyTorch on a GPU: the thread queues its work on a side CUDA
-stream and waits for each batch's event before decoding the next (torchvision's decoder writes on a stream of
-its own that does not wait for ours, so memory the previous batch freed must be idle); next() makes the
-consumer's current stream wait for that event and record_stream()s the batch, so the caching allocator keeps
-its memory until the consumer's stream is done with it. Paddle: a plain thread on the same GPU, whose work
-joins the training's stream (Paddle's current stream is per device, not per thread): the host's work (reading,
-nvJPEG's Huffman decode on the CPU, launching) overlaps the step, the GPU's runs in stream order. The CPU twin
-runs the same thread. `decode_ahead=0` decodes in the consumer instead (the tests' reference order). close()
-stops the thread after the batch it is on.
+Crop and resize: the decoded images are flattened into one buffer (one call), each crop window's rows are gathered
+from it as rows of an unfolded view (one gather per run of images), then Pillow's bilinear filter runs as two
+matrix products per run (width, then height): output pixel i of an axis averages the input pixels within `support`
+of its centre `start + (i + 0.5) * scale` with triangle weights (support = max(scale, 1), so downscaling is
+antialiased), each row normalised to 1 -- the weights Pillow's resize(box=...) computes, in float32 rather than
+Pillow's 8-bit fixed point, so the twin and loader_cpu differ by at most one grey level
+(tests/test_harness_loaders.py). The flip reverses the column weights. A run is as many consecutive images as fit
+`pixel_budget` padded window pixels (halved until they do), and its first product goes in chunks of rows within
+the budget, so memory is bounded by the budget, not by the images; the trainer's Python work per batch grows with
+the runs and with host-decoded images, not with the batch. With TF32 on (--precision tf32/amp/bf16) the products
+run in TF32 on a GPU: a relative error of ~5e-4, under 0.13 grey levels.
 
-Resize: Pillow's bilinear filter written as two matrix products per batch (height, then width): output pixel i
-of an axis averages the input pixels within `support` of its centre `start + (i + 0.5) * scale` with triangle
-weights (support = max(scale, 1), so downscaling is antialiased), each row normalised to 1 -- the weights
-Pillow's resize(box=...) computes, in float32 rather than Pillow's 8-bit fixed point with a rounding after
-each pass, so the twin and loader_cpu differ by at most one grey level (tests/test_harness_loaders.py). The
-flip reverses the column weights. The same formulas run in both frameworks, whose own resize ops differ
-(Paddle's bilinear has no antialias). Each batch's images are padded to its largest crop window; runs of at
-most PIXEL_BUDGET padded pixels bound the memory that a very large image costs. With TF32 on (--precision
-tf32/amp/bf16) the products run in TF32 on a GPU: a relative error of ~5e-4, under 0.13 grey levels.
+Overlap: the decode thread decodes, crops, resizes and normalises batch i+1 (up to `decode_ahead` batches, 2 by
+default) while the consumer trains on batch i, and hands the batches over in order; an error takes its batch's
+place, so next() raises it at that batch. PyTorch on a GPU: the thread queues its work on a side CUDA stream and
+waits for each batch's event before decoding the next (torchvision's decoder writes on a stream of its own that
+does not wait for ours, so memory the previous batch freed must be idle) and before its buffer is reused; next()
+makes the consumer's current stream wait for that event and record_stream()s the batch. Paddle: a plain thread on
+the same GPU, whose work joins the training's stream. `decode_ahead=0` decodes in the consumer instead (the tests'
+reference order). close() stops the thread after the batch it is on, then the reader processes.
 
-Standard library + numpy + Pillow + the framework (+ torchvision for PyTorch on a GPU); never imports the kit.
+Standard library + numpy + Pillow + the framework (+ torchvision or nvImageCodec for PyTorch on a GPU); never
+imports the kit.
 """
 
 from __future__ import annotations
 
-import math
+import io
 import queue
-import sys
 import threading
-from dataclasses import dataclass
-from pathlib import Path
+from collections import deque
 from typing import NamedTuple
 
 import numpy as np
 from data import (
     IMAGENET_MEAN,
     IMAGENET_STD,
-    MAX_DECODED_PIXELS,
     BatchLoader,
+    DataError,
     LoaderUnavailable,
-    augmentation,
+    augmentations,
     fit_decode,
     pillow,
 )
+from file_readers import FileReaders
+from image_sizes import image_sizes
 
-PIXEL_BUDGET = 1 << 26  # padded window pixels per resize run: x 3 channels x (uint8 + float32) = 1 GiB
-NVJPEG_MODES = ("RGB", "L")  # JPEGs nvJPEG decodes to RGB (YCbCr and greyscale); CMYK goes to Pillow
+GPU_PIXEL_BUDGET = 1 << 26  # padded window pixels per resize step on a GPU: x 3 channels x (1 + 4 bytes) = 1 GiB
+CPU_PIXEL_BUDGET = 1 << 22  # on the CPU twin: 60 MiB, so its memory stays near loader_cpu's
 DECODE_AHEAD = 2  # batches the decode thread may hold ready for the consumer
+DECODERS = ("torchvision", "nvimgcodec")  # PyTorch's device decoders
+SHOW_LINES = 12  # list lines a refused batch's error names before "..."
 
 
-@dataclass(slots=True)
-class Item:
-    """One image of a batch as a worker thread leaves it: the file for the device, or its pixels."""
+class Refused(Exception):
+    """The decoder refused a batch; POSITIONS: the images it names (None: it does not say which)."""
 
-    index: int
-    file: bytearray | None  # the JPEG, for the device decoder
-    pixels: np.ndarray | None  # [H, W, 3] uint8, decoded on the host
-    width: int
-    height: int
-    box: tuple[int, int, int, int]
-    flip: bool
+    def __init__(self, why: str, positions: list[int] | None = None) -> None:
+        super().__init__(why)
+        self.positions = positions
 
 
-class Axis(NamedTuple):
-    """The resampling of one axis of one image onto `size` output pixels."""
+class Plan(NamedTuple):
+    """The resampling of one axis of N images onto `size` output pixels."""
 
-    offset: int  # first input pixel of the window the filter reads
-    length: int  # window pixels
-    centers: np.ndarray  # [size] output pixel centres, in window coordinates (reversed for a flip)
-    support: float  # the filter's half-width in input pixels (>= 1)
-
-
-def axis_plan(start: int, stop: int, extent: int, size: int, flip: bool = False) -> Axis:
-    """Input pixels [start, stop) of an axis of EXTENT pixels resampled onto SIZE, as Pillow's resize(box=...)."""
-    scale = (stop - start) / size
-    support = max(scale, 1.0)
-    margin = math.ceil(support) + 1
-    offset, end = max(0, start - margin), min(extent, stop + margin)
-    centers = (start - offset + (np.arange(size) + 0.5) * scale).astype(np.float32)
-    return Axis(offset, end - offset, centers[::-1].copy() if flip else centers, support)
+    offset: np.ndarray  # [N] first input pixel of the window the filter reads
+    length: np.ndarray  # [N] window pixels
+    centers: np.ndarray  # [N, size] output pixel centres in window coordinates (reversed for a flip), float32
+    support: np.ndarray  # [N] the filter's half-width in input pixels (>= 1)
 
 
-def resample_weights(ops, axes: list[Axis], pixels: int):
+def axis_plans(starts, stops, extents, size: int, flips=None) -> Plan:
+    """Input pixels [start, stop) of axes of EXTENT pixels resampled onto SIZE, as Pillow's resize(box=...)."""
+    starts, stops, extents = (np.asarray(a, np.int64) for a in (starts, stops, extents))
+    scale = (stops - starts) / size
+    support = np.maximum(scale, 1.0)
+    margin = np.ceil(support).astype(np.int64) + 1
+    offset = np.maximum(0, starts - margin)
+    end = np.minimum(extents, stops + margin)
+    centers = ((starts - offset)[:, None] + (np.arange(size) + 0.5)[None, :] * scale[:, None]).astype(np.float32)
+    if flips is not None:
+        centers[flips] = centers[flips, ::-1]
+    return Plan(offset, end - offset, np.ascontiguousarray(centers), support)
+
+
+def resample_weights(ops, centers: np.ndarray, support: np.ndarray, length: np.ndarray, pixels: int):
     """[G, PIXELS, S] triangle-filter weights of G axes: column i weighs window pixel p by
     max(0, 1 - |p + 0.5 - centre_i| / support); pixels past the window (padding) weigh 0; columns sum to 1."""
     p = ops.arange(pixels)[None, :, None] + 0.5
-    centers = ops.tensor(np.stack([a.centers for a in axes]))[:, None, :]
-    support = ops.tensor(np.array([a.support for a in axes], dtype=np.float32))[:, None, None]
-    length = ops.tensor(np.array([a.length for a in axes], dtype=np.float32))[:, None, None]
-    w = (1 - ((p - centers) / support).abs()).clip(min=0) * (length + 0.5 - p).clip(0, 1)
+    c = ops.tensor(centers)[:, None, :]
+    s = ops.tensor(support.astype(np.float32))[:, None, None]
+    n = ops.tensor(length.astype(np.float32))[:, None, None]
+    w = (1 - ((p - c) / s).abs()).clip(min=0) * (n + 0.5 - p).clip(0, 1)
     return w / w.sum(1, keepdim=True)
 
 
-def runs(windows: list[tuple[int, int]], budget: int = PIXEL_BUDGET) -> list[list[int]]:
-    """Consecutive images whose (height, width) windows, padded to their run's largest, fit in BUDGET pixels;
-    an image larger than the budget runs alone."""
-    out: list[list[int]] = [[]]
-    height = width = 0
-    for i, (h, w) in enumerate(windows):
-        height, width = max(height, h), max(width, w)
-        if out[-1] and (len(out[-1]) + 1) * height * width > budget:
-            out.append([])
-            height, width = h, w
-        out[-1].append(i)
+def runs(heights: np.ndarray, widths: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of consecutive images whose windows, padded to the range's largest, fit BUDGET pixels
+    (halved until they do; one image may exceed it alone)."""
+    out, todo = [], [(0, len(heights))]
+    while todo:
+        lo, hi = todo.pop()
+        if hi - lo > 1 and (hi - lo) * int(heights[lo:hi].max()) * int(widths[lo:hi].max()) > budget:
+            mid = (lo + hi) // 2
+            todo += [(mid, hi), (lo, mid)]
+        else:
+            out.append((lo, hi))
     return out
 
 
@@ -126,26 +131,41 @@ def out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or "out of memory" in str(exc).lower()
 
 
-class TorchOps:
-    """The pipeline's tensor operations in PyTorch, on CUDA device `gpu` (nvJPEG via torchvision) or the CPU."""
+class PillowDecoder:
+    """The twin's stand-in for the device's batched decoder: Pillow, image by image, [3, H, W] uint8 tensors."""
 
-    def __init__(self, gpu: int | None) -> None:
+    name = "pillow"
+
+    def __init__(self, ops) -> None:
+        self.ops, self._Image = ops, pillow()
+
+    def decode(self, files: list) -> list:
+        out = []
+        for k, f in enumerate(files):
+            try:
+                with self._Image.open(io.BytesIO(self.ops.host_array(f))) as img:
+                    out.append(self.ops.from_hwc(np.array(img.convert("RGB"))))
+            except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError...
+                raise Refused(str(exc), [k]) from exc
+        return out
+
+
+class TorchOps:
+    """The pipeline's tensor operations in PyTorch, on CUDA device `gpu` or the CPU; its device decoder."""
+
+    def __init__(self, gpu: int | None, decoder: str = "torchvision") -> None:
         import torch
 
         self.torch, self.einsum = torch, torch.einsum
         self.device = torch.device("cpu") if gpu is None else torch.device("cuda", gpu)
-        self.decoder = "pillow"
-        if gpu is not None:
-            try:
-                from torchvision.io import ImageReadMode, decode_jpeg
-            except Exception as exc:  # ImportError, or a torchvision built for another torch failing to load
-                raise LoaderUnavailable(
-                    "loader gpu: PyTorch decodes JPEGs on the GPU with torchvision.io.decode_jpeg, and torchvision "
-                    f"cannot be imported ({type(exc).__name__}: {exc}); install the torchvision built for torch "
-                    f"{torch.__version__}, or use --loader cpu") from None
-            self._decode_jpeg, self._rgb = decode_jpeg, ImageReadMode.RGB
-            self.decoder = "torchvision.io.decode_jpeg"
         self.stream = None if gpu is None else torch.cuda.Stream(self.device)  # the decode thread's
+        self._pinned: dict[int, object] = {}
+        if gpu is None:
+            self.decoder = PillowDecoder(self)
+        elif decoder == "nvimgcodec":
+            self.decoder = NvImageCodecDecoder(self, gpu)
+        else:
+            self.decoder = TorchvisionDecoder(self)
 
     def enter_decode_thread(self) -> None:
         """Make the calling thread queue its work on the side stream, after what the device has queued so far
@@ -158,8 +178,8 @@ class TorchOps:
 
     def finish(self, batch: tuple) -> tuple:
         """In the decode thread: (BATCH, the event after its work), waited for: the next decode may reuse the
-        memory this batch freed, and torchvision's decoder writes it on its own stream, which does not wait for
-        ours (pytorch/vision#9606)."""
+        memory and the file buffer this batch used, and torchvision's decoder writes on its own stream, which
+        does not wait for ours (pytorch/vision#9606)."""
         if self.stream is None:
             return batch, None
         event = self.torch.cuda.Event()
@@ -176,20 +196,47 @@ class TorchOps:
                 tensor.record_stream(stream)
         return batch
 
-    def decode(self, files: list[bytearray]) -> list:
-        """nvJPEG, one call for the batch: [3, H, W] uint8 tensors on the GPU."""
-        torch = self.torch
-        data = [torch.frombuffer(f, dtype=torch.uint8) for f in files]
-        return self._decode_jpeg(data, mode=self._rgb, device=self.device)
+    def pin(self, buffer) -> None:
+        """Page-lock a reader buffer, so that the decoder's copies to the device are direct (GPU only)."""
+        if self.stream is None or id(buffer) in self._pinned:
+            return
+        import ctypes
 
-    def upload(self, pixels: np.ndarray):
+        view = (ctypes.c_char * len(buffer)).from_buffer(buffer)
+        if self.torch.cuda.cudart().cudaHostRegister(ctypes.addressof(view), len(buffer), 0) == 0:
+            self._pinned[id(buffer)] = view
+
+    def unpin(self, buffer) -> None:
+        view = self._pinned.pop(id(buffer), None)
+        if view is not None:
+            import ctypes
+
+            self.torch.cuda.cudart().cudaHostUnregister(ctypes.addressof(view))
+            del view
+
+    def files(self, buffer, nbytes: list[int]) -> list:
+        """The batch's files as CPU uint8 tensors over BUFFER (no copy)."""
+        return list(self.torch.frombuffer(buffer, dtype=self.torch.uint8, count=sum(nbytes)).split(nbytes))
+
+    def host_array(self, file) -> np.ndarray:
+        return file.numpy()
+
+    def from_hwc(self, pixels: np.ndarray):
+        """[3, H, W] uint8 on the device from host pixels [H, W, 3]."""
         return self.torch.from_numpy(pixels).to(self.device).permute(2, 0, 1)
+
+    def flatten(self, images: list, pad: int):
+        """IMAGES ([3, H, W] uint8 each) one after another in one 1-D tensor, then PAD zeros."""
+        from torch._utils import _flatten_dense_tensors
+
+        return _flatten_dense_tensors([*images, self.torch.zeros(pad, dtype=self.torch.uint8, device=self.device)])
+
+    def rows(self, flat, starts: np.ndarray, width: int):
+        """[*starts.shape, WIDTH]: WIDTH elements of FLAT from each start (one gather of an unfolded view)."""
+        return flat.unfold(0, width, 1)[self.torch.from_numpy(starts).to(self.device)]
 
     def tensor(self, array: np.ndarray):
         return self.torch.from_numpy(array).to(self.device)
-
-    def zeros(self, shape: list[int]):
-        return self.torch.zeros(shape, dtype=self.torch.uint8, device=self.device)
 
     def arange(self, n: int):
         return self.torch.arange(n, dtype=self.torch.float32, device=self.device)
@@ -197,20 +244,77 @@ class TorchOps:
     def to_float(self, t):
         return t.float()
 
-    def concat(self, tensors: list):
-        return self.torch.cat(tensors)
+    def concat(self, tensors: list, axis: int = 0):
+        return self.torch.cat(tensors, axis)
+
+
+class TorchvisionDecoder:
+    """nvJPEG through torchvision: one call for the batch, [3, H, W] uint8 tensors on the GPU."""
+
+    name = "torchvision.io.decode_jpeg"
+
+    def __init__(self, ops: TorchOps) -> None:
+        try:
+            from torchvision.io import ImageReadMode, decode_jpeg
+        except Exception as exc:  # ImportError, or a torchvision built for another torch failing to load
+            raise LoaderUnavailable(
+                "loader gpu: PyTorch decodes JPEGs on the GPU with torchvision.io.decode_jpeg, and torchvision "
+                f"cannot be imported ({type(exc).__name__}: {exc}); install the torchvision built for torch "
+                f"{ops.torch.__version__}, or use --loader cpu") from None
+        self._decode, self._rgb, self._device = decode_jpeg, ImageReadMode.RGB, ops.device
+
+    def decode(self, files: list) -> list:
+        try:
+            return self._decode(files, mode=self._rgb, device=self._device)
+        except Exception as exc:
+            if out_of_memory(exc):
+                raise
+            raise Refused(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
+class NvImageCodecDecoder:
+    """nvImageCodec's batched Decoder (nvJPEG behind it): one call for the batch on the decode thread's stream;
+    each decoded image ([H, W, 3], CUDA array interface) becomes a [3, H, W] view (a call an image: its Python API
+    returns one object an image)."""
+
+    name = "nvidia.nvimgcodec.Decoder"
+
+    def __init__(self, ops: TorchOps, gpu: int) -> None:
+        try:
+            from nvidia import nvimgcodec
+        except Exception as exc:
+            raise LoaderUnavailable(
+                f"loader gpu: --decoder nvimgcodec needs nvImageCodec for CUDA 13 ({type(exc).__name__}: {exc}); "
+                "install nvidia-nvimgcodec-cu13 and nvidia-nvjpeg-cu13 (make gpu-prep puts them in .whl/), or use "
+                "--decoder torchvision") from None
+        self.ops, self._decoder = ops, nvimgcodec.Decoder(device_id=gpu)
+
+    def decode(self, files: list) -> list:
+        torch = self.ops.torch
+        stream = torch.cuda.current_stream(self.ops.device)
+        try:
+            images = self._decoder.decode([f.numpy() for f in files], cuda_stream=stream.cuda_stream)
+        except Exception as exc:
+            if out_of_memory(exc):
+                raise
+            raise Refused(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+        missing = [k for k, image in enumerate(images) if image is None]
+        if missing:
+            raise Refused(f"nvImageCodec decoded {len(images) - len(missing)} of {len(images)} images", missing)
+        return [torch.as_tensor(image, device=self.ops.device).permute(2, 0, 1) for image in images]
 
 
 class PaddleOps:
-    """The same in Paddle, on GPU `gpu` (nvJPEG via paddle.vision.ops.decode_jpeg) or the CPU."""
+    """The same in Paddle, on GPU `gpu` (nvJPEG via paddle.vision.ops.decode_jpeg, image by image: Paddle has no
+    batched decode) or the CPU."""
 
-    def __init__(self, gpu: int | None) -> None:
+    def __init__(self, gpu: int | None, decoder: str = "torchvision") -> None:
         import paddle
 
         self.paddle, self.einsum = paddle, paddle.einsum
         self.place = paddle.CPUPlace() if gpu is None else paddle.CUDAPlace(gpu)
-        self.decoder = "pillow" if gpu is None else "paddle.vision.ops.decode_jpeg"
         self.gpu = gpu
+        self.decoder = PillowDecoder(self) if gpu is None else PaddleDecoder(self)
 
     def enter_decode_thread(self) -> None:
         """Set the calling thread's GPU (decode_jpeg runs on the current one); its work joins the device's stream."""
@@ -218,35 +322,69 @@ class PaddleOps:
             self.paddle.device.set_device(f"gpu:{self.gpu}")
 
     def finish(self, batch: tuple) -> tuple:
-        return batch, None  # one stream: the consumer's work follows the batch's in stream order
+        if self.gpu is not None:  # the file buffer is reused once the batch's work is done
+            self.paddle.device.synchronize()
+        return batch, None
 
     def hand_over(self, batch: tuple, event: None) -> tuple:
         return batch
 
-    def decode(self, files: list[bytearray]) -> list:
-        """nvJPEG image by image (Paddle has no batched decode) on the current GPU (the backend's set_device):
-        [3, H, W] uint8 tensors. The op reads the file from a CPU tensor, as paddle.vision.ops.read_file makes."""
-        paddle, cpu = self.paddle, self.paddle.CPUPlace()
-        return [paddle.vision.ops.decode_jpeg(paddle.to_tensor(np.frombuffer(f, np.uint8), place=cpu), mode="rgb")
-                for f in files]
+    def pin(self, buffer) -> None:
+        pass  # Paddle copies a numpy array to the device through its own staging buffer
 
-    def upload(self, pixels: np.ndarray):
+    def unpin(self, buffer) -> None:
+        pass
+
+    def files(self, buffer, nbytes: list[int]) -> list:
+        whole = np.frombuffer(buffer, np.uint8, count=sum(nbytes))
+        return np.split(whole, np.cumsum(nbytes)[:-1])
+
+    def host_array(self, file) -> np.ndarray:
+        return file
+
+    def from_hwc(self, pixels: np.ndarray):
         return self.paddle.to_tensor(pixels, place=self.place).transpose([2, 0, 1])
+
+    def flatten(self, images: list, pad: int):
+        return self.paddle.concat([*(image.flatten() for image in images), self.paddle.zeros([pad], dtype="uint8")
+                                   .to(self.place)])
+
+    def rows(self, flat, starts: np.ndarray, width: int):
+        index = self.tensor((starts[..., None] + np.arange(width)).reshape(-1))  # Paddle: no unfolded view
+        return self.paddle.gather(flat, index).reshape([*starts.shape, width])
 
     def tensor(self, array: np.ndarray):
         return self.paddle.to_tensor(array, place=self.place)
 
-    def zeros(self, shape: list[int]):
-        return self.paddle.zeros(shape, dtype="uint8", device=self.place)
-
     def arange(self, n: int):
-        return self.paddle.arange(n, dtype="float32", device=self.place)
+        return self.paddle.arange(n, dtype="float32").to(self.place)
 
     def to_float(self, t):
         return t.astype("float32")
 
-    def concat(self, tensors: list):
-        return self.paddle.concat(tensors)
+    def concat(self, tensors: list, axis: int = 0):
+        return self.paddle.concat(tensors, axis)
+
+
+class PaddleDecoder:
+    """nvJPEG through Paddle, image by image, on the current GPU: [3, H, W] uint8 tensors."""
+
+    name = "paddle.vision.ops.decode_jpeg"
+
+    def __init__(self, ops: PaddleOps) -> None:
+        self.ops = ops
+
+    def decode(self, files: list) -> list:
+        paddle, cpu = self.ops.paddle, self.ops.paddle.CPUPlace()
+        out = []
+        for k, f in enumerate(files):
+            try:
+                out.append(paddle.vision.ops.decode_jpeg(paddle.to_tensor(f, place=cpu), mode="rgb"))
+            except Exception as exc:
+                if out_of_memory(exc):
+                    raise
+                raise Refused(f"{type(exc).__name__}: {str(exc)[:300]}", [k]) from exc
+        return out
 
 
 OPS = {"torch": TorchOps, "paddle": PaddleOps}
@@ -254,61 +392,88 @@ OPS = {"torch": TorchOps, "paddle": PaddleOps}
 
 class DeviceImageLoader(BatchLoader):
     """data.BatchLoader of (images, labels) device tensors of FRAMEWORK ('torch' or 'paddle') on GPU `gpu` (its
-    local index), or on the CPU with `gpu=None` (the twin); `channels_last`: images [B,S,S,3]. A decode thread,
-    started by the first next(), holds up to `decode_ahead` batches ready (0: none, the consumer decodes)."""
-
-    pixel_budget = PIXEL_BUDGET
+    local index), or on the CPU with `gpu=None` (the twin); `channels_last`: images [B,S,S,3]. `workers` reader
+    processes (0: the decode thread reads); a decode thread, started by the first next(), holds up to
+    `decode_ahead` batches ready (0: none, the consumer decodes). DECODER: PyTorch's device decoder on a GPU."""
 
     def __init__(self, entries, batch_size: int, image_size: int, *, framework: str, gpu: int | None,
                  rank: int = 0, world_size: int = 1, seed: int = 0, workers: int = 2, channels_last: bool = False,
-                 prefetch: int = 4, decode_ahead: int = DECODE_AHEAD) -> None:
+                 prefetch: int = 4, decode_ahead: int = DECODE_AHEAD, decoder: str = "torchvision") -> None:
         if not isinstance(decode_ahead, int) or decode_ahead < 0:
             raise ValueError(f"decode_ahead must be an integer >= 0, got {decode_ahead!r}")
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
+        if decoder != "torchvision" and (framework != "torch" or gpu is None):
+            raise LoaderUnavailable(f"loader gpu: decoder {decoder} decodes for PyTorch on a GPU only")
+        if not isinstance(workers, int) or workers < 0:
+            raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
         self._Image = pillow()
-        self.ops = OPS[framework](gpu)
-        super().__init__(entries, batch_size, image_size, rank, world_size, seed, workers, prefetch)
+        self.ops = OPS[framework](gpu, decoder)
+        super().__init__(entries, batch_size, image_size, rank, world_size, seed, 0, prefetch)
+        self.workers = workers
         self.decode_ahead = decode_ahead
+        self.channels_last = bool(channels_last)
+        self.decode_device = "cpu" if gpu is None else "gpu"
+        self.decoder = self.ops.decoder.name
+        self.pixel_budget = CPU_PIXEL_BUDGET if gpu is None else GPU_PIXEL_BUDGET
+        self.decode_calls = 0  # batched decode calls: one a batch that holds device-decoded JPEGs
+        self.refused_batches = 0  # batches the decoder refused (each stops the run)
+        self.sizes = image_sizes(entries, workers)
+        self._path_array = np.array(self._paths, dtype=object)
         self._thread: threading.Thread | None = None
         self._room = threading.Semaphore(decode_ahead)  # batches the thread may decode before the consumer takes one
         self._ready: queue.SimpleQueue = queue.SimpleQueue()  # (batch, event) or the batch's error, in batch order
         self._stopping = False
         self._broken: BaseException | None = None  # what ended the thread, other than close()
-        self.channels_last = bool(channels_last)
-        self.decode_device = "cpu" if gpu is None else "gpu"
-        self.refused_batches = 0  # batches the batched nvJPEG call refused, decoded image by image
-        self.decoder = self.ops.decoder
         shape = (3,) if channels_last else (3, 1, 1)
         self._mean = self.ops.tensor(np.asarray(IMAGENET_MEAN, dtype=np.float32).reshape(shape) * 255)
         self._inv_std = self.ops.tensor(1 / (np.asarray(IMAGENET_STD, dtype=np.float32).reshape(shape) * 255))
+        slots = max(prefetch, workers)
+        self._free = deque(range(slots))
+        self._queued: deque = deque()  # (number, slot, indices, epoch) of batches sent to the readers
+        self._readers = FileReaders(workers, slots, self._epoch_bytes(0), release=self.ops.unpin)
 
-    # -- worker threads --------------------------------------------------------------------------
-    def _load(self, state: None, slot: int, index: int, epoch: int) -> Item:
-        path = self._paths[index]
-        try:
-            with self._Image.open(path) as img:  # the header only, unless the host decodes (as loader_cpu does)
-                device = (self.decode_device == "gpu" and img.format == "JPEG" and img.mode in NVJPEG_MODES
-                          and img.width * img.height <= MAX_DECODED_PIXELS)  # larger: the host decodes it reduced
-                width, height = (img if device else fit_decode(img)).size
-                pixels = None if device else np.array(img.convert("RGB"))
-            file = bytearray(Path(path).read_bytes()) if device else None
-        except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBombError...
-            raise self.unreadable(index, exc) from exc
-        box, flip = augmentation(self.seed, epoch, index, width, height)
-        return Item(index, file, pixels, width, height, box, flip)
+    def _epoch_bytes(self, epoch: int) -> int:
+        """The largest batch's file bytes in EPOCH: what a reader buffer is made to hold."""
+        order = self.epoch_indices(epoch)[: self.steps_per_epoch * self.batch_size]
+        return int(self.sizes.nbytes[order].reshape(self.steps_per_epoch, -1).sum(1).max())
 
-    def _host_decode(self, index: int) -> np.ndarray:
+    # -- reading ---------------------------------------------------------------------------------
+    def _submit(self) -> None:
+        number = self._next_submit
+        self._next_submit += 1
+        epoch, step = divmod(number, self.steps_per_epoch)
+        indices = self.epoch_indices(epoch)[step * self.batch_size : (step + 1) * self.batch_size]
+        nbytes = self.sizes.nbytes[indices]
+        offsets = np.cumsum(nbytes) - nbytes
+        slot = self._free.popleft()
+        self._readers.reserve(slot, int(nbytes.sum()))
+        self._readers.submit(number, slot, self._path_array[indices].tolist(), offsets.tolist(), nbytes.tolist())
+        self._queued.append((number, slot, indices, epoch))
+
+    def _next_batch(self) -> tuple:
+        """The next batch, decoded (in the consumer with decode_ahead=0, else in the decode thread): (batch,
+        event). Its reader buffer is free again once the batch's device work is done."""
+        while self._free:
+            self._submit()
+        number, slot, indices, epoch = self._queued.popleft()
         try:
-            with self._Image.open(self._paths[index]) as img:
-                return np.array(fit_decode(img).convert("RGB"))
-        except Exception as exc:
-            raise self.unreadable(index, exc) from exc
+            errors = self._readers.take(number)
+            if errors:
+                position, why = errors[0]
+                raise self.unreadable(int(indices[position]), why)
+            buffer = self._readers.buffer(slot)
+            self.ops.pin(buffer)
+            return self.ops.finish(self._collate(buffer, indices, epoch))
+        finally:
+            self._free.append(slot)
 
     # -- the consumer and the decode thread ------------------------------------------------------
     def __next__(self) -> tuple:
-        if not self.decode_ahead:
-            return super().__next__()
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed")
+        if not self.decode_ahead:
+            return self.ops.hand_over(*self._next_batch())
         if self._thread is None:
             self._thread = threading.Thread(target=self._decode_ahead, name="kit-decode", daemon=True)
             self._thread.start()
@@ -321,13 +486,13 @@ class DeviceImageLoader(BatchLoader):
         return self.ops.hand_over(*item)
 
     def _decode_ahead(self) -> None:
-        """The decode thread: the inline path (BatchLoader.__next__) batch after batch, at most `decode_ahead`
-        batches ahead of the consumer, each batch's error in its place, until close()."""
+        """The decode thread: batch after batch, at most `decode_ahead` batches ahead of the consumer, each batch's
+        error in its place, until close()."""
         try:
             self.ops.enter_decode_thread()
             while self._room.acquire() and not self._stopping:
                 try:
-                    item = self.ops.finish(super().__next__())
+                    item = self._next_batch()
                 except Exception as exc:  # DataError, out of memory...: next() raises it at this batch
                     item = exc
                 self._ready.put(item)
@@ -336,70 +501,96 @@ class DeviceImageLoader(BatchLoader):
             self._ready.put(exc)
 
     def close(self) -> None:
-        """Stop the decode thread (after the batch it is on), then the worker threads (idempotent)."""
+        """Stop the decode thread (after the batch it is on), then the reader processes (idempotent)."""
         if self._thread is not None:
             self._stopping = True
             self._room.release()  # wakes a thread waiting for room
             self._thread.join()
-        if self.refused_batches and not self._closed:
-            print(f"loader gpu: {self.refused_batches} batch(es) decoded image by image (nvJPEG refused the batch)",
-                  file=sys.stderr, flush=True)
+        if not self._closed:
+            self._readers.close()
         super().close()
 
-    def _collate(self, state: None, items: list[Item], labels: np.ndarray) -> tuple:
-        images = self._decode(items)
-        return self._crop_resize(images, items), self.ops.tensor(labels)
+    # -- a batch ---------------------------------------------------------------------------------
+    def _collate(self, buffer, indices: np.ndarray, epoch: int) -> tuple:
+        """The batch from its files in BUFFER: decoded, cropped, resized, flipped, normalised; and its labels."""
+        sizes = self.sizes
+        widths, heights, host = sizes.width[indices], sizes.height[indices], sizes.host[indices]
+        files = self.ops.files(buffer, sizes.nbytes[indices].tolist())
+        device = np.flatnonzero(~host)
+        decoded = self._decode([files[i] for i in device] if host.any() else files, indices[device])
+        hosted = [self._host_decode(int(indices[i])) for i in np.flatnonzero(host)]
+        del files
+        order = np.concatenate([device, np.flatnonzero(host)])  # the images' order in the flat buffer
+        images = self._crop_resize(decoded + hosted, indices, order, widths, heights, epoch)
+        return images, self.ops.tensor(self._labels[indices].copy())
 
-    def _decode(self, items: list[Item]) -> list:
-        """[3, H, W] uint8 device tensors: nvJPEG decodes the batch in one go, Pillow what nvJPEG cannot."""
-        ops = self.ops
-        todo = [i for i, item in enumerate(items) if item.pixels is None]
-        decoded = {}
-        if todo:
-            try:
-                decoded = dict(zip(todo, ops.decode([items[i].file for i in todo]), strict=True))
-            except Exception as exc:  # one bad file fails the batch: decode image by image to find it
-                if out_of_memory(exc):
-                    raise
-                self.refused_batches += 1
-                if self.refused_batches == 1:  # said once: image by image costs ~9x the batched call on an H200
-                    print(f"loader gpu: nvJPEG refused a batch of {len(todo)} ({type(exc).__name__}: "
-                          f"{str(exc)[:300]}); decoding it image by image", file=sys.stderr, flush=True)
-                decoded = {i: self._decode_one(items[i]) for i in todo}
-        images = []
-        for i, item in enumerate(items):
-            image = decoded[i] if item.pixels is None else ops.upload(item.pixels)
-            if tuple(image.shape) != (3, item.height, item.width):
-                raise self.unreadable(item.index, f"decoded to shape {list(image.shape)}, its header says "
-                                                  f"3 x {item.height} x {item.width}")
-            images.append(image)
-        return images
-
-    def _decode_one(self, item: Item):
+    def _decode(self, files: list, indices: np.ndarray) -> list:
+        """One decode call for the batch's device-decoded JPEGs; a refusal is counted and stops the run."""
+        if not files:
+            return []
+        self.decode_calls += 1
         try:
-            return self.ops.decode([item.file])[0]
-        except Exception as exc:
-            if out_of_memory(exc):
-                raise
-            return self.ops.upload(self._host_decode(item.index))  # nvJPEG refused it: Pillow decodes it or says why
+            return list(self.ops.decoder.decode(files))
+        except Refused as exc:
+            self.refused_batches += 1
+            if exc.positions is not None and len(exc.positions) == 1:
+                raise self.unreadable(int(indices[exc.positions[0]]), exc) from None
+            named = indices if exc.positions is None else indices[exc.positions]
+            lines = ", ".join(str(int(i) + 1) for i in named[:SHOW_LINES]) + (", ..." if len(named) > SHOW_LINES
+                                                                              else "")
+            where = f"list {self._source} lines" if self._source else "entries (0-based + 1)"
+            raise DataError(f"loader gpu: {self.ops.decoder.name} refused a batch of {len(files)} JPEGs ({where} "
+                            f"{lines}): {exc}; the run stops rather than decode image by image "
+                            "(data_prep/verify_list.py finds an unreadable file)") from None
 
-    def _crop_resize(self, images: list, items: list[Item]):
-        """The batch, each image's crop box resampled to S x S (flipped where drawn), normalised."""
+    def _host_decode(self, index: int):
+        """Pillow on the host, as loader_cpu decodes (reduced when large, its errors in the same words: from the
+        file, not the buffer): [3, H, W] uint8 on the device."""
+        try:
+            with self._Image.open(self._paths[index]) as img:
+                return self.ops.from_hwc(np.array(fit_decode(img).convert("RGB")))
+        except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBombError...
+            raise self.unreadable(index, exc) from exc
+
+    def _crop_resize(self, images: list, indices, order, widths, heights, epoch: int):
+        """The batch, each image's crop box resampled to S x S (flipped where drawn), normalised. IMAGES: [3, H, W]
+        uint8, in ORDER's order (positions in the batch)."""
         ops, size = self.ops, self.image_size
-        plans = [(axis_plan(it.box[1], it.box[3], it.height, size), axis_plan(it.box[0], it.box[2], it.width, size,
-                                                                              it.flip)) for it in items]
+        pixels = 3 * heights * widths
+        base = np.empty(len(indices), np.int64)
+        base[order] = np.cumsum(pixels[order]) - pixels[order]
+        boxes, flips = augmentations(self.seed, epoch, indices, widths, heights)
+        rows = axis_plans(boxes[:, 1], boxes[:, 3], heights, size)
+        cols = axis_plans(boxes[:, 0], boxes[:, 2], widths, size, flips)
+        flat = ops.flatten(images, int(cols.length.max()))
+        expected = int(pixels.sum()) + int(cols.length.max())
+        if int(flat.shape[0]) != expected:
+            self._wrong_shape(images, indices, order, widths, heights)
+        del images
         outputs = []
-        for run in runs([(rows.length, cols.length) for rows, cols in plans], self.pixel_budget):
-            height = max(plans[i][0].length for i in run)
-            width = max(plans[i][1].length for i in run)
-            windows = ops.zeros([len(run), 3, height, width])
-            for k, i in enumerate(run):
-                rows, cols = plans[i]
-                windows[k, :, : rows.length, : cols.length] = images[i][
-                    :, rows.offset : rows.offset + rows.length, cols.offset : cols.offset + cols.length]
-            by_rows = resample_weights(ops, [plans[i][0] for i in run], height)  # [G, height, S]
-            by_cols = resample_weights(ops, [plans[i][1] for i in run], width)  # [G, width, S]
-            half = ops.einsum("gchw,gwj->gchj", ops.to_float(windows), by_cols)
+        for lo, hi in runs(rows.length, cols.length, self.pixel_budget):
+            height, width = int(rows.length[lo:hi].max()), int(cols.length[lo:hi].max())
+            y = np.minimum(np.arange(height)[None, :], rows.length[lo:hi, None] - 1)  # past a window: its last row
+            starts = (base[lo:hi, None, None] + np.arange(3)[None, :, None] * (heights * widths)[lo:hi, None, None]
+                      + ((rows.offset[lo:hi, None] + y) * widths[lo:hi, None])[:, None, :]
+                      + cols.offset[lo:hi, None, None])  # [G, 3, height]
+            by_cols = resample_weights(ops, cols.centers[lo:hi], cols.support[lo:hi], cols.length[lo:hi], width)
+            chunk = max(1, self.pixel_budget // ((hi - lo) * width))
+            half = ops.concat([ops.einsum("gchw,gwj->gchj", ops.to_float(ops.rows(flat, starts[:, :, r:r + chunk],
+                                                                                    width)), by_cols)
+                               for r in range(0, height, chunk)], 2)
+            by_rows = resample_weights(ops, rows.centers[lo:hi], rows.support[lo:hi], rows.length[lo:hi], height)
             outputs.append(ops.einsum("gchj,ghi->gijc" if self.channels_last else "gchj,ghi->gcij", half, by_rows))
         out = outputs[0] if len(outputs) == 1 else ops.concat(outputs)
         return (out - self._mean) * self._inv_std
+
+    def _wrong_shape(self, images: list, indices, order, widths, heights) -> None:
+        """DataError naming the first image whose decoded shape is not the size table's (a file changed since)."""
+        for image, position in zip(images, order, strict=True):
+            want = (3, int(heights[position]), int(widths[position]))
+            if tuple(image.shape) != want:
+                cache = f"; delete {self.sizes.cache} if the file changed" if self.sizes.cache else ""
+                raise self.unreadable(int(indices[position]), f"decoded to shape {list(image.shape)}, its header "
+                                      f"said {want[0]} x {want[1]} x {want[2]}{cache}")
+        raise DataError(f"loader gpu: a batch decoded to {sum(int(np.prod(i.shape)) for i in images)} pixels, not "
+                        "the size table's")
