@@ -431,6 +431,11 @@ def test_loader_only_run_logs_its_input_rate(tree: Path, tmp_path: Path, framewo
     assert parse_log(log, "auto").format.name == "kitlog"
     ran = read_what_ran(log)
     assert ran["loader"] == "gpu" and ran["decode_device"] == "cpu" and ran["input_rate"] == rate["images_per_sec"]
+    # one batched decode call a batch (of the batches holding a JPEG the device decodes), none refused
+    assert stop["decoded_batches"] >= 3 and 0 < stop["decode_calls"] <= stop["decoded_batches"]
+    assert stop["refused_batches"] == 0
+    assert {k: ran[k] for k in ("decode_calls", "decoded_batches", "refused_batches")} == {
+        k: stop[k] for k in ("decode_calls", "decoded_batches", "refused_batches")}
 
 
 def test_training_on_jpegs_probes_the_input_rate_first(tree: Path) -> None:
@@ -472,6 +477,10 @@ def test_loader_dali_is_refused_as_bad_input(tree: Path) -> None:
     (["--loader-only"], "--loader-only applies to --data <train_list.txt>"),
     (["--loader", "tpu"], "argument --loader: invalid choice: 'tpu'"),
     (["--input-probe-steps", "-1"], "must be an integer >= 0"),
+    (["--decoder", "nvimgcodec"], "--decoder applies to --data <train_list.txt>"),
+    (["--decoder", "nvimgcodec", "--data", "README.md", "--loader", "cpu"],  # any file: refused before it is read
+     "--decoder chooses the decoder of --loader gpu with --framework torch"),
+    (["--decoder", "pillow"], "argument --decoder: invalid choice: 'pillow'"),
 ])
 def test_loader_argument_errors(args: list[str], words: str) -> None:
     out = harness("--framework", "torch", *TINY, *args)

@@ -51,11 +51,15 @@ def input_section(report, run_dir: Path) -> str:
     logs, _ = find_logs(Path(run_dir) / "logs")
     found: dict[str, tuple[str, list[float]]] = {}
     outside: dict[str, list[int]] = {}  # case -> entries each run read from outside its data root
+    decoding: dict[str, list[tuple[str, int, int, int]]] = {}  # case -> each run's decoder, calls, batches, refused
     for log in logs:
         ran = read_what_ran(log.path)
         if "input_rate" in ran:
             key = log.group.case_key(log.case)
             found.setdefault(key, (str(ran.get("loader") or "cpu"), []))[1].append(ran["input_rate"])
+            if "decoded_batches" in ran and "decode_calls" in ran:
+                decoding.setdefault(key, []).append((str(ran.get("decoder")), ran["decode_calls"],
+                                                     ran["decoded_batches"], ran.get("refused_batches", 0)))
             start = read_run_start(log.path) or {}
             if isinstance(n := start.get("outside_root"), int) and not isinstance(n, bool) and n > 0:
                 outside.setdefault(key, []).append(n)
@@ -84,6 +88,10 @@ def input_section(report, run_dir: Path) -> str:
                  "per GPU).", ""]
     head += ["| case | loader | loader alone (img/s) | training (img/s) | share | input-bound |",
              "| --- | --- | --- | --- | --- | --- |"]
+    rows += ["", *(f"{key}: {decoder} made {sum(r[1] for r in runs_)} decode calls for {sum(r[2] for r in runs_)} "
+                   f"batches ({len(runs_)} run(s)), {sum(r[3] for r in runs_)} refused"
+                   for key, runs_ in sorted(decoding.items()) for decoder in sorted({r[0] for r in runs_}))
+             ] if decoding else []
     rows += ["", *(f"{key} read {max(counts)} list entries from outside its data root (--allow-outside-root, in "
                    f"{len(counts)} run(s)): its images are not all the data root's" for key, counts
                    in sorted(outside.items()))] if outside else []

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "refused by default; run_start records it")
     p.add_argument("--workers", type=positive_int, default=4,
                    help="threads per process that read (and with --loader cpu decode) JPEGs; dali: its num_threads")
+    p.add_argument("--decoder", choices=("torchvision", "nvimgcodec"), default=None,
+                   help="--loader gpu with PyTorch on a GPU: the batched JPEG decoder, torchvision's nvJPEG call "
+                        "(default) or nvImageCodec's (make gpu-prep brings its wheels); run_start records it")
     p.add_argument("--loader-only", action="store_true",
                    help="time the loader alone for the warm-up + measured steps (no training step): the input rate")
     p.add_argument("--input-probe-steps", type=non_negative_int, default=20,
@@ -142,9 +145,11 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.data != "synthetic" and not Path(args.data).is_file():
         parser.error(f"--data: no such train list: {args.data} (give 'synthetic' or a train_list.txt)")
     for flag, given in (("--loader", args.loader is not None), ("--loader-only", args.loader_only),
-                        ("--allow-outside-root", args.allow_outside_root)):
+                        ("--allow-outside-root", args.allow_outside_root), ("--decoder", args.decoder is not None)):
         if given and args.data == "synthetic":
             parser.error(f"{flag} applies to --data <train_list.txt>: synthetic data is made on the device")
+    if args.decoder is not None and (args.loader not in (None, "gpu") or args.framework != "torch"):
+        parser.error("--decoder chooses the decoder of --loader gpu with --framework torch")
     if args.loader_only and args.mode == "compiled":
         parser.error("--loader-only runs no network, so --mode compiled does not apply")
     if args.model in ("arcface", "deeplabv3p") and args.batch_size < 2:

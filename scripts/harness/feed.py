@@ -4,7 +4,7 @@ run_start says of them. Standard library (+ numpy through synthetic.py); the loa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -25,6 +25,7 @@ class Feed:
     decoder: str | None = None  # what decodes them
     note: str | None = None  # the pipeline ran elsewhere than its name says
     outside_root: int | None = None  # list entries read from outside the data root (--allow-outside-root)
+    stats: Callable[[], dict] = dict  # the loader's counters for run_stop (the gpu loader's decode calls)
 
 
 def open_feed(args, backend: Backend, dist: Dist) -> Feed:
@@ -54,14 +55,17 @@ def open_feed(args, backend: Backend, dist: Dist) -> Feed:
             import loader_dali
             import loader_gpu
 
+            extra = {"decoder": args.decoder or "torchvision"} if name == "gpu" else {}
             kind = loader_gpu.DeviceImageLoader if name == "gpu" else loader_dali.DaliLoader
             loader = kind(entries, args.batch_size, args.image_size, framework=args.framework, gpu=gpu,
-                          channels_last=args.layout == "nhwc", **shard)
+                          channels_last=args.layout == "nhwc", **shard, **extra)
             handoff = backend.batch_from_loader
     except (data.DataError, data.LoaderUnavailable) as exc:
         raise HarnessFailure("bad_input", str(exc)) from None
     note = GPU_TWIN_NOTE if name == "gpu" and gpu is None else None
-    return Feed(name, loader_batches(loader, handoff), loader.decode_device, loader.decoder, note, entries.outside)
+    stats = getattr(loader, "stats", dict)
+    return Feed(name, loader_batches(loader, handoff), loader.decode_device, loader.decoder, note, entries.outside,
+                stats)
 
 
 def loader_batches(loader, handoff) -> Iterator:

@@ -418,6 +418,7 @@ class DeviceImageLoader(BatchLoader):
         self.pixel_budget = CPU_PIXEL_BUDGET if gpu is None else GPU_PIXEL_BUDGET
         self.decode_calls = 0  # batched decode calls: one a batch that holds device-decoded JPEGs
         self.refused_batches = 0  # batches the decoder refused (each stops the run)
+        self.decoded_batches = 0
         self.sizes = image_sizes(entries, workers)
         self._path_array = np.array(self._paths, dtype=object)
         self._thread: threading.Thread | None = None
@@ -464,9 +465,16 @@ class DeviceImageLoader(BatchLoader):
                 raise self.unreadable(int(indices[position]), why)
             buffer = self._readers.buffer(slot)
             self.ops.pin(buffer)
-            return self.ops.finish(self._collate(buffer, indices, epoch))
+            batch = self.ops.finish(self._collate(buffer, indices, epoch))
+            self.decoded_batches += 1
+            return batch
         finally:
             self._free.append(slot)
+
+    def stats(self) -> dict:
+        """run_stop's loader counters: batched decode calls against batches decoded, and refusals."""
+        return {"decode_calls": self.decode_calls, "decoded_batches": self.decoded_batches,
+                "refused_batches": self.refused_batches}
 
     # -- the consumer and the decode thread ------------------------------------------------------
     def __next__(self) -> tuple:

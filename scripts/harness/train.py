@@ -152,6 +152,7 @@ def timed_loop(args, backend: Backend, dist: Dist, log, feed: Feed | None = None
         throughput=figure,
         **compiled,
         **backend.peak_memory(),
+        **feed.stats(),
     )
     return steps
 
@@ -175,7 +176,7 @@ def loader_only(args, backend: Backend, dist: Dist, log, feed: Feed) -> int:
     log("input_rate", **rate)
     log("run_stop", status="success", steps=args.measure_steps, seconds=rate["seconds"],
         samples_per_sec=rate["images_per_sec"], **common, unit="images/s", throughput=rate["images_per_sec"],
-        loader_only=True, **backend.peak_memory())
+        loader_only=True, **backend.peak_memory(), **feed.stats())
     return args.measure_steps
 
 

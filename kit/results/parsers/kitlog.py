@@ -126,7 +126,8 @@ RAN_KEYS = tuple(dict.fromkeys((*RECORDED, "math", "amp_effective", "note", "dev
 
 def read_what_ran(path: str | Path) -> dict:
     """What a harness run says it ran: run_start's precision, math flags, layout, mode, loader, device and
-    CUDA/cuDNN, the run_stop's compile_seconds and the input_rate line's images/s (the loader alone); {} for a log with no run_start. Older logs state channels_last, not layout."""
+    CUDA/cuDNN, the run_stop's compile_seconds and gpu-loader decode counts, and the input_rate line's images/s
+    (the loader alone); {} for a log with no run_start. Older logs state channels_last, not layout."""
     found = events(path)
     start = next((e.data for e in found if e.data.get("event") == "run_start"), None)
     if start is None:
@@ -137,10 +138,20 @@ def read_what_ran(path: str | Path) -> dict:
     stops = [e.data for e in found if e.data.get("event") == "run_stop" and "compile_seconds" in e.data]
     if stops:
         ran["compile_seconds"] = stops[-1]["compile_seconds"]
+    stops = [e.data for e in found if e.data.get("event") == "run_stop" and "decode_calls" in e.data]
+    if stops:  # the gpu loader's batched decode calls, batches and refusals
+        ran.update({k: stops[-1][k] for k in DECODE_COUNTS if _count(stops[-1].get(k))})
     rates = [e.data.get("images_per_sec") for e in found if e.data.get("event") == "input_rate"]
     if rates and _positive(rates[-1]):
         ran["input_rate"] = float(rates[-1])
     return ran
+
+
+DECODE_COUNTS = ("decode_calls", "decoded_batches", "refused_batches")
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _positive(value) -> bool:
