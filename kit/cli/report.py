@@ -65,6 +65,8 @@ def _write(report, out: Path, live: str | None = None) -> int:
         report.settings = f"**Run in progress**: {live}; this is a snapshot of the runs finished so far.\n\n" + \
             report.settings
         print(f"kit: warning: {live}: this report is a snapshot of the runs finished so far", file=sys.stderr)
+    if report.completion and not report.completion.complete:
+        print(f"kit: warning: {report.completion.line()}", file=sys.stderr)
     try:
         written = exporters.write_outputs(report, out)
     except OSError as exc:  # --out names a file, or a folder that cannot be written

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from kit.core.inputs import parse_json
 from kit.results.extract import HARNESS_METHOD
 from kit.results.program_ratio import program_ratio_section
-from kit.results.report import Report, build_report
+from kit.results.report import Completion, Report, build_report
 from kit.results.sections import (
     input_section,
     program_data_section,
@@ -46,4 +47,21 @@ def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callab
                        + program_data_section(run_dir / "logs") + program_scratch_section(run_dir)
                        + program_placeholder_section(run_dir))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
+    report.completion = completion_of(run_dir)
     return report
+
+
+def completion_of(run_dir: Path) -> Completion | None:
+    """The runs kit bench planned (run.json planned_runs), those run.json records as ended, and whether the bench
+    reached its end (run.json finished); None for a run directory that records no plan (older runs, kit multinode)."""
+    path = Path(run_dir) / "run.json"
+    meta = parse_json(path.read_bytes()) if path.is_file() else {}
+    planned = meta.get("planned_runs") if isinstance(meta, dict) else None
+    if not isinstance(planned, list):
+        return None
+    recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
+    runs = [(str(p.get("case")), p["repeat"], str(p.get("log"))) for p in planned
+            if isinstance(p, dict) and isinstance(p.get("repeat"), int)]
+    return Completion(planned=[(case, repeat) for case, repeat, _ in runs],
+                      finished=[(case, repeat) for case, repeat, log in runs if log in recorded],
+                      complete="finished" in meta)

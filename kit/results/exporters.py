@@ -48,6 +48,8 @@ def _shown(value: float, method: Method) -> str:
 def to_markdown(report: Report) -> str:
     out = io.StringIO()
     out.write(f"# {report.title or 'Throughput report: ' + (report.source.name or str(report.source))}\n\n")
+    if report.completion:  # first: a partial run's figures are of its finished runs only
+        out.write(report.completion.line() + "\n\n")
     if report.settings:
         out.write(report.settings.rstrip() + "\n\n")
     out.write(f"Method per run: {describe_method(report.method, report.scale_given)}; ")
@@ -300,11 +302,15 @@ OUTPUT_NAMES = {
 }
 
 
-def write_outputs(report: Report, out_dir: Path) -> list[Path]:
+def write_outputs(report: Report, out_dir: Path, plots: bool = True) -> list[Path]:
+    """The report's files into out_dir; plots=False: the text files alone (Markdown, JSON, CSV: milliseconds, where
+    the plots take seconds on a large run)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for kind, text in (("markdown", to_markdown(report)), ("json", to_json(report)), ("csv", to_csv(report))):
         written.append(write_text(out_dir / OUTPUT_NAMES[kind], text))
+    if not plots:
+        return written
     from kit.results.telemetry_plot import write_telemetry_plot
 
     for name, plot in (("png", write_plot), ("frameworks_png", write_framework_plot),

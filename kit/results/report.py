@@ -123,6 +123,37 @@ class GroupResult:
 
 
 @dataclass
+class Completion:
+    """Which of the runs `kit bench` planned ended (run.json planned_runs against its recorded runs), and whether the
+    bench reached its normal end (run.json `finished`): until then a run directory is partial, kill -9 included."""
+    planned: list[tuple[str, int]]  # (case key, repeat), in the order they run
+    finished: list[tuple[str, int]]
+    complete: bool
+
+    MISSING_SHOWN = 20  # the report's line names this many; results.json lists every one
+
+    @property
+    def missing(self) -> list[tuple[str, int]]:
+        done = set(self.finished)
+        return [run for run in self.planned if run not in done]
+
+    def line(self) -> str:
+        if self.complete:
+            return f"complete: all {len(self.planned)} planned runs finished."
+        missing = self.missing
+        named = ", ".join(f"{case} #{repeat}" for case, repeat in missing[:self.MISSING_SHOWN])
+        more = f" and {len(missing) - self.MISSING_SHOWN} more" if len(missing) > self.MISSING_SHOWN else ""
+        return (f"partial: {len(self.finished)} of {len(self.planned)} runs finished; missing: {named or 'none'}{more} "
+                "(kit bench did not reach its end; `kit bench --resume` finishes it).")
+
+    def to_dict(self) -> dict:
+        def runs(which):
+            return [{"case": case, "repeat": repeat} for case, repeat in which]
+        return {"state": "complete" if self.complete else "partial", "planned": len(self.planned),
+                "finished": runs(self.finished), "missing": runs(self.missing)}
+
+
+@dataclass
 class Report:
     source: Path
     method: Method
@@ -133,6 +164,7 @@ class Report:
     title: str = ""
     settings: str = ""  # Markdown shown under the title (what was run, on what)
     devices: str = "GPUs"  # what <N>n<G>g counts: GPUs, or processes on a CPU run
+    completion: Completion | None = None  # a kit bench run's: None where the run directory records no plan
 
     def to_dict(self) -> dict:
         return {
@@ -154,7 +186,7 @@ class Report:
             ],
             "failures": [{"file": rel_path(p, self.source), "reason": r} for p, r in self.failures],
             "ignored": [{"file": rel_path(s.path, self.source), "reason": s.reason} for s in self.strays],
-        }
+        } | ({"completion": self.completion.to_dict()} if self.completion else {})
 
 
 def rel_path(path: Path, root: Path) -> str:
