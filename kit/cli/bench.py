@@ -52,7 +52,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if args.runtime == "docker" else None
         result = _bench_with_progress(bench, run_dir, suite, console, args.train_list, images, args.force)
     except KeyboardInterrupt:
-        console.print(f"kit bench: interrupted; finished runs are kept. Continue with: kit bench --resume {run_dir}",
+        console.print(f"kit bench: interrupted; finished runs are kept (results.json and report.md: partial). "
+                      f"Continue with: kit bench --resume {run_dir}",
                       soft_wrap=True, markup=False)
         return 130
     for path in result.report_files:

@@ -1,5 +1,6 @@
 """`kit bench`: a suite's cases on this host through the local runner, one log per run in the DLPerf layout,
-run.json after every run, then the report. A run counts as done when its log yields a figure; `--resume`
+run.json and the report's text files (results.json, report.md, results.csv: partial until the last run) after every
+run, then the whole report. A run counts as done when its log yields a figure; `--resume`
 re-runs only runs whose log is missing or gave no figure (kit.run.records).
 """
 
@@ -100,7 +101,9 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
                              if m["case"] in {r.case.key for r in runs}]):
         meta["model_code_forced"] = forced
     capture_env(run_dir, meta)
+    records.note_planned(meta, runs)
     records.save_run_meta(run_dir, meta)
+    write_report(run_dir, suite, plots=False)  # partial from the start: a resumed run's report no longer complete
     outcomes: list[RunOutcome] = []
     todo = [r for r in runs if not records.is_done(run_dir, r)]
     for r in runs:
@@ -121,6 +124,7 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
         records.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
                            command=command.shell(), argv=list(command.argv), env=dict(command.env),
                            host_load=load.result())
+        write_report(run_dir, suite, plots=False)  # every finished run's figure kept, the run marked partial
         if progress:
             progress("end", run, outcome, finished, total)
     records.finish_run_meta(run_dir, meta)
@@ -145,5 +149,5 @@ def compose_report(run_dir: Path, suite: Suite) -> Report:
                                   program_stacks=program_stacks)
 
 
-def write_report(run_dir: Path, suite: Suite) -> list[Path]:
-    return write_outputs(compose_report(run_dir, suite), run_dir)
+def write_report(run_dir: Path, suite: Suite, plots: bool = True) -> list[Path]:
+    return write_outputs(compose_report(run_dir, suite), run_dir, plots)

@@ -309,6 +309,13 @@ def run_settings(run_dir: Path, run: PlannedRun) -> dict:
     return declared | {"ran": read_what_ran(Path(run_dir) / run.log_rel)}
 
 
+def note_planned(meta: dict, runs: list[PlannedRun]) -> None:
+    """The runs this bench is to do into run.json `planned_runs`, and the directory partial (no `finished`) until
+    finish_run_meta: a bench stopped by any means, kill -9 included, leaves it so (kit.results.compose)."""
+    meta["planned_runs"] = [{"case": r.case.key, "repeat": r.repeat, "log": str(r.log_rel)} for r in runs]
+    meta.pop("finished", None)
+
+
 def finish_run_meta(run_dir: Path, meta: dict) -> None:
     meta["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     save_run_meta(run_dir, meta)
