@@ -45,6 +45,7 @@ from kit.core.files import stamped, write_json, write_text
 from kit.core.inputs import KitError, parse_json
 from kit.core.revision import source_revision
 from kit.core.runlock import LOCK_NAME, holder, is_busy
+from kit.results.compose import completion_of
 
 NAMESPACE = "kit-bundle"
 MANIFEST = "manifest.json"  # its SCHEMA_VERSIONS entry is provenance.json's version too
@@ -234,6 +235,9 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
     if not (run_dir / "results.json").is_file():
         raise BundleError(f"{run_dir}: an unfinished run (no results.json: kit bench stopped before its report); "
                           f"finish it with `kit bench --resume {run_dir}`, then bundle it")
+    completion = completion_of(run_dir)
+    if completion is not None and not completion.complete:  # a partial run never passes for a whole one
+        raise BundleError(f"{run_dir}: {completion.line()} Bundle it when it is finished")
     top = f"kit-bundle-{run_dir.name}"
     files, links = run_files(run_dir)
     claimed = []

@@ -25,6 +25,7 @@ from kit.core.text import printable
 INTEGRITY = "integrity"
 SIGNATURE_RULE = "signature"
 SYSTEM_RULE = "system_description_recomputed"
+COMPLETE_RULE = "run_complete"  # kit bench reached its end: a partial run is never OK
 
 
 @dataclass
@@ -189,6 +190,9 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
     result.findings = rl.evaluate(rl.load_rules(version), evidence)
     result.extra += [rl.Violation("readable", why, f"run/{runs[0].name}/{file}") for file, why in evidence.problems]
     result.extra += check_system(root, runs[0])
+    completion = evidence.report.completion if evidence.report else None
+    if completion is not None and not completion.complete:  # its figures are of the finished runs only
+        result.extra.append(rl.Violation(COMPLETE_RULE, completion.line(), f"run/{runs[0].name}/run.json"))
     result.figures = len(evidence.runs())
     result.seconds = time.monotonic() - start
     return result
