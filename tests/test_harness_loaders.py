@@ -505,7 +505,7 @@ def test_a_batch_the_decoder_refuses_stops_the_run_naming_its_list_lines(entries
         calls.append(len(files))
         if len(calls) == 2:
             raise RuntimeError("Error while decoding JPEG images: nvjpegDecodeBatchedPhaseOne failed")
-        return loader_gpu.PillowDecoder(ld.ops).decode(files)
+        return loader_gpu.PillowDecoder(ld.ops).decode(files, None)
 
     with twin(entries, seed=3, decode_ahead=1) as ld:
         stand_in = object.__new__(loader_gpu.TorchvisionDecoder)
@@ -521,3 +521,17 @@ def test_a_batch_the_decoder_refuses_stops_the_run_naming_its_list_lines(entries
         f"loader gpu: torchvision.io.decode_jpeg refused a batch of {len(jpegs[1])} JPEGs (list {entries.source} "
         f"lines {lines}): RuntimeError: Error while decoding JPEG images: nvjpegDecodeBatchedPhaseOne failed; the run "
         "stops rather than decode image by image (data_prep/verify_list.py finds an unreadable file)")
+
+
+def test_one_decode_call_a_batch_and_python_calls_per_batch_do_not_grow_with_the_batch(tmp_path: Path) -> None:
+    """bench/decode_overlap.py's counts (make bench-decode), on a tree of its own: the decode thread's work for a
+    batch of 4 and of 16 images makes the same number of Python calls (the stand-in decoder's own excluded), and
+    exactly one decode call a batch."""
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "decode_overlap.py"), "--stages", "counts",
+                          "--images", "256", "--batch", "16", "--tree", str(tmp_path / "tree"), "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout)
+    assert got["counts"]["batches"] == [4, 16] and got["counts"]["decode_calls_per_batch"] == [1.0, 1.0]
+    small, big = got["counts"]["python_calls_per_batch"]
+    assert small == big and small > 0 and got["verdicts"] == {"2 counts": "met"}

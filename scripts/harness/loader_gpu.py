@@ -132,14 +132,15 @@ def out_of_memory(exc: BaseException) -> bool:
 
 
 class PillowDecoder:
-    """The twin's stand-in for the device's batched decoder: Pillow, image by image, [3, H, W] uint8 tensors."""
+    """The twin's stand-in for the device's batched decoder: Pillow, image by image, [3, H, W] uint8 tensors.
+    A decoder's decode(files, sizes) gets the batch's files and their [height, width] by the size table."""
 
     name = "pillow"
 
     def __init__(self, ops) -> None:
         self.ops, self._Image = ops, pillow()
 
-    def decode(self, files: list) -> list:
+    def decode(self, files: list, sizes: np.ndarray) -> list:
         out = []
         for k, f in enumerate(files):
             try:
@@ -263,7 +264,7 @@ class TorchvisionDecoder:
                 f"{ops.torch.__version__}, or use --loader cpu") from None
         self._decode, self._rgb, self._device = decode_jpeg, ImageReadMode.RGB, ops.device
 
-    def decode(self, files: list) -> list:
+    def decode(self, files: list, sizes: np.ndarray) -> list:
         try:
             return self._decode(files, mode=self._rgb, device=self._device)
         except Exception as exc:
@@ -289,7 +290,7 @@ class NvImageCodecDecoder:
                 "--decoder torchvision") from None
         self.ops, self._decoder = ops, nvimgcodec.Decoder(device_id=gpu)
 
-    def decode(self, files: list) -> list:
+    def decode(self, files: list, sizes: np.ndarray) -> list:
         torch = self.ops.torch
         stream = torch.cuda.current_stream(self.ops.device)
         try:
@@ -374,7 +375,7 @@ class PaddleDecoder:
     def __init__(self, ops: PaddleOps) -> None:
         self.ops = ops
 
-    def decode(self, files: list) -> list:
+    def decode(self, files: list, sizes: np.ndarray) -> list:
         paddle, cpu = self.ops.paddle, self.ops.paddle.CPUPlace()
         out = []
         for k, f in enumerate(files):
@@ -465,9 +466,7 @@ class DeviceImageLoader(BatchLoader):
                 raise self.unreadable(int(indices[position]), why)
             buffer = self._readers.buffer(slot)
             self.ops.pin(buffer)
-            batch = self.ops.finish(self._collate(buffer, indices, epoch))
-            self.decoded_batches += 1
-            return batch
+            return self.ops.finish(self._collate(buffer, indices, epoch))
         finally:
             self._free.append(slot)
 
@@ -521,24 +520,27 @@ class DeviceImageLoader(BatchLoader):
     # -- a batch ---------------------------------------------------------------------------------
     def _collate(self, buffer, indices: np.ndarray, epoch: int) -> tuple:
         """The batch from its files in BUFFER: decoded, cropped, resized, flipped, normalised; and its labels."""
+        self.decoded_batches += 1  # before its decode call: read at any time, calls <= batches
         sizes = self.sizes
         widths, heights, host = sizes.width[indices], sizes.height[indices], sizes.host[indices]
         files = self.ops.files(buffer, sizes.nbytes[indices].tolist())
         device = np.flatnonzero(~host)
-        decoded = self._decode([files[i] for i in device] if host.any() else files, indices[device])
+        decoded = self._decode([files[i] for i in device] if host.any() else files, indices[device],
+                               np.stack([heights[device], widths[device]], 1))
         hosted = [self._host_decode(int(indices[i])) for i in np.flatnonzero(host)]
         del files
         order = np.concatenate([device, np.flatnonzero(host)])  # the images' order in the flat buffer
         images = self._crop_resize(decoded + hosted, indices, order, widths, heights, epoch)
         return images, self.ops.tensor(self._labels[indices].copy())
 
-    def _decode(self, files: list, indices: np.ndarray) -> list:
-        """One decode call for the batch's device-decoded JPEGs; a refusal is counted and stops the run."""
+    def _decode(self, files: list, indices: np.ndarray, sizes: np.ndarray) -> list:
+        """One decode call for the batch's device-decoded JPEGs (SIZES: their [height, width] by the size table); a
+        refusal is counted and stops the run."""
         if not files:
             return []
         self.decode_calls += 1
         try:
-            return list(self.ops.decoder.decode(files))
+            return list(self.ops.decoder.decode(files, sizes))
         except Refused as exc:
             self.refused_batches += 1
             if exc.positions is not None and len(exc.positions) == 1:
