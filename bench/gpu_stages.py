@@ -4,9 +4,11 @@ subprocesses under timeouts, each stage's measurements, and verdicts against tar
 the figure or ratio lies wholly on one side of it; otherwise the verdict says inconclusive, or untested with one run).
 
 Stages (each returns Rows for the summary table and writes what it measured under its output folder):
-    suite_stage   kit check-env + kit bench --suite S + kit bundle + kit verify + the torchvision yardstick
-    loader_stage  real JPEGs through a harness loader against synthetic data, interleaved repeats
-    program_stage kit bench of a suite pairing a published program with the harness at the same settings
+    interleave_stage  real JPEGs against synthetic data in windows of one process (bench/loader_interleave.py)
+    suite_stage       kit check-env + kit bench --suite S + kit bundle + kit verify + the torchvision yardstick,
+                      one process per repeat
+    loader_stage      real JPEGs through a harness loader against synthetic data, interleaved train.py runs
+    program_stage     kit bench of a suite pairing a published program with the harness at the same settings
 """
 
 from __future__ import annotations
@@ -32,12 +34,15 @@ from kit.results import stats  # noqa: E402
 HARNESS = REPO / "scripts" / "harness" / "train.py"
 YARDSTICK = REPO / "bench" / "yardstick.py"
 MAKE_TREE = REPO / "data_prep" / "make_synthetic_imagenet.py"
-YARDSTICK_PROCESS_S = 30  # one yardstick process of 3 windows, start included (H200: ~25 s)
+YARDSTICK_PROCESS_S = 19  # one yardstick process of one window, start included (as a harness process: 14-24 s)
+YARDSTICK_ROUNDS_KEPT = 2  # rounds of yardstick processes kit bench leaves the stage time for (a third if it can)
 BUNDLE_S = 20  # kit bundle + kit verify of a one-GPU run
 GRACE_S = 20  # after SIGINT at a timeout, before SIGKILL: the kit ends a run cleanly and writes what it has
 YARDSTICK_MODELS = ("resnet50", "vgg16")
 RATIO_TARGET = 0.97  # harness / torchvision yardstick, same setting
 LOADER_TARGET = 0.90  # real JPEGs through the gpu loader / synthetic
+LOADER_ALONE_TARGET = 1.5  # the gpu loader alone / the synthetic training rate
+INTERLEAVE = REPO / "bench" / "loader_interleave.py"
 PROGRAM_TARGET = 0.95  # harness / the published program, same setting
 # ResNet50 amp-nhwc bs256 on one GPU, images/s, by the GPU's name in the kit's capture (H200: 10% above the H100)
 FIGURE_TARGETS = {"H100": 4500.0, "H200": 4950.0}
@@ -184,10 +189,12 @@ def new_run_dir(runs_dir: Path, before: set[Path]) -> Path | None:
 
 
 def run_figures(run_dir: Path) -> dict[tuple[str, str, int, str], list[float]]:
-    """(framework folder, model, batch, tag) -> the figures of its runs, from results.json (1-GPU cases)."""
+    """(framework folder, model, batch, tag) -> the figures of its runs (1-GPU cases), from results.json, which kit
+    bench writes after every run (a partial one after an interrupt: its finished runs); where there is none, from
+    the harness logs' run_stop lines (the kit reads the step lines: the two agree within 0.001% on the H200's)."""
     path = run_dir / "results.json"
     if not path.is_file():
-        return {}
+        return log_figures(run_dir)
     out = {}
     for group in json.loads(path.read_text())["groups"]:
         for case in group["cases"]:
@@ -195,6 +202,50 @@ def run_figures(run_dir: Path) -> dict[tuple[str, str, int, str], list[float]]:
                 key = (group["framework"], group["model"], group["batch_per_device"], group["precision"])
                 out[key] = [r["value"] for r in case["runs"] if r.get("value")]
     return out
+
+
+def log_figures(run_dir: Path) -> dict[tuple[str, str, int, str], list[float]]:
+    """run_figures from the harness logs alone (logs/<framework>/<model>/bz<B>/1n1g/<model>_b<B>_<tag>_<n>.log),
+    for a run directory without results.json: each whole log's successful run_stop figure, in repeat order."""
+    out: dict[tuple[str, str, int, str], list[float]] = {}
+    for log in sorted((run_dir / "logs").glob("*/*/bz*/1n1g/*.log"), key=lambda p: (p.parent, repeat_of(p))):
+        framework, model, bz = log.parts[-5:-2]
+        prefix = f"{model}_b{bz[2:]}_"
+        if not log.name.startswith(prefix) or repeat_of(log) is None:
+            continue  # not a harness log of this layout (a program's own files)
+        tag = log.stem[len(prefix):].rsplit("_", 1)[0]
+        figure = kitlog_figure(log.read_text(errors="replace"))
+        if figure:
+            out.setdefault((framework, model, int(bz[2:]), tag), []).append(figure)
+    return out
+
+
+def repeat_of(log: Path) -> int | None:
+    tail = log.stem.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def kitlog_figure(text: str) -> float | None:
+    """The samples_per_sec of a harness log's successful run_stop line, or None."""
+    for line in reversed(text.splitlines()):
+        if ":::KITLOG " in line and '"run_stop"' in line:
+            stop = json.loads(line.split(":::KITLOG ", 1)[1])
+            return stop.get("samples_per_sec") if stop.get("status") == "success" else None
+    return None
+
+
+def completion_note(run_dir: Path) -> str:
+    """'' for a whole run; else what its figures are: a partial results.json's finished runs and the missing ones,
+    or the logs' (no results.json)."""
+    path = run_dir / "results.json"
+    if not path.is_file():
+        return "no results.json: figures re-derived from the run's logs"
+    done = json.loads(path.read_text()).get("completion") or {}
+    if done.get("state") != "partial":
+        return ""
+    missing = [f"{m['case']} #{m['repeat']}" for m in done.get("missing", [])]
+    return (f"partial run: {len(done.get('finished', []))} of {done.get('planned')} runs finished"
+            + (f"; missing {', '.join(missing)}" if missing else ""))
 
 
 def telemetry_row(stage: str, run_dir: Path) -> Row:
@@ -264,31 +315,64 @@ def yardstick_settings(suite_name: str) -> list[tuple[str, int, str, int, int, i
             if c.impl == "harness" and c.model in YARDSTICK_MODELS and c.data == "synthetic" and c.processes == 1]
 
 
-def yardstick(setting: tuple, repeats: int, device: str, timeout_s: float) -> dict:
+def yardstick(setting: tuple, device: str, timeout_s: float, log: Path | None = None,
+              extra: tuple[str, ...] = ()) -> dict:
+    """One yardstick process, one timed window after its warm-up: its JSON (images_per_sec: one run of the noise
+    rule), or the error; its output kept in LOG."""
     model, batch, tag, size, warmup, measure = setting
     parts = split_tag(tag)
     argv = [sys.executable, str(YARDSTICK), "--model", model, "--batch-size", str(batch), "--image-size", str(size),
             "--precision", parts["precision"], "--layout", parts.get("layout", "nchw"),
             "--mode", parts.get("mode", "eager"), "--warmup-steps", str(max(warmup, 1)),
-            "--measure-steps", str(measure), "--repeats", str(repeats), "--device", device, "--json"]
+            "--measure-steps", str(measure), "--device", device, "--json", *extra]
     done = run(argv, timeout_s, capture=True)
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(done.stdout + done.stderr)
     if not done.ok:
         return {"model": model, "batch_size": batch, "tag": tag, "error": done.why()}
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "tag": tag}
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "tag": tag, "seconds": round(done.seconds, 1)}
+
+
+def yardstick_rounds(out: Path, settings: list[tuple], rounds: int, device: str, budget: Budget,
+                     stop: float) -> list[dict]:
+    """ROUNDS rounds of one yardstick process per setting (round 1 of each, then round 2...), while the stage's
+    time (STOP, on BUDGET's clock) holds a process; a setting whose process failed is not started again (the same
+    error would repeat). Per setting: its runs' figures ("repeats", one per process) and each process's JSON, in
+    OUT/yardstick.json as each ends; each process's output in OUT/yardstick/."""
+    sticks = [{"model": m, "batch_size": b, "tag": t, "repeats": [], "processes": []} for m, b, t, *_ in settings]
+    for round_ in range(1, rounds + 1):
+        for setting, stick in zip(settings, sticks, strict=True):
+            left = stop - budget.elapsed()
+            if "error" in stick:
+                continue
+            if left < YARDSTICK_PROCESS_S:
+                stick.setdefault("skipped", []).append(f"round {round_}: {left:.0f} s of the stage left")
+                continue
+            got = yardstick(setting, device, left, out / "yardstick" / f"{setting[0]}_{setting[2]}_{round_}.log")
+            stick["processes"].append(got)
+            if "error" in got:
+                stick["error"] = got["error"]
+            else:
+                stick["repeats"].append(got["images_per_sec"])
+            (out / "yardstick.json").write_text(json.dumps(sticks, indent=1) + "\n")
+    return sticks
 
 
 def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_dir: Path, device: str = "gpu",
-                yardstick_repeats: int = 3, yardstick_on: bool = True, check_env: bool = True) -> list[Row]:
-    """kit check-env, kit bench --suite SUITE, bundle + verify, then the yardstick at each of its settings; the run
-    directory, report, results, bundle and yardstick.json are copied to OUT as each is made."""
-    name = "1 suite"
+                yardstick_repeats: int = 3, yardstick_on: bool = True, check_env: bool = True,
+                name: str = "1 suite") -> list[Row]:
+    """kit check-env, kit bench --suite SUITE (SIGINT at its share of the stage: it keeps its finished runs in a
+    partial results.json), bundle + verify, then the yardstick at each of its settings, one process per repeat
+    (each process's one window is one run of the noise rule, as each harness run is); the run directory, report,
+    results, bundle and the yardstick's JSON and output are copied to OUT as each is made."""
     out.mkdir(parents=True, exist_ok=True)
     stop = budget.elapsed() + limit_s
     rows: list[Row] = []
     settings = yardstick_settings(suite) if yardstick_on else []
-    # the yardstick's share of the stage: one process per setting (~25 s each on an H200, measured), where the kit
-    # starts one per repeat
-    stick_s = YARDSTICK_PROCESS_S * len(settings)
+    # the yardstick's share of the stage: YARDSTICK_ROUNDS_KEPT rounds of one process per setting; a third round
+    # runs where kit bench and the bundle left the time
+    stick_s = YARDSTICK_PROCESS_S * len(settings) * min(yardstick_repeats, YARDSTICK_ROUNDS_KEPT)
     if check_env:
         env = kit(["check-env", "--local", "--require-gpu", "--runs-dir", str(out / "check-env")], min(120, limit_s))
         if not env.ok:
@@ -306,8 +390,10 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
     keep(run_dir, out / "run")
     for file in ("report.md", "results.json"):
         keep(run_dir / file, out / file)
-    if not bench.ok:
-        rows.append(Row(name, f"kit bench --suite {suite}", "—", "every run gives a figure", "failed", bench.why()))
+    partial = completion_note(run_dir)
+    if not bench.ok or partial:
+        rows.append(Row(name, f"kit bench --suite {suite}", "—", "every run gives a figure", "failed",
+                        "; ".join(filter(None, [None if bench.ok else bench.why(), partial]))))
     bundle = runs_dir / f"{run_dir.name}.bundle.tar.gz"
     made = kit(["bundle", str(run_dir), "--out", str(bundle), "--force", "--submitter", "gpu-proof",
                 "--system-name", "gpu-proof"], min(120, max(stop - budget.elapsed() - stick_s, 30)))
@@ -320,22 +406,17 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
 
     figures = run_figures(run_dir)
     rows.append(telemetry_row(name, run_dir))
-    sticks = []
-    for setting in settings:
-        left = stop - budget.elapsed()
-        if left < 20:
-            sticks.append({"model": setting[0], "tag": setting[2], "error": f"skipped: {left:.0f} s left"})
-            continue
-        sticks.append(yardstick(setting, yardstick_repeats, device, min(left, 240)))
-        (out / "yardstick.json").write_text(json.dumps(sticks, indent=1) + "\n")
+    sticks = yardstick_rounds(out, settings, yardstick_repeats, device, budget, stop)
     for setting, stick in zip(settings, sticks, strict=True):
         model, batch, tag = setting[:3]
         mine = figures.get(("torch", model, batch, tag), [])
-        base = stick.get("repeats") or []
-        row = ratio_row(name, f"{model} bs{batch} {tag}: harness / torchvision", base, mine, RATIO_TARGET,
-                        ("yardstick", "harness"))
+        row = ratio_row(name, f"{model} bs{batch} {tag}: harness / torchvision", stick["repeats"], mine,
+                        RATIO_TARGET, ("yardstick", "harness"))
+        row.detail += "; yardstick: one process a run" if stick["repeats"] else ""
         if "error" in stick:
             row.verdict, row.detail = "failed", f"yardstick: {stick['error']}"
+        elif stick.get("skipped"):
+            row.detail += f"; skipped {', '.join(stick['skipped'])}"
         rows.append(row)
     amp_nhwc = [v for (fw, model, _b, tag), v in figures.items() if (fw, model, tag) == ("torch", "resnet50",
                                                                                            "amp-nhwc")]
@@ -347,7 +428,64 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# stage 2: real JPEGs through a loader against synthetic data
+# real JPEGs against synthetic data: windows of one process (interleave_stage), or train.py runs (loader_stage)
+
+def interleave_stage(out: Path, limit_s: float, *, listing: Path, device: str, name: str,
+                     extra: list[str]) -> list[Row]:
+    """bench/loader_interleave.py over LISTING under LIMIT_S (its own budget 10 s less, so it ends its windows
+    itself): its window lines in OUT/windows.jsonl, the harness's log in OUT/harness.log, its stderr in
+    OUT/interleave.stderr.log; the rows of interleave_rows."""
+    out.mkdir(parents=True, exist_ok=True)
+    done = run([sys.executable, str(INTERLEAVE), "--list", str(listing), "--device", device,
+                "--budget-s", f"{max(limit_s - 10, 5):.0f}", "--log", str(out / "harness.log"), *extra],
+               limit_s, capture=True)
+    (out / "windows.jsonl").write_text(done.stdout)
+    (out / "interleave.stderr.log").write_text(done.stderr)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    rows = interleave_rows(name, lines, "" if done.ok else done.why())
+    verdict_line(out, name, rows)
+    return rows
+
+
+def interleave_rows(name: str, lines: list[dict], failure: str = "") -> list[Row]:
+    """Per decoder: real / synthetic over its paired windows (target LOADER_TARGET), and the loader alone /
+    synthetic training (LOADER_ALONE_TARGET), by the noise rule with each window one run; the loader's counters
+    in the detail; a skipped decoder's row says why. FAILURE: why the process ended badly ('' when it did not)."""
+    start = next((x for x in lines if x["kind"] == "start"), None)
+    if start is None:
+        return [Row(name, "real JPEGs / synthetic, windows of one process", "—", f">= {LOADER_TARGET}", "failed",
+                    failure or "no window")]
+    shape = f"{start['model']} bs{start['batch_size']} {start['precision']}-{start['layout']}"
+    rows = []
+    decoders = list(dict.fromkeys(x["decoder"] for x in lines if "decoder" in x))
+    skipped_ones = {x["decoder"] for x in lines if x["kind"] == "skipped"}
+    for decoder in sorted(decoders, key=lambda d: d in skipped_ones):  # the measured ones first
+        mine = [x for x in lines if x.get("decoder") == decoder]
+        what = f"{shape}: real JPEGs ({decoder}) / synthetic, windows of one process"
+        skipped = next((x for x in mine if x["kind"] == "skipped"), None)
+        if skipped:
+            rows.append(Row(name, what, "—", f">= {LOADER_TARGET}", "skipped", skipped["why"]))
+            continue
+        figures = {kind: [x["images_per_sec"] for x in mine if x["kind"] == kind]
+                   for kind in ("synthetic", "real", "loader")}
+        row = ratio_row(name, what, figures["synthetic"], figures["real"], LOADER_TARGET, ("synthetic", "real"))
+        counts = next((x for x in mine if x["kind"] == "counters"), None)
+        if counts is None:
+            row.detail += "; no counters (the process ended first)"
+        elif counts.get("decode_calls") is None:
+            row.detail += f"; refused batches {counts.get('refused_batches')}; the loader counts no decode calls"
+        else:
+            row.detail += (f"; {counts['decode_calls']} decode calls for {counts['batches']} batches taken "
+                           f"(+ those decoded ahead), {counts['refused_batches']} refused")
+        if failure and row.verdict == "failed":
+            row.detail += f"; {failure}"
+        rows.append(row)
+        if figures["loader"]:
+            rows.append(ratio_row(name, f"{shape}: the loader alone ({decoder}) / synthetic training",
+                                  figures["synthetic"], figures["loader"], LOADER_ALONE_TARGET,
+                                  ("synthetic", "loader alone")))
+    return rows
+
 
 def jpeg_tree(root: Path, images: int, parts: int, timeout_s: float = 600) -> Path:
     """The train list of a cached tree of IMAGES photo-like JPEGs (~110 KB, 400x350, quality 90, all RGB) under

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Real JPEGs against synthetic data in ONE process: the harness's ResNet50 (AMP, channels-last, bs256) built once,
+then timed windows alternating on it: synthetic batch, real JPEGs through the gpu loader, synthetic, real, ...
+
+    python bench/loader_interleave.py --list train_list.txt [--device gpu|cpu] [--batch-size 256]
+        [--image-size 224] [--workers W] [--pairs 6] [--window-steps 20] [--window-warmup 4] [--loader-windows 3]
+        [--decoders torchvision,nvimgcodec] [--budget-s 70] [--log FILE]
+
+The backend (model, AMP, channels-last, Trainer) is built by the harness's own code (scripts/harness: cli.prepare,
+train.BACKENDS), each window timed by its own loop (train.timed_loop: each step between two device
+synchronisations): --window-warmup untimed steps first (the loader's prefetched batches drained, so a window times
+its steady rate, not its queue), then --window-steps timed ones. The real windows read the list through
+loader_gpu.DeviceImageLoader (decoder torchvision, then nvimgcodec where it imports; on a CPU, the loader's CPU
+twin and the harness's CPU backend), handed over by feed.loader_batches as train.py does. Pairs alternate in ABBA
+order so that drift hits both sides; after a decoder's pairs, --loader-windows windows of the loader alone
+(train.time_batches: batches taken and synchronised, no training step).
+
+Why one process: real / synthetic is the loader's cost to the same trainer, model, cuDNN algorithms and clocks,
+so a process's start-up differences cancel in the ratio; the kit's noise rule (kit.results.stats.ratio_check) is
+applied over the paired windows of this process (bench/gpu_proof.py), which are the runs of this comparison.
+The pairs a decoder gets stop early when --budget-s cannot hold another (the first decoder may use 60% of what is
+left, the last all of it), so a timeout of the caller never cuts a window.
+
+stdout: one JSON line per window, as it ends: {"kind": "synthetic"|"real"|"loader", "decoder", "window", "images",
+"seconds", "images_per_sec"}; first {"kind": "start", ...} (the device, the shape), after each decoder's windows
+{"kind": "counters", "decoder", "decode_calls", "refused_batches", "batches"} (None where the loader does not
+count), or {"kind": "skipped", "decoder", "why"}. The harness's own KITLOG lines (each window's steps and
+run_stop) go to --log. Exit 0 when every decoder tried gave its windows, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent / "scripts" / "harness"))
+
+import feed  # noqa: E402  (the harness itself: its batches, backend, timed loop)
+import train  # noqa: E402
+from cli import prepare  # noqa: E402
+
+DECODERS = ("torchvision", "nvimgcodec")
+FIRST_SHARE = 0.6  # of the time left, what a decoder that is not the last may use
+# the shape on a CPU (the dry run): the harness's CPU preset of bench/harness_overhead.py, a little smaller
+CPU_SHAPE = {"batch_size": 4, "image_size": 64}
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="loader_interleave.py", description=__doc__.splitlines()[0])
+    p.add_argument("--list", type=Path, required=True, help="the JPEGs' train_list.txt")
+    p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    p.add_argument("--model", default="resnet50")
+    p.add_argument("--precision", default="amp")
+    p.add_argument("--layout", choices=("nchw", "nhwc"), default="nhwc")
+    p.add_argument("--batch-size", type=int, default=None, help="default 256 (cpu: 4)")
+    p.add_argument("--image-size", type=int, default=None, help="default 224 (cpu: 64)")
+    p.add_argument("--workers", type=int, default=None, help="the loader's readers (default: the cores)")
+    p.add_argument("--pairs", type=int, default=6, help="synthetic + real window pairs per decoder, at most")
+    p.add_argument("--window-steps", type=int, default=20)
+    p.add_argument("--window-warmup", type=int, default=4)
+    p.add_argument("--warmup-steps", type=int, default=10, help="synthetic steps once, before any window")
+    p.add_argument("--loader-windows", type=int, default=3, help="windows of the loader alone per decoder")
+    p.add_argument("--decoders", default=",".join(DECODERS))
+    p.add_argument("--budget-s", type=float, default=600)
+    p.add_argument("--log", type=Path, default=None, help="the harness's KITLOG lines (default: discarded)")
+    a = p.parse_args(argv)
+    a.decoders = [d.strip() for d in a.decoders.split(",") if d.strip()]
+    if not a.decoders or set(a.decoders) - set(DECODERS):
+        p.error(f"--decoders: pick from {', '.join(DECODERS)}")
+    if min(a.pairs, a.window_steps) < 1 or min(a.window_warmup, a.loader_windows) < 0:
+        p.error("--pairs and --window-steps must be >= 1, --window-warmup and --loader-windows >= 0")
+    shape = CPU_SHAPE if a.device == "cpu" else {"batch_size": 256, "image_size": 224}
+    a.batch_size = a.batch_size or shape["batch_size"]
+    a.image_size = a.image_size or shape["image_size"]
+    return a
+
+
+def say(**line) -> None:
+    """One JSON line on the real stdout (the harness's lines go to the log)."""
+    sys.__stdout__.write(json.dumps(line) + "\n")
+    sys.__stdout__.flush()
+
+
+def harness(a: argparse.Namespace):
+    """(args, dist, backend) of train.py for this shape on synthetic data, built by the harness's own code."""
+    args, dist = prepare(["--framework", "torch", "--model", a.model, "--precision", a.precision,
+                          "--layout", a.layout, "--batch-size", str(a.batch_size), "--image-size", str(a.image_size),
+                          "--device", a.device, "--warmup-steps", str(a.window_warmup),
+                          "--measure-steps", str(a.window_steps), "--input-probe-steps", "0"])
+    backend = train.BACKENDS["torch"](args, dist, args.threads or train.default_threads(dist.local_world_size))
+    return args, dist, backend
+
+
+def timed_window(args, backend, dist, stream: feed.Feed) -> tuple[int, float]:
+    """(images, seconds) of one window: the harness's timed loop over STREAM, its warm-up steps untimed."""
+    stop = {}
+
+    def log(event: str, **fields) -> None:
+        train.emit(event, **fields)
+        if event == "run_stop":
+            stop.update(fields)
+
+    train.timed_loop(copy.copy(args), backend, dist, log, stream)
+    return args.batch_size * stop["steps"], stop["seconds"]
+
+
+def loader_window(args, backend, stream: feed.Feed) -> tuple[int, float]:
+    """(images, seconds) of the loader alone: batches taken and synchronised, no training step."""
+    train.time_batches(stream, backend, args.warmup_steps)
+    seconds = train.time_batches(stream, backend, args.measure_steps)
+    return args.batch_size * args.measure_steps, sum(seconds)
+
+
+def open_real(a: argparse.Namespace, args, backend, decoder: str) -> tuple[object, feed.Feed]:
+    """The gpu loader (its CPU twin on a CPU) over the list, and its batches as train.py takes them."""
+    import data
+    import loader_gpu
+
+    entries = data.load_list(a.list, None, args.num_classes)
+    options = {} if decoder == "torchvision" else {"decoder": decoder}  # the keyword older loaders lack
+    loader = loader_gpu.DeviceImageLoader(entries, args.batch_size, args.image_size, framework="torch",
+                                          gpu=0 if backend.device == "gpu" else None,
+                                          channels_last=args.layout == "nhwc",
+                                          workers=a.workers or train.default_threads(1), **options)
+    stream = feed.Feed("gpu", feed.loader_batches(loader, backend.batch_from_loader), loader.decode_device,
+                       getattr(loader, "decoder", None))
+    return loader, stream
+
+
+def why_not(a: argparse.Namespace, decoder: str) -> str | None:
+    """Why DECODER cannot run here, or None."""
+    if decoder != "nvimgcodec":
+        return None
+    if a.device == "cpu":
+        return "nvimgcodec decodes on a GPU; the CPU twin decodes with Pillow"
+    try:
+        from nvidia import nvimgcodec  # noqa: F401
+    except Exception as exc:  # noqa: BLE001  (absent, or built for another CUDA)
+        return f"nvimgcodec not installed ({type(exc).__name__}: {exc})"
+    return None
+
+
+def counters(loader) -> dict:
+    """The loader's own counts, where it keeps them (decode_calls: one per batch is the design)."""
+    return {name: getattr(loader, name, None) for name in ("decode_calls", "refused_batches")}
+
+
+def run_decoder(a, args, dist, backend, decoder: str, deadline: float) -> bool:
+    """Pairs of (synthetic, real) windows, then the loader alone, for DECODER until DEADLINE; True when it gave
+    at least one pair."""
+    import data
+
+    try:
+        loader, real = open_real(a, args, backend, decoder)
+    except TypeError as exc:  # a loader_gpu without the decoder keyword
+        say(kind="skipped", decoder=decoder, why=f"this loader_gpu takes no decoder ({exc})")
+        return False
+    except data.LoaderUnavailable as exc:
+        say(kind="skipped", decoder=decoder, why=str(exc))
+        return False
+    synthetic = feed.open_feed(args, backend, dist)
+    batches, pair_s, pairs = 0, 0.0, 0
+    try:
+        began = time.monotonic()
+        timed_window(args, backend, dist, real)  # the loader's first batches (readers starting), untimed
+        batches += args.warmup_steps + args.measure_steps
+        first_s = time.monotonic() - began
+        for pair in range(1, a.pairs + 1):
+            # room for this pair: the last one's time, or twice the first real window's before any
+            if time.monotonic() + (pair_s or 2 * first_s) > deadline:
+                break
+            began = time.monotonic()
+            order = (("synthetic", synthetic), ("real", real))
+            for kind, stream in order if pair % 2 else order[::-1]:
+                images, seconds = timed_window(args, backend, dist, stream)
+                batches += (args.warmup_steps + args.measure_steps) * (kind == "real")
+                say(kind=kind, decoder=decoder, window=pair, images=images, seconds=round(seconds, 6),
+                    images_per_sec=round(images / seconds, 3))
+            pairs, pair_s = pair, time.monotonic() - began
+        for window in range(1, a.loader_windows + 1):
+            if time.monotonic() + pair_s / 2 > deadline:
+                break
+            images, seconds = loader_window(args, backend, real)
+            batches += args.warmup_steps + args.measure_steps
+            say(kind="loader", decoder=decoder, window=window, images=images, seconds=round(seconds, 6),
+                images_per_sec=round(images / seconds, 3))
+    finally:
+        real.batches.close()  # the loader's threads and readers stopped (feed.loader_batches' with block)
+    say(kind="counters", decoder=decoder, batches=batches, **counters(loader))
+    return pairs > 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    began = time.monotonic()
+    log = open(a.log, "w") if a.log else open("/dev/null", "w")  # noqa: SIM115  (closed below)
+    sys.stdout = log  # the harness's KITLOG lines go where a launcher's log would
+    try:
+        args, dist, backend = harness(a)
+        warm = copy.copy(args)
+        warm.warmup_steps, warm.measure_steps = max(a.warmup_steps, 1), 1  # cuDNN's autotuning, untimed
+        timed_window(warm, backend, dist, feed.open_feed(args, backend, dist))
+        say(kind="start", device=backend.device, device_name=backend.device_name, torch=backend.version,
+            model=a.model, precision=a.precision, layout=a.layout, batch_size=a.batch_size, image_size=a.image_size,
+            window_steps=a.window_steps, window_warmup=a.window_warmup, list=str(a.list),
+            start_seconds=round(time.monotonic() - began, 3))
+        ok, runnable = True, []
+        for decoder in a.decoders:
+            if why := why_not(a, decoder):
+                say(kind="skipped", decoder=decoder, why=why)
+            else:
+                runnable.append(decoder)
+        for i, decoder in enumerate(runnable):
+            left = a.budget_s - (time.monotonic() - began)
+            share = left if i == len(runnable) - 1 else left * FIRST_SHARE
+            ok &= run_decoder(a, args, dist, backend, decoder, time.monotonic() + share)
+        return 0 if ok else 1
+    finally:
+        sys.stdout = sys.__stdout__
+        log.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
