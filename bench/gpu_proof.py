@@ -92,7 +92,7 @@ DLE_FILES = ("DeepLearningExamples/PyTorch/Classification/ConvNets/main.py", "dl
 # 7946-7954) and eos_ngc24.04_mxnet/resnet (Eos, 8x H100-SXM5-80GB: 7160-7173), each / 8
 MLPERF_V40 = {"H200": 7950.0, "H100": 7160.0}
 MLPERF_GPUS = 8
-COMPILED = ("resnet50", 256, "amp-nhwc-compiled", 224, 10, 20)  # the yardstick's setting for stage 5
+COMPILED_TAG, COMPILED_STEPS = "amp-nhwc-compiled", (10, 20)  # stage 5: ResNet50 at the loader stage's shape
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -272,14 +272,16 @@ def compiled_rows(a: argparse.Namespace, out: Path, budget: gs.Budget, limit_s: 
     name = "5 compiled"
     out.mkdir(parents=True, exist_ok=True)
     stop = budget.elapsed() + limit_s
-    model, batch, tag, size, warmup, measure = COMPILED
+    model, batch, tag, size, (warmup, measure) = "resnet50", a.loader_batch, COMPILED_TAG, a.loader_image_size, \
+        COMPILED_STEPS
     backend = ["--compile-backend", "aot_eager"] if a.device == "cpu" else []
     mine = gs.harness(["--framework", "torch", "--model", model, "--precision", "amp", "--layout", "nhwc",
                        "--mode", "compiled", "--batch-size", str(batch), "--image-size", str(size),
                        "--warmup-steps", str(warmup), "--measure-steps", str(measure), "--device", a.device,
                        *backend], limit_s / 2, out / "harness-compiled.log")
     left = stop - budget.elapsed()
-    stick = (gs.yardstick(COMPILED, a.device, left, out / "yardstick-compiled.log", tuple(backend))
+    setting = (model, batch, tag, size, warmup, measure)
+    stick = (gs.yardstick(setting, a.device, left, out / "yardstick-compiled.log", tuple(backend))
              if left >= gs.YARDSTICK_PROCESS_S else {"error": f"skipped: {left:.0f} s of the stage left"})
     (out / "figures.json").write_text(json.dumps({"harness": vars(mine), "yardstick": stick}, indent=1) + "\n")
     row = gs.ratio_row(name, f"{model} bs{batch} {tag}: harness / torchvision", [stick["images_per_sec"]]
@@ -361,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             got = compiled_rows(a, folder, budget, limit)
             harness = json.loads((folder / "figures.json").read_text())["harness"]
             if harness["figure"]:
-                measured[f"harness {COMPILED[2]} bs{COMPILED[1]}"] = harness["figure"]
+                measured[f"harness {COMPILED_TAG} bs{a.loader_batch}"] = harness["figure"]
         rows += got
         times.append(f"stage {key} ({st.title}): {time.monotonic() - began:.0f} s")
         write_summary(a, rows, times)
