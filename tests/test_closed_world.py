@@ -60,6 +60,10 @@ def on_start(**fields):
     return lambda d: d | fields if d.get("event") == "run_start" else d
 
 
+def on_stop(**fields):
+    return lambda d: d | fields if d.get("event") == "run_stop" else d
+
+
 def log_edit(edit, repeat: int = 1):
     return lambda run: rewrite_kitlog(run / LOG.format(repeat), edit)
 
@@ -104,6 +108,12 @@ FORGERIES = {  # name: (edit, the v3 rule that fails it, a piece of its message,
     "loader-only": (log_edit(on_start(loader_only=True)), "log_is_the_harness_own", "loader_only True", True),
     "images-outside-the-data-root": (log_edit(on_start(allow_outside_root=True, outside_root=3)),
                                      "log_is_the_harness_own", "it read 3 image(s) outside its data root", True),
+    "decode-counts-of-a-loader-it-did-not-run": (
+        log_edit(on_stop(decode_calls=3, decoded_batches=3, refused_batches=0)), "log_is_the_harness_own",
+        "decode counts 3/3/0 (calls/batches/refused) from loader 'synthetic'", True),
+    "a-gpu-loader-decoding-with-an-unknown-decoder": (
+        log_edit(on_start(loader="gpu", decode_device="gpu", decoder="fast-magic")), "log_is_the_harness_own",
+        "decoder 'fast-magic' decoding on 'gpu'", True),
     "two-classes": (log_edit(on_start(num_classes=2)), "log_states_its_case", "num_classes 2 (the case: 10)", True),
     "fewer-warm-up-steps": (log_edit(on_start(warmup_steps=0)), "log_states_its_case", "warmup_steps 0", True),
     "a-gpu-log-on-a-cpu-suite": (

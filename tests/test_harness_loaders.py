@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kit.audit.rules.closed import _decode_problems
 from kit.results.parsers import parse_log
 from kit.results.parsers.kitlog import read_what_ran
 
@@ -436,6 +437,12 @@ def test_loader_only_run_logs_its_input_rate(tree: Path, tmp_path: Path, framewo
     assert stop["refused_batches"] == 0
     assert {k: ran[k] for k in ("decode_calls", "decoded_batches", "refused_batches")} == {
         k: stop[k] for k in ("decode_calls", "decoded_batches", "refused_batches")}
+    # verify's closed world (harness_log_closed@2) holds these records, and not more calls than batches or a refusal
+    assert _decode_problems(start, stop) == []
+    more = stop | {"decode_calls": stop["decoded_batches"] + 1}
+    assert _decode_problems(start, more) == [f"{more['decode_calls']} decode calls for {stop['decoded_batches']} "
+                                             "batches, 0 refused, in a run that succeeded"]
+    assert "1 refused" in _decode_problems(start, stop | {"refused_batches": 1})[0]
 
 
 def test_training_on_jpegs_probes_the_input_rate_first(tree: Path) -> None:

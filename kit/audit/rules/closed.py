@@ -37,6 +37,9 @@ def expected_start(case) -> dict:
     return {"global_batch": case.batch_size * case.processes}
 
 
+# the gpu loader's batched decoders by where they decode (scripts/harness/loader_gpu.py: each decoder's name)
+GPU_DECODERS = {"gpu": ("torchvision.io.decode_jpeg", "nvidia.nvimgcodec.Decoder", "paddle.vision.ops.decode_jpeg"),
+                "cpu": ("pillow",)}
 SAME_IN_REPEATS = ("params", "optimizer", "data", "math", "amp_effective", "channels_last", "device_name")
 RATE_TOLERANCE = 1e-3  # a step's samples_per_sec against global_batch / seconds (both rounded as written)
 
@@ -178,6 +181,9 @@ def harness_log_closed(ev: Evidence, out: Finding, strict: bool) -> None:
             wrong += _device_problems(start, hardware, ev.captures, strict)
             if strict:
                 wrong += _math_problems(start)
+                if stops:
+                    problems += [(stops[-1].line, "run_stop says " + why)
+                                 for why in _decode_problems(start, stops[-1].data)]
                 model = harness.MODELS.get(start.get("model"))
                 if model is not None and start.get("optimizer") not in (None, model.optimizer):
                     wrong.append(f"optimizer {start.get('optimizer')!r} ({model.name}'s is {model.optimizer!r})")
@@ -199,6 +205,22 @@ def harness_log_closed(ev: Evidence, out: Finding, strict: bool) -> None:
             out.fail(f"{key} run {log.run}: {message}", rel, line)
         if len(problems) > MAX_PROBLEMS:
             out.fail(f"{key} run {log.run}: {len(problems) - MAX_PROBLEMS} more record(s) of the same kind", rel)
+
+
+def _decode_problems(start: dict, stop: dict) -> list[str]:
+    """The gpu loader's decoder against where it decoded, and run_stop's decode counts (logs that state them): at
+    most one batched call a batch, no refused batch in a run that succeeded."""
+    out = []
+    if start.get("loader") == "gpu" and start.get("decoder") not in GPU_DECODERS.get(start.get("decode_device"), ()):
+        out.append(f"decoder {start.get('decoder')!r} decoding on {start.get('decode_device')!r}")
+    if "decode_calls" in stop or "decoded_batches" in stop or "refused_batches" in stop:
+        calls, batches, refused = (stop.get(k) for k in ("decode_calls", "decoded_batches", "refused_batches"))
+        if not all(_int(v) and v >= 0 for v in (calls, batches, refused)) or start.get("loader") != "gpu":
+            out.append(f"decode counts {calls!r}/{batches!r}/{refused!r} (calls/batches/refused) from loader "
+                       f"{start.get('loader')!r}")
+        elif calls > batches or (refused and stop.get("status") == "success"):
+            out.append(f"{calls} decode calls for {batches} batches, {refused} refused, in a run that succeeded")
+    return out
 
 
 def _window(found: list) -> tuple[float, float] | None:
