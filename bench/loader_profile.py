@@ -4,10 +4,10 @@
     python3 bench/loader_profile.py --list TRAIN_LIST [--batch-size 256] [--batches 8] [--workers N] [--device gpu]
 
 Phases, each over the same batches after one warm-up batch:
-  loader      DeviceImageLoader inline (decode_ahead=0): images/s of next(), split into waiting for the worker
-              threads' items (header, file, crop box), the decode, and the crop/resize/normalise; and the batches
-              the batched nvJPEG call refused (decoded image by image)
-  workers     the worker threads alone: items (header, file, crop box) per second, nothing decoded
+  loader      DeviceImageLoader inline (decode_ahead=0): images/s of next(), split into waiting for the reader
+              processes' files, the one decode call a batch, and the crop/resize/normalise; its decode calls and
+              the batches the decoder refused
+  workers     the reader processes alone: files per second into the shared buffers, nothing decoded
   nvjpeg      torchvision.io.decode_jpeg(list, device="cuda") on the loader's last batch's files, in memory (GPU)
   host_decode Pillow decoding the same files in --workers threads (what the cpu loader's decode costs)
 The GPU is synchronised at each phase's edges. Made to find the gpu loader's bound on a GPU machine (bench/gpu_proof.sh
@@ -43,32 +43,32 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 class Timed(loader_gpu.DeviceImageLoader):
-    """The loader, its collate's two halves timed (GPU synchronised around each)."""
+    """The loader, its decode call and its crop/resize timed (GPU synchronised around each)."""
 
     def __init__(self, *args, sync, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.sync, self.spent = sync, {"decode": 0.0, "crop_resize": 0.0}
-        self.last_files: list = []
 
-    def _collate(self, state, items, labels):
-        self.last_files = [it.file for it in items if it.file is not None]
+    def _timed(self, phase: str, work, *args):
         self.sync()
         t0 = time.perf_counter()
-        images = self._decode(items)
+        out = work(*args)
         self.sync()
-        t1 = time.perf_counter()
-        out = self._crop_resize(images, items)
-        self.sync()
-        self.spent["decode"] += t1 - t0
-        self.spent["crop_resize"] += time.perf_counter() - t1
-        return out, self.ops.tensor(labels)
+        self.spent[phase] += time.perf_counter() - t0
+        return out
+
+    def _decode(self, *args):
+        return self._timed("decode", super()._decode, *args)
+
+    def _crop_resize(self, *args):
+        return self._timed("crop_resize", super()._crop_resize, *args)
 
 
-class Items(loader_gpu.DeviceImageLoader):
-    """The loader's worker threads alone: a batch is its items, nothing decoded."""
+class Files(loader_gpu.DeviceImageLoader):
+    """The loader's reader processes alone: a batch is its entry indices, its files read, nothing decoded."""
 
-    def _collate(self, state, items, labels):
-        return items, labels
+    def _collate(self, buffer, indices, epoch):
+        return indices, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         say({"phase": "loader", "images_per_sec": round(images / total, 1), "seconds": round(total, 3),
              "decode_s": round(loader.spent["decode"], 3), "crop_resize_s": round(loader.spent["crop_resize"], 3),
              "items_wait_s": round(total - sum(loader.spent.values()), 3), "workers": a.workers,
-             "decoder": loader.decoder, "refused_batches": loader.refused_batches})
-        files = loader.last_files or [bytearray(Path(p).read_bytes()) for p, _ in entries[: a.batch_size]]
-    with Items(entries, a.batch_size, a.image_size, framework="torch", gpu=gpu, workers=a.workers,
+             "decoder": loader.decoder, "decode_calls": loader.decode_calls, "refused_batches": loader.refused_batches})
+    files = [bytearray(Path(p).read_bytes()) for p, _ in entries[: a.batch_size]]
+    with Files(entries, a.batch_size, a.image_size, framework="torch", gpu=gpu, workers=a.workers,
                decode_ahead=0) as items:
         next(items)
         t0 = time.perf_counter()

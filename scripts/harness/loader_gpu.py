@@ -204,7 +204,7 @@ class TorchOps:
         import ctypes
 
         view = (ctypes.c_char * len(buffer)).from_buffer(buffer)
-        if self.torch.cuda.cudart().cudaHostRegister(ctypes.addressof(view), len(buffer), 0) == 0:
+        if int(self.torch.cuda.cudart().cudaHostRegister(ctypes.addressof(view), len(buffer), 0)) == 0:
             self._pinned[id(buffer)] = view
 
     def unpin(self, buffer) -> None:
