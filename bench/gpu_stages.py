@@ -472,11 +472,9 @@ def interleave_rows(name: str, lines: list[dict], failure: str = "") -> list[Row
         counts = next((x for x in mine if x["kind"] == "counters"), None)
         if counts is None:
             row.detail += "; no counters (the process ended first)"
-        elif counts.get("decode_calls") is None:
-            row.detail += f"; refused batches {counts.get('refused_batches')}; the loader counts no decode calls"
         else:
-            row.detail += (f"; {counts['decode_calls']} decode calls for {counts['batches']} batches taken "
-                           f"(+ those decoded ahead), {counts['refused_batches']} refused")
+            row.detail += (f"; {counts['decode_calls']} decode calls for {counts['decoded_batches']} batches decoded "
+                           f"({counts['batches']} taken), {counts['refused_batches']} refused")
         if failure and row.verdict == "failed":
             row.detail += f"; {failure}"
         rows.append(row)

@@ -23,8 +23,8 @@ left, the last all of it), so a timeout of the caller never cuts a window.
 
 stdout: one JSON line per window, as it ends: {"kind": "synthetic"|"real"|"loader", "decoder", "window", "images",
 "seconds", "images_per_sec"}; first {"kind": "start", ...} (the device, the shape), after each decoder's windows
-{"kind": "counters", "decoder", "decode_calls", "refused_batches", "batches"} (None where the loader does not
-count), or {"kind": "skipped", "decoder", "why"}. The harness's own KITLOG lines (each window's steps and
+{"kind": "counters", "decoder", "decode_calls", "decoded_batches", "refused_batches", "batches"} (batches: those
+the windows took), or {"kind": "skipped", "decoder", "why"}. The harness's own KITLOG lines (each window's steps and
 run_stop) go to --log. Exit 0 when every decoder tried gave its windows, 1 otherwise.
 """
 
@@ -122,11 +122,10 @@ def open_real(a: argparse.Namespace, args, backend, decoder: str) -> tuple[objec
     import loader_gpu
 
     entries = data.load_list(a.list, None, args.num_classes)
-    options = {} if decoder == "torchvision" else {"decoder": decoder}  # the keyword older loaders lack
     loader = loader_gpu.DeviceImageLoader(entries, args.batch_size, args.image_size, framework="torch",
                                           gpu=0 if backend.device == "gpu" else None,
                                           channels_last=args.layout == "nhwc",
-                                          workers=a.workers or train.default_threads(1), **options)
+                                          workers=a.workers or train.default_threads(1), decoder=decoder)
     stream = feed.Feed("gpu", feed.loader_batches(loader, backend.batch_from_loader), loader.decode_device,
                        getattr(loader, "decoder", None))
     return loader, stream
@@ -145,11 +144,6 @@ def why_not(a: argparse.Namespace, decoder: str) -> str | None:
     return None
 
 
-def counters(loader) -> dict:
-    """The loader's own counts, where it keeps them (decode_calls: one per batch is the design)."""
-    return {name: getattr(loader, name, None) for name in ("decode_calls", "refused_batches")}
-
-
 def run_decoder(a, args, dist, backend, decoder: str, deadline: float) -> bool:
     """Pairs of (synthetic, real) windows, then the loader alone, for DECODER until DEADLINE; True when it gave
     at least one pair."""
@@ -157,9 +151,6 @@ def run_decoder(a, args, dist, backend, decoder: str, deadline: float) -> bool:
 
     try:
         loader, real = open_real(a, args, backend, decoder)
-    except TypeError as exc:  # a loader_gpu without the decoder keyword
-        say(kind="skipped", decoder=decoder, why=f"this loader_gpu takes no decoder ({exc})")
-        return False
     except data.LoaderUnavailable as exc:
         say(kind="skipped", decoder=decoder, why=str(exc))
         return False
@@ -191,7 +182,7 @@ def run_decoder(a, args, dist, backend, decoder: str, deadline: float) -> bool:
                 images_per_sec=round(images / seconds, 3))
     finally:
         real.batches.close()  # the loader's threads and readers stopped (feed.loader_batches' with block)
-    say(kind="counters", decoder=decoder, batches=batches, **counters(loader))
+    say(kind="counters", decoder=decoder, batches=batches, **loader.stats())  # one decode call a batch: the design
     return pairs > 0
 
 

@@ -542,3 +542,28 @@ def test_one_decode_call_a_batch_and_python_calls_per_batch_do_not_grow_with_the
     assert got["counts"]["batches"] == [4, 16] and got["counts"]["decode_calls_per_batch"] == [1.0, 1.0]
     small, big = got["counts"]["python_calls_per_batch"]
     assert small == big and small > 0 and got["verdicts"] == {"2 counts": "met"}
+
+
+def test_the_size_table_read_in_worker_processes_is_the_one_read_inline_and_is_cached(entries, tmp_path,
+                                                                                     monkeypatch) -> None:
+    """A long list's headers are read in forked worker processes, chunk by chunk: the same table as inline; it is
+    cached beside the list and read back; a changed list makes a new one."""
+    import image_sizes
+
+    inline = image_sizes.image_sizes(list(entries))  # no source: not cached
+    assert inline.cache is None and len(inline) == N and inline.host.any() and not inline.host.all()
+    listing = tmp_path / "train_list.txt"
+    listing.write_text("".join(f"{path} {label}\n" for path, label in entries))
+    monkeypatch.setattr(image_sizes, "POOL_FROM", 1)
+    monkeypatch.setattr(image_sizes, "CHUNK", 5)
+    pooled = image_sizes.image_sizes(data.load_list(listing, allow_outside_root=True), workers=2)
+    assert pooled.cache == str(listing) + image_sizes.CACHE_SUFFIX and Path(pooled.cache).is_file()
+    for field in ("width", "height", "nbytes", "host"):
+        np.testing.assert_array_equal(getattr(pooled, field), getattr(inline, field))
+    monkeypatch.setattr(image_sizes, "_scan", lambda *a: pytest.fail("read the headers again"))
+    cached = image_sizes.image_sizes(data.load_list(listing, allow_outside_root=True), workers=2)
+    np.testing.assert_array_equal(cached.width, inline.width)
+    listing.write_text("".join(f"{path} {label}\n" for path, label in entries[:-1]))
+    monkeypatch.undo()
+    shorter = image_sizes.image_sizes(data.load_list(listing, allow_outside_root=True))
+    assert len(shorter) == N - 1

@@ -130,10 +130,13 @@ def _scan(paths: list[str], workers: int) -> list[tuple[int, int, int, bool]]:
         return headers(paths)
     import multiprocessing
 
+    data.pillow().init()  # Pillow's plugins imported here, not in each child
     chunks = [paths[i : i + CHUNK] for i in range(0, len(paths), CHUNK)]
     rows: list = []
     started = last = time.monotonic()
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+    # forked: a spawned child would import the trainer's main module (and its framework) again; the children only
+    # read headers (as PyTorch's DataLoader forks workers of a process that holds a CUDA context)
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
         for part in pool.imap(headers, chunks):
             rows.extend(part)
             now = time.monotonic()
