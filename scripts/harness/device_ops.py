@@ -1,0 +1,288 @@
+"""The gpu loader's device side, one class per framework: its tensor operations (on a GPU or, for the twin, the
+CPU), the reader buffers it pins, and its batched decoders -- torchvision's nvJPEG call, nvImageCodec's Decoder,
+Paddle's decode_jpeg (image by image: Paddle has no batched decode) and, on the CPU twin, Pillow standing in.
+A decoder's decode(files, sizes) takes the batch's files and their [height, width] by the size table and makes one
+call for the batch; a refusal is Refused (loader_gpu.py counts it and stops the run).
+
+Standard library + numpy + Pillow + the framework (+ torchvision or nvImageCodec for PyTorch on a GPU); never
+imports the kit.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from data import LoaderUnavailable, pillow
+
+
+class Refused(Exception):
+    """The decoder refused a batch; POSITIONS: the images it names (None: it does not say which)."""
+
+    def __init__(self, why: str, positions: list[int] | None = None) -> None:
+        super().__init__(why)
+        self.positions = positions
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or "out of memory" in str(exc).lower()
+
+
+class PillowDecoder:
+    """The twin's stand-in for the device's batched decoder: Pillow, image by image, [3, H, W] uint8 tensors.
+    A decoder's decode(files, sizes) gets the batch's files and their [height, width] by the size table."""
+
+    name = "pillow"
+
+    def __init__(self, ops) -> None:
+        self.ops, self._Image = ops, pillow()
+
+    def decode(self, files: list, sizes: np.ndarray) -> list:
+        out = []
+        for k, f in enumerate(files):
+            try:
+                with self._Image.open(io.BytesIO(self.ops.host_array(f))) as img:
+                    out.append(self.ops.from_hwc(np.array(img.convert("RGB"))))
+            except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError...
+                raise Refused(str(exc), [k]) from exc
+        return out
+
+
+class TorchOps:
+    """The pipeline's tensor operations in PyTorch, on CUDA device `gpu` or the CPU; its device decoder."""
+
+    def __init__(self, gpu: int | None, decoder: str = "torchvision") -> None:
+        import torch
+
+        self.torch, self.einsum = torch, torch.einsum
+        self.device = torch.device("cpu") if gpu is None else torch.device("cuda", gpu)
+        self.stream = None if gpu is None else torch.cuda.Stream(self.device)  # the decode thread's
+        self._pinned: dict[int, object] = {}
+        if gpu is None:
+            self.decoder = PillowDecoder(self)
+        elif decoder == "nvimgcodec":
+            self.decoder = NvImageCodecDecoder(self, gpu)
+        else:
+            self.decoder = TorchvisionDecoder(self)
+
+    def enter_decode_thread(self) -> None:
+        """Make the calling thread queue its work on the side stream, after what the device has queued so far
+        (the loader's constants)."""
+        if self.stream is not None:
+            cuda = self.torch.cuda
+            cuda.set_device(self.device)
+            cuda.synchronize(self.device)
+            cuda.set_stream(self.stream)
+
+    def finish(self, batch: tuple) -> tuple:
+        """In the decode thread: (BATCH, the event after its work), waited for: the next decode may reuse the
+        memory and the file buffer this batch used, and torchvision's decoder writes on its own stream, which
+        does not wait for ours (pytorch/vision#9606)."""
+        if self.stream is None:
+            return batch, None
+        event = self.torch.cuda.Event()
+        event.record(self.stream)
+        event.synchronize()
+        return batch, event
+
+    def hand_over(self, batch: tuple, event) -> tuple:
+        """In the consumer: its stream waits for EVENT, and the allocator keeps BATCH's memory for that stream."""
+        if event is not None:
+            stream = self.torch.cuda.current_stream(self.device)
+            stream.wait_event(event)
+            for tensor in batch:
+                tensor.record_stream(stream)
+        return batch
+
+    def pin(self, buffer) -> None:
+        """Page-lock a reader buffer, so that the decoder's copies to the device are direct (GPU only)."""
+        if self.stream is None or id(buffer) in self._pinned:
+            return
+        import ctypes
+
+        view = (ctypes.c_char * len(buffer)).from_buffer(buffer)
+        if int(self.torch.cuda.cudart().cudaHostRegister(ctypes.addressof(view), len(buffer), 0)) == 0:
+            self._pinned[id(buffer)] = view
+
+    def unpin(self, buffer) -> None:
+        view = self._pinned.pop(id(buffer), None)
+        if view is not None:
+            import ctypes
+
+            self.torch.cuda.cudart().cudaHostUnregister(ctypes.addressof(view))
+            del view
+
+    def files(self, buffer, nbytes: list[int]) -> list:
+        """The batch's files as CPU uint8 tensors over BUFFER (no copy)."""
+        return list(self.torch.frombuffer(buffer, dtype=self.torch.uint8, count=sum(nbytes)).split(nbytes))
+
+    def host_array(self, file) -> np.ndarray:
+        return file.numpy()
+
+    def from_hwc(self, pixels: np.ndarray):
+        """[3, H, W] uint8 on the device from host pixels [H, W, 3]."""
+        return self.torch.from_numpy(pixels).to(self.device).permute(2, 0, 1)
+
+    def flatten(self, images: list, pad: int):
+        """IMAGES ([3, H, W] uint8 each) one after another in one 1-D tensor, then PAD zeros."""
+        from torch._utils import _flatten_dense_tensors
+
+        return _flatten_dense_tensors([*images, self.torch.zeros(pad, dtype=self.torch.uint8, device=self.device)])
+
+    def rows(self, flat, starts: np.ndarray, width: int):
+        """[*starts.shape, WIDTH]: WIDTH elements of FLAT from each start (one gather of an unfolded view)."""
+        return flat.unfold(0, width, 1)[self.torch.from_numpy(starts).to(self.device)]
+
+    def tensor(self, array: np.ndarray):
+        return self.torch.from_numpy(array).to(self.device)
+
+    def arange(self, n: int):
+        return self.torch.arange(n, dtype=self.torch.float32, device=self.device)
+
+    def to_float(self, t):
+        return t.float()
+
+    def concat(self, tensors: list, axis: int = 0):
+        return self.torch.cat(tensors, axis)
+
+
+class TorchvisionDecoder:
+    """nvJPEG through torchvision: one call for the batch, [3, H, W] uint8 tensors on the GPU."""
+
+    name = "torchvision.io.decode_jpeg"
+
+    def __init__(self, ops: TorchOps) -> None:
+        try:
+            from torchvision.io import ImageReadMode, decode_jpeg
+        except Exception as exc:  # ImportError, or a torchvision built for another torch failing to load
+            raise LoaderUnavailable(
+                "loader gpu: PyTorch decodes JPEGs on the GPU with torchvision.io.decode_jpeg, and torchvision "
+                f"cannot be imported ({type(exc).__name__}: {exc}); install the torchvision built for torch "
+                f"{ops.torch.__version__}, or use --loader cpu") from None
+        self._decode, self._rgb, self._device = decode_jpeg, ImageReadMode.RGB, ops.device
+
+    def decode(self, files: list, sizes: np.ndarray) -> list:
+        try:
+            return self._decode(files, mode=self._rgb, device=self._device)
+        except Exception as exc:
+            if out_of_memory(exc):
+                raise
+            raise Refused(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
+class NvImageCodecDecoder:
+    """nvImageCodec's batched Decoder (nvJPEG behind it): one call for the batch on the decode thread's stream;
+    each decoded image ([H, W, 3], CUDA array interface) becomes a [3, H, W] view (a call an image: its Python API
+    returns one object an image)."""
+
+    name = "nvidia.nvimgcodec.Decoder"
+
+    def __init__(self, ops: TorchOps, gpu: int) -> None:
+        try:
+            from nvidia import nvimgcodec
+        except Exception as exc:
+            raise LoaderUnavailable(
+                f"loader gpu: --decoder nvimgcodec needs nvImageCodec for CUDA 13 ({type(exc).__name__}: {exc}); "
+                "install nvidia-nvimgcodec-cu13 and nvidia-nvjpeg-cu13 (make gpu-prep puts them in .whl/), or use "
+                "--decoder torchvision") from None
+        self.ops, self._decoder = ops, nvimgcodec.Decoder(device_id=gpu)
+
+    def decode(self, files: list, sizes: np.ndarray) -> list:
+        torch = self.ops.torch
+        stream = torch.cuda.current_stream(self.ops.device)
+        try:
+            images = self._decoder.decode([f.numpy() for f in files], cuda_stream=stream.cuda_stream)
+        except Exception as exc:
+            if out_of_memory(exc):
+                raise
+            raise Refused(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+        missing = [k for k, image in enumerate(images) if image is None]
+        if missing:
+            raise Refused(f"nvImageCodec decoded {len(images) - len(missing)} of {len(images)} images", missing)
+        return [torch.as_tensor(image, device=self.ops.device).permute(2, 0, 1) for image in images]
+
+
+class PaddleOps:
+    """The same in Paddle, on GPU `gpu` (nvJPEG via paddle.vision.ops.decode_jpeg, image by image: Paddle has no
+    batched decode) or the CPU."""
+
+    def __init__(self, gpu: int | None, decoder: str = "torchvision") -> None:
+        import paddle
+
+        self.paddle, self.einsum = paddle, paddle.einsum
+        self.place = paddle.CPUPlace() if gpu is None else paddle.CUDAPlace(gpu)
+        self.gpu = gpu
+        self.decoder = PillowDecoder(self) if gpu is None else PaddleDecoder(self)
+
+    def enter_decode_thread(self) -> None:
+        """Set the calling thread's GPU (decode_jpeg runs on the current one); its work joins the device's stream."""
+        if self.gpu is not None:
+            self.paddle.device.set_device(f"gpu:{self.gpu}")
+
+    def finish(self, batch: tuple) -> tuple:
+        if self.gpu is not None:  # the file buffer is reused once the batch's work is done
+            self.paddle.device.synchronize()
+        return batch, None
+
+    def hand_over(self, batch: tuple, event: None) -> tuple:
+        return batch
+
+    def pin(self, buffer) -> None:
+        pass  # Paddle copies a numpy array to the device through its own staging buffer
+
+    def unpin(self, buffer) -> None:
+        pass
+
+    def files(self, buffer, nbytes: list[int]) -> list:
+        whole = np.frombuffer(buffer, np.uint8, count=sum(nbytes))
+        return np.split(whole, np.cumsum(nbytes)[:-1])
+
+    def host_array(self, file) -> np.ndarray:
+        return file
+
+    def from_hwc(self, pixels: np.ndarray):
+        return self.paddle.to_tensor(pixels, place=self.place).transpose([2, 0, 1])
+
+    def flatten(self, images: list, pad: int):
+        return self.paddle.concat([*(image.flatten() for image in images), self.paddle.zeros([pad], dtype="uint8")
+                                   .to(self.place)])
+
+    def rows(self, flat, starts: np.ndarray, width: int):
+        index = self.tensor((starts[..., None] + np.arange(width)).reshape(-1))  # Paddle: no unfolded view
+        return self.paddle.gather(flat, index).reshape([*starts.shape, width])
+
+    def tensor(self, array: np.ndarray):
+        return self.paddle.to_tensor(array, place=self.place)
+
+    def arange(self, n: int):
+        return self.paddle.arange(n, dtype="float32").to(self.place)
+
+    def to_float(self, t):
+        return t.astype("float32")
+
+    def concat(self, tensors: list, axis: int = 0):
+        return self.paddle.concat(tensors, axis)
+
+
+class PaddleDecoder:
+    """nvJPEG through Paddle, image by image, on the current GPU: [3, H, W] uint8 tensors."""
+
+    name = "paddle.vision.ops.decode_jpeg"
+
+    def __init__(self, ops: PaddleOps) -> None:
+        self.ops = ops
+
+    def decode(self, files: list, sizes: np.ndarray) -> list:
+        paddle, cpu = self.ops.paddle, self.ops.paddle.CPUPlace()
+        out = []
+        for k, f in enumerate(files):
+            try:
+                out.append(paddle.vision.ops.decode_jpeg(paddle.to_tensor(f, place=cpu), mode="rgb"))
+            except Exception as exc:
+                if out_of_memory(exc):
+                    raise
+                raise Refused(f"{type(exc).__name__}: {str(exc)[:300]}", [k]) from exc
+        return out
+
+
+OPS = {"torch": TorchOps, "paddle": PaddleOps}
