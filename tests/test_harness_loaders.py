@@ -567,3 +567,41 @@ def test_the_size_table_read_in_worker_processes_is_the_one_read_inline_and_is_c
     monkeypatch.undo()
     shorter = image_sizes.image_sizes(data.load_list(listing, allow_outside_root=True))
     assert len(shorter) == N - 1
+
+
+def test_a_reader_process_that_dies_is_an_error_at_next_and_close_leaves_no_reader(entries, watched) -> None:
+    import psutil
+
+    ld = twin(entries, workers=2, decode_ahead=0)
+    next(ld)
+    readers = ld._readers._procs
+    assert len(readers) == 2 and all(psutil.pid_exists(p.pid) for p in readers)
+    readers[1].kill()
+    readers[1].wait()
+    with pytest.raises(RuntimeError, match=rf"file reader process {readers[1].pid} ended \(exit code -9\) at batch"):
+        for _ in range(4):
+            next(ld)
+    ld.close()
+    assert all(p.poll() is not None for p in readers)
+    with twin(entries, workers=3) as ld:
+        next(ld)
+        pids = [p.pid for p in ld._readers._procs]
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+
+
+def test_a_file_changed_after_its_size_was_cached_names_its_line(tree: Path, tmp_path: Path) -> None:
+    root = tmp_path / "imagenet"
+    shutil.copytree(tree, root)
+    with twin(data.load_list(root / "train_list.txt")) as ld:  # caches the size table
+        next(ld)
+        cache = ld.sizes.cache
+    rel = "train/n01443537/n01443537_3.JPEG"
+    (root / rel).write_bytes((root / rel).read_bytes() + b"\0" * 10)
+    lineno = (root / "train_list.txt").read_text().splitlines().index(f"{rel} 1") + 1
+    with twin(data.load_list(root / "train_list.txt")) as ld, pytest.raises(data.DataError) as err:
+        assert ld.sizes.cache == cache
+        for _ in range(ld.steps_per_epoch):
+            next(ld)
+    assert str(err.value).startswith(f"cannot read image {root / rel} (list {root / 'train_list.txt'}:{lineno}): "
+                                     "the file changed after its size was cached: ")
+    assert str(err.value).endswith(f" (delete {cache} to read the sizes again)")

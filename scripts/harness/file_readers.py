@@ -147,11 +147,22 @@ class FileReaders:
         buf = self._slots[slot]
         fresh = worker not in buf.sent
         conn = self._conns[worker]
-        conn.send((number, slot, buf.size, fresh, paths, offsets, nbytes))
-        if fresh:
-            send_handle(conn, buf.fd, self._procs[worker].pid)
-            buf.sent.add(worker)
+        try:
+            conn.send((number, slot, buf.size, fresh, paths, offsets, nbytes))
+            if fresh:
+                send_handle(conn, buf.fd, self._procs[worker].pid)
+        except OSError:
+            raise self._ended(worker, number) from None
+        buf.sent.add(worker)
         self._busy[number] = worker
+
+    def _ended(self, worker: int, number: int) -> RuntimeError:
+        proc = self._procs[worker]
+        try:
+            code = proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            code = None
+        return RuntimeError(f"loader: file reader process {proc.pid} ended (exit code {code}) at batch {number}")
 
     def take(self, number: int) -> list[tuple[int, str]]:
         """Wait for batch NUMBER's files; the errors of its files. RuntimeError if its worker died."""
@@ -163,9 +174,7 @@ class FileReaders:
         try:
             got, errors = self._conns[worker].recv()
         except (EOFError, OSError):
-            proc = self._procs[worker]
-            raise RuntimeError(f"loader: file reader process {proc.pid} ended (exit code {proc.poll()}) while "
-                               f"reading batch {number}") from None
+            raise self._ended(worker, number) from None
         assert got == number, (got, number)
         return errors
 

@@ -193,6 +193,8 @@ class DeviceImageLoader(BatchLoader):
             errors = self._readers.take(number)
             if errors:
                 position, why = errors[0]
+                if why.startswith("the file changed") and self.sizes.cache:
+                    why += f" (delete {self.sizes.cache} to read the sizes again)"
                 raise self.unreadable(int(indices[position]), why)
             buffer = self._readers.buffer(slot)
             self.ops.pin(buffer)
