@@ -22,9 +22,12 @@ def copy_run(tmp_path: Path) -> Path:
     return run_dir
 
 
-def with_input_rate(log: Path, images_per_sec: float, loader: str = "gpu") -> None:
-    """The log as a harness with loaders writes it: run_start names the loader, an input_rate line follows."""
+def with_input_rate(log: Path, images_per_sec: float, loader: str = "gpu", counts: dict | None = None) -> None:
+    """The log as a harness with loaders writes it: run_start names the loader, an input_rate line follows; COUNTS:
+    the gpu loader's decode counts on run_stop."""
     def edit(line: dict):
+        if line["event"] == "run_stop" and counts:
+            return line | counts
         if line["event"] != "run_start":
             return line
         return [line | {"loader": loader, "data": "/data/train_list.txt"},
@@ -35,7 +38,8 @@ def with_input_rate(log: Path, images_per_sec: float, loader: str = "gpu") -> No
 
 def test_a_real_data_figure_near_its_loaders_own_rate_is_flagged_input_bound(tmp_path):
     run_dir = copy_run(tmp_path)
-    with_input_rate(run_dir / LOGS / "resnet50_b256_amp_1.log", 2800.0)  # measured 2679: 96 %
+    with_input_rate(run_dir / LOGS / "resnet50_b256_amp_1.log", 2800.0,  # measured 2679: 96 %
+                    counts={"decode_calls": 124, "decoded_batches": 124, "refused_batches": 0})
     with_input_rate(run_dir / LOGS / "resnet50_b256_fp32_1.log", 9000.0)  # measured 1842: 20 %
     suite_path = tmp_path / "s.yaml"
     suite_path.write_text("schema_version: 1\nname: h100-one\nhardware: gpu\n"
@@ -48,6 +52,10 @@ def test_a_real_data_figure_near_its_loaders_own_rate_is_flagged_input_bound(tmp
     assert "**Warning: 1 case(s) train within 10% of their loader's own rate" in text
     assert "| torch/resnet50/bz256/1n1g/amp | gpu | 2800.0 | 2679.1 | 96% | **input-bound?** |" in text
     assert "| torch/resnet50/bz256/1n1g/fp32 | gpu | 9000.0 | 1842.4 | 20% | no |" in text
+    # the run that states its decode counts: its decoder, one call a batch, none refused; the other states none
+    assert ("torch/resnet50/bz256/1n1g/amp: its decoder made 124 decode calls for 124 batches (1 run(s)), 0 refused"
+            in text.splitlines())  # this recorded run_start names no decoder
+    assert sum("decode calls" in line for line in text.splitlines()) == 1
 
 
 def test_synthetic_runs_have_no_input_section(tmp_path):

@@ -58,7 +58,7 @@ def input_section(report, run_dir: Path) -> str:
             key = log.group.case_key(log.case)
             found.setdefault(key, (str(ran.get("loader") or "cpu"), []))[1].append(ran["input_rate"])
             if "decoded_batches" in ran and "decode_calls" in ran:
-                decoding.setdefault(key, []).append((str(ran.get("decoder")), ran["decode_calls"],
+                decoding.setdefault(key, []).append((str(ran.get("decoder") or "its decoder"), ran["decode_calls"],
                                                      ran["decoded_batches"], ran.get("refused_batches", 0)))
             start = read_run_start(log.path) or {}
             if isinstance(n := start.get("outside_root"), int) and not isinstance(n, bool) and n > 0:
