@@ -277,14 +277,15 @@ def test_close_stops_threads_and_further_use(synth: Path) -> None:
         next(ld)
 
 
-def test_random_resized_crop_box_stays_inside_and_falls_back_to_centre() -> None:
+def test_crop_boxes_stay_inside_and_fall_back_to_centre() -> None:
     rng = np.random.default_rng(0)
     for width, height in [(48, 36), (500, 375), (37, 61)]:
-        for _ in range(200):
-            left, top, right, bottom = data.random_resized_crop_box(width, height, rng)
+        boxes = data.crop_boxes(np.full(200, width), np.full(200, height), rng.random((200, data.CROP_DRAWS)))
+        for left, top, right, bottom in boxes:
             assert 0 <= left < right <= width and 0 <= top < bottom <= height
     # a strip too thin for any 3/4..4/3 crop of >= 8% area: centre crop at the nearest ratio
-    assert data.random_resized_crop_box(1000, 10, rng) == (493, 0, 506, 10)
+    box = data.crop_boxes(np.array([1000]), np.array([10]), rng.random((1, data.CROP_DRAWS)))[0]
+    assert tuple(int(v) for v in box) == (493, 0, 506, 10)
 
 
 def test_augmentation_is_a_function_of_seed_epoch_index_and_size() -> None:

@@ -60,7 +60,6 @@ __all__ = [
     "load_list",
     "fit_decode",
     "pillow",
-    "random_resized_crop_box",
     "shard_size",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -216,12 +215,6 @@ def fit_decode(img):
             raise ValueError(f"{width} x {height} pixels, more than the {MAX_DECODED_PIXELS} an image may decode to "
                              f"(a JPEG decodes at down to 1/8 scale to fit)")
     return img
-
-
-def random_resized_crop_box(width: int, height: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
-    """(left, top, right, bottom) of a RandomResizedCrop box, torchvision's algorithm, on RNG's uniforms."""
-    boxes = crop_boxes(np.array([width]), np.array([height]), rng.random((1, CROP_DRAWS)))
-    return tuple(int(v) for v in boxes[0])
 
 
 def crop_boxes(widths: np.ndarray, heights: np.ndarray, uniforms: np.ndarray) -> np.ndarray:

@@ -145,7 +145,6 @@ class DeviceImageLoader(BatchLoader):
         self.decode_ahead = decode_ahead
         self.channels_last = bool(channels_last)
         self.decode_device = "cpu" if gpu is None else "gpu"
-        self.decoder = self.ops.decoder.name
         self.pixel_budget = CPU_PIXEL_BUDGET if gpu is None else GPU_PIXEL_BUDGET
         self.decode_calls = 0  # batched decode calls: one a batch that holds device-decoded JPEGs
         self.refused_batches = 0  # batches the decoder refused (each stops the run)
@@ -164,6 +163,11 @@ class DeviceImageLoader(BatchLoader):
         self._free = deque(range(slots))
         self._queued: deque = deque()  # (number, slot, indices, epoch) of batches sent to the readers
         self._readers = FileReaders(workers, slots, self._epoch_bytes(0), release=self.ops.unpin)
+
+    @property
+    def decoder(self) -> str:
+        """What decodes the batch's JPEGs (run_start's `decoder`)."""
+        return self.ops.decoder.name
 
     def _epoch_bytes(self, epoch: int) -> int:
         """The largest batch's file bytes in EPOCH: what a reader buffer is made to hold."""
@@ -281,7 +285,7 @@ class DeviceImageLoader(BatchLoader):
             lines = ", ".join(str(int(i) + 1) for i in named[:SHOW_LINES]) + (", ..." if len(named) > SHOW_LINES
                                                                               else "")
             where = f"list {self._source} lines" if self._source else "entries (0-based + 1)"
-            raise DataError(f"loader gpu: {self.ops.decoder.name} refused a batch of {len(files)} JPEGs ({where} "
+            raise DataError(f"loader gpu: {self.decoder} refused a batch of {len(files)} JPEGs ({where} "
                             f"{lines}): {exc}; the run stops rather than decode image by image "
                             "(data_prep/verify_list.py finds an unreadable file)") from None
 
