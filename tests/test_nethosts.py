@@ -157,7 +157,9 @@ def test_hosts_reach_each_other(ssh_hosts: NetHosts) -> None:
 def test_each_host_sees_only_its_own_processes(ssh_hosts: NetHosts) -> None:
     h1, h2 = ssh_hosts.hosts[:2]
     with connect(ssh_hosts, h2) as c:
-        rc, pid = sh(c, "nohup sleep 31.5 >/dev/null 2>&1 & echo $!")
+        # the pid is printed once the child has exec'd sleep (before that, ps shows it as [nohup])
+        rc, pid = sh(c, "nohup sleep 31.5 >/dev/null 2>&1 & p=$!; for _ in $(seq 200); do "
+                        "grep -aq '^sleep' /proc/$p/cmdline 2>/dev/null && break; sleep 0.02; done; echo $p")
     try:
         assert "sleep 31.5" in ssh_hosts.run(h2.name, ["ps", "-eo", "pid,args"]).stdout
         assert "sleep 31.5" not in ssh_hosts.run(h1.name, ["ps", "-eo", "pid,args"]).stdout
