@@ -34,3 +34,27 @@ def recorded_clean(run_dir) -> None:
         meta.setdefault("model_code_state", {"commit": meta.get("model_code_commit"), "modified": [], "deleted": [],
                                              "untracked": [], "hidden": [], "clean": True})
         sidecar.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
+def harness_log(framework: str, model: str, step_seconds: list[float], global_batch: int, precision: str = "fp32",
+                start_ms: int = 1_795_000_000_000) -> str:
+    """A log in the harness's grammar (kit.results.parsers.harnesslog) whose steps took STEP_SECONDS: run_start, no
+    warm-up, the steps, run_stop and rank 0's rank_stop, for tests that need exact figures."""
+    common = {"ranks": 1, "framework": framework, "model": model, "precision": precision, "layout": "nchw",
+              "mode": "eager"}
+    t = start_ms
+    records = [{"kit": 1, "event": "run_start", "time_ms": t, **common, "local_batch": global_batch,
+                "global_batch": global_batch, "data": "synthetic", "loader": "synthetic", "warmup_steps": 0,
+                "measure_steps": len(step_seconds)}]
+    for number, seconds in enumerate(step_seconds, 1):
+        t += int(seconds * 1000) + 1
+        records.append({"kit": 1, "event": "step", "time_ms": t, "step": number, "global_batch": global_batch,
+                        "seconds": seconds, "samples_per_sec": round(global_batch / seconds, 3), **common,
+                        "loss": 1.0})
+    total = round(sum(step_seconds), 6)
+    figure = round(global_batch * len(step_seconds) / total, 3)
+    records.append({"kit": 1, "event": "run_stop", "time_ms": t, "status": "success", "steps": len(step_seconds),
+                    "seconds": total, "samples_per_sec": figure, **common, "unit": "images/s", "throughput": figure})
+    records.append({"kit": 1, "event": "rank_stop", "time_ms": t, "status": "success", "rank": 0, "ranks": 1,
+                    "local_rank": 0, "host": "test", "steps": len(step_seconds)})
+    return "".join(MARK + json.dumps(r) + "\n" for r in records)

@@ -109,7 +109,7 @@ def test_bundle_of_a_real_run_verifies_and_carries_everything(real_run, tmp_path
     entry = commands["logs/paddle/resnet50/bz2/1n2g/resnet50_b2_fp32_1.log"]
     assert "paddle.distributed.launch" in entry["argv"] and entry["env"]["GLOO_SOCKET_IFNAME"] == "lo"
     provenance = json.loads((root / "provenance.json").read_text())
-    assert provenance["rules_version"] == "v5" and len(provenance["kit_commit_at_run"]["commit"]) == 40
+    assert provenance["rules_version"] == "v6" and len(provenance["kit_commit_at_run"]["commit"]) == 40
 
 
 def test_any_single_byte_flip_fails_and_names_the_file(real_run, tmp_path, signer):
@@ -270,7 +270,8 @@ def test_a_json_key_given_twice_is_refused_not_last_wins(real_run, tmp_path, cap
     lines[at] = lines[at].replace('"global_batch": 2,', '"global_batch": 2, "global_batch": 200,', 1)
     log.write_text("".join(lines))
     assert main(["extract", str(log)]) == 2
-    assert f"resnet50_b2_fp32_1.log:{at + 1}: :::KITLOG line is not valid JSON (duplicate key 'global_batch'" \
+    assert f"resnet50_b2_fp32_1.log:{at + 1}: no figure: :::KITLOG line is not valid JSON (duplicate key " \
+        "'global_batch'" \
         in capsys.readouterr().err
     folder = unpacked(bd.make_bundle(fresh_copy(real_run, tmp_path / "clean"), submitter="Lab", system_name="box"),
                       tmp_path / "unpacked")
@@ -285,10 +286,13 @@ def test_a_json_key_given_twice_is_refused_not_last_wins(real_run, tmp_path, cap
 
 
 def test_step_records_that_contradict_their_own_clock_fail(real_run, tmp_path):
-    def halved(d):
+    def halved(d):  # its rates and run_stop too: the grammar holds, the clock does not
         if d["event"] == "step":
-            d["seconds"] /= 2
-            d["samples_per_sec"] *= 2
+            d["seconds"] = round(d["seconds"] / 2, 6)
+            d["samples_per_sec"] = round(d["global_batch"] / d["seconds"], 3)
+        if d["event"] == "run_stop":
+            d["seconds"] = round(d["seconds"] / 2, 6)
+            d["samples_per_sec"] = d["throughput"] = round(d["samples_per_sec"] * 2, 3)
         yield d
 
     steps: list[dict] = []
@@ -304,14 +308,15 @@ def test_step_records_that_contradict_their_own_clock_fail(real_run, tmp_path):
     def long_ago(d):
         yield {**d, "time_ms": d["time_ms"] - 400 * 86400 * 1000} if "time_ms" in d else d
 
-    for edit, message in ((halved, "less than 95%"), (fastest_ten_times, "follows step"),
-                          (long_ago, "lies outside the run's window in run.json")):
+    for edit, rule, message in ((halved, "steps_agree_with_their_clock", "less than 95%"),
+                                (fastest_ten_times, "every_log_read", "where step 3 is due"),
+                                (long_ago, "steps_agree_with_their_clock", "lies outside the run's window in run.json")):
         run = fresh_copy(real_run, tmp_path / edit.__name__)
         log = run / "logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"
         rewrite_kitlog(log, edit)
         bench.write_report(run, load_suite(run / "suite.yaml"))
         result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
-        found = [v for v in result.violations if v.rule == "steps_agree_with_their_clock"]
+        found = [v for v in result.violations if v.rule == rule]
         assert found and any(message in v.message for v in found), (edit.__name__, result.violations)
         assert {v.file for v in found} == {"logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"}
 
@@ -330,8 +335,8 @@ def test_one_field_is_no_memory_bomb_and_no_message_echoes_a_huge_value(real_run
     result = verify(bd.make_bundle(run, submitter="Lab", system_name="box"))
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mib < 500, grown_mib  # set(range(20_000_000)) alone took ~2 GB
-    ranks = [v for v in result.violations if v.rule == "every_rank_logged"]
-    assert len(ranks) == 1 and "run_start says ranks 20000000; the case runs 1..1 processes" in ranks[0].message
+    ranks = [v for v in result.violations if v.rule == "every_log_read"]  # the grammar: one rank_stop, of ranks 1
+    assert len(ranks) == 1 and "a step that says ranks 1 (run_start: 20000000)" in ranks[0].message
     assert result.violations and max(len(v.message) for v in result.violations) < 600
     assert sum(len(line) for line in result.lines()) < 20_000
 

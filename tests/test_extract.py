@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
+from kitlogs import harness_log, rewrite_kitlog
 
 from kit.results.extract import Method, MethodError, compute_figure, format_number
-from kit.results.parsers import parse_log, parse_text
+from kit.results.parsers import ParseError, parse_log, parse_text
 
 
 def fig(published, rel, **method):
@@ -165,16 +167,17 @@ def test_truncate_decimals_works_on_the_decimal_text():
     assert truncate_decimals(123456.789, 0) == 123456.0 and truncate_decimals(2.5e-7, 6) == 0.0
 
 
-@pytest.mark.parametrize("fields", ['"global_batch": 1e308, "seconds": 0.5', '"global_batch": 4, "seconds": 5e-324'])
-def test_finite_numbers_that_overflow_a_step_figure_are_refused_naming_the_line(tmp_path, fields, capsys):
+@pytest.mark.parametrize(("fields", "says"), [({"global_batch": 1e308, "seconds": 0.5}, "global_batch 1e+308"),
+                                            ({"seconds": 5e-324}, "where 4 over 5e-324 s is inf")])
+def test_finite_numbers_that_overflow_a_step_figure_are_refused_naming_the_line(tmp_path, fields, says, capsys):
     from kit.cli import main
 
     log = tmp_path / "overflow.log"
-    log.write_text("".join(f':::KITLOG {{"kit": 1, "event": "step", "step": {s}, {fields}, "ranks": 1}}\n'
-                           for s in range(21, 31)))
-    with pytest.raises(MethodError, match="line 1: .* is not a positive finite figure"):
-        compute_figure(parse_log(log), Method())
+    log.write_text(harness_log("torch", "resnet50", [0.5] * 10, 4))
+    rewrite_kitlog(log, lambda d: d | fields if d["event"] == "step" and d["step"] == 3 else d)
+    with pytest.raises(ParseError, match=f":4: .*{re.escape(says)}"):
+        parse_log(log)
     assert main(["extract", str(log)]) == 2  # was exit 3, an internal error
-    assert "line 1:" in capsys.readouterr().err
+    assert "overflow.log:4:" in capsys.readouterr().err
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "r")]) in (0, 1, 2)
     assert "internal error" not in capsys.readouterr().err

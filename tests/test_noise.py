@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import psutil
 import pytest
+from kitlogs import harness_log
 
 from kit.cli import main
 from kit.results import noise, stats
@@ -316,9 +317,7 @@ def _kitlog_tree(root: Path, cases: dict) -> Path:
         folder = root / "logs" / fw / model / "bz16" / "1n1g"
         folder.mkdir(parents=True)
         for i, v in enumerate(values, 1):
-            step = {"kit": 1, "event": "step", "time_ms": 1, "step": 1, "global_batch": 16, "seconds": 16 / v,
-                    "samples_per_sec": v, "ranks": 1, "framework": fw, "model": model, "precision": "fp32"}
-            (folder / f"{model}_b16_fp32_{i}.log").write_text(":::KITLOG " + json.dumps(step) + "\n")
+            (folder / f"{model}_b16_fp32_{i}.log").write_text(harness_log(fw, model, [16 / v], 16))
     return root / "logs"
 
 

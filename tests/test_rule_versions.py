@@ -42,14 +42,14 @@ def test_a_golden_bundle_gives_exactly_its_findings_under_every_rule_set(name):
         assert not result.integrity and result.signature.state == "unsigned", version
         assert [v.to_dict() for v in result.violations] == want[version], version
         assert {f.rule.name for f in result.findings} == {r.name for r in rl.load_rules(version)}
-    assert [v.to_dict() for v in verify_tree(root).violations] == want["v5"], "v5 is verify's default"
+    assert [v.to_dict() for v in verify_tree(root).violations] == want["v6"], "v6 is verify's default"
 
 
 def test_the_goldens_hold_a_verdict_v1_and_v2_disagree_on_and_ones_both_fail():
     said_gpu = expected("cpu-loader-says-gpu")
     assert said_gpu["v1"] == [] and [v["rule"] for v in said_gpu["v2"]] == ["log_states_its_case"]
     assert "loader 'gpu' (the case: 'cpu')" in said_gpu["v2"][0]["message"]
-    assert expected("cpu-loader") == {"v1": [], "v2": [], "v3": [], "v4": [], "v5": []}
+    assert expected("cpu-loader") == {"v1": [], "v2": [], "v3": [], "v4": [], "v5": [], "v6": []}
     both = expected("cpu-loader-says-gpu-batch-4")
     assert both["v1"][0]["message"].endswith("run_start says local_batch 4 (the case: 2)")
     assert both["v2"][0]["message"].endswith("local_batch 4 (the case: 2); loader 'gpu' (the case: 'cpu')")
@@ -57,9 +57,9 @@ def test_the_goldens_hold_a_verdict_v1_and_v2_disagree_on_and_ones_both_fail():
     assert fuzz["v1"] == fuzz["v2"] and [v["line"] for v in fuzz["v1"]] == [2]
 
 
-def test_v5_is_the_default_and_the_goldens_name_the_set_they_were_made_under():
-    assert rl.versions() == ["v1", "v2", "v3", "v4", "v5"] and rl.newest() == "v5"
-    assert rl.load_rules() == rl.load_rules("v5")
+def test_v6_is_the_default_and_the_goldens_name_the_set_they_were_made_under():
+    assert rl.versions() == ["v1", "v2", "v3", "v4", "v5", "v6"] and rl.newest() == "v6"
+    assert rl.load_rules() == rl.load_rules("v6")
     provenance = json.loads((GOLDEN / "cpu-loader" / "provenance.json").read_text())
     assert provenance["rules_version"] == "v3"
 
@@ -97,6 +97,11 @@ def test_every_rule_set_names_only_registered_predicate_versions():
         "gpu_telemetry_holds": ("gpu_telemetry_holds@1", "gpu_telemetry_holds@2")}
     assert (rl.PREDICATES["gpu_telemetry_holds@1"].fixed, rl.PREDICATES["gpu_telemetry_holds@2"].fixed) == (
         {"run_json_copy": False}, {"run_json_copy": True})
+    v6 = {r.name: r.predicate for r in rl.load_rules("v6")}  # v6: one reader's refusals named; samples by the files
+    assert {n: (v5.get(n), v6[n]) for n in v6 if v5.get(n) != v6[n]} == {
+        "gpu_telemetry_holds": ("gpu_telemetry_holds@2", "gpu_telemetry_holds@3"),
+        "every_log_read": (None, "logs_read@1")}
+    assert rl.PREDICATES["gpu_telemetry_holds@3"].fixed == {"run_json_copy": True, "by_files": True}
     assert (rl.PREDICATES["program_code_pinned@1"].fixed, rl.PREDICATES["program_code_pinned@2"].fixed) == (
         {"clean": False}, {"clean": True})
     # claims_derive@2 bounds a method's scale by its log's ranks and refuses a log listed twice; @1 (v1, v2) did not

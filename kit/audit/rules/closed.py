@@ -5,8 +5,8 @@ Pure; registered in kit.audit.rules.predicates.PREDICATES like every predicate.
 
 What a harness log may hold (scripts/harness/train.py): one run_start, then input_rate, compile, warmup_end, step,
 corpus and epoch records, one run_stop, and a rank_stop per rank; nothing else is a :::KITLOG or :::MLLOG record.
-The figure is read from these same step (epoch) records by kit.results.parsers.kitlog, which refuses an MLLOG line
-or an untimed step in a harness log, so no record outside the checked ones can reach it.
+The figure is read from these same step (epoch) records, by the same reader (kit.results.parsers.harnesslog), whose
+grammar refuses any other record, byte or order, so no record outside the checked ones can reach it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from kit.audit.evidence import Evidence, finite
 from kit.audit.rules.predicates import predicate
 from kit.core.catalogue import harness
-from kit.results.parsers.kitlog import KITLOG, MLLOG
 
 if TYPE_CHECKING:
     from kit.audit.rules.engine import Finding
@@ -92,18 +91,11 @@ def _device_problems(start: dict, hardware: str | None, captures: dict, strict: 
 
 
 def _records(ev: Evidence, path) -> tuple[list[tuple[int, str]], list]:
-    """(line, problem) for every record line that is not one the harness writes, and the :::KITLOG events."""
-    wrong = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            if MLLOG in line:
-                wrong.append((lineno, "an MLLOG record in a harness log (the harness writes none)"))
-            elif KITLOG in line and not line[line.find(KITLOG) + len(KITLOG):].lstrip().startswith("{"):
-                wrong.append((lineno, "a :::KITLOG line that is not a JSON object"))
+    """(line, problem) for every record that is not one the harness writes, and the :::KITLOG events (the one
+    reader's, kit.results.parsers.harnesslog, whose grammar already refused any other line of a log with a figure)."""
     found = ev.events(path)
-    wrong += [(e.line, f"an unknown record {e.data.get('event')!r}") for e in found
-              if e.data.get("event") not in EVENTS]
-    return wrong, found
+    return [(e.line, f"an unknown record {e.data.get('event')!r}") for e in found
+            if e.data.get("event") not in EVENTS], found
 
 
 def _step_problems(found: list, start: dict, strict: bool = False) -> list[tuple[int, str]]:

@@ -15,6 +15,7 @@ from kit.audit.evidence import Evidence
 from kit.audit.rules.predicates import predicate
 from kit.core.inputs import parse_json
 from kit.core.yamlio import ConfigError, LineDict
+from kit.results.parsers.kitlog import NO_FIGURE
 
 if TYPE_CHECKING:
     from kit.audit.rules.engine import Finding
@@ -40,6 +41,30 @@ def results_match_logs(ev: Evidence, out: Finding) -> None:
         out.fail(f"{path}: written {have!r}, recomputed from the logs {want!r}", "results.json",
                  json_line(lines[0], path))
     out.checked = sum(len(c["runs"]) for g in recomputed["groups"] for c in g["cases"])
+
+
+FAILURE_LINE = re.compile(r"line (\d+): ")  # how kit.results.report keeps a ParseError's line in its reason
+
+
+@predicate()
+def logs_read(ev: Evidence, out: Finding) -> None:
+    """Every log of the run that run.json records as finished (or does not record) yields a figure: a log the one
+    reader refuses (a harness log's grammar, kit.results.parsers.harnesslog; a program log's format) is named with
+    its line and why. A run recorded as failed gives no figure by design."""
+    if ev.report is None:
+        return
+    recorded = ev.meta.get("runs") if isinstance(ev.meta.get("runs"), dict) else {}
+    out.checked = sum(len(c.runs) for g in ev.report.groups for c in g.cases) + len(ev.report.failures)
+    for path, reason in ev.report.failures:
+        rel = ev.rel(path)
+        entry = recorded.get(rel)
+        if isinstance(entry, dict) and entry.get("status") not in (None, "ok"):
+            continue
+        line = FAILURE_LINE.match(reason)
+        said = "run.json records it as finished" if isinstance(entry, dict) else "run.json does not record it"
+        why = (reason[line.end():] if line else reason).removeprefix(NO_FIGURE)
+        out.fail(f"{said}, but it gives no figure: {why}", rel,
+                 int(line.group(1)) if line else None)
 
 
 @predicate()

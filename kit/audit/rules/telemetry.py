@@ -27,25 +27,31 @@ MIN_COVERAGE = 0.8  # of a harness run's measured window
 ENERGY_AGREEMENT = 0.25  # counter vs integrated power (power.draw averages over ~1 s: 10% off on a ramp, measured)
 
 
-@predicate(versions={1: {"run_json_copy": False}, 2: {"run_json_copy": True}})
-def gpu_telemetry_holds(ev: Evidence, out: Finding, run_json_copy: bool = False) -> None:
+@predicate(versions={1: {"run_json_copy": False}, 2: {"run_json_copy": True},
+                     3: {"run_json_copy": True, "by_files": True}})
+def gpu_telemetry_holds(ev: Evidence, out: Finding, run_json_copy: bool = False, by_files: bool = False) -> None:
     """Each run of a sampled GPU run (run.json gpu_telemetry) has samples that read, run forward in time, keep a
     rising energy counter, cover at least MIN_COVERAGE of a harness run's measured window, and whose counter agrees
     with the power integrated over it within ENERGY_AGREEMENT; with RUN_JSON_COPY, the figures run.json keeps for a
-    run are the ones its samples give."""
-    if not ev.meta.get("gpu_telemetry"):
+    run are the ones its samples give. BY_FILES (@3): a run is sampled when any of its runs left samples, whatever
+    run.json says (the report's J/image is computed from any samples file beside a log)."""
+    logs_root = ev.root / "logs"
+    sampled = ev.meta.get("gpu_telemetry") or (by_files and any(telemetry_files(log.path, logs_root)
+                                                                 for _key, log, _figure in ev.runs()))
+    if not sampled:
         cpu = ev.suite is not None and ev.suite.hardware == "cpu"
         out.note = ("a CPU suite: no GPU to sample (each run's host load is run.json's host_load)" if cpu
                     else "run.json records no GPU sampler (a run from before the sampler)")
         return
-    logs_root, without = ev.root / "logs", 0
+    without = 0
     for key, log, _figure in ev.runs():
         out.checked += 1
         if run_json_copy:
             _run_json_copy_holds(ev, out, key, log)
         files = telemetry_files(log.path, logs_root)
         if not files:
-            out.fail(f"{key} run {log.run}: no GPU samples (run.json says its GPUs were sampled)",
+            out.fail(f"{key} run {log.run}: no GPU samples (its run's GPUs were sampled: "
+                     f"{'run.json says so' if ev.meta.get('gpu_telemetry') else 'other runs left samples'})",
                      ev.rel(log.path))
             continue
         for host, path in files.items():

@@ -25,25 +25,21 @@ mlcommons/logging mlperf_logging/mllog (mllog.get_mllogger().event(key=..., valu
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.catalogue import contract
-from kit.core.inputs import open_regular, parse_json
+from kit.core.inputs import parse_json
+from kit.results.parsers import harnesslog
 from kit.results.parsers.base import LogFormat
+from kit.results.parsers.harnesslog import KITLOG, MLLOG, LogEvent
 from kit.results.parsers.records import PER_STEP, SUMMARY, ParseError, Record
 
-KITLOG = ":::KITLOG "
-MLLOG = ":::MLLOG "
 SAMPLES = "samples/s"
 EPOCH_UNITS = {"tokens/s": "tokens", "sequences/s": "sequences"}  # unit -> the epoch line's count field
-_RUN_START = re.compile(r':::KITLOG \{[^\n]*"event":\s*"run_start"')
-_RUN_STOP = re.compile(r':::KITLOG \{[^\n]*"event":\s*"run_stop"')
 
 
 def _json_after(line: str, marker: str, lineno: int, path: str | Path) -> dict:
@@ -87,31 +83,10 @@ def _time(data: dict) -> float | None:
         return None
 
 
-@dataclass
-class LogEvent:
-    line: int
-    data: dict
-
-
 def events(path: str | Path) -> list[LogEvent]:
-    """Every ':::KITLOG {...}' object of a file, also behind prefixes such as mpirun's '[1,0]<stdout>:'.
-    Lines that are not JSON objects are left out here: the parser judges them."""
-    found = []
-    try:
-        with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace") as f:  # a FIFO: no events
-            for lineno, line in enumerate(f, 1):
-                at = line.find(KITLOG)
-                if at < 0:
-                    continue
-                try:
-                    data = parse_json(line[at + len(KITLOG):])
-                except ValueError:
-                    continue
-                if isinstance(data, dict):
-                    found.append(LogEvent(lineno, data))
-    except OSError:
-        return []
-    return found
+    """Every ':::KITLOG {...}' record of a harness log, with its line (kit.results.parsers.harnesslog, the one
+    reader); records that cannot be read are left out here: the parser refuses the log."""
+    return harnesslog.read(path).events
 
 
 def read_run_start(path: str | Path) -> dict | None:
@@ -183,37 +158,9 @@ class KitLog(LogFormat):
     priority = 100  # a structured line is unambiguous
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
-        if KITLOG in line:
-            yield from self._kitlog(_json_after(line, KITLOG, lineno, path), lineno, rank, path)
-        elif MLLOG in line:
+        """An MLLOG line of a log that is not the harness's (a harness log is read whole: parse_text)."""
+        if MLLOG in line:
             yield from self._mllog(_json_after(line, MLLOG, lineno, path), lineno, rank, path)
-
-    def _kitlog(self, data: dict, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
-        event = data.get("event")
-        if event == "step":
-            if data.get("timing") == "epochs":  # an epoch-timed run: its epoch lines are the series
-                return
-            batch = _number(data, "global_batch", lineno, path)
-            seconds = _number(data, "seconds", lineno, path)
-            step = data.get("step")
-            yield Record(batch / seconds, SAMPLES, SAMPLES, PER_STEP, lineno, step if isinstance(step, int) else None, None, _time(data), rank)
-        elif event == "epoch":
-            unit = data.get("unit")
-            if unit not in EPOCH_UNITS:
-                raise ParseError(path, f"epoch line's unit must be one of {', '.join(EPOCH_UNITS)}, got {unit!r}", lineno)
-            count = _number(data, EPOCH_UNITS[unit], lineno, path)
-            seconds = _number(data, "seconds", lineno, path)
-            epoch = data.get("epoch")
-            yield Record(count / seconds, unit, SAMPLES, PER_STEP, lineno, None, epoch if isinstance(epoch, int) else None, _time(data), rank)
-        elif event == "run_stop":
-            status = data.get("status")
-            if status != "success":
-                reason = data.get("reason", "unknown")
-                message = data.get("message", "")
-                raise ParseError(path, f"the harness reported a failed run ({reason}): {message}".rstrip(": "), lineno)
-            unit = _unit(data)
-            key = "throughput" if unit != SAMPLES else "samples_per_sec"
-            yield Record(_number(data, key, lineno, path), unit, SAMPLES, SUMMARY, lineno, None, None, _time(data), rank)
 
     def _mllog(self, data: dict, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         value = data.get("value")
@@ -225,15 +172,35 @@ class KitLog(LogFormat):
         yield Record(throughput, SAMPLES, SAMPLES, PER_STEP, lineno, step if isinstance(step, int) else None, None, _time(data), rank)
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
-        harness = KITLOG in text and _RUN_START.search(text)
-        if harness and MLLOG in text:  # the harness writes none: such a record would feed the figure unchecked
-            lineno = text.count("\n", 0, text.find(MLLOG)) + 1
-            raise ParseError(path, "an MLLOG record in a harness log (the harness writes none): no figure", lineno)
-        records = super().parse_text(text, path)
-        if harness and not _RUN_STOP.search(text):
-            raise ParseError(path, "the harness run started but never stopped (killed, hung or cut short): no figure")
-        if harness:
-            untimed = next((r for r in records if r.kind == PER_STEP and r.timestamp is None), None)
-            if untimed is not None:  # each step record carries its own clock, which verify checks
-                raise ParseError(path, "a harness step record without its time_ms: no figure", untimed.line)
-        return records
+        if ":::KITLOG" not in text:
+            return super().parse_text(text, path)
+        return harness_records(harnesslog.read_text(text), path)
+
+
+NO_FIGURE = "no figure: "
+
+
+def harness_records(log: harnesslog.HarnessLog, path: str | Path) -> list[Record]:
+    """The figure's records of a harness log: its steps (an epoch-timed run's epochs) and run_stop, read by the one
+    reader; a failed run, or any record the grammar refuses, gives none (ParseError naming the first line)."""
+    if log.failure is not None:
+        raise ParseError(path, log.failure[1], log.failure[0])
+    if log.problems:
+        line, why = log.problems[0]
+        more = f" (and {len(log.problems) - 1} more)" if len(log.problems) > 1 else ""
+        raise ParseError(path, f"{NO_FIGURE}{why}{more}", line)
+    records = []
+    for e in log.events:
+        d, line = e.data, e.line
+        if e.event == "step" and d.get("timing") != "epochs":
+            value = _number(d, "global_batch", line, path) / _number(d, "seconds", line, path)
+            records.append(Record(value, SAMPLES, SAMPLES, PER_STEP, line, d["step"], None, _time(d), None))
+        elif e.event == "epoch":
+            unit = d["unit"]
+            value = _number(d, EPOCH_UNITS[unit], line, path) / _number(d, "seconds", line, path)
+            records.append(Record(value, unit, SAMPLES, PER_STEP, line, None, d["epoch"], _time(d), None))
+        elif e.event == "run_stop":
+            unit = _unit(d)
+            value = _number(d, "throughput" if unit != SAMPLES else "samples_per_sec", line, path)
+            records.append(Record(value, unit, SAMPLES, SUMMARY, line, None, None, _time(d), None))
+    return records
