@@ -8,7 +8,8 @@ A log is a harness log when a line holds ':::KITLOG'. Its grammar, per model fam
                              [input_rate, loader-only] run_stop rank_stop x 1..ranks
     nlp, timed by epochs:    run_start corpus [warmup_end] (step x batches_per_epoch, epoch) x measure_epochs
                              run_stop rank_stop x 1..ranks
-compile iff the mode is compiled, warmup_end iff warm-up steps were asked. A failed run (a run_stop or rank_stop not
+the input probe iff it read real data and trained (the kit never turns the probe off), compile iff the mode is
+compiled, warmup_end iff warm-up steps were asked. A failed run (a run_stop or rank_stop not
 'success') yields no figure and is judged no further. Lines that are not records (the command, the framework's
 warnings) feed nothing, and hold no character another reader ends a line at (\\r, \\v, \\f, \\x1c-\\x1e, \\x85,
 U+2028/9) or NUL. A record is one ':::KITLOG {...}' of printable ASCII at its line's start (no mpirun fragment or
@@ -201,9 +202,8 @@ def _judge(log: HarnessLog) -> None:
     if earlier is not None:
         out.append((earlier.line, f"{_a(earlier.event)} record earlier on the clock than the record before it"))
     corpus = next((e.data for e in body if e.event == "corpus"), {})
-    probe = any(e.event == "input_rate" and e.data.get("probe") is not False for e in body)
     counts = {"batches_per_epoch": corpus.get("batches_per_epoch") if _int(corpus.get("batches_per_epoch"), 1)
-              else 0, "probe": probe and start.get("loader", start.get("data")) != "synthetic"}
+              else 0, "probe": start.get("loader", start.get("data")) != "synthetic" and start.get("loader_only") is not True}
     if not any(e.event == "run_stop" for e in body):
         out.append((body[-1].line, "the harness run started but never stopped (killed, hung or cut short)"))
         return
