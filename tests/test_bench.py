@@ -98,7 +98,7 @@ def test_bench_writes_layout_report_and_every_log_extracts(tmp_path, capsys):
     assert (run_dir / "suite.yaml").read_text() == TINY_SUITE
 
 
-def test_interrupted_bench_resumes_only_what_is_missing(tmp_path):
+def test_interrupted_bench_resumes_only_what_is_missing(tmp_path, capsys):
     runs = tmp_path / "runs"
     cmd = [sys.executable, "-m", "kit", "bench", "--suite", str(write_suite(tmp_path)), "--runs-dir", str(runs)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -130,6 +130,12 @@ def test_interrupted_bench_resumes_only_what_is_missing(tmp_path):
     assert len(meta["runs"]) == 4 and all(r["status"] == "ok" for r in meta["runs"].values())
     report = (run_dir / "report.md").read_text()
     assert "Logs that gave no figure" not in report and "attempts" not in report
+    # a finished run's log deleted, then a resume: refused, the finished run's record kept as it was (no best-of-N)
+    first.unlink()
+    assert main(["bench", "--resume", str(run_dir)]) == 2
+    assert (f"run.json records logs/paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log as finished, but its log is "
+            "missing; a resume never replaces a finished run") in capsys.readouterr().err
+    assert json.loads((run_dir / "run.json").read_text())["runs"] == meta["runs"] and not first.exists()
 
 
 def test_kill_9_of_kit_bench_takes_its_training_process_with_it(tmp_path):

@@ -169,3 +169,13 @@ def test_kit_verify_rules_v1_gives_v1s_verdict(capsys):
     assert main(["verify", said_gpu, "--json", "--rules", "v1"]) == 0
     predicates_used = {r["rule"]: r["predicate"] for r in json.loads(capsys.readouterr().out)["rules"]}
     assert predicates_used["log_states_its_case"] == "harness_log_states_its_case@1"
+
+
+def test_verify_s_first_line_names_the_rule_set_applied_and_the_one_the_bundle_was_made_under():
+    root = GOLDEN / "cpu-loader"  # made under v3
+    newest = verify_tree(root)
+    assert newest.lines()[0] == f"kit verify {root}: rule set v6; the bundle was made under 'v3': another rule set " \
+                                "judges it"
+    assert (newest.to_dict()["rules_version"], newest.to_dict()["made_under"]) == ("v6", "v3")
+    assert verify_tree(root, rules_version="v3").lines()[0].endswith(
+        "rule set v3 (the one the bundle was made under)")

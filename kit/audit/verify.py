@@ -38,6 +38,8 @@ class Compliance:
     files: int = 0
     figures: int = 0
     seconds: float = 0.0
+    rules_version: str = ""  # the rule set that judged it (the auditor's kit decides)
+    made_under: object = None  # the rule set the bundle names (provenance.json): what its maker's kit applied
 
     @property
     def violations(self) -> list[rl.Violation]:
@@ -67,7 +69,7 @@ class Compliance:
         signer's output) is escaped (kit.core.text.printable): no line holds a control character, so a bundle
         can neither print a line of its own nor hide the verdict."""
         sig = self.signature.state.upper() if self.signature else "NOT CHECKED"
-        out = [f"kit verify {self.bundle}",
+        out = [f"kit verify {self.bundle}: rule set {self.rules_version or '?'}" + self.rules_said(),
                f"  files: {self.files} checked against manifest.json (sha256)"
                + ("" if not self.integrity else f", {len(self.integrity)} problem(s)"),
                f"  signature: {sig}" + (f" - {self.signature.detail}" if self.signature else "")]
@@ -87,11 +89,19 @@ class Compliance:
                            "the manifest); give --allowed-signers FILE to require a signature by a key you trust")
         return [printable(line) for line in out]
 
+    def rules_said(self) -> str:
+        if self.made_under is None:
+            return " (the bundle names none)"
+        if self.made_under == self.rules_version:
+            return " (the one the bundle was made under)"
+        return f"; the bundle was made under {str(self.made_under)[:20]!r}: another rule set judges it"
+
     def to_dict(self) -> dict:
         # ok: what the verdict OK means (every rule, and signed by an allowed signer); consistent: rules alone
         return {"bundle": self.bundle, "ok": self.ok and self.authentic, "consistent": self.ok,
                 "verdict": self.verdict, "authentic": self.authentic,
-                "files": self.files, "figures": self.figures,
+                "files": self.files, "figures": self.figures, "rules_version": self.rules_version,
+                "made_under": self.made_under if isinstance(self.made_under, str) else None,
                 "signature": self.signature.__dict__ if self.signature else None,
                 "rules": [{"rule": f.rule.name, "predicate": f.rule.predicate, "checked": f.checked,
                            "violations": len(f.violations), "note": f.note} for f in self.findings],
@@ -187,6 +197,7 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
         known = ", ".join(rl.versions())
         result.extra.append(rl.Violation(INTEGRITY, f"rules_version {named!r} is not a rule set of this kit "
                                          f"(known: {known}); judged by {version}", "provenance.json"))
+    result.rules_version, result.made_under = version, named
     result.findings = rl.evaluate(rl.load_rules(version), evidence)
     result.extra += [rl.Violation("readable", why, f"run/{runs[0].name}/{file}") for file, why in evidence.problems]
     result.extra += check_system(root, runs[0])

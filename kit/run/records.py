@@ -179,21 +179,28 @@ def figure_of(log: Path, logs_root: Path) -> float:
 
 def is_done(run_dir: Path, run: PlannedRun) -> bool:
     """The run left a log that gives a figure, and run.json does not record it as failed (a rank that hung while
-    rank 0 finished leaves a complete rank-0 log)."""
+    rank 0 finished leaves a complete rank-0 log); RunDirError where run.json records it as finished and its log is
+    gone or gives no figure."""
     log = run_dir / run.log_rel
-    if not log.is_file():
-        return False
     try:
         entry = parse_json((Path(run_dir) / "run.json").read_bytes()).get("runs", {}).get(str(run.log_rel))
     except (OSError, ValueError, AttributeError):
         entry = None
+    finished = isinstance(entry, dict) and entry.get("status") == "ok"
     if isinstance(entry, dict) and entry.get("status") not in (None, "ok"):
         return False
-    try:
-        figure_of(log, run_dir / "logs")
-    except (ParseError, MethodError):
-        return False
-    return True
+    why = None
+    if not log.is_file():
+        why = "its log is missing"
+    else:
+        try:
+            figure_of(log, run_dir / "logs")
+        except (ParseError, MethodError) as exc:
+            why = f"its log gives no figure ({exc})"
+    if why and finished:  # a resume never replaces a finished run: best-of-N would leave no trace
+        raise RunDirError(f"{run_dir}: run.json records {run.log_rel} as finished, but {why}; a resume never "
+                          "replaces a finished run: restore the log, or start a new run")
+    return why is None
 
 
 def archive_log(run_dir: Path, log: Path) -> Path:

@@ -5,6 +5,7 @@ Adding a format: write a LogFormat subclass in its own module and list it in _AL
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter, lt
@@ -124,8 +125,27 @@ def detect_format(text: str, path: str | Path) -> LogFormat:
     raise ParseError(path, f"no throughput line of any known format ({', '.join(FORMATS)})")
 
 
+# a loss printed as NaN or infinite, in any format's words: 'train.loss : nan' (DLE), '"loss": NaN' (JSON lines),
+# 'loss: inf' (PaddleClas, PaddleNLP), 'Train-loss=nan' (MXNet)
+NON_FINITE_LOSS = re.compile(r"""loss[\w.-]*["']?[^\S\n]*[:=][^\S\n]*["']?([-+]?(?:nan|inf(?:inity)?))\b""",
+                             re.IGNORECASE)
+
+
+def refuse_non_finite_loss(text: str, path: str | Path) -> None:
+    """A run that trained on a non-finite loss measured a broken step (NaN arithmetic can run faster): no figure."""
+    found = NON_FINITE_LOSS.search(text)
+    if found is not None:
+        start = found.start()
+        while start and (text[start - 1].isalnum() or text[start - 1] in "_.-"):  # the loss's whole name
+            start -= 1
+        line = text.count("\n", 0, start) + 1
+        said = text[start:found.end()][-80:]
+        raise ParseError(path, f"no figure: the run trained on a non-finite loss ({said})", line)
+
+
 def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:
     log_format = detect_format(text, path) if fmt == "auto" else get_format(fmt)
+    refuse_non_finite_loss(text, path)
     try:
         with gc_paused():
             records = log_format.parse_text(text, path)
