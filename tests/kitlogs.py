@@ -58,3 +58,28 @@ def harness_log(framework: str, model: str, step_seconds: list[float], global_ba
     records.append({"kit": 1, "event": "rank_stop", "time_ms": t, "status": "success", "rank": 0, "ranks": 1,
                     "local_rank": 0, "host": "test", "steps": len(step_seconds)})
     return "".join(MARK + json.dumps(r) + "\n" for r in records)
+
+
+def without_the_nan_repeat(run_dir) -> None:
+    """DERIVED: the H200 visit's DLE run directory (tests/fixtures/gpu-runs/h200-20261128/dle) less its program
+    repeat 2, which trained on a NaN loss for 51 of its counted iterations (the one reader gives it no figure): the
+    reference case declared with one repeat, the suite renamed (it is no longer the built-in one) and its sha256 in
+    run.json written again to match."""
+    import hashlib
+    from pathlib import Path
+
+    run_dir = Path(run_dir)
+    case = run_dir / "logs" / "ngc-pytorch" / "resnet50" / "bz256" / "1n1g"
+    for name in ("resnet50_b256_amp_2.log", "resnet50_b256_amp_2.cmd.json"):
+        (case / name).unlink()
+    suite = run_dir / "suite.yaml"
+    text = suite.read_text()
+    assert "impl: reference}" in text
+    text = text.replace("impl: reference}", "impl: reference, repeats: 1}").replace("name: gpu-proof-dle\n",
+                                                                                    "name: gpu-proof-dle-less-nan\n")
+    suite.write_text(text)  # renamed: no longer the built-in suite it was
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["suite"] = "gpu-proof-dle-less-nan"
+    meta["suite_sha256"] = hashlib.sha256(suite.read_bytes()).hexdigest()
+    del meta["runs"]["logs/ngc-pytorch/resnet50/bz256/1n1g/resnet50_b256_amp_2.log"]
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -133,7 +133,7 @@ def test_interrupted_bench_resumes_only_what_is_missing(tmp_path, capsys):
     # a finished run's log deleted, then a resume: refused, the finished run's record kept as it was (no best-of-N)
     first.unlink()
     assert main(["bench", "--resume", str(run_dir)]) == 2
-    assert (f"run.json records logs/paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log as finished, but its log is "
+    assert ("run.json records logs/paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log as finished, but its log is "
             "missing; a resume never replaces a finished run") in capsys.readouterr().err
     assert json.loads((run_dir / "run.json").read_text())["runs"] == meta["runs"] and not first.exists()
 

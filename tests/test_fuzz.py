@@ -392,7 +392,7 @@ def test_consistently_forged_bundles_never_verify(tmp_path, forgery):
     bench.write_report(run, load_suite(run / "suite.yaml"))
     result = verify(bd.make_bundle(run, tmp_path / "b.tar.gz", submitter="Lab", system_name="box"))
     assert not result.ok and result.violations, forgery
-    assert {v.rule for v in result.violations} & {"log_states_its_case", "only_declared_repeats",
+    assert {v.rule for v in result.violations} & {"log_states_its_case", "only_declared_repeats", "every_log_read",
                                                    "steps_agree_with_their_clock", "every_rank_logged"}, \
         (forgery, result.violations)
 

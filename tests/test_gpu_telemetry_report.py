@@ -12,8 +12,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kitlogs import recorded_clean
+from kitlogs import recorded_clean, without_the_nan_repeat
 
+from kit.audit import bundle as bd
 from kit.audit.verify import verify
 from kit.cli import main
 from kit.core.layout import telemetry_name
@@ -58,6 +59,7 @@ def sampled_run(tmp_path) -> Path:
     run_dir = tmp_path / "run"
     shutil.copytree(VISIT / "dle", run_dir)
     recorded_clean(run_dir)  # its DLE records predate model_code_state (kitlogs.recorded_clean: DERIVED)
+    without_the_nan_repeat(run_dir)  # DERIVED: its program repeat 2 trained on NaN and gives no figure
     for log in sorted((run_dir / "logs").rglob("*.log")):
         start, end = span(log)
         (cut_smi if "ngc-pytorch" in log.parts else cut_nvml)(start, end, log.with_name(telemetry_name(log.name)))
@@ -108,12 +110,14 @@ def test_a_run_without_samples_reports_as_before(tmp_path):
     """A CPU run, or any run from before the sampler: no telemetry key, no table (older bundles still verify)."""
     run_dir = tmp_path / "run"
     shutil.copytree(VISIT / "dle", run_dir)
-    assert main(["report", str(run_dir)]) == 0
-    groups = json.loads((VISIT / "dle" / "results.json").read_text())["groups"]
-    assert json.loads((run_dir / "results.json").read_text())["groups"] == groups
+    assert main(["report", str(run_dir)]) == 2  # program repeat 2 trained on NaN: no figure (test_gpu_run_h200)
+    recorded = {g["framework"]: g for g in json.loads((VISIT / "dle" / "results.json").read_text())["groups"]}
+    now = {g["framework"]: g for g in json.loads((run_dir / "results.json").read_text())["groups"]}
+    assert now["torch"] == recorded["torch"]
+    assert [r["value"] for r in now["ngc-pytorch"]["cases"][0]["runs"]] == [
+        recorded["ngc-pytorch"]["cases"][0]["runs"][0]["value"]]
     assert "What the GPUs did" not in (run_dir / "report.md").read_text()
     assert not (run_dir / "telemetry.png").exists()
-    assert (run_dir / "results.csv").read_text() == (VISIT / "dle" / "results.csv").read_text()
 
 
 def sampled(run_dir: Path) -> None:
@@ -185,3 +189,34 @@ def test_a_cpu_suite_says_it_has_no_gpu_to_sample():
     (finding,) = [f for f in verify_tree(golden).findings if f.rule.name == "gpu_telemetry_holds"]
     assert (finding.checked, finding.violations) == (0, [])
     assert finding.note == "a CPU suite: no GPU to sample (each run's host load is run.json's host_load)"
+
+
+def test_another_machine_s_samples_are_refused_by_their_identity(sampled_run, tmp_path):
+    """Another GPU's samples (an H100's name, UUID and limit, power and energy x0.55) beside the H200 run, run.json's
+    copies and the report written again to agree: rule set v6 compares them with the host's capture
+    (gpu_telemetry_holds@3); v5 judged them only against themselves and passed them."""
+    samples = sampled_run / CASE / "resnet50_b256_amp-nhwc_1.gpu-telemetry"
+
+    def forge(gpu: dict) -> None:
+        header, *rows = samples.read_text().splitlines()
+        other = json.loads(header)
+        other["gpus"][0] |= gpu
+        rows = [json.dumps(json.loads(r) | {k: round(json.loads(r)[k] * 0.55, 3) for k in ("power_w", "energy_mj")}
+                           | {"limit_w": other["gpus"][0]["limit_w"]}) for r in rows]
+        samples.write_text("\n".join([json.dumps(other), *rows]) + "\n")
+        sampled(sampled_run)
+        assert main(["report", str(sampled_run)]) == 0
+
+    forge({"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-00000000-1111-2222-3333-444444444444", "limit_w": 385.0})
+    bundle = bd.make_bundle(sampled_run, tmp_path / "b.tgz", submitter="t", system_name="t")
+    said = [v.message for v in verify(bundle).violations]
+    assert said == ["torch/resnet50/bz256/1n1g/amp-nhwc run 1 (local): GPU 0 (GPU-00000000-1111-2222-3333-"
+                    "444444444444) is none of host 'vm''s GPUs"], said
+    assert verify(bundle, rules_version="v5").ok  # the hole was real
+    forge({"uuid": "GPU-45d3aa2e-1d0d-9dc5-8f29-be7c48cb8658"})  # the H200's UUID, still named H100
+    said = [v.message for v in verify(bd.make_bundle(sampled_run, tmp_path / "c.tgz", submitter="t",
+                                                     system_name="t")).violations]
+    assert said == ["torch/resnet50/bz256/1n1g/amp-nhwc run 1 (local): GPU 0 is named 'NVIDIA H100 80GB HBM3', host "
+                    "'vm' captured it as 'NVIDIA H200'",
+                    "torch/resnet50/bz256/1n1g/amp-nhwc run 1 (local): GPU 0's samples say power limit 385 W, host "
+                    "'vm' captured 700 W"], said

@@ -28,13 +28,15 @@ ENERGY_AGREEMENT = 0.25  # counter vs integrated power (power.draw averages over
 
 
 @predicate(versions={1: {"run_json_copy": False}, 2: {"run_json_copy": True},
-                     3: {"run_json_copy": True, "by_files": True}})
-def gpu_telemetry_holds(ev: Evidence, out: Finding, run_json_copy: bool = False, by_files: bool = False) -> None:
+                     3: {"run_json_copy": True, "by_files": True, "identity": True}})
+def gpu_telemetry_holds(ev: Evidence, out: Finding, run_json_copy: bool = False, by_files: bool = False,
+                        identity: bool = False) -> None:
     """Each run of a sampled GPU run (run.json gpu_telemetry) has samples that read, run forward in time, keep a
     rising energy counter, cover at least MIN_COVERAGE of a harness run's measured window, and whose counter agrees
     with the power integrated over it within ENERGY_AGREEMENT; with RUN_JSON_COPY, the figures run.json keeps for a
     run are the ones its samples give. BY_FILES (@3): a run is sampled when any of its runs left samples, whatever
-    run.json says (the report's J/image is computed from any samples file beside a log)."""
+    run.json says (the report's J/image is computed from any samples file beside a log). IDENTITY (@3): the samples
+    are of a host the run captured, of its GPUs (UUID and name) at its power limit."""
     logs_root = ev.root / "logs"
     sampled = ev.meta.get("gpu_telemetry") or (by_files and any(telemetry_files(log.path, logs_root)
                                                                  for _key, log, _figure in ev.runs()))
@@ -65,7 +67,7 @@ def gpu_telemetry_holds(ev: Evidence, out: Finding, run_json_copy: bool = False,
             if tel.source is None:
                 without += 1  # the sampler said why it had none (no driver, no GPU): a recorded reason
                 continue
-            for problem in _ordered(tel):
+            for problem in _ordered(tel) + (_identity(tel, host, ev.captures) if identity else []):
                 out.fail(f"{key} run {log.run} ({host}): {problem}", where)
             try:
                 start, end, images = harness_window(log.path)
@@ -108,6 +110,42 @@ def _line_of_entry(lines: LineDict | None, rel: str, path: str) -> int | None:
     if not isinstance(runs, LineDict):
         return None
     return json_line(runs.get(rel), f"telemetry.{path}") or runs.line_of(rel)
+
+
+LIMIT_SLACK_W = 1.0  # nvidia-smi prints the limit to 2 decimals, NVML in mW
+
+
+def _identity(tel, gathered_from: str, captures: dict) -> list[str]:
+    """The samples name a host the run captured (the one they were gathered from), and each GPU they name is one
+    of that host's by UUID, with its name and power limit (every sample's limit too)."""
+    if not captures:
+        return []
+    host = tel.host if gathered_from == "local" else gathered_from
+    if gathered_from != "local" and tel.host not in (None, gathered_from):
+        return [f"the samples name host {str(tel.host)[:40]!r}, gathered from {gathered_from!r}"]
+    capture = captures.get(host, (None,))[0]
+    if host not in captures:
+        return [f"the samples name host {str(host)[:40]!r}, none of the hosts the run captured "
+                f"({', '.join(sorted(captures))})"]
+    if capture is None or not capture.has_gpu:
+        return [f"samples of GPUs on host {host!r}, whose capture shows none"]
+    by_uuid = {g.uuid: g for g in capture.smi.gpus if g.uuid}
+    problems, limits = [], {}
+    for gpu in tel.gpus:
+        cap = by_uuid.get(gpu.uuid)
+        if cap is None:
+            problems.append(f"GPU {gpu.index} ({str(gpu.uuid)[:48]}) is none of host {host!r}'s GPUs")
+            continue
+        if gpu.name is not None and gpu.name != cap.product_name:
+            problems.append(f"GPU {gpu.index} is named {gpu.name[:40]!r}, host {host!r} captured it as "
+                            f"{cap.product_name!r}")
+        limits[gpu.index] = cap.power_limit_w
+    off = next((s for s in tel.samples if s.limit_w is not None and limits.get(s.gpu) is not None
+                and abs(s.limit_w - limits[s.gpu]) > LIMIT_SLACK_W), None)
+    if off is not None:
+        problems.append(f"GPU {off.gpu}'s samples say power limit {off.limit_w:g} W, host {host!r} captured "
+                        f"{limits[off.gpu]:g} W")
+    return problems
 
 
 def _ordered(tel) -> list[str]:
