@@ -1,0 +1,79 @@
+"""A published program's figure held to its own log's clock (rule set v6, kit/audit/rules/program_clock.py): the band
+measured on every genuine log in the clocked formats, and the H200 visit's real DLE run with its rates doubled
+(report, results and bundle rebuilt to agree) refused, where rule set v5 passed it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+from kitlogs import recorded_clean, without_the_nan_repeat
+
+from kit.audit import bundle as bd
+from kit.audit.rules.program_clock import CLOCK_BAND, CLOCKED_FORMATS, clock_rates
+from kit.audit.verify import verify
+from kit.cli import main
+from kit.results.parsers import PER_STEP, parse_log
+
+VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
+DLE = Path("logs") / "ngc-pytorch" / "resnet50" / "bz256" / "1n1g"
+
+
+def _global_batch(path: Path) -> int:
+    """From the log's path: its per-GPU batch (bz/b/bs) times its GPUs (NnGg or gpuN)."""
+    batch = int(next(g for g in re.search(r"_b(\d+)|bs(\d+)|bz(\d+)", path.as_posix()).groups() if g))
+    layout, count = re.search(r"(\d+)n(\d+)g", path.as_posix()), re.search(r"gpu(\d+)", path.name)
+    return batch * (int(layout[1]) * int(layout[2]) if layout else int(count[1]) if count else 1)
+
+
+def test_the_band_holds_every_genuine_clocked_log(published):
+    ratios = {}
+    for path in sorted(p for p in published.rglob("*") if p.is_file() and p.suffix not in (".yaml", ".md")) + \
+            [VISIT / "dle" / DLE / "resnet50_b256_amp_1.log"]:
+        try:
+            parsed = parse_log(path)
+        except Exception:  # noqa: BLE001 - logs of other formats, or no figure: not this rule's
+            continue
+        if parsed.format.name not in CLOCKED_FORMATS:
+            continue
+        for metric in sorted({r.metric for r in parsed.records if r.kind == PER_STEP}):
+            rates = clock_rates(parsed.records, _global_batch(path), metric)
+            if len(rates) >= 3:
+                printed = statistics.median(r.value for r in parsed.records if r.metric == metric
+                                            and r.kind == PER_STEP)
+                ratios[(path.as_posix(), metric)] = printed / statistics.median(rates)
+    assert len(ratios) >= 40 and {f for f in CLOCKED_FORMATS} <= {parse_log(p).format.name for p in [
+        published / "perf-v100/pytorch/pytorch_gpu1_amp_bs256.txt", published / "perf-v100/mxnet/mxnet_gpu1_amp_bs256.txt",
+        published / "perf-v100/tensorflow/tf_gpu1_amp_bs256.txt",
+        published / "dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log"]}
+    low, high = min(ratios.values()), max(ratios.values())
+    assert 0.985 < low and high < 1.01, (low, high)  # measured 0.989-1.008
+    assert CLOCK_BAND[0] < low and high < CLOCK_BAND[1]
+
+
+@pytest.fixture
+def dle_run(tmp_path) -> Path:
+    run_dir = tmp_path / "run"
+    shutil.copytree(VISIT / "dle", run_dir)
+    recorded_clean(run_dir)  # DERIVED: its records predate model_code_state
+    without_the_nan_repeat(run_dir)  # DERIVED: its program repeat 2 trained on NaN
+    assert main(["report", str(run_dir)]) == 0
+    return run_dir
+
+
+def test_the_real_dle_run_agrees_with_its_clock_and_doubled_rates_do_not(dle_run, tmp_path):
+    genuine = verify(bd.make_bundle(dle_run, tmp_path / "a.tgz", submitter="t", system_name="t"))
+    assert genuine.ok, genuine.violations
+    (finding,) = [f for f in genuine.findings if f.rule.name == "program_figure_agrees_with_its_clock"]
+    assert finding.checked == 1 and not finding.violations
+    log = dle_run / DLE / "resnet50_b256_amp_1.log"
+    log.write_text(re.sub(r"(_ips : )([\d.]+)", lambda m: f"{m[1]}{float(m[2]) * 2:.2f}", log.read_text()))
+    assert main(["report", str(dle_run)]) == 0
+    forged = bd.make_bundle(dle_run, tmp_path / "b.tgz", submitter="t", system_name="t")
+    said = [(v.rule, v.message) for v in verify(forged).violations]
+    assert len(said) == 1 and said[0][0] == "program_figure_agrees_with_its_clock", said
+    assert re.search(r"its figure 11[0-9.]+ images/s is (1\.9[5-9]|2\.0\d)\dx the 5[0-9.]+ its records' clock gives", said[0][1])
+    assert verify(forged, rules_version="v5").ok  # the hole was real: the harness / program ratio halved unseen
