@@ -132,7 +132,7 @@ def _hostile_inputs(tmp_path, published):
         (["stage-data", "--hosts", "b,b", *hosts, "--train-list", tmp_path / "a-file"], "b named twice"),
         (["report", published / "dlperf-tf2-resnet50", "--out", tmp_path / "a-file"],
          "a-file: exists and is not a folder"),
-        (["extract", tmp_path / "digits.log"], "digits.log:1: :::KITLOG line is not valid JSON (Exceeds the limit"),
+        (["extract", tmp_path / "digits.log"], "digits.log:1: no figure: :::KITLOG line is not valid JSON (Exceeds the limit"),
         (["compare", tmp_path / "deep.json", tmp_path / "deep.json"], "deep.json: not JSON (nested too deeply)"),
         (["extract", "/dev/zero"], "/dev/zero: not a regular file (a pipe, socket or device)"),
         (["extract", tmp_path / "fifo.log"], "fifo.log: not a regular file (a pipe, socket or device)"),

@@ -176,8 +176,8 @@ FORGERIES = {  # name: (edit, the rule that fails it, a piece of its message, v2
         log_edit(on_stop(decode_calls=3, decoded_batches=3, refused_batches=0)), "log_is_the_harness_own",
         "decode counts 3/3/0 (calls/batches/refused) from loader 'synthetic'", True),
     "a-gpu-loader-decoding-with-an-unknown-decoder": (
-        log_edit(on_start(loader="gpu", decode_device="gpu", decoder="fast-magic")), "log_is_the_harness_own",
-        "decoder 'fast-magic' decoding on 'gpu'", True),
+        log_edit(on_start(loader="gpu", decode_device="gpu", decoder="fast-magic")), "every_log_read",
+        "a 'warmup_end' record where train.py writes 'input_rate'", False),  # a real-data run probes its input
     "two-classes": (log_edit(on_start(num_classes=2)), "log_states_its_case", "num_classes 2 (the case: 10)", True),
     "fewer-warm-up-steps": (log_edit(on_start(warmup_steps=0)), "every_log_read",
                             "a 'warmup_end' record where train.py writes 'step'", False),

@@ -1,4 +1,4 @@
-"""A published program's figure held to its own log's clock (rule set v6, kit/audit/rules/program_clock.py): the band
+"""A published program's rates held to its own log's clock (rule set v6, kit/audit/rules/program_clock.py): the band
 measured on every genuine log in the clocked formats, and the H200 visit's real DLE run with its rates doubled
 (report, results and bundle rebuilt to agree) refused, where rule set v5 passed it."""
 
@@ -13,7 +13,7 @@ import pytest
 from kitlogs import recorded_clean, without_the_nan_repeat
 
 from kit.audit import bundle as bd
-from kit.audit.rules.program_clock import CLOCK_BAND, CLOCKED_FORMATS, clock_rates
+from kit.audit.rules.program_clock import CLOCK_BAND, CLOCKED_FORMATS, images_per_batch
 from kit.audit.verify import verify
 from kit.cli import main
 from kit.results.parsers import PER_STEP, parse_log
@@ -40,17 +40,15 @@ def test_the_band_holds_every_genuine_clocked_log(published):
         if parsed.format.name not in CLOCKED_FORMATS:
             continue
         for metric in sorted({r.metric for r in parsed.records if r.kind == PER_STEP}):
-            rates = clock_rates(parsed.records, _global_batch(path), metric)
-            if len(rates) >= 3:
-                printed = statistics.median(r.value for r in parsed.records if r.metric == metric
-                                            and r.kind == PER_STEP)
-                ratios[(path.as_posix(), metric)] = printed / statistics.median(rates)
+            said = images_per_batch(parsed.records, _global_batch(path), metric)
+            if len(said) >= 3:
+                ratios[(path.as_posix(), metric)] = statistics.median(said)
     assert len(ratios) >= 40 and {f for f in CLOCKED_FORMATS} <= {parse_log(p).format.name for p in [
         published / "perf-v100/pytorch/pytorch_gpu1_amp_bs256.txt", published / "perf-v100/mxnet/mxnet_gpu1_amp_bs256.txt",
         published / "perf-v100/tensorflow/tf_gpu1_amp_bs256.txt",
         published / "dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log"]}
     low, high = min(ratios.values()), max(ratios.values())
-    assert 0.985 < low and high < 1.01, (low, high)  # measured 0.989-1.008
+    assert 0.985 < low and high < 1.01, (low, high)  # measured: see kit/audit/rules/program_clock.py
     assert CLOCK_BAND[0] < low and high < CLOCK_BAND[1]
 
 
@@ -75,5 +73,5 @@ def test_the_real_dle_run_agrees_with_its_clock_and_doubled_rates_do_not(dle_run
     forged = bd.make_bundle(dle_run, tmp_path / "b.tgz", submitter="t", system_name="t")
     said = [(v.rule, v.message) for v in verify(forged).violations]
     assert len(said) == 1 and said[0][0] == "program_figure_agrees_with_its_clock", said
-    assert re.search(r"its figure 11[0-9.]+ images/s is (1\.9[5-9]|2\.0\d)\dx the 5[0-9.]+ its records' clock gives", said[0][1])
+    assert re.search(r"its train\.total_ips rates are 2\.0\d\dx what its records' clock shows", said[0][1]), said
     assert verify(forged, rules_version="v5").ok  # the hole was real: the harness / program ratio halved unseen

@@ -6,8 +6,8 @@ Slurm GRES, so the job asks --gpus-per-node=1 and Slurm hands each task CUDA_VIS
 check step, the run as one step over both nodes, gather, results.json, report.md); the GPU sampler
 (scripts/telemetry/gpu_sampler.py) on each node, beside its rank; the REAL `paddle.distributed.launch` (this venv's
 CPU Paddle) on each node; `kit bundle` and `kit verify`'s rules (kit.audit).
-STAND-INs: the GPU itself, replayed: nvidia-smi (tests/standin/nvidia-smi: an H100's recorded outputs for
-check_env, an H200's recorded 100 ms loop for the sampler), put on the nodes' PATH (srun passes the submitting
+STAND-INs: the GPU itself, replayed: nvidia-smi (tests/standin/nvidia-smi: one H200's recorded outputs for
+check_env and its recorded 100 ms loop for the sampler, so verify finds the sampled GPU in the capture), put on the nodes' PATH (srun passes the submitting
 environment to every task); PaddleClas's train.py (tests/standin/, see its README), which joins the real gloo group
 of its rank and replays a real published log.
 """
@@ -19,7 +19,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from conftest import SHARED
 from test_reference_runs_paddle import PADDLECLAS_LOG, STANDIN, SUITE, said
 from test_slurm import nothing_left
 from test_slurm_programs import FOLDER, cluster, hosts_yaml, the_run
@@ -30,6 +29,7 @@ from kit.run.command import SAMPLE_INTERVAL_MS
 
 CASE = "paddleclas/resnet50/bz256/2n1g/fp32"
 SAMPLES = "resnet50_b256_fp32_1.gpu-telemetry"
+H200_SMI = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128" / "nvidia-smi"  # the GPU sampled
 
 
 def gpu_nodes_path(tmp_path: Path, monkeypatch) -> Path:
@@ -42,7 +42,7 @@ def gpu_nodes_path(tmp_path: Path, monkeypatch) -> Path:
     (bin_dir / "nvidia-smi").write_text(
         "#!/bin/sh\n"
         f"echo \"${{SLURMD_NODENAME:-none}} ${{CUDA_VISIBLE_DEVICES-unset}} $*\" >> {seen}\n"
-        f"STANDIN_SMI_DIR={SHARED / 'fixtures' / 'nvidia-smi'} exec {STANDIN / 'nvidia-smi' / 'nvidia-smi'} \"$@\"\n")
+        f"STANDIN_SMI_DIR={H200_SMI} exec {STANDIN / 'nvidia-smi' / 'nvidia-smi'} \"$@\"\n")
     for tool in ("python", "nvidia-smi"):
         (bin_dir / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:"
