@@ -218,6 +218,37 @@ def test_a_consistent_forgery_fails_the_closed_world(real_run, tmp_path, name):
         assert verify(bundle, rules_version="v2").ok, name
 
 
+def shift_repeat_by(extra_s: float, scale: float = 1.0):
+    """Repeat 2 replaced by repeat 1 moved on the clock to where repeat 2 ran, each step's seconds x SCALE + EXTRA_S
+    (its rate, run_stop and clock written to agree): a copy no field equals."""
+    def edit(run: Path) -> None:
+        shift_repeat(run)
+        log = run / LOG.format(2)
+
+        def steps(d: dict) -> dict:
+            if d.get("event") == "step":
+                seconds = round(d["seconds"] * scale + extra_s, 6)
+                return d | {"seconds": seconds, "samples_per_sec": round(d["global_batch"] / seconds, 3)}
+            return d
+        rewrite_kitlog(log, steps)
+        total = round(sum(json.loads(line.split(":::KITLOG ", 1)[1])["seconds"] for line in log.read_text().splitlines()
+                          if '"event": "step"' in line), 6)
+        figure = round(2 * 10 / total, 3)  # batch 2, 10 steps
+        rewrite_kitlog(log, lambda d: d | {"seconds": total, "samples_per_sec": figure, "throughput": figure}
+                       if d.get("event") == "run_stop" else d)
+    return edit
+
+
+@pytest.mark.parametrize(("extra_s", "scale"), [(5e-6, 1.0), (0.0, 0.97), (-2e-4, 1.01)])
+def test_a_repeat_copied_and_shifted_or_scaled_is_one_run_s_clock(real_run, tmp_path, extra_s, scale):
+    """Rule set v6 (repeats_are_separate_runs@2): a straight line maps the copy's step seconds onto the original's;
+    v5 compared them only for equality within 1 us."""
+    bundle = forged(real_run, tmp_path, shift_repeat_by(extra_s, scale))
+    said = [v.message for v in verify(bundle).violations]
+    assert len(said) == 1 and "have step seconds one straight line maps onto each other" in said[0], said
+    assert verify(bundle, rules_version="v5").ok
+
+
 def test_the_genuine_run_holds_every_rule_of_the_closed_world(real_run, tmp_path, capsys):
     from kit.cli import main
 

@@ -101,7 +101,8 @@ def test_every_rule_set_names_only_registered_predicate_versions():
     assert {n: (v5.get(n), v6[n]) for n in v6 if v5.get(n) != v6[n]} == {
         "gpu_telemetry_holds": ("gpu_telemetry_holds@2", "gpu_telemetry_holds@3"),
         "every_log_read": (None, "logs_read@1"),
-        "program_figure_agrees_with_its_clock": (None, "program_figure_agrees_with_its_clock@1")}
+        "program_figure_agrees_with_its_clock": (None, "program_figure_agrees_with_its_clock@1"),
+        "repeats_are_separate_runs": ("repeats_are_separate_runs@1", "repeats_are_separate_runs@2")}
     assert rl.PREDICATES["gpu_telemetry_holds@3"].fixed == {"run_json_copy": True, "by_files": True, "identity": True}
     assert (rl.PREDICATES["program_code_pinned@1"].fixed, rl.PREDICATES["program_code_pinned@2"].fixed) == (
         {"clean": False}, {"clean": True})

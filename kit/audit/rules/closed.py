@@ -221,10 +221,29 @@ def _window(found: list) -> tuple[float, float] | None:
     return (min(times), max(times)) if len(times) >= 2 else None
 
 
-@predicate()
-def repeats_are_separate_runs(ev: Evidence, out: Finding) -> None:
+# two repeats whose step seconds one straight line maps onto each other this closely (RMS of the residual, in s, or
+# as a share of the mean step) are one run's clock, copied: moved, shifted (+5 us a step) or scaled. Measured on every
+# pair of genuine repeats the kit holds (tests/fixtures: the H200 visit's ResNet50/VGG16 tf32 and amp, 20-100 steps;
+# the fuzz run's CPU pair): 5.5e-05 s at least (4.7e-04 of the mean step); a copy, 3e-07 s (the 6 decimals written)
+AFFINE_COPY_S, AFFINE_COPY_SHARE = 2e-6, 5e-5
+# a line through fewer steps fits genuine noise too closely by chance (1 in 12 for 3 steps, under 1e-6 from 8)
+AFFINE_MIN_STEPS = 8
+
+
+def affine_residual(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """The RMS of b less the least-squares line through (a, b)."""
+    n = len(a)
+    mean_a, mean_b = sum(a) / n, sum(b) / n
+    var = sum((x - mean_a) ** 2 for x in a)
+    slope = sum((x - mean_a) * (y - mean_b) for x, y in zip(a, b, strict=True)) / var if var else 0.0
+    return (sum((y - mean_b - slope * (x - mean_a)) ** 2 for x, y in zip(a, b, strict=True)) / n) ** 0.5
+
+
+@predicate(versions={1: {"affine": False}, 2: {"affine": True}})
+def repeats_are_separate_runs(ev: Evidence, out: Finding, affine: bool) -> None:
     """A case's repeats are runs of their own processes: their clocks (run_start .. run_stop) never overlap, and no
-    two have the same step (epoch) seconds."""
+    two have the same step (epoch) seconds; AFFINE (@2): nor seconds one straight line maps onto another's within
+    AFFINE_COPY_S (or AFFINE_COPY_SHARE of the mean step): a copy shifted or scaled."""
     by_case: dict[str, list] = {}
     for key, log, _figure in ev.runs():
         case = ev.cases.get(key)
@@ -246,4 +265,10 @@ def repeats_are_separate_runs(ev: Evidence, out: Finding) -> None:
                         abs(a - b) <= SAME_SECONDS for a, b in zip(seconds, other_seconds, strict=True)):
                     out.fail(f"{key}: runs {other.run} and {log.run} have the same {len(seconds)} step seconds: "
                              "one run's clock, copied", ev.rel(log.path))
+                elif affine and len(seconds) >= AFFINE_MIN_STEPS and len(seconds) == len(other_seconds) and (
+                        residual := affine_residual(other_seconds, seconds)) <= max(
+                        AFFINE_COPY_S, AFFINE_COPY_SHARE * sum(seconds) / len(seconds)):
+                    out.fail(f"{key}: runs {other.run} and {log.run} have step seconds one straight line maps onto "
+                             f"each other within {residual:.1e} s (genuine repeats: 5.5e-05 s or more): one run's "
+                             "clock, copied and shifted or scaled", ev.rel(log.path))
             seen.append((log, window, seconds))

@@ -16,7 +16,7 @@ U+2028/9) or NUL. A record is one ':::KITLOG {...}' of printable ASCII at its li
 other prefix), ended by a newline, and carries kit 1 and its clock (time_ms, never before the record above it; the
 ranks' rank_stop lines excepted). A step states its number in turn, the run's batch, seconds > 0, the rate its batch
 over its seconds gives and a finite loss; an epoch its number, its steps and the sums of their sequences, tokens and
-seconds; run_stop the count and seconds of the steps it stopped; each record the run_start fields it repeats.
+seconds; run_stop the count, seconds and rate of the steps it stopped; each record the run_start fields it repeats.
 """
 
 from __future__ import annotations
@@ -328,6 +328,8 @@ def _stop_problems(log: HarnessLog, start: dict, body: list[LogEvent]) -> None:
     if start.get("loader_only") is not True and (not _positive(d.get("seconds")) or abs(
             d["seconds"] - seconds) > SECONDS_ROUNDING * (len(steps) + 1)):
         wrong.append(f"seconds {d.get('seconds')!r} where its steps give {seconds:.6f}")
+    elif not wrong and "epochs" not in d and start.get("loader_only") is not True:
+        wrong += _timed(d, start["global_batch"] * len(steps), "samples_per_sec")
     wrong += _same_as_start(stop, start)
     if wrong:
         out.append((stop.line, "run_stop says " + "; ".join(wrong)))
