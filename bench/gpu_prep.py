@@ -33,6 +33,9 @@ from packaging.version import InvalidVersion, Version
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import prepare_models  # noqa: E402
 
+sys.path.insert(0, str(prepare_models.REPO))
+from kit.core.inputs import InputError, read_input  # noqa: E402  (standard library only)
+
 REPO = prepare_models.REPO
 WHEEL_LIST = REPO / "bench" / "gpu_wheels.txt"
 WHEELS, MODELS = ".whl", ".models"
@@ -50,6 +53,7 @@ TARGET_TAGS = {*tags.cpython_tags(PYTHON, abis=["cp312"], platforms=PLATFORMS),
                *tags.compatible_tags(PYTHON, "cp312", PLATFORMS)}
 PIP_TIMEOUT_S = 60  # per connection (pip --timeout)
 DOWNLOAD_TIMEOUT_S = 1800  # the whole pip download
+WHEEL_LIST_BYTES = 2**20
 
 
 class BadInput(Exception):
@@ -60,10 +64,15 @@ def read_wheel_list(path: Path) -> dict[str, Version]:
     """NAME==VERSION lines (# comments, blank lines) -> {canonical name: version}."""
     pins: dict[str, Version] = {}
     try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise BadInput(f"{path}: {exc.strerror}") from None
-    for number, line in enumerate(lines, 1):
+        data = read_input(path, "wheel list", max_bytes=WHEEL_LIST_BYTES)
+    except InputError as exc:
+        raise BadInput(str(exc)) from None
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{path}:{number}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})") from None
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
@@ -147,6 +156,8 @@ def check_wheels(folder: Path, pins: dict[str, Version], list_name: str) -> list
                 problems.append(f"{path}: corrupt zip (member {bad} fails its CRC)")
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
             problems.append(f"{path}: not a sound zip ({exc})")
+        except (RuntimeError, NotImplementedError) as exc:  # an encrypted member, or a compression zipfile lacks
+            problems.append(f"{path}: not a wheel pip can install ({exc})")
     for name, paths in found.items():
         if not paths:
             problems.append(f"{folder}: no wheel of {name}=={pins[name]} (pinned in {list_name})")

@@ -177,6 +177,16 @@ def damaged_member(root: Path) -> str:
     return f"gpu_prep: {path}: corrupt zip (member invoke_stub.py fails its CRC)"
 
 
+def encrypted_member(root: Path) -> str:
+    (path,) = (root / ".whl").glob("invoke-*.whl")
+    data = bytearray(path.read_bytes())
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # the local and the central header
+        at = data.index(signature) + flags_at
+        data[at] |= 0x01  # "encrypted"
+    path.write_bytes(bytes(data))
+    return f"gpu_prep: {path}: not a wheel pip can install (File 'invoke_stub.py' is encrypted"
+
+
 def stray(root: Path) -> str:
     path = make_wheel(root / ".whl", "fabric", "3.2.2")
     return (f"gpu_prep: {path}: not a wheel gpu_wheels.txt pins (gpu_wheels.txt pins fabric==3.2.3): remove it "
@@ -200,7 +210,7 @@ def no_main(root: Path) -> str:
     return f"gpu_prep: no {root / '.models/dllogger/dllogger/__init__.py'} (bench/dle_native_check.sh needs it)"
 
 
-@pytest.mark.parametrize("spoil", [missing, macos, cp311, corrupt, damaged_member, stray, off_pin, dirty, no_main])
+@pytest.mark.parametrize("spoil", [missing, macos, cp311, corrupt, damaged_member, encrypted_member, stray, off_pin, dirty, no_main])
 def test_the_check_fails_naming_what_is_wrong(root, mirrors, spoil):
     said = spoil(root)
     done = run("--root", root, "--check", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
@@ -260,6 +270,19 @@ def test_a_bad_wheel_list_line_exits_2_naming_it(tmp_path):
     done = run("--root", tmp_path, "--wheels", listed)
     assert done.returncode == 2
     assert done.stderr.strip() == f"gpu_prep: {listed}:3: expected NAME==VERSION, got 'paramiko>=5'"
+
+
+def test_a_wheel_list_not_utf8_or_not_a_file_exits_2_naming_it(tmp_path):
+    listed = tmp_path / "wheels.txt"
+    listed.write_bytes(b"fabric==3.2.3\n# caf\xe9\n")
+    done = run("--root", tmp_path, "--wheels", listed)
+    assert (done.returncode, done.stderr.strip()) == (2, f"gpu_prep: {listed}:2: not UTF-8 (byte 0xe9 at column 6)")
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)  # read as a file, it would block
+    done = run("--root", tmp_path, "--wheels", fifo)
+    assert (done.returncode, done.stderr.strip()) == (
+        2, f"gpu_prep: {fifo}: not a regular file (a pipe, socket or device), so not a wheel list")
+    assert not (tmp_path / ".whl").exists()
 
 
 def test_prepare_models_from_without_equals_is_an_argparse_error(tmp_path):

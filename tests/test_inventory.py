@@ -314,6 +314,35 @@ def test_accept_new_appends_and_keeps_what_the_file_held(ssh_hosts, tmp_path):
     assert text[len(before) + 1:].startswith(f"{inv.hosts[0].address} ssh-")
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_known_hosts_that_is_not_a_file_is_refused_at_once(ssh_hosts, tmp_path, kind):
+    """Read through the checked reader: a FIFO would block past SIGTERM, /dev/zero end in MemoryError."""
+    path = tmp_path / "known_hosts"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    inv = inventory(ssh_hosts, tmp_path, known_hosts=path, accept=True)
+    start = time.monotonic()
+    with pytest.raises(HostKeyError) as err:
+        connect(inv.hosts[0], inv)
+    assert time.monotonic() - start < 10
+    reason = "is a directory, not a known_hosts file" if kind == "folder" else (
+        "not a regular file (a pipe, socket or device), so not a known_hosts file")
+    assert str(err.value).endswith(f"cannot read known_hosts file {path}: {reason}"), err.value
+
+
+def test_known_hosts_lines_not_utf8_or_not_base64_are_skipped_as_openssh_does(ssh_hosts, tmp_path):
+    right = ssh_hosts.known_hosts.read_bytes()
+    path = tmp_path / "known_hosts"
+    path.write_bytes(b"caf\xe9 ssh-ed25519 AAAA\n192.0.2.7 ssh-ed25519 !!not-base64!!\n" + right)
+    inv = inventory(ssh_hosts, tmp_path, known_hosts=path)
+    with connect(inv.hosts[0], inv) as conn:
+        assert conn.run("hostname", hide=True, in_stream=False).stdout.strip() == inv.hosts[0].name
+
+
 def test_unreachable_address_fails_within_the_timeout(ssh_hosts, tmp_path):
     h1 = ssh_hosts.hosts[0]
     ghost = {"name": "ghost", "address": h1.address.rsplit(".", 1)[0] + ".99", "user": h1.user,

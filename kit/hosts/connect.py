@@ -39,12 +39,13 @@ from invoke.exceptions import CommandTimedOut
 from paramiko.config import SSHConfig
 
 from kit.config.inventory import HostConfig, Inventory
-from kit.core.inputs import KitError
+from kit.core.inputs import InputError, KitError, read_input
 from kit.hosts.fanout import on_all
 
 log = logging.getLogger(__name__)
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KNOWN_HOSTS_LOCK = threading.Lock()
+KNOWN_HOSTS_BYTES = 64 * 2**20  # far above a fleet's (about 100 bytes a host key)
 
 
 class InventoryError(KitError):
@@ -139,14 +140,15 @@ class _AcceptNewPolicy(_StrictPolicy):
 
     def missing_host_key(self, client, hostname, key):
         with _KNOWN_HOSTS_LOCK:
-            recorded = _load_known_hosts(self.host, self.path).lookup(hostname) or {}
+            before = _known_hosts_bytes(self.host, self.path)
+            recorded = _recorded_keys(_parse_known_hosts(before), hostname)
             if key.get_name() in recorded and recorded[key.get_name()] != key:  # another thread recorded one
                 raise _changed(self.host, self.path, recorded[key.get_name()], key)
             if key.get_name() not in recorded:
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 with os.fdopen(fd, "a") as f:
-                    newline = os.fstat(fd).st_size > 0 and not self.path.read_bytes().endswith(b"\n")
+                    newline = bool(before) and not before.endswith(b"\n")
                     f.write(("\n" if newline else "") + f"{hostname} {key.get_name()} {key.get_base64()}\n")
         client.get_host_keys().add(hostname, key.get_name(), key)
         log.warning("%s: recorded new host key %s in %s (accept_new_host_keys)", self.host.label,
@@ -166,41 +168,60 @@ def _changed(host: HostConfig, path: Path, expected: paramiko.PKey, got: paramik
                               f"{shlex.quote(str(path))})")
 
 
-def _load_known_hosts(host: HostConfig, path: Path) -> paramiko.HostKeys:
-    """The keys in path (none when it does not exist yet)."""
-    keys = paramiko.HostKeys()
-    if path.exists():
+def _known_hosts_bytes(host: HostConfig, path: Path) -> bytes | None:
+    """The file's bytes through the checked reader (a regular file of at most KNOWN_HOSTS_BYTES: a FIFO would
+    block, /dev/zero exhaust memory); None when it does not exist yet."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        return read_input(path, "known_hosts file", max_bytes=KNOWN_HOSTS_BYTES)
+    except InputError as exc:
+        raise HostKeyError(host, f"cannot read known_hosts file {path}: {exc.reason}") from None
+
+
+def _parse_known_hosts(data: bytes | None) -> list[paramiko.hostkeys.HostKeyEntry]:
+    """The entries of a known_hosts file's bytes; as OpenSSH, a line that is not a key of a known type is skipped."""
+    entries = []
+    for number, raw in enumerate((data or b"").split(b"\n"), 1):
+        line = raw.decode("utf-8", errors="replace").strip()
+        if not line or line.startswith("#"):
+            continue
         try:
-            keys.load(str(path))
-        except (OSError, paramiko.SSHException) as exc:
-            raise HostKeyError(host, f"cannot read known_hosts file {path}: {exc}") from None
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+        except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey):
+            continue
+        if entry is not None:
+            entries.append(entry)
+    return entries
+
+
+def _recorded_keys(entries: list[paramiko.hostkeys.HostKeyEntry], name: str) -> dict[str, paramiko.PKey]:
+    """{key type: key} the entries record for `name` (plain or hashed), the first of each type counting."""
+    keys: dict[str, paramiko.PKey] = {}
+    for entry in entries:
+        if any(h == name or (h.startswith("|1|") and paramiko.HostKeys.hash_host(name, h) == h)
+               for h in entry.hostnames):
+            keys.setdefault(entry.key.get_name(), entry.key)
     return keys
 
 
-_PARSED_KNOWN_HOSTS: dict[Path, tuple[bytes, paramiko.HostKeys]] = {}  # path -> (its bytes, their keys)
+_PARSED_KNOWN_HOSTS: dict[Path, tuple[bytes, list]] = {}  # path -> (its bytes, their entries)
 _PARSED_KNOWN_HOSTS_LOCK = threading.Lock()
 
 
 def _host_keys_of(host: HostConfig, path: Path, into: paramiko.HostKeys) -> None:
     """The keys path records for host, loaded into `into` (cleared first). The file is parsed once per content, not
     per connection: paramiko's parse grows with the square of its lines, and each host of a fleet connects."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        data = None
-    except OSError as exc:
-        raise HostKeyError(host, f"cannot read known_hosts file {path}: {exc}") from None
+    data = _known_hosts_bytes(host, path)
     into.clear()
     if data is None:
         return
     with _PARSED_KNOWN_HOSTS_LOCK:
         parsed = _PARSED_KNOWN_HOSTS.get(path)
         if parsed is None or parsed[0] != data:
-            parsed = (data, _load_known_hosts(host, path))
-            if path.read_bytes() == data:  # unchanged while it was parsed: these keys are the file's
-                _PARSED_KNOWN_HOSTS[path] = parsed
+            parsed = _PARSED_KNOWN_HOSTS[path] = (data, _parse_known_hosts(data))
     name = _known_hosts_name(host)
-    for keytype, key in (parsed[1].lookup(name) or {}).items():
+    for keytype, key in _recorded_keys(parsed[1], name).items():
         into.add(name, keytype, key)
 
 
