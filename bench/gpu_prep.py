@@ -72,7 +72,8 @@ def read_wheel_list(path: Path) -> dict[str, Version]:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise BadInput(f"{path}:{number}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})") from None
+            where = f"byte {raw[exc.start]:#04x} at column {exc.start + 1}"
+            raise BadInput(f"{path}:{number}: not UTF-8 ({where})") from None
         text = line.split("#", 1)[0].strip()
         if not text:
             continue

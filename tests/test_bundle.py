@@ -541,6 +541,31 @@ def test_bad_input_is_refused_clearly(tmp_path, capsys):
     assert "refused member 'kit-bundle-x/run/x/report.md'" in capsys.readouterr().out
 
 
+def test_what_is_no_bundle_at_all_is_the_auditor_s_bad_input(real_run, tmp_path, signer, capsys):
+    """Exit 2 and one line (exit 1 is for a bundle that fails): not gzip, a tarball or folder of something else,
+    a public key given as the allowed signers."""
+    (tmp_path / "notes.tar.gz").write_text("just text\n")
+    source = tmp_path / "src"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "setup.py").write_text("print('a source tarball')\n")
+    with tarfile.open(tmp_path / "source.tar.gz", "w:gz") as tar:
+        tar.add(source / "pkg", arcname="pkg-1.0")
+    for given, why in ((tmp_path / "notes.tar.gz", "not a gzip file"),
+                       (tmp_path / "source.tar.gz", "no top folder holds manifest.json, provenance.json, run"),
+                       (source, "no manifest.json, provenance.json, run at its top")):
+        assert main(["verify", str(given)]) == 2, given
+        assert capsys.readouterr().err == (f"kit verify: {given}: not a bundle ({why}): give the .tar.gz `kit "
+                                           "bundle` wrote, or its unpacked folder\n")
+    key, allowed = signer
+    bundle = bd.make_bundle(fresh_copy(real_run, tmp_path), sign_key=key, submitter="Lab", system_name="box")
+    pub = Path(f"{key}.pub")
+    assert main(["verify", str(bundle), "--allowed-signers", str(pub)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kit verify: {pub}:1: a public key (ssh-ed25519 ...), not an allowed-signers line: put "
+                          "its principal first, e.g. 'auditor@example.org ssh-ed25519 AAAA...'") and err.count("\n") == 1
+    assert main(["verify", str(bundle), "--allowed-signers", str(allowed)]) == 0
+
+
 def _forge(root: Path, key: Path, **provenance) -> None:
     """What an operator with the signing key can do: edit provenance.json, rebuild the manifest, re-sign it."""
     prov = json.loads((root / "provenance.json").read_text())

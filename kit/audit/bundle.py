@@ -62,6 +62,25 @@ class BundleError(KitError):
     """A bundle that cannot be made or read (one line, naming the file)."""
 
 
+class NotABundle(BundleError):
+    """Input that is no bundle at all (not gzip, or no manifest, provenance or run folder at its top): the
+    auditor's mistake, exit 2, not a bundle that fails."""
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+BUNDLE_TOP = (MANIFEST, "provenance.json", "run")  # a bundle's top folder holds at least one of these
+
+
+def not_a_bundle(path: Path, why: str) -> NotABundle:
+    return NotABundle(f"{path}: not a bundle ({why}): give the .tar.gz `kit bundle` wrote, or its unpacked folder")
+
+
+def refuse_non_bundle_folder(root: Path, shown: Path) -> None:
+    """NotABundle when `root` holds none of a bundle's top entries."""
+    if not any((root / name).exists() for name in BUNDLE_TOP):
+        raise not_a_bundle(shown, f"no {', '.join(BUNDLE_TOP)} at its top")
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -449,6 +468,9 @@ def unpack(bundle: Path, into: Path, max_unpacked_bytes: int = MAX_UNPACKED_BYTE
     """Extract a bundle safely (plain files and folders only, no links, nothing outside, within the size and
     ratio limits, counted while decompressing) -> its top folder."""
     limits = (Path(bundle).stat().st_size, max_unpacked_bytes, max_ratio)
+    with open(bundle, "rb") as f:
+        if f.read(len(GZIP_MAGIC)) != GZIP_MAGIC:
+            raise not_a_bundle(bundle, "not a gzip file")
     try:
         # decompressed once, into a temporary file the tar is then read from: reading the .tar.gz itself again
         # would decompress it twice more (its members, then each member's data after a seek back)
@@ -485,6 +507,8 @@ def _extract(bundle: Path, tar: tarfile.TarFile, into: Path, limits: tuple) -> P
         declared += m.size
         _within_limits(bundle, declared, *limits)
         tops.add(name.parts[0])
+    if not any(len(Path(m.name).parts) >= 2 and Path(m.name).parts[1] in BUNDLE_TOP for m in members):
+        raise not_a_bundle(bundle, f"no top folder holds {', '.join(BUNDLE_TOP)}")
     if len(tops) != 1:
         raise BundleError(f"{bundle}: expected one top folder, found {sorted(tops)[:5]}")
     tar.extractall(into, members=members, filter="data")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from kit.audit.evidence import CLAIMS_REL_TOL, READ_ERRORS, Evidence
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.inputs import InputError, parse_json, read_input
 from kit.core.text import printable
+
+PUBLIC_KEY_TYPE = re.compile(r"(ssh-|ecdsa-sha2-|sk-)[A-Za-z0-9.@-]+")  # a .pub line's first field
 
 INTEGRITY = "integrity"
 SIGNATURE_RULE = "signature"
@@ -245,12 +248,20 @@ def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str
         if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
             raise InputError(allowed_signers, "names no signer (an OpenSSH allowed-signers file: one "
                              "'principal [options] key' per line)")
+        for number, line in enumerate(text.splitlines(), 1):
+            fields = line.split()
+            if len(fields) >= 2 and PUBLIC_KEY_TYPE.fullmatch(fields[0]) and fields[1].startswith("AAAA"):
+                raise InputError(allowed_signers, f"a public key ({fields[0]} ...), not an allowed-signers line: "
+                                 f"put its principal first, e.g. 'auditor@example.org {fields[0]} AAAA...'", number)
     if bundle.is_dir():
+        bd.refuse_non_bundle_folder(bundle, bundle)
         return verify_tree(bundle, allowed_signers, rules_version, claims_rel_tol=claims_rel_tol)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kit-verify-") as tmp:
         try:
             root = bd.unpack(bundle, Path(tmp), max_unpacked_bytes, max_ratio)
+        except bd.NotABundle:
+            raise
         except bd.BundleError as exc:
             result = Compliance(str(bundle))
             result.integrity.append(rl.Violation(INTEGRITY, str(exc).split(": ", 1)[-1], bundle.name))
