@@ -253,6 +253,14 @@ def test_a_forced_dirty_run_is_recorded_and_v4_holds_it_to_its_record(pinned, tm
         return [v.message for v in verify(packed, rules_version=version).violations if v.rule == "program_code_at_pin"]
 
     assert at_pin("v4", "forced") == []
+    assert at_pin("v6", "forced-v6") == [f"{KEY} (local): model code {MAIN} modified; HEAD {pinned.pin[:7]} is the pin "
+                                      f"(docker/pins.yaml pins {pinned.pin}); it ran forced off the pin (kit bench "
+                                      "--force, run.json model_code_forced): its figure is not the published "
+                                      "program's"]
+    report = (run_dir / "report.md").read_text()
+    assert (f"**1 published-program run(s) ran forced off the pin** (kit bench --force, run.json model_code_forced): "
+            f"their figures are not the published programs' at their pins, and kit verify fails them (rule set v6, "
+            f"program_code_at_pin): {KEY} on local: {reason} (case {KEY}).") in report
     del meta["model_code_forced"]
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2))
     assert at_pin("v3", "v3") == []  # HEAD was the pin: all v3 asks

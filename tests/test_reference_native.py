@@ -211,8 +211,11 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
     # ... but the clock of what the stand-in replays: a real bs256 log's lines for this batch-2 case
     (clock,) = [v.message for v in result.violations if v.rule == "program_figure_agrees_with_its_clock"]
     assert "its train.total_ips rates are 128.0" in clock, clock
-    assert [v for v in result.violations if v.rule.startswith("program_") and v.rule != clock_rule] == [], \
-        result.violations
+    # ... and the stand-in tree is no checkout of the pin: the run was forced, which rule set v6 fails
+    (forced,) = [v.message for v in result.violations if v.rule == "program_code_at_pin"]
+    assert "it ran forced off the pin (kit bench --force, run.json model_code_forced)" in forced, forced
+    assert [v for v in result.violations if v.rule.startswith("program_") and v.rule not in (
+        clock_rule, "program_code_at_pin")] == [], result.violations
 
     # a record made before the packages' folders moved out of the env (they replaced the host's PYTHONPATH) is
     # still the recipe of its time
@@ -220,8 +223,8 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
     old["env"] = {**old["env"], "PYTHONPATH": ":".join(old.pop("pythonpath"))}
     sidecar_path.write_text(json.dumps(old))
     result = verify(bd.make_bundle(run_dir, tmp_path / "old.tar.gz", submitter="Lab", system_name="box"))
-    assert [v for v in result.violations if v.rule.startswith("program_") and v.rule != clock_rule] == [], \
-        result.violations
+    assert [v for v in result.violations if v.rule.startswith("program_") and v.rule not in (
+        clock_rule, "program_code_at_pin")] == [], result.violations
 
     # the program's run copied byte for byte as a second repeat is one run counted twice: rule set v3 says so (v2
     # judged a program's repeats by their command records alone)

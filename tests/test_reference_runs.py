@@ -129,27 +129,36 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
     audit_program_rules(run_dir, tmp_path)
 
 
+CASE = "ngc-pytorch/resnet50/bz256/2n1g/fp32"
+FORCED = "it ran forced off the pin (kit bench --force, run.json model_code_forced)"
+
+
 def audit_program_rules(run_dir: Path, tmp_path: Path) -> None:
     """kit verify judges the published program's run from its records: clean as run, each forgery named."""
     from kit.audit import bundle as bd
     from kit.audit.verify import verify, verify_tree
 
-    def program_violations(result) -> list[tuple[str, str]]:  # the replayed log's clock aside (said below)
+    def program_violations(result) -> list[tuple[str, str]]:  # the replayed log's clock and the forcing aside
         return sorted((v.rule, v.message) for v in result.violations if v.rule.startswith("program_")
-                      and v.rule != "program_figure_agrees_with_its_clock")
+                      and v.rule != "program_figure_agrees_with_its_clock" and FORCED not in v.message)
 
     clean = verify(bd.make_bundle(run_dir, tmp_path / "clean.tar.gz", submitter="Lab", system_name="box"))
     # every rule holds: the harness's step counts are not asked of a published program, and the program's images/s
     # is the samples/s of the suite's reference; each host's (stand-in) GPU was captured and sampled
     # ... but the clock of what the stand-in replays: a 32-GPU log for this 2-GPU job (its rates 16x what its clock
     # shows); rule set v5 judged it only against itself
-    said = [(v.rule, v.message) for v in clean.violations]
-    assert [rule for rule, _ in said] == ["program_figure_agrees_with_its_clock"], said
-    assert "its train.total_ips rates are 16.00" in said[0][1]  # a 32-GPU log's rates for 2 GPUs
-    assert verify(tmp_path / "clean.tar.gz", rules_version="v5").ok
+    # ... and the stand-in tree is no checkout of the pin, run with --force: rule set v6 fails a forced run on each
+    # host where v5 passed it with a note
+    said = sorted((v.rule, v.message) for v in clean.violations)
+    assert [rule for rule, _ in said] == ["program_code_at_pin"] * 2 + ["program_figure_agrees_with_its_clock"], said
+    assert [message.split(": ", 1)[0] for _, message in said[:2]] == [f"{CASE} (h1)", f"{CASE} (h2)"]
+    assert all(FORCED in message for _, message in said[:2]), said
+    assert "its train.total_ips rates are 16.00" in said[2][1]  # a 32-GPU log's rates for 2 GPUs
+    v5 = verify(tmp_path / "clean.tar.gz", rules_version="v5")
+    assert v5.ok
     sampled = next(f for f in clean.findings if f.rule.name == "gpu_telemetry_holds")
     assert sampled.checked == 1 and sampled.violations == []
-    pinned = next(f for f in clean.findings if f.rule.name == "program_code_at_pin")
+    pinned = next(f for f in v5.findings if f.rule.name == "program_code_at_pin")
     assert pinned.checked == 2 and pinned.note.startswith("2 run record(s) ran forced off the pin")
     root = bd.unpack(bd.make_bundle(run_dir, tmp_path / "forged.tar.gz", submitter="Lab", system_name="box"),
                      tmp_path / "forged")
@@ -165,7 +174,7 @@ def audit_program_rules(run_dir: Path, tmp_path: Path) -> None:
     (run / "run.json").write_text(json.dumps(meta))
     bd.write_manifest(root)
     found = program_violations(verify_tree(root))
-    case = "ngc-pytorch/resnet50/bz256/2n1g/fp32"
+    case = CASE
     assert [rule for rule, _ in found] == ["program_as_published", "program_code_at_pin",
                                           "program_every_rank_logged"], found
     assert found[0][1].startswith(f"{case} (h2): argv [") and "is not the recipe's" in found[0][1]

@@ -102,10 +102,12 @@ def test_every_rule_set_names_only_registered_predicate_versions():
         "gpu_telemetry_holds": ("gpu_telemetry_holds@2", "gpu_telemetry_holds@3"),
         "every_log_read": (None, "logs_read@1"),
         "program_figure_agrees_with_its_clock": (None, "program_figure_agrees_with_its_clock@1"),
-        "repeats_are_separate_runs": ("repeats_are_separate_runs@1", "repeats_are_separate_runs@2")}
+        "repeats_are_separate_runs": ("repeats_are_separate_runs@1", "repeats_are_separate_runs@2"),
+        "program_code_at_pin": ("program_code_pinned@2", "program_code_pinned@3")}
     assert rl.PREDICATES["gpu_telemetry_holds@3"].fixed == {"run_json_copy": True, "by_files": True, "identity": True}
-    assert (rl.PREDICATES["program_code_pinned@1"].fixed, rl.PREDICATES["program_code_pinned@2"].fixed) == (
-        {"clean": False}, {"clean": True})
+    assert [rl.PREDICATES[f"program_code_pinned@{n}"].fixed for n in (1, 2, 3)] == [
+        {"clean": False, "forced_passes": True}, {"clean": True, "forced_passes": True},
+        {"clean": True, "forced_passes": False}]
     # claims_derive@2 bounds a method's scale by its log's ranks and refuses a log listed twice; @1 (v1, v2) did not
     assert (rl.PREDICATES["claims_derive@1"].fixed, rl.PREDICATES["claims_derive@2"].fixed) == (
         {"strict": False}, {"strict": True})

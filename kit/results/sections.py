@@ -276,6 +276,13 @@ def provenance_lines(meta: dict) -> list[str]:
                      "files' sha256 in run.json (harness_sha256), not by the commit.")
     elif isinstance(commit, dict) and commit.get("commit") is None:
         lines.append(f"The kit's revision is unknown ({str(commit.get('error') or 'no commit')[:120]}).")
+    forced = [m for m in meta.get("model_code_forced") or [] if isinstance(m, dict)]
+    if forced:
+        lines.append(f"**{len(forced)} published-program run(s) ran forced off the pin** (kit bench --force, run.json "
+                     "model_code_forced): their figures are not the published programs' at their pins, and kit verify "
+                     "fails them (rule set v6, program_code_at_pin): " + "; ".join(
+                         f"{str(m.get('case'))[:120]} on {str(m.get('host'))[:60]}: {str(m.get('reason'))[:300]}"
+                         for m in forced[:10]) + (f"; and {len(forced) - 10} more" if len(forced) > 10 else "") + ".")
     env = meta.get("inherited_environment")
     if isinstance(env, dict) and env:
         lines.append("Inherited environment that changes what runs (run.json inherited_environment): "

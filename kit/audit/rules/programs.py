@@ -101,11 +101,13 @@ def program_command_is_recipe(ev: Evidence, out: Finding) -> None:
                 out.fail(f"{key} ({host}): {field} {have[field]!r} is not the recipe's {value!r}"[:600], where)
 
 
-@predicate(versions={1: {"clean": False}, 2: {"clean": True}})
-def program_code_pinned(ev: Evidence, out: Finding, clean: bool) -> None:
+@predicate(versions={1: {"clean": False, "forced_passes": True}, 2: {"clean": True, "forced_passes": True},
+                     3: {"clean": True, "forced_passes": False}})
+def program_code_pinned(ev: Evidence, out: Finding, clean: bool, forced_passes: bool) -> None:
     """Each run's model code was at the commit docker/pins.yaml pins (v2: and its checkout clean there, as the
     record's model_code_state says: nothing modified, deleted, untracked or hidden, the program's folder inside it),
-    or run.json records it as forced."""
+    or run.json records it as forced; FORCED_PASSES off (v3): a run forced off the pin fails too, its figure being
+    no published program's at its pin (kit bench --force is for trying a checkout, not for a result)."""
     forced = {(m.get("host"), m.get("case")) for m in ev.meta.get("model_code_forced") or [] if isinstance(m, dict)}
     noted = 0
     for key, _log, host, path, meta, _records in judged_records(ev, out):
@@ -125,8 +127,12 @@ def program_code_pinned(ev: Evidence, out: Finding, clean: bool) -> None:
             why = f"model code {'; '.join(differs)} (docker/pins.yaml pins {pin})"
         else:
             continue
-        if (host, key) in forced:
+        if (host, key) in forced and forced_passes:
             noted += 1
+            continue
+        if (host, key) in forced:
+            out.fail(f"{key} ({host}): {why}; it ran forced off the pin (kit bench --force, run.json "
+                     "model_code_forced): its figure is not the published program's"[:600], ev.rel(path))
             continue
         out.fail(f"{key} ({host}): {why}, and run.json does not record the run as forced"[:600], ev.rel(path))
     if noted:
