@@ -125,6 +125,26 @@ def test_perf_models_claims_from_the_repo_exit_0():
                                       "as the claims file declares), 0 mismatch, 0 error of 58 claims")
 
 
+def test_a_wallclock_batch_beyond_what_the_log_s_rates_and_clock_show_is_refused(published, tmp_path):
+    """The real NGC PyTorch log's rates x seconds between its records say 256.1 images a step: wallclock with batch
+    256 derives its figure; with batch 256000 (a 1000x claim, which `scale: 1000` cannot make) it is refused naming
+    the claims line; strict=False (rule sets v1, v2) took it."""
+    shutil.copytree(published / "perf-v100" / "pytorch", tmp_path / "pytorch")
+    log = "pytorch/pytorch_gpu1_amp_bs256.txt"
+    (tmp_path / "claims.yaml").write_text(textwrap.dedent(f"""\
+        logs:
+          - {{file: {log}, method: {{reduce: wallclock, steps: [20, 90], batch: 256, metric: train.total_ips}}, published: 789.954, rel_tol: 0.00001}}
+          - {{file: {log}, method: {{reduce: wallclock, steps: [20, 90], batch: 256000, metric: train.total_ips}}, published: 789954, rel_tol: 0.00001}}
+        """))
+    verdicts = check_claims(tmp_path / "claims.yaml")
+    assert [v.status for v in verdicts] == [MATCH, ERROR], verdicts
+    assert verdicts[1].source_line == 3
+    assert verdicts[1].detail == (f"{tmp_path / log}: wallclock batch 256000 exceeds the 256.1 samples per step the "
+                                  "log's own rates and clock show (rate x seconds between its records over the steps "
+                                  "between them; at most 1.1x that)")
+    assert [v.status for v in check_claims(tmp_path / "claims.yaml", strict=False)] == [MATCH, MATCH]
+
+
 def test_a_scale_beyond_the_ranks_the_log_shows_is_refused_naming_the_claims_line(published, tmp_path):
     """A job's figure (DLE's, whatever its ranks) takes no scale; a per-card one at most the ranks its log tags or its
     claim states. strict=False is rule sets v1/v2's check, which took any scale."""

@@ -13,9 +13,10 @@ import pytest
 from kitlogs import recorded_clean, without_the_nan_repeat
 
 from kit.audit import bundle as bd
-from kit.audit.rules.program_clock import CLOCK_BAND, CLOCKED_FORMATS, images_per_batch
+from kit.audit.rules.program_clock import CLOCK_BAND, CLOCKED_FORMATS
 from kit.audit.verify import verify
 from kit.cli import main
+from kit.results.extract import samples_per_step
 from kit.results.parsers import PER_STEP, parse_log
 
 VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
@@ -40,7 +41,7 @@ def test_the_band_holds_every_genuine_clocked_log(published):
         if parsed.format.name not in CLOCKED_FORMATS:
             continue
         for metric in sorted({r.metric for r in parsed.records if r.kind == PER_STEP}):
-            said = images_per_batch(parsed.records, _global_batch(path), metric)
+            said = [samples / _global_batch(path) for samples in samples_per_step(parsed.records, metric)]
             if len(said) >= 3:
                 ratios[(path.as_posix(), metric)] = statistics.median(said)
     assert len(ratios) >= 40 and {f for f in CLOCKED_FORMATS} <= {parse_log(p).format.name for p in [

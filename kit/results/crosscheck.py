@@ -13,7 +13,10 @@ A figure of the whole job (the parser's record kind: every format but the per-ca
 so its scale is at most 1. A per-card figure's is at most the ranks the log shows: its mpirun rank tags, or the GPUs
 its claim states (a suite's: its case folder's N x G), since many genuine per-card logs (one trainer's workerlog)
 tag no ranks and print their world size in no common way. A steps/s figure's scale is the global batch: at most the
-claim's `batch` (a suite's: per_device_batch x the case's GPUs). A claim's `files` name no log twice.
+claim's `batch` (a suite's: per_device_batch x the case's GPUs). A wallclock method's batch (samples per step) is at
+most what the log's own rates and clock show (rate x seconds between records over the steps between them, their
+median, +10%), or with steps/s records its batch x scale at most the claim's `batch`. A claim's `files` name no log
+twice.
 
 Verdicts: match; flagged (the claims file says `derives: false`, and the log indeed gives another
 figure, the one it declares as `recomputed` where it gives one): a finding about the publisher, not a
@@ -30,9 +33,21 @@ from pathlib import Path
 from kit.core.layout import CASE_DIR, find_logs
 from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 from kit.results import stats
-from kit.results.extract import Figure, Method, MethodError, compute_figure, format_number, rounded
+from kit.results.extract import (
+    Figure,
+    Method,
+    MethodError,
+    compute_figure,
+    format_number,
+    rounded,
+    samples_per_step,
+)
 from kit.results.parsers import FORMATS, PER_CARD, ParsedLog, ParseError, parse_log
 from kit.results.report import SPEEDUP_DECIMALS
+
+# a wallclock method's batch is at most this much over what the log's rates x clock show (genuine: 0.989-1.008 of
+# the global batch, kit/audit/rules/program_clock.py), judged over at least this many intervals
+WALLCLOCK_BATCH_SLACK, WALLCLOCK_LEAST_INTERVALS = 0.1, 3
 
 DEFAULT_REL_TOL = 1e-4
 DECLARED_RECOMPUTED_REL_TOL = 1e-5
@@ -339,12 +354,33 @@ def _verdict(claim: str, published: float, value: float | None, tol: float, erro
     return verdict
 
 
+def _wallclock_batch_beyond(parsed: ParsedLog, figure: Figure, units: set[str], batch: int | None) -> str:
+    """Why a wallclock method's samples per step exceed what the log shows (module docstring); empty if not."""
+    method = figure.method
+    if units == {"steps/s"}:  # the clock alone: samples per step x scale is the global batch
+        samples, bound = method.batch * method.scale, batch or 1
+        what = f"the global batch the claim states ({batch})" if batch else "1: the claim states no global batch"
+        return "" if samples <= bound else f"wallclock batch x scale {samples:g} exceeds {what}"
+    shown = samples_per_step(parsed.records, figure.metric, figure.kind)
+    if len(shown) < WALLCLOCK_LEAST_INTERVALS:
+        return (f"wallclock batch {method.batch:g}: {len(shown)} timed intervals between the log's {figure.metric} "
+                f"records (at least {WALLCLOCK_LEAST_INTERVALS}) to show its samples per step")
+    said = stats.median(shown)
+    if method.batch <= said * (1 + WALLCLOCK_BATCH_SLACK):
+        return ""
+    return (f"wallclock batch {method.batch:g} exceeds the {said:.4g} samples per step the log's own rates and clock "
+            f"show (rate x seconds between its records over the steps between them; at most "
+            f"{1 + WALLCLOCK_BATCH_SLACK:g}x that)")
+
+
 def _scale_beyond_ranks(parsed: ParsedLog, figure: Figure, gpus: int | None, batch: int | None) -> str:
     """Why the method's scale exceeds what the log's figure leaves out (module docstring); empty if it does not."""
     scale = figure.method.scale
+    units = {r.unit for r in parsed.records if r.metric == figure.metric and r.kind == figure.kind}
+    if figure.method.reduce == "wallclock" and (beyond := _wallclock_batch_beyond(parsed, figure, units, batch)):
+        return beyond
     if scale <= 1:
         return ""
-    units = {r.unit for r in parsed.records if r.metric == figure.metric and r.kind == figure.kind}
     if units == {"steps/s"}:  # the scale is the global batch
         bound = batch or 1
         what = f"the global batch the claim states ({batch})" if batch else "1: the claim states no global batch"

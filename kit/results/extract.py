@@ -13,10 +13,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from decimal import ROUND_DOWN, Decimal, localcontext
+from itertools import pairwise
 from typing import Any
 
 from kit.results import stats
-from kit.results.parsers import PER_CARD, SUMMARY, LogFormat, ParsedLog, Record
+from kit.results.parsers import PER_CARD, PER_STEP, SUMMARY, LogFormat, ParsedLog, Record
 
 REDUCE_CHOICES = ("mean", "harmonic_mean", "median", "last_summary", "wallclock")
 DEFAULT_WALLCLOCK_STEPS = (20, 120)  # DLPerf's "_time" scripts
@@ -247,6 +248,19 @@ def _wallclock(series: list[Record], method: Method) -> tuple[float, list[Record
         raise MethodError(f"wallclock: step {last} is not later than step {first} (lines {start.line}, {end.line})")
     assert method.batch is not None
     return (last - first) * method.batch / elapsed, [start, end]
+
+
+def samples_per_step(records: list[Record], metric: str, kind: str = PER_STEP) -> list[float]:
+    """What a log's own clock says of its steps: for each record of METRIC and KIND (one rank's: the first) after
+    the one before it in the same epoch, its rate x the seconds between them over the steps between them."""
+    series = [r for r in records if r.metric == metric and r.kind == kind and r.timestamp is not None
+              and r.step is not None]
+    ranks = {r.rank for r in series}
+    if len(ranks) > 1:
+        first = min(ranks, key=lambda rank: -1 if rank is None else rank)
+        series = [r for r in series if r.rank == first]
+    return [b.value * (b.timestamp - a.timestamp) / (b.step - a.step) for a, b in pairwise(series)
+            if b.step > a.step and b.timestamp > a.timestamp and a.epoch == b.epoch]
 
 
 def rounded(value: float, method: Method) -> float:

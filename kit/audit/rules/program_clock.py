@@ -13,13 +13,13 @@ from a summary line alone (DLE PyTorch's last summary) with the per-step records
 from __future__ import annotations
 
 import statistics
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence
 from kit.audit.rules.predicates import predicate
 from kit.config import reference
-from kit.results.parsers import PER_STEP, ParseError, parse_log
+from kit.results.extract import samples_per_step
+from kit.results.parsers import ParseError, parse_log
 
 if TYPE_CHECKING:
     from kit.audit.rules.engine import Finding
@@ -27,19 +27,6 @@ if TYPE_CHECKING:
 CLOCKED_FORMATS = ("dle-pytorch", "dle-mxnet", "dle-tf1", "tf2-keras-timehistory")  # where the band was measured
 CLOCK_BAND = (0.9, 1.1)
 LEAST_INTERVALS = 3
-
-
-def images_per_batch(records, global_batch: int, metric: str) -> list[float]:
-    """Each record of METRIC (one rank's: the first) after the one before it: its rate x the seconds between them,
-    over the global batch x the steps between them (1.0 where the rate is what the clock shows)."""
-    series = [r for r in records if r.metric == metric and r.kind == PER_STEP and r.timestamp is not None
-              and r.step is not None]
-    ranks = {r.rank for r in series}
-    if len(ranks) > 1:
-        first = min(ranks, key=lambda rank: -1 if rank is None else rank)
-        series = [r for r in series if r.rank == first]
-    return [b.value * (b.timestamp - a.timestamp) / (global_batch * (b.step - a.step)) for a, b in pairwise(series)
-            if b.step > a.step and b.timestamp > a.timestamp and a.epoch == b.epoch]
 
 
 @predicate()
@@ -59,7 +46,8 @@ def program_figure_agrees_with_its_clock(ev: Evidence, out: Finding) -> None:
             records = parse_log(log.path, figure.format).records
         except ParseError:
             continue  # it gave the figure above: read the same
-        ratios = images_per_batch(records, log.group.batch * log.gpus_per_node * log.nodes, figure.metric)
+        global_batch = log.group.batch * log.gpus_per_node * log.nodes
+        ratios = [samples / global_batch for samples in samples_per_step(records, figure.metric)]
         if len(ratios) < LEAST_INTERVALS:
             out.fail(f"{key} run {log.run}: {len(ratios)} timed intervals between its {figure.metric} records (at "
                      f"least {LEAST_INTERVALS}): its rates cannot be held to its clock", rel, figure.first_line)
