@@ -226,6 +226,20 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
     assert [v for v in result.violations if v.rule.startswith("program_") and v.rule not in (
         clock_rule, "program_code_at_pin")] == [], result.violations
 
+    # a suite that names ImageNet for the program's case, its synthetic run kept (manifest rebuilt): the record's
+    # data is not the case's, which rule set v6 says (v5 held the log's echo to the record alone)
+    root = bd.unpack(packed, tmp_path / "data-forged")
+    forged_run = next((root / "run").iterdir())
+    suite_text = (forged_run / "suite.yaml").read_text()
+    line = "  - {framework: torch, model: resnet50, impl: reference}\n"
+    assert line in suite_text
+    (forged_run / "suite.yaml").write_text(suite_text.replace(line, line.replace("}", ", data: imagenet}")))
+    bd.write_manifest(root)
+    said = {version: [v.message for v in verify(root, rules_version=version).violations
+                      if v.rule == "program_as_published"] for version in ("v5", "v6")}
+    assert said == {"v5": [], "v6": ["ngc-pytorch/resnet50/bz2/1n1g/amp (local): the record's data 'synthetic' is not "
+                                     "its case's ('imagenet', suite.yaml)"]}, said
+
     # the program's run copied byte for byte as a second repeat is one run counted twice: rule set v3 says so (v2
     # judged a program's repeats by their command records alone)
     copy = log.with_name("resnet50_b2_amp_2.log")

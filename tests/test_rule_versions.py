@@ -103,7 +103,8 @@ def test_every_rule_set_names_only_registered_predicate_versions():
         "every_log_read": (None, "logs_read@1"),
         "program_figure_agrees_with_its_clock": (None, "program_figure_agrees_with_its_clock@1"),
         "repeats_are_separate_runs": ("repeats_are_separate_runs@1", "repeats_are_separate_runs@2"),
-        "program_code_at_pin": ("program_code_pinned@2", "program_code_pinned@3")}
+        "program_code_at_pin": ("program_code_pinned@2", "program_code_pinned@3"),
+        "program_as_published": ("program_command_is_recipe@1", "program_command_is_recipe@2")}
     assert rl.PREDICATES["gpu_telemetry_holds@3"].fixed == {"run_json_copy": True, "by_files": True, "identity": True}
     assert [rl.PREDICATES[f"program_code_pinned@{n}"].fixed for n in (1, 2, 3)] == [
         {"clean": False, "forced_passes": True}, {"clean": True, "forced_passes": True},

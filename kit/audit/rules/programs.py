@@ -67,16 +67,25 @@ def judged_records(ev: Evidence, out: Finding):
             yield key, log, host, path, meta, records
 
 
-@predicate()
-def program_command_is_recipe(ev: Evidence, out: Finding) -> None:
-    """Each record names the job its log's place says (program, model, batch, precision, nodes, GPUs), and its
-    argv, working directory, environment (and the folders put before its host's PYTHONPATH) and patch are what
-    this kit's recipe builds for that job there."""
+@predicate(versions={1: {"case_data": False}, 2: {"case_data": True}})
+def program_command_is_recipe(ev: Evidence, out: Finding, case_data: bool) -> None:
+    """Each record names the job its log's place says (program, model, batch, precision, nodes, GPUs; CASE_DATA
+    (@2): and the data its suite's case reads, synthetic or a dataset), and its argv, working directory,
+    environment (and the folders put before its host's PYTHONPATH) and patch are what this kit's recipe builds for
+    that job there."""
     for key, log, host, path, meta, _records in judged_records(ev, out):
         where = ev.rel(path)
         g = log.group
         want = {"impl": g.framework, "model": g.model, "batch_size": g.batch, "precision": g.precision,
                 "nodes": log.nodes, "gpus_per_node": log.gpus_per_node}
+        case = ev.cases.get(key)
+        if case_data and case is not None:
+            data = meta.get("data")
+            have = data.get("mode") if isinstance(data, dict) else None
+            if have != case.data:
+                out.fail(f"{key} ({host}): the record's data {have!r} is not its case's ({case.data!r}, suite.yaml)"
+                         [:300], where)
+                continue
         wrong = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
         if wrong:
             out.fail(f"{key} ({host}): the record names another job than its log's place: {wrong}", where)
