@@ -249,6 +249,28 @@ def test_a_repeat_copied_and_shifted_or_scaled_is_one_run_s_clock(real_run, tmp_
     assert verify(bundle, rules_version="v5").ok
 
 
+def test_a_bundle_made_under_an_older_rule_set_is_told_which_failing_rules_are_newer(real_run, tmp_path, capsys):
+    """The shifted copy, bundled by a kit whose rule set was v5: v6 fails it, and says that the rule failing came
+    after v5, which the bundle passes (the verdict stays NOT OK)."""
+    from kit.cli import main
+
+    root = bd.unpack(forged(real_run, tmp_path, shift_repeat_by(5e-6)), tmp_path / "open")
+    provenance = json.loads((root / "provenance.json").read_text())
+    (root / "provenance.json").write_text(json.dumps(provenance | {"rules_version": "v5"}, indent=2))
+    bd.write_manifest(root)
+    result = verify(root)
+    assert (result.ok, result.newer_rules_failed) == (False, ["repeats_are_separate_runs"])
+    assert main(["verify", str(root)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(": rule set v6; the bundle was made under 'v5': another rule set judges it")
+    assert "  FAIL repeats_are_separate_runs: 1 checked  (recorded before repeats_are_separate_runs@2; passes v5, " \
+           "the rule set the bundle was made under)" in out
+    assert "  recorded before repeats_are_separate_runs (added or tightened after v5); the bundle passes it as v5 " \
+           "judges: `kit verify --rules v5`" in out
+    assert main(["verify", str(root), "--rules", "v5"]) == 0
+    assert verify(root, rules_version="v5").newer_rules_failed == []
+
+
 def test_the_genuine_run_holds_every_rule_of_the_closed_world(real_run, tmp_path, capsys):
     from kit.cli import main
 

@@ -43,6 +43,8 @@ class Compliance:
     seconds: float = 0.0
     rules_version: str = ""  # the rule set that judged it (the auditor's kit decides)
     made_under: object = None  # the rule set the bundle names (provenance.json): what its maker's kit applied
+    # failing rules added or tightened after made_under, which the bundle passes as made_under judges them
+    newer_rules_failed: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> list[rl.Violation]:
@@ -79,10 +81,18 @@ class Compliance:
         for f in self.findings:
             state = "FAIL" if f.violations else ("n/a " if not f.checked else "OK  ")
             note = f"  ({f.note})" if f.note else ""
+            if f.rule.name in self.newer_rules_failed:
+                note += (f"  (recorded before {f.rule.predicate}; passes {self.made_under}, the rule set the bundle "
+                         "was made under)")
             out.append(f"  {state} {f.rule.name}: {f.checked} checked{note}")
         if self.violations:
             out.append(f"VIOLATIONS ({len(self.violations)}):")
             out += [f"  [{v.rule}] {v.where}: {v.message}" for v in self.violations]
+            if self.newer_rules_failed:
+                them = "them" if len(self.newer_rules_failed) > 1 else "it"
+                out.append(f"  recorded before {', '.join(self.newer_rules_failed)} (added or tightened after "
+                           f"{self.made_under}); the bundle passes {them} as {self.made_under} judges: "
+                           f"`kit verify --rules {self.made_under}`")
             out.append(f"NOT OK: {len(self.violations)} violation(s); {self.figures} figure(s) recomputed")
         else:
             out.append(f"{self.verdict}: every file intact, every rule holds; {self.figures} figure(s) recomputed "
@@ -105,6 +115,7 @@ class Compliance:
                 "verdict": self.verdict, "authentic": self.authentic,
                 "files": self.files, "figures": self.figures, "rules_version": self.rules_version,
                 "made_under": self.made_under if isinstance(self.made_under, str) else None,
+                "newer_rules_failed": self.newer_rules_failed,
                 "signature": self.signature.__dict__ if self.signature else None,
                 "rules": [{"rule": f.rule.name, "predicate": f.rule.predicate, "checked": f.checked,
                            "violations": len(f.violations), "note": f.note} for f in self.findings],
@@ -202,6 +213,8 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
                                          f"(known: {known}); judged by {version}", "provenance.json"))
     result.rules_version, result.made_under = version, named
     result.findings = rl.evaluate(rl.load_rules(version), evidence)
+    if isinstance(named, str) and named in rl.versions() and named != version:
+        result.newer_rules_failed = newer_rules_failed(result.findings, named, evidence)
     result.extra += [rl.Violation("readable", why, f"run/{runs[0].name}/{file}") for file, why in evidence.problems]
     result.extra += check_system(root, runs[0])
     completion = evidence.report.completion if evidence.report else None
@@ -210,6 +223,18 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
     result.figures = len(evidence.runs())
     result.seconds = time.monotonic() - start
     return result
+
+
+def newer_rules_failed(findings: list[rl.Finding], made_under: str, evidence: Evidence) -> list[str]:
+    """The failing rules whose predicate the rule set MADE_UNDER does not name (added or tightened since), where the
+    bundle holds MADE_UNDER's rule of that name (or it has none)."""
+    older = {r.name: r for r in rl.load_rules(made_under)}
+    newer = [f.rule for f in findings if f.violations and (
+        f.rule.name not in older or older[f.rule.name].predicate != f.rule.predicate)]
+    if not newer:
+        return []
+    judged = {f.rule.name: f for f in rl.evaluate([older[r.name] for r in newer if r.name in older], evidence)}
+    return [r.name for r in newer if r.name not in judged or not judged[r.name].violations]
 
 
 def inside(root: Path, rel) -> tuple[Path | None, str]:

@@ -131,7 +131,8 @@ def program_code_pinned(ev: Evidence, out: Finding, clean: bool, forced_passes: 
         elif not clean:
             continue
         elif not isinstance(st, dict):  # a launcher before model_code_state: clean or not, nobody knows
-            why = f"its record has no model_code_state: the checkout at the pin {pin} may have been edited"
+            why = (f"recorded before launchers kept model_code_state (which rule set v4 asks for): whether the "
+                   f"checkout at the pin {pin} was clean is unknown; HEAD was the pin, all that v3 asks")
         elif differs := code_state.differences(st, pin):
             why = f"model code {'; '.join(differs)} (docker/pins.yaml pins {pin})"
         else:
