@@ -13,7 +13,13 @@ import pytest
 from kitlogs import recorded_clean, without_the_nan_repeat
 
 from kit.audit import bundle as bd
-from kit.audit.rules.program_clock import CLOCK_BAND, CLOCKED_FORMATS
+from kit.audit.rules.program_clock import (
+    CLOCK_BAND,
+    CLOCKED_FORMATS,
+    SUMMARY_BAND,
+    SUMMARY_IS_MEAN,
+    summary_over_step_mean,
+)
 from kit.audit.verify import verify
 from kit.cli import main
 from kit.results.extract import samples_per_step
@@ -51,6 +57,23 @@ def test_the_band_holds_every_genuine_clocked_log(published):
     low, high = min(ratios.values()), max(ratios.values())
     assert 0.985 < low and high < 1.01, (low, high)  # measured: see kit/audit/rules/program_clock.py
     assert CLOCK_BAND[0] < low and high < CLOCK_BAND[1]
+
+
+def test_dle_pytorch_summaries_are_the_mean_of_their_steps_on_every_genuine_log(published):
+    """The band a summary figure is held to: DLE PyTorch's dllogger summary over the mean of the per-step records of
+    its metric, on the Perf logs (1, 8, 32 GPUs; 32-GPU compute_ips has no per-step records) and the H200 visit's."""
+    shares = {}
+    for path in sorted((published / "perf-v100" / "pytorch").iterdir()) + [VISIT / "dle" / DLE /
+                                                                          "resnet50_b256_amp_1.log"]:
+        parsed = parse_log(path)
+        assert parsed.format.name in SUMMARY_IS_MEAN
+        for metric in ("train.total_ips", "train.compute_ips"):
+            if (share := summary_over_step_mean(parsed.records, metric)) is not None:
+                shares[(path.name, metric)] = share
+    assert len(shares) == 12, sorted(shares)
+    low, high = min(shares.values()), max(shares.values())
+    assert 0.999 < low and high < 1.001, (low, high)  # measured: 0.9995-1.0002
+    assert SUMMARY_BAND[0] < low and high < SUMMARY_BAND[1]
 
 
 @pytest.fixture

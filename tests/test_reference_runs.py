@@ -7,6 +7,7 @@ test hosts' network and replays a real published log; everything around it is th
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -160,6 +161,23 @@ def audit_program_rules(run_dir: Path, tmp_path: Path) -> None:
     assert sampled.checked == 1 and sampled.violations == []
     pinned = next(f for f in v5.findings if f.rule.name == "program_code_at_pin")
     assert pinned.checked == 2 and pinned.note.startswith("2 run record(s) ran forced off the pin")
+    # the summary doubled alone, its per-step records (which the clock holds) left as they were: a 2-node DLE run's
+    # figure is its summary, which rule set v6 holds to their mean
+    summarised = tmp_path / "summarised"
+    shutil.copytree(run_dir, summarised)
+    (log,) = (summarised / "logs" / CASE.rsplit("/", 1)[0]).glob("*_fp32_*.log")
+    text = log.read_text()
+    doubled = re.sub(r"(Summary: .*?train\.total_ips : )([\d.]+)", lambda m: f"{m[1]}{float(m[2]) * 2:.2f}", text)
+    assert doubled != text
+    log.write_text(doubled)
+    from kit.cli import main
+
+    assert main(["report", str(summarised)]) == 0
+    said = [v.message for v in verify(bd.make_bundle(summarised, tmp_path / "summary.tar.gz", submitter="Lab",
+                                                     system_name="box")).violations
+            if v.rule == "program_figure_agrees_with_its_clock"]
+    assert len(said) == 2 and re.search(r"its figure is its summary train\.total_ips, 2\.00\d\dx their mean", said[1])
+
     root = bd.unpack(bd.make_bundle(run_dir, tmp_path / "forged.tar.gz", submitter="Lab", system_name="box"),
                      tmp_path / "forged")
     run = next((root / "run").iterdir())
