@@ -239,7 +239,7 @@ def shift_repeat_by(extra_s: float, scale: float = 1.0):
     return edit
 
 
-@pytest.mark.parametrize(("extra_s", "scale"), [(5e-6, 1.0), (0.0, 0.97), (-2e-4, 1.01)])
+@pytest.mark.parametrize(("extra_s", "scale"), [(5e-6, 1.0), (0.0, 0.97), (-2e-4, 0.99)])  # shorter: within the clock
 def test_a_repeat_copied_and_shifted_or_scaled_is_one_run_s_clock(real_run, tmp_path, extra_s, scale):
     """Rule set v6 (repeats_are_separate_runs@2): a straight line maps the copy's step seconds onto the original's;
     v5 compared them only for equality within 1 us."""

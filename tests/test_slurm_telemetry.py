@@ -112,7 +112,10 @@ def audit_samples(run_dir: Path, tmp_path: Path) -> None:
     from kit.audit.verify import verify, verify_tree
 
     clean = verify(bd.make_bundle(run_dir, tmp_path / "clean.tar.gz", submitter="Lab", system_name="box"))
-    assert [(v.rule, v.message) for v in clean.violations] == []
+    # the stand-in PaddleClas tree is no checkout of the pin, run with --force: rule set v6 fails that on each node
+    forced = "it ran forced off the pin (kit bench --force, run.json model_code_forced)"
+    assert [(v.rule, v.message.split(": ", 1)[0], forced in v.message) for v in clean.violations] == [
+        ("program_code_at_pin", f"{CASE} ({node})", True) for node in ("h2", "h3")], clean.violations
     sampled = next(f for f in clean.findings if f.rule.name == "gpu_telemetry_holds")
     assert sampled.checked == 1 and sampled.violations == [], sampled
 
@@ -127,7 +130,7 @@ def audit_samples(run_dir: Path, tmp_path: Path) -> None:
     lines[rows[k]] = earlier + lines[rows[k]][len(stamp):]  # h3's sample k+1 now taken before sample k
     samples.write_text("\n".join(lines) + "\n")
     bd.write_manifest(root)
-    said_now = [(v.rule, v.where, v.message) for v in verify_tree(root).violations]
+    said_now = [(v.rule, v.where, v.message) for v in verify_tree(root).violations if forced not in v.message]
     where = samples.relative_to(run).as_posix()
     held = [s for s in said_now if s[0] == "gpu_telemetry_holds" and s[1] == where]
     assert len(held) == 1, said_now
