@@ -220,3 +220,28 @@ def test_another_machine_s_samples_are_refused_by_their_identity(sampled_run, tm
                     "'vm' captured it as 'NVIDIA H200'",
                     "torch/resnet50/bz256/1n1g/amp-nhwc run 1 (local): GPU 0's samples say power limit 385 W, host "
                     "'vm' captured 700 W"], said
+
+
+def test_samples_clocked_above_the_captured_maximum_are_refused(sampled_run, tmp_path):
+    """The clocks' range (gpu_telemetry_holds@3): a maximum SM clock the capture does not show, or SM clocks above
+    the captured 1980 MHz (every genuine sample of the visit is at most that), run.json and the report agreeing."""
+    samples = sampled_run / CASE / "resnet50_b256_amp-nhwc_1.gpu-telemetry"
+    header, *rows = samples.read_text().splitlines()
+
+    def forge(max_sm: float, add_mhz: float, name: str) -> list[str]:
+        gpus = json.loads(header)
+        gpus["gpus"][0]["max_sm_mhz"] = max_sm
+        faster = [json.dumps(json.loads(r) | {"sm_mhz": json.loads(r)["sm_mhz"] + add_mhz}) for r in rows]
+        samples.write_text("\n".join([json.dumps(gpus), *faster]) + "\n")
+        sampled(sampled_run)
+        assert main(["report", str(sampled_run)]) == 0
+        bundle = bd.make_bundle(sampled_run, tmp_path / name, submitter="t", system_name="t")
+        assert verify(bundle, rules_version="v5").ok
+        return [v.message for v in verify(bundle).violations]
+
+    assert forge(2100.0, 100.0, "a.tgz") == ["torch/resnet50/bz256/1n1g/amp-nhwc run 1 (local): GPU 0's samples state a "
+                                             "maximum SM clock of 2100 MHz, host 'vm' captured 1980 MHz"]
+    said = forge(1980.0, 100.0, "b.tgz")
+    assert len(said) == 1 and said[0].startswith("torch/resnet50/bz256/1n1g/amp-nhwc run 1 (local): GPU 0's SM clock "
+                                                 "2080 MHz at t=") and said[0].endswith(
+        " is above the 1980 MHz maximum host 'vm' captured"), said

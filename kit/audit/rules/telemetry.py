@@ -113,11 +113,14 @@ def _line_of_entry(lines: LineDict | None, rel: str, path: str) -> int | None:
 
 
 LIMIT_SLACK_W = 1.0  # nvidia-smi prints the limit to 2 decimals, NVML in mW
+# one clock step; the H200 visit's 1386 NVML and 1348 nvidia-smi samples reach the max (1980, 3201 MHz), never above
+CLOCK_SLACK_MHZ = 15
 
 
 def _identity(tel, gathered_from: str, captures: dict) -> list[str]:
     """The samples name a host the run captured (the one they were gathered from), and each GPU they name is one
-    of that host's by UUID, with its name and power limit (every sample's limit too)."""
+    of that host's by UUID, with its name, power limit (every sample's limit too) and clocks' range (every sample's
+    clocks within the captured maxima)."""
     if not captures:
         return []
     host = tel.host if gathered_from == "local" else gathered_from
@@ -140,11 +143,32 @@ def _identity(tel, gathered_from: str, captures: dict) -> list[str]:
             problems.append(f"GPU {gpu.index} is named {gpu.name[:40]!r}, host {host!r} captured it as "
                             f"{cap.product_name!r}")
         limits[gpu.index] = cap.power_limit_w
+        problems += _clock_range(tel, gpu, cap, host)
     off = next((s for s in tel.samples if s.limit_w is not None and limits.get(s.gpu) is not None
                 and abs(s.limit_w - limits[s.gpu]) > LIMIT_SLACK_W), None)
     if off is not None:
         problems.append(f"GPU {off.gpu}'s samples say power limit {off.limit_w:g} W, host {host!r} captured "
                         f"{limits[off.gpu]:g} W")
+    return problems
+
+
+def _clock_range(tel, gpu, cap, host: str) -> list[str]:
+    """The GPU's maximum clocks as its samples state them are the captured ones, and no sample's clock is above
+    them (by more than CLOCK_SLACK_MHZ)."""
+    problems = []
+    for what, stated, captured, field in (("SM", gpu.max_sm_mhz, cap.max_sm_clock_mhz, "sm_mhz"),
+                                          ("memory", gpu.max_mem_mhz, cap.max_mem_clock_mhz, "mem_mhz")):
+        if captured is None:
+            continue
+        if stated is not None and abs(stated - captured) > CLOCK_SLACK_MHZ:
+            problems.append(f"GPU {gpu.index}'s samples state a maximum {what} clock of {stated:g} MHz, host "
+                            f"{host!r} captured {captured:g} MHz")
+            continue
+        high = next((s for s in tel.samples if s.gpu == gpu.index and getattr(s, field) is not None
+                     and getattr(s, field) > captured + CLOCK_SLACK_MHZ), None)
+        if high is not None:
+            problems.append(f"GPU {gpu.index}'s {what} clock {getattr(high, field):g} MHz at t={high.t:.3f} is above "
+                            f"the {captured:g} MHz maximum host {host!r} captured")
     return problems
 
 
