@@ -4,9 +4,12 @@ edited; tests/make_golden_bundles.py makes them) give exactly their recorded fin
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kit.audit import rules as rl
 from kit.audit.rules import engine, predicates
@@ -67,7 +70,9 @@ def test_v6_is_the_default_and_the_goldens_name_the_set_they_were_made_under():
 def test_every_rule_set_names_only_registered_predicate_versions():
     for version in rl.versions():
         for path in sorted((engine.RULES_DIR / version).glob("*.yaml")):
-            for entry in load_yaml(path)["rules"]:
+            data = load_yaml(path)
+            for entry in [e for key in ("rules", "replace", "add") for e in data.get(key) or []
+                          if "predicate" in e]:
                 ref = entry["predicate"]
                 assert engine.PREDICATE_REF.fullmatch(ref) and "@" in ref, f"{path}: {ref} names no version"
                 assert ref in rl.PREDICATES, f"{path}: {ref} is not registered"
@@ -153,6 +158,85 @@ def test_a_bad_predicate_reference_names_file_line_and_key(tmp_path, ref, args, 
     with pytest.raises(ConfigError) as caught:
         engine._load_file(write_rules(tmp_path, ref, args))
     assert says in str(caught.value)
+
+
+@pytest.fixture
+def rule_sets(tmp_path, monkeypatch) -> Path:
+    """A copy of the kit's rule sets, read by the engine in place of its own."""
+    copy = tmp_path / "rules"
+    for version in rl.versions():
+        shutil.copytree(engine.RULES_DIR / version, copy / version)
+    monkeypatch.setattr(engine, "RULES_DIR", copy)
+    return copy
+
+
+def test_every_set_after_v1_is_its_base_plus_its_changes():
+    for version in rl.versions()[1:]:
+        assert [p.name for p in (engine.RULES_DIR / version).iterdir()] == [engine.CHANGES], version
+        base = yaml.safe_load((engine.RULES_DIR / version / engine.CHANGES).read_text())["base"]
+        assert int(base[1:]) == int(version[1:]) - 1, version
+
+
+def test_a_toy_rule_set_is_the_last_one_plus_what_it_replaces_adds_and_removes(rule_sets):
+    newest = rl.newest()
+    toy = f"v{int(newest[1:]) + 1}"
+    (rule_sets / toy).mkdir()
+    (rule_sets / toy / engine.CHANGES).write_text(textwrap.dedent(f"""\
+        schema_version: 1
+        base: {newest}
+        why: a toy set
+        replace:
+          - name: log_states_its_case
+            predicate: harness_log_states_its_case@1
+          - name: repeats_as_declared
+            description: now said otherwise
+        add:
+          - name: at_least_two_repeats
+            after: repeats_as_declared
+            predicate: repeats_at_least
+            args: {{minimum: 2}}
+        remove: [every_log_read]
+        """))
+    assert rl.versions()[-1] == toy and rl.newest() == toy
+    before = {r.name: r for r in rl.load_rules(newest)}
+    after = rl.load_rules(toy)
+    names = [r.name for r in after]
+    assert set(names) == set(before) - {"every_log_read"} | {"at_least_two_repeats"}
+    assert names.index("at_least_two_repeats") == names.index("repeats_as_declared") + 1
+    by_name = {r.name: r for r in after}
+    assert by_name["log_states_its_case"].predicate == "harness_log_states_its_case@1"
+    assert by_name["log_states_its_case"].description == before["log_states_its_case"].description
+    assert (by_name["repeats_as_declared"].predicate, by_name["repeats_as_declared"].description) == (
+        before["repeats_as_declared"].predicate, "now said otherwise")
+    assert (by_name["at_least_two_repeats"].predicate, by_name["at_least_two_repeats"].args) == (
+        "repeats_at_least@1", {"minimum": 2})
+    unchanged = [n for n in names if n not in ("log_states_its_case", "repeats_as_declared", "at_least_two_repeats")]
+    assert all(by_name[n].predicate == before[n].predicate and by_name[n].args == before[n].args for n in unchanged)
+    assert [r.name for r in rl.load_rules(newest)] == list(before)  # the base unchanged
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ("base: v99\nwhy: x\n", "changes.yaml:2: base: base 'v99' is not an older rule set of this kit"),
+    ("base: v1\nwhy: x\nreplace:\n  - {name: no_such_rule, description: y}\n",
+     "changes.yaml:5: name: replace: 'no_such_rule' is no rule of v1 (add it instead)"),
+    ("base: v1\nwhy: x\nadd:\n  - {name: repeats_as_declared, predicate: repeats_at_least}\n",
+     "changes.yaml:5: name: add: 'repeats_as_declared' is already a rule of v1 (replace it instead)"),
+    ("base: v1\nwhy: x\nadd:\n  - {name: new, after: nowhere, predicate: repeats_at_least}\n",
+     "changes.yaml:5: after: add: after 'nowhere', which is no rule here"),
+    ("base: v1\nwhy: x\nremove: [nothing]\n", "changes.yaml:4: remove[1]: 'nothing' is no rule of v1"),
+    ("base: v1\nwhy: x\nrules: []\n", "changes.yaml:4: rules: unknown key; known: schema_version, base, why"),
+    ("base: v1\nwhy: x\nreplace:\n  - {name: repeats_as_declared, predicat: x}\n",
+     "changes.yaml:5: predicat: unknown key; known: name, predicate, args, description"),
+    ("base: v1\nreplace: []\n", "changes.yaml:1: why: missing required key"),
+])
+def test_a_bad_change_names_file_line_and_key(rule_sets, body, says):
+    newest = rl.newest()
+    toy = f"v{int(newest[1:]) + 1}"
+    (rule_sets / toy).mkdir()
+    (rule_sets / toy / engine.CHANGES).write_text("schema_version: 1\n" + body)
+    with pytest.raises(ConfigError) as caught:
+        rl.load_rules(toy)
+    assert says in str(caught.value), str(caught.value)
 
 
 def test_a_bare_name_is_version_1_and_a_rule_carries_its_identity(tmp_path):

@@ -1,4 +1,15 @@
-"""The rules engine: kit/audit/rules/<version>/*.yaml loaded, checked against the predicates, evaluated. Pure.
+"""The rules engine: kit/audit/rules/<version>/ loaded, checked against the predicates, evaluated. Pure.
+
+A rule set is either whole (v1: its *.yaml rules files) or the set before it plus its changes (CHANGES):
+    schema_version: 1
+    base: v5                               # an older set of this kit
+    why: what this set changes, and why    # for the people who read and audit the set
+    replace:                               # a base rule whose predicate, arguments or description change
+      - {name: gpu_telemetry_holds, predicate: gpu_telemetry_holds@3, description: ...}
+    add:                                   # a new rule, after the rule it names (the first when after is absent)
+      - {name: every_log_read, after: log_is_the_harness_own, predicate: logs_read@1, description: ...}
+    remove: [a_rule_name]
+so that each set says exactly what changed, and a rule's meaning lives in its versioned predicate.
 
 A rules file:
     schema_version: 1
@@ -26,6 +37,9 @@ MAX_MESSAGE = 500  # characters of one violation's message
 PREDICATE_REF = re.compile(r"([a-z_][a-z0-9_]*)(?:@([1-9][0-9]*))?")  # name or name@N
 
 RULES_DIR = Path(__file__).resolve().parent
+CHANGES = "changes.yaml"  # a rule set as its base plus changes
+CHANGE_KEYS = ("schema_version", "base", "why", "replace", "add", "remove")
+RULE_KEYS = ("name", "predicate", "args", "description")
 SCHEMA_VERSION = SCHEMA_VERSIONS["rules"]
 
 
@@ -84,16 +98,77 @@ def load_rules(version: str | None = None) -> list[Rule]:
     version = newest() if version is None else version
     if not isinstance(version, str) or version not in versions():
         raise ConfigError(RULES_DIR, f"no rule set {version!r} in this kit; known: {', '.join(versions())}")
-    files = sorted((RULES_DIR / version).glob("*.yaml"))
-    rules: list[Rule] = []
-    for path in files:
-        rules += _load_file(path)
+    changes = RULES_DIR / version / CHANGES
+    if changes.is_file():
+        rules = _apply_changes(changes, version)
+    else:
+        rules = []
+        for path in sorted((RULES_DIR / version).glob("*.yaml")):
+            rules += _load_file(path)
     seen: dict[str, str] = {}
     for rule in rules:
         if rule.name in seen:
             raise ConfigError(rule.source, f"rule {rule.name!r} is also defined at {seen[rule.name]}")
         seen[rule.name] = rule.source
     return rules
+
+
+def _apply_changes(path: Path, version: str) -> list[Rule]:
+    """The base set's rules with PATH's replacements, additions and removals applied (module docstring)."""
+    data = load_yaml(path)
+    if not isinstance(data, LineDict):
+        raise ConfigError(path, "top level must be a mapping (schema_version, base, why, replace, add, remove)", 1)
+    for key in data:
+        if key not in CHANGE_KEYS:
+            raise ConfigError(path, f"unknown key; known: {', '.join(CHANGE_KEYS)}", data.line_of(key), str(key))
+    if require(data, "schema_version", int, path) != SCHEMA_VERSION:
+        raise ConfigError(path, f"this kit reads schema_version {SCHEMA_VERSION}", data.line_of("schema_version"),
+                          "schema_version")
+    base = require(data, "base", str, path)
+    if base not in versions() or int(base[1:]) >= int(version[1:]):
+        raise ConfigError(path, f"base {base!r} is not an older rule set of this kit (known: "
+                          f"{', '.join(versions())})", data.line_of("base"), "base")
+    require(data, "why", str, path)
+    rules = load_rules(base)
+    names = [r.name for r in rules]
+    for number, name in enumerate(optional(data, "remove", list, path, []), 1):
+        if name not in names:
+            raise ConfigError(path, f"{name!r} is no rule of {base}", data.line_of("remove"), f"remove[{number}]")
+        rules.pop(names.index(name))
+        names.remove(name)
+    for entry in optional(data, "replace", list, path, []):
+        name = _change_name(entry, path, "replace")
+        if name not in names:
+            raise ConfigError(path, f"replace: {name!r} is no rule of {base} (add it instead)", entry.line, "name")
+        old = rules[names.index(name)]
+        inherited = {"predicate": old.predicate, "description": old.description,
+                     **({"args": dict(old.args)} if "predicate" not in entry else {})}
+        rules[names.index(name)] = _rule(_like(entry, {**inherited, **entry}), path)
+    for entry in optional(data, "add", list, path, []):
+        name = _change_name(entry, path, "add")
+        if name in names:
+            raise ConfigError(path, f"add: {name!r} is already a rule of {base} (replace it instead)", entry.line,
+                              "name")
+        after = entry.get("after")
+        if after is not None and after not in names:
+            raise ConfigError(path, f"add: after {after!r}, which is no rule here", entry.line_of("after"), "after")
+        at = names.index(after) + 1 if after is not None else 0
+        rules.insert(at, _rule(_like(entry, {k: v for k, v in entry.items() if k != "after"}), path))
+        names.insert(at, name)
+    return rules
+
+
+def _like(entry: LineDict, items: dict) -> LineDict:
+    """ITEMS as a LineDict at ENTRY's lines (an inherited key at the entry's own line)."""
+    out = LineDict(items)
+    out.line, out.key_lines = entry.line, dict(entry.key_lines)
+    return out
+
+
+def _change_name(entry, path: Path, what: str) -> str:
+    if not isinstance(entry, LineDict):
+        raise ConfigError(path, f"each {what} entry must be a mapping with a name", None, what)
+    return require(entry, "name", str, path)
 
 
 def _load_file(path: Path) -> list[Rule]:
@@ -107,24 +182,32 @@ def _load_file(path: Path) -> list[Rule]:
     for entry in require(data, "rules", list, path):
         if not isinstance(entry, LineDict):
             raise ConfigError(path, "each rule must be a mapping (name, predicate, args)", data.line_of("rules"))
-        for key in entry:
-            if key not in ("name", "predicate", "args", "description"):
-                raise ConfigError(path, "unknown key; known: args, description, name, predicate",
-                                  entry.line_of(key), str(key))
-        name = require(entry, "name", str, path)
-        pred = predicate_identity(require(entry, "predicate", str, path), path, entry.line_of("predicate"))
-        args = optional(entry, "args", dict, path, LineDict())
-        allowed = PREDICATES[pred].defaults
-        for key, value in args.items():
-            if key not in allowed:
-                raise ConfigError(path, f"{pred} takes no argument {key!r}; it takes: "
-                                  f"{', '.join(allowed) or 'none'}", args.line_of(key), f"args.{key}")
-            if type(value) is not type(allowed[key]):
-                raise ConfigError(path, f"expected {type(allowed[key]).__name__}, got {type(value).__name__}",
-                                  args.line_of(key), f"args.{key}")
-        out.append(Rule(name, pred, {**allowed, **dict(args)}, optional(entry, "description", str, path, ""),
-                        f"{path.parent.name}/{path.name}:{entry.line}"))
+        out.append(_rule(entry, path))
     return out
+
+
+def _rule(entry: LineDict, path: Path) -> Rule:
+    """One rule entry (name, predicate, args, description) checked against its predicate."""
+    for key in entry:
+        if key not in RULE_KEYS:
+            raise ConfigError(path, f"unknown key; known: {', '.join(RULE_KEYS)}", entry.line_of(key), str(key))
+    name = require(entry, "name", str, path)
+    pred = predicate_identity(require(entry, "predicate", str, path), path, entry.line_of("predicate"))
+    args = optional(entry, "args", dict, path, LineDict())
+    allowed = PREDICATES[pred].defaults
+    for key, value in args.items():
+        if key not in allowed:
+            raise ConfigError(path, f"{pred} takes no argument {key!r}; it takes: "
+                              f"{', '.join(allowed) or 'none'}", _line_of(args, key, entry), f"args.{key}")
+        if type(value) is not type(allowed[key]):
+            raise ConfigError(path, f"expected {type(allowed[key]).__name__}, got {type(value).__name__}",
+                              _line_of(args, key, entry), f"args.{key}")
+    return Rule(name, pred, {**allowed, **dict(args)}, optional(entry, "description", str, path, ""),
+                f"{path.parent.name}/{path.name}:{entry.line}")
+
+
+def _line_of(mapping, key: str, entry: LineDict) -> int | None:
+    return mapping.line_of(key) if isinstance(mapping, LineDict) else entry.line
 
 
 def predicate_identity(ref: str, path: Path, line: int | None) -> str:
