@@ -1,21 +1,24 @@
 """Adding a case key is one row in the contract table (scripts/harness/contract.py): on a copy of the kit with a
 toy key added there, a real CPU run takes it from the suite to train.py's command line, the log's run_start,
-run.json and the report. Verify compares it from the rule set the row names (checked=N): rule sets keep their
-meaning, so a newly checked key comes with a new set, vN, the last one's files naming the case check's version N."""
+run.json and the report. Verify compares it from the case check's version the row names (checked=N, the next after
+the highest): rule sets keep their meaning, so a newly checked key comes with a new set, the newest plus one change
+(kit/audit/rules/vM/changes.yaml) naming the case check's version N."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from kit.core.catalogue import contract
+
 ROOT = Path(__file__).resolve().parents[1]
 NEXT = len(list((ROOT / "kit" / "audit" / "rules").glob("v[0-9]*"))) + 1  # the rule set after the kit's newest
-TOY_ROW = f'    Setting("toy_level", "--toy-level", "toy_level", int, 3, checked={NEXT}, recorded=True),\n'
+CHECK = max(s.checked for s in contract.SETTINGS) + 1  # the case check's next version
+TOY_ROW = f'    Setting("toy_level", "--toy-level", "toy_level", int, 3, checked={CHECK}, recorded=True),\n'
 SUITE = """\
 schema_version: 1
 name: toy
@@ -48,7 +51,7 @@ log = next((run_dir / "logs").rglob("*_1.log"))
 rewrite_kitlog(log, lambda d: d | {"toy_level": 4} if d.get("event") == "run_start" else d)
 bench.write_report(run_dir, load_suite(run_dir / "suite.yaml"))
 forged = verify(bd.make_bundle(run_dir, submitter="Lab", system_name="box", out=base / "forged.tar.gz"))
-print(json.dumps({"run_dir": str(run_dir), "log": str(log), "rules": clean.findings[0].rule.source.split("/")[0],
+print(json.dumps({"run_dir": str(run_dir), "log": str(log), "rules": clean.rules_version,
                   "clean": [[v.rule, v.message] for v in clean.violations],
                   "forged": [[v.rule, v.file, v.message] for v in forged.violations]}))
 """
@@ -65,9 +68,9 @@ def copy_with_toy_key(into: Path) -> Path:
     contract.write_text(text[:end + 1] + TOY_ROW + text[end + 1:])
     rules = into / "kit" / "audit" / "rules"
     (rules / f"v{NEXT}").mkdir()
-    for path in (rules / f"v{NEXT - 1}").glob("*.yaml"):
-        text = re.sub(r"harness_log_states_its_case@\d+", f"harness_log_states_its_case@{NEXT}", path.read_text())
-        (rules / f"v{NEXT}" / path.name).write_text(text)
+    (rules / f"v{NEXT}" / "changes.yaml").write_text(
+        f"schema_version: 1\nbase: v{NEXT - 1}\nwhy: the toy key is compared\nreplace:\n"
+        f"  - {{name: log_states_its_case, predicate: harness_log_states_its_case@{CHECK}}}\n")
     return into
 
 

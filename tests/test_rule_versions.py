@@ -3,6 +3,7 @@ edited; tests/make_golden_bundles.py makes them) give exactly their recorded fin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import textwrap
@@ -136,6 +137,17 @@ def test_each_version_compares_its_own_frozen_case_keys():
     # the newest version compares every key the contract marks checked; a key newly checked names a new version
     assert set(predicates.case_keys(max(contract.CHECK_VERSIONS))) == {st.key for st in contract.SETTINGS
                                                                        if st.checked}
+
+
+def test_a_checked_version_that_skips_one_is_refused():
+    """checked=N is a version of the case check, not a rule set's number: a new key checked from 5 where the last is
+    3 would register @4, identical to @3."""
+    assert contract.CHECK_VERSIONS == (1, 2, 3)
+    skipping = [*contract.SETTINGS, dataclasses.replace(contract.BY_KEY["loader"], key="toy", checked=5)]
+    with pytest.raises(ValueError, match=r"checked= values \(1, 2, 3, 5\) skip a version: .* the next being 4"):
+        contract.check_versions(skipping)
+    assert contract.check_versions([*contract.SETTINGS, dataclasses.replace(contract.BY_KEY["loader"], key="toy",
+                                                                             checked=4)]) == (1, 2, 3, 4)
 
 
 def write_rules(tmp_path: Path, predicate: str, args: str = "") -> Path:

@@ -26,8 +26,9 @@ class Setting:
     choices: tuple = ()  # the values train.py accepts (empty: any of its kind)
     scope: str = ALL
     given: str = ALWAYS
-    checked: int = 0  # from this version of verify's case check on (harness_log_states_its_case@N, rule set vN),
-    # run_start's field and the recorded flag must be the case's value; 0: never compared
+    checked: int = 0  # from this version of verify's case check on (harness_log_states_its_case@N, which a new rule
+    # set names: a predicate's version, not a rule set's number), run_start's field and the recorded flag must be the
+    # case's value; 0: never compared
     recorded: bool = False  # run.json keeps the case's value beside what the log says ran (records.run_settings)
 
     def applies(self, model) -> bool:
@@ -66,4 +67,17 @@ SETTINGS = (
             recorded=True),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
-CHECK_VERSIONS = tuple(range(1, max(s.checked for s in SETTINGS) + 1))  # the versions of verify's case check
+
+
+def check_versions(settings) -> tuple[int, ...]:
+    """The versions of verify's case check the settings' checked= values name: 1, 2, ... with none skipped (a
+    skipped one would register a version identical to the one before it)."""
+    versions = tuple(sorted({s.checked for s in settings if s.checked}))
+    skipped = next((n for n in range(1, len(versions) + 1) if n not in versions), None)
+    if skipped is not None:
+        raise ValueError(f"contract: checked= values {versions} skip a version: each is a version of verify's case "
+                         f"check (harness_log_states_its_case@N), the next being {skipped}, not a rule set's number")
+    return versions
+
+
+CHECK_VERSIONS = check_versions(SETTINGS)
