@@ -282,3 +282,12 @@ def test_model_modules_import_only_stdlib_numpy_and_their_framework(framework):
         if name not in NEUTRAL_MODULES:
             allowed |= own | {framework}
         assert roots <= allowed, (name, roots - allowed)
+
+
+@pytest.mark.parametrize("module", ["torch_imagenet", "paddle_imagenet"])
+def test_an_unknown_imagenet_model_is_an_error_not_arcface(module):
+    """The ImageNet-family builders name their three models; any other name was built as ArcFace."""
+    build = _load(module).build
+    with pytest.raises(ValueError, match=r"no ImageNet-family model 'resnet51' in this module \(resnet50, vgg16, "
+                                         r"arcface\)"):
+        build("resnet51", 10, "NCHW", 8)

@@ -179,4 +179,6 @@ def build(name: str, num_classes: int, data_format: str, embedding_size: int) ->
         return ResNet50(num_classes, data_format)
     if name == "vgg16":
         return VGG16(num_classes, data_format)
-    return ArcFace(num_classes, embedding_size, data_format)
+    if name == "arcface":
+        return ArcFace(num_classes, embedding_size, data_format)
+    raise ValueError(f"no ImageNet-family model {name!r} in this module (resnet50, vgg16, arcface)")

@@ -175,8 +175,10 @@ def build(name: str, num_classes: int, data_format: str, embedding_size: int) ->
         net: nn.Module = ResNet50(num_classes)
     elif name == "vgg16":
         net = VGG16(num_classes)
-    else:
+    elif name == "arcface":
         net = ArcFace(num_classes, embedding_size)
+    else:
+        raise ValueError(f"no ImageNet-family model {name!r} in this module (resnet50, vgg16, arcface)")
     if data_format == "NHWC":
         net = net.to(memory_format=torch.channels_last)
     return net
