@@ -11,14 +11,10 @@ grammar refuses any other record, byte or order, so no record outside the checke
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kit.audit.evidence import Evidence, finite
+from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
 from kit.core.catalogue import harness
-
-if TYPE_CHECKING:
-    from kit.audit.rules.engine import Finding
 
 EVENTS = ("run_start", "input_rate", "compile", "warmup_end", "step", "corpus", "epoch", "run_stop", "rank_stop")
 STEP_FIELDS = ("framework", "model", "precision", "ranks", "layout", "mode")  # what a step repeats of run_start

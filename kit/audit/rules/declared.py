@@ -4,14 +4,10 @@ kit.audit.rules.predicates.PREDICATES like every predicate.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kit.audit.evidence import Evidence
+from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
 from kit.config.suites import posing_as_builtin
-
-if TYPE_CHECKING:
-    from kit.audit.rules.engine import Finding
 
 
 @predicate()

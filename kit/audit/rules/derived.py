@@ -8,17 +8,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import TYPE_CHECKING
 
 from kit.audit.commands import recorded_commands
 from kit.audit.evidence import Evidence
+from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
 from kit.core.inputs import parse_json
 from kit.core.yamlio import ConfigError, LineDict
 from kit.results.parsers.kitlog import NO_FIGURE
-
-if TYPE_CHECKING:
-    from kit.audit.rules.engine import Finding
 
 REL_TOL = 1e-9
 

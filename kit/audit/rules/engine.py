@@ -25,15 +25,14 @@ A rule set names each predicate's version, so a later version of a predicate nev
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.audit.evidence import Evidence
+from kit.audit.rules.findings import MAX_MESSAGE, Finding, Rule, Violation  # noqa: F401  (re-exported)
 from kit.audit.rules.predicates import PREDICATES
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 
-MAX_MESSAGE = 500  # characters of one violation's message
 PREDICATE_REF = re.compile(r"([a-z_][a-z0-9_]*)(?:@([1-9][0-9]*))?")  # name or name@N
 
 RULES_DIR = Path(__file__).resolve().parent
@@ -41,45 +40,6 @@ CHANGES = "changes.yaml"  # a rule set as its base plus changes
 CHANGE_KEYS = ("schema_version", "base", "why", "replace", "add", "remove")
 RULE_KEYS = ("name", "predicate", "args", "description")
 SCHEMA_VERSION = SCHEMA_VERSIONS["rules"]
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    message: str
-    file: str
-    line: int | None = None
-
-    @property
-    def where(self) -> str:
-        return f"{self.file}:{self.line}" if self.line else self.file
-
-    def to_dict(self) -> dict:
-        return {"rule": self.rule, "message": self.message, "file": self.file, "line": self.line}
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    predicate: str  # its versioned identity, name@N
-    args: dict = field(default_factory=dict)
-    description: str = ""
-    source: str = ""  # file:line of its definition
-
-
-@dataclass
-class Finding:
-    """One rule's outcome: how many things it looked at, and what did not hold."""
-
-    rule: Rule
-    checked: int = 0
-    violations: list[Violation] = field(default_factory=list)
-    note: str = ""
-
-    def fail(self, message: str, file: str, line: int | None = None) -> None:
-        if len(message) > MAX_MESSAGE:  # a value from a hostile log is never echoed whole
-            message = message[:MAX_MESSAGE] + f"... ({len(message) - MAX_MESSAGE} more characters)"
-        self.violations.append(Violation(self.rule.name, message, file[:MAX_MESSAGE], line))
 
 
 def versions() -> list[str]:

@@ -13,18 +13,15 @@ import datetime as dt
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence, finite
+from kit.audit.rules.findings import Finding
 from kit.config.case_keys import NLP_MODELS
 from kit.core.catalogue import contract, harness
 from kit.core.yamlio import LineDict
 from kit.hosts.capture.model import of_vintage
 from kit.hosts.consistency import consistency
 from kit.results.parsers.kitlog import events as kit_events
-
-if TYPE_CHECKING:  # the engine imports this module for PREDICATES
-    from kit.audit.rules.engine import Finding
 
 Predicate = Callable[..., None]
 

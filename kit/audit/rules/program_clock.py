@@ -14,16 +14,13 @@ holds (SUMMARY_BAND); other formats' summaries (TF1's, MXNet's) are no such mean
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence
+from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
 from kit.config import reference
 from kit.results.extract import samples_per_step
 from kit.results.parsers import PER_STEP, SUMMARY, ParseError, parse_log
-
-if TYPE_CHECKING:
-    from kit.audit.rules.engine import Finding
 
 CLOCKED_FORMATS = ("dle-pytorch", "dle-mxnet", "dle-tf1", "tf2-keras-timehistory")  # where the band was measured
 CLOCK_BAND = (0.9, 1.1)

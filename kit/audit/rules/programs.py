@@ -8,9 +8,9 @@ recipes (kit.config.reference) and pins (docker/pins.yaml); nothing the bundle s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence
+from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
 from kit.config import reference
 from kit.config.programs import ran_as
@@ -25,8 +25,6 @@ from kit.results.parsers.records import ParseError
 
 code_state = load("code_state", "reference")  # scripts/reference/code_state.py: what "at the pin" means
 
-if TYPE_CHECKING:
-    from kit.audit.rules.engine import Finding
 
 RECORD_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, reference.ReferenceError)
 

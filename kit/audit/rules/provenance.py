@@ -5,14 +5,11 @@ may rightly have run). Pure; registered in kit.audit.rules.predicates.PREDICATES
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence
+from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
 from kit.core.catalogue import harness_sha256
-
-if TYPE_CHECKING:
-    from kit.audit.rules.engine import Finding
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 

@@ -9,19 +9,16 @@ kit.audit.rules.predicates.PREDICATES like every predicate."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from kit.audit.evidence import Evidence
 from kit.audit.rules.derived import json_differences, json_line
+from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
 from kit.core.yamlio import LineDict
 from kit.results.gpu_telemetry import harness_window, run_telemetry, telemetry_files
 from kit.results.parsers import ParseError
 from kit.telemetry import TelemetryError, read, summarize
 from kit.telemetry.window import INTEGRATED
-
-if TYPE_CHECKING:
-    from kit.audit.rules.engine import Finding
 
 MIN_COVERAGE = 0.8  # of a harness run's measured window
 ENERGY_AGREEMENT = 0.25  # counter vs integrated power (power.draw averages over ~1 s: 10% off on a ramp, measured)
