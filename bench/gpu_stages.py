@@ -31,6 +31,9 @@ from kit.core.layout import split_tag  # noqa: E402
 from kit.hosts.capture.model import capture_from_dir  # noqa: E402
 from kit.results import stats  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from yardstick import MODELS as YARDSTICK_MODELS  # noqa: E402  (the models torchvision builds, one copy)
+
 HARNESS = REPO / "scripts" / "harness" / "train.py"
 YARDSTICK = REPO / "bench" / "yardstick.py"
 MAKE_TREE = REPO / "data_prep" / "make_synthetic_imagenet.py"
@@ -38,7 +41,6 @@ YARDSTICK_PROCESS_S = 19  # one yardstick process of one window, start included 
 YARDSTICK_ROUNDS_KEPT = 2  # rounds of yardstick processes kit bench leaves the stage time for (a third if it can)
 BUNDLE_S = 20  # kit bundle + kit verify of a one-GPU run
 GRACE_S = 20  # after SIGINT at a timeout, before SIGKILL: the kit ends a run cleanly and writes what it has
-YARDSTICK_MODELS = ("resnet50", "vgg16")
 RATIO_TARGET = 0.97  # harness / torchvision yardstick, same setting
 LOADER_TARGET = 0.90  # real JPEGs through the gpu loader / synthetic
 LOADER_ALONE_TARGET = 1.5  # the gpu loader alone / the synthetic training rate
