@@ -74,7 +74,9 @@ CONFIGS: dict[str, dict[str, dict]] = {
                  "lambda_identity": 0.5},
     },
 }
-SEED003_CLASSES = {"se_resnext50": 1000, "deeplabv3p": 19}  # seed 003's models with classes (DeepLab: Cityscapes)
+# seed 003's models with classes, from the catalogue (se_resnext50: ImageNet's 1000; DeepLab: Cityscapes' 19)
+SEED003_CLASSES = {name: CATALOGUE_MODELS[name].num_classes for name in SEED003_MODELS
+                   if CATALOGUE_MODELS[name].num_classes}
 DEEPLAB_CLASSES = SEED003_CLASSES["deeplabv3p"]
 DEEPLAB_OUTPUT_STRIDE = 16
 IGNORE_INDEX = 255  # Cityscapes' "void" label
