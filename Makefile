@@ -77,7 +77,7 @@ readers: $(READER_STAMPS) ## the venvs with tensorflow-cpu and mxnet that read c
 
 test: check-venv $(READER_STAMPS) ## run the test suite (pytest; TEST_WORKERS files at a time, 0: one process)
 	KIT_TF_PYTHON=$(CURDIR)/$(READERS)/tensorflow/bin/python KIT_MXNET_PYTHON=$(CURDIR)/$(READERS)/mxnet/bin/python \
-	  $(VENV_PY) -m pytest -q -n $(TEST_WORKERS)
+	  $(VENV_PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 lint: check-venv ## ruff on the Python code; hadolint on docker/**/Dockerfile*
 	$(VENV)/bin/ruff check $(LINT_PATHS)
