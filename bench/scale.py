@@ -186,7 +186,7 @@ def epoch_timed(case: Case, repeat: int, host: str, t0: int, speed: float) -> st
     else:
         seqs_step = max(case.batch_size // 27, 1) * ranks
         toks_step = int(0.9 * case.batch_size) * ranks
-    batches = max((case.corpus_size or (4096 if case.model == "bert" else 20000)) // seqs_step, 1)
+    batches = max((case.corpus_size or harness.MODELS[case.model].corpus_size) // seqs_step, 1)
     count = counted(unit, seqs_step, toks_step)
     common = {"ranks": ranks, "framework": case.framework, "model": case.model, "precision": case.precision}
     out = [kitlog({"event": "corpus", "time_ms": t0 + 10, "batches_per_epoch": batches,
