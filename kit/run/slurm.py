@@ -49,69 +49,23 @@ from kit.run import gather
 from kit.run.command import HARNESS, SAMPLER, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
 from kit.run.needs import needs_script, read_needs, settle
 from kit.run.plan import PlannedRun
-from kit.run.runner import KILL_GRACE_S, Guard, HostStatus, RunError, Runner, master_port
+from kit.run.runner import KILL_GRACE_S, Guard, HostStatus, Runner, master_port
+from kit.run.slurm_cli import (  # noqa: F401  (SlurmError, partition_nodes: the runner's errors and nodes)
+    SlurmError,
+    container_mode,
+    first_line,
+    job_in,
+    partition_nodes,
+    read_or_empty,
+    sacct_fields,
+    scontrol_fields,
+    slurm,
+)
 from kit.run.ssh import HARNESS_FILES, harness_dir, scripts_dir, ssh_site
 
-TOOLS = ("salloc", "srun", "squeue", "scancel", "scontrol", "sinfo")
 Progress = Callable[[str, str, str], None]
 POLL_S, NODE_CHECK_S = 0.5, 2.0
 STOP_WAIT_S = 90.0  # srun's end after scancel: Slurm's KillWait (30 s by default) and more
-
-
-class SlurmError(RunError):
-    """Slurm cannot be used or refuses the job (one line for the user)."""
-
-
-def slurm(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    """A Slurm client command; SlurmError when the tool is not on this machine."""
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise SlurmError(no_slurm()) from None
-
-
-def no_slurm() -> str:
-    missing = [t for t in TOOLS if shutil.which(t) is None]
-    return (f"no Slurm on this machine: {', '.join(missing or TOOLS)} not found on PATH (Debian package "
-            "slurm-client; SLURM_CONF or /etc/slurm/slurm.conf names the controller)")
-
-
-def _first_line(res: subprocess.CompletedProcess) -> str:
-    return next((ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()), f"exit {res.returncode}")
-
-
-def partition_nodes(cfg: SlurmConfig) -> list[str]:
-    """The partition's node names; SlurmError: no Slurm, no answer from the controller, unknown partition."""
-    if any(shutil.which(t) is None for t in TOOLS):
-        raise SlurmError(no_slurm())
-    res = slurm(["sinfo", "-h", "-o", "%R"])
-    if res.returncode != 0:
-        raise SlurmError(f"Slurm does not answer (sinfo): {_first_line(res)}")
-    known = sorted(set(res.stdout.split()))
-    if cfg.partition not in known:
-        raise SlurmError(f"slurm.partition {cfg.partition!r}: Slurm has no such partition "
-                         f"(sinfo lists: {', '.join(known) or 'none'})")
-    return list(dict.fromkeys(slurm(["sinfo", "-h", "-N", "-p", cfg.partition, "-o", "%N"]).stdout.split()))
-
-
-def has_pyxis() -> bool:
-    """Whether this srun takes --container-image (the pyxis SPANK plugin)."""
-    return "--container-image" in (res := slurm(["srun", "--help"])).stdout + res.stderr
-
-
-def container_mode(cfg: SlurmConfig) -> str:
-    """native, docker or pyxis: slurm.container, `auto` resolved against this srun and slurm.images."""
-    if cfg.container == "auto":
-        return "native" if not cfg.images else "pyxis" if has_pyxis() else "docker"
-    if cfg.container == "pyxis" and not has_pyxis():
-        raise SlurmError("slurm.container is pyxis, but this srun has no --container-image (the pyxis plugin is "
-                         "not installed on this cluster); use container: docker or native")
-    return cfg.container
-
-
-def _fields(line: str) -> dict[str, str]:
-    """`scontrol show ... -o` output: Key=Value words."""
-    return dict(w.split("=", 1) for w in line.split() if "=" in w)
 
 
 class SlurmRunner(Runner):
@@ -168,9 +122,9 @@ class SlurmRunner(Runner):
                      "--time=5", "-J", "kit-check-env", "bash", "-c",
                      f"bash {quote_cmd([str(where / 'probes.sh')])} > {out}"], timeout=600)
         if res.returncode != 0:
-            raise SlurmError(f"check_env step on {', '.join(n.name for n in self.nodes)} failed: {_first_line(res)}")
+            raise SlurmError(f"check_env step on {', '.join(n.name for n in self.nodes)} failed: {first_line(res)}")
         env_dir.mkdir(parents=True, exist_ok=True)
-        captures = [probe.probe_from_output(n.name, self.cfg.nic, _read(where / f"{n.name}.out"), nonce,
+        captures = [probe.probe_from_output(n.name, self.cfg.nic, read_or_empty(where / f"{n.name}.out"), nonce,
                                             env_dir / n.name) for n in self.nodes]
         verdict = consistency(captures, require_gpu=require_gpu)
         write_text(env_dir / "verdict.json", json.dumps(verdict.to_dict(), indent=2) + "\n")
@@ -207,7 +161,7 @@ class SlurmRunner(Runner):
             try:
                 said = (where / f"{n.name}.out").read_text(errors="replace")
             except OSError:
-                problems.append(f"{n.name}: the check step left no answer (srun: {_first_line(res)})")
+                problems.append(f"{n.name}: the check step left no answer (srun: {first_line(res)})")
                 continue
             found, off_pin = read_needs(programs, said)
             problems += [f"{n.name}: {f}" for f in found]
@@ -245,21 +199,21 @@ class SlurmRunner(Runner):
         deadline = time.monotonic() + self.cfg.pending_timeout
         try:
             while proc.poll() is None:
-                self.job_id = self.job_id or _job_in(said)
+                self.job_id = self.job_id or job_in(said)
                 if time.monotonic() > deadline:
-                    reason = _first_line(slurm(["squeue", "-h", "-j", self.job_id, "-o", "%r"])) if self.job_id \
+                    reason = first_line(slurm(["squeue", "-h", "-j", self.job_id, "-o", "%r"])) if self.job_id \
                         else "no job id from salloc"
                     raise SlurmError(f"job {self.job_id or '?'} for {nodes} node(s) of partition "
                                      f"{self.cfg.partition} still pending after {self.cfg.pending_timeout:g} s "
                                      f"(squeue reason: {reason}); cancelled")
                 time.sleep(POLL_S)
             reader.join(timeout=5)
-            self.job_id = self.job_id or _job_in(said)
+            self.job_id = self.job_id or job_in(said)
             if proc.returncode != 0 or not self.job_id:
                 text = " ".join(ln.strip() for ln in said if ln.strip()) or f"exit {proc.returncode}"
                 raise SlurmError(f"salloc refused {nodes} node(s) of partition {self.cfg.partition}: {text}")
         except BaseException as exc:
-            self.job_id = self.job_id or _job_in(said)  # salloc may have named it since the last look
+            self.job_id = self.job_id or job_in(said)  # salloc may have named it since the last look
             done = self._cancel_request(name, nodes)  # before salloc's end revokes it: also when it never named it
             proc.terminate()
             if isinstance(exc, KeyboardInterrupt):  # kit.cli.main.Terminated (SIGTERM, SIGHUP) names its signal
@@ -268,7 +222,7 @@ class SlurmRunner(Runner):
             raise
         self._guard.close()
         self._guard = Guard(["scancel", self.job_id])
-        names = slurm(["scontrol", "show", "hostnames", _first_line(slurm(["squeue", "-h", "-j", self.job_id,
+        names = slurm(["scontrol", "show", "hostnames", first_line(slurm(["squeue", "-h", "-j", self.job_id,
                                                                               "-o", "%N"]))]).stdout.split()
         self.nodes = [self._node(n, self._address(n)) for n in names]
         self.progress("slurm", "allocated", f"job {self.job_id}: {', '.join(names)}")
@@ -279,7 +233,7 @@ class SlurmRunner(Runner):
         target = [self.job_id] if self.job_id else ["--name", name, "--user", getpass.getuser()]
         state = (self._job_state() or "?") if self.job_id else "not yet named by salloc"
         res = slurm(["scancel", *target])
-        said = "" if res.returncode == 0 else f"; scancel said: {_first_line(res)}"
+        said = "" if res.returncode == 0 else f"; scancel said: {first_line(res)}"
         return (f"{'job ' + self.job_id if self.job_id else 'the job named ' + name} ({state}) for {nodes} node(s) "
                 f"of partition {self.cfg.partition}: scancel {' '.join(target)}{said}")
 
@@ -294,10 +248,10 @@ class SlurmRunner(Runner):
 
     def _job_state(self) -> str:
         res = slurm(["scontrol", "show", "job", "-o", self.job_id or "0"])
-        return _fields(res.stdout).get("JobState", "") if res.returncode == 0 else ""
+        return scontrol_fields(res.stdout).get("JobState", "") if res.returncode == 0 else ""
 
     def _address(self, name: str) -> str:
-        return _fields(slurm(["scontrol", "show", "node", "-o", name]).stdout).get("NodeAddr") or name
+        return scontrol_fields(slurm(["scontrol", "show", "node", "-o", name]).stdout).get("NodeAddr") or name
 
     def _node(self, name: str, address: str) -> HostConfig:
         """A node as the SSH runner's host: its work_dir is the shared directory (ssh_site builds the Site)."""
@@ -454,7 +408,7 @@ class SlurmRunner(Runner):
             res = slurm(["sacct", "-n", "-P", "-j", step, "-o", "State,ExitCode,NodeList,Elapsed"])
             if res.returncode != 0:  # accounting disabled (or unreachable): no record
                 return None
-            rows = [_sacct_fields(ln) for ln in res.stdout.splitlines() if ln.strip()]
+            rows = [sacct_fields(ln) for ln in res.stdout.splitlines() if ln.strip()]
             final = rows and rows[0]["state"] not in ("RUNNING", "PENDING", "REQUEUED")
             if final or time.monotonic() > end:
                 return rows[0] if rows else None
@@ -498,23 +452,3 @@ class SlurmRunner(Runner):
                                    **({"image_id": self.image_ids.get(n.name, {}).get(image)}
                                       if self.mode == "docker" else {})}
                           for n in self.nodes}}
-
-
-def _read(path: Path) -> str:
-    with contextlib.suppress(OSError):
-        return path.read_text(errors="replace")
-    return ""
-
-
-def _sacct_fields(line: str) -> dict:
-    state, code, nodes, elapsed = (line.split("|") + ["", "", "", ""])[:4]
-    return {"state": state.split()[0] if state else "", "exit_code": code, "nodes": nodes, "elapsed": elapsed}
-
-
-def _job_in(lines: list[str]) -> str | None:
-    """The job id salloc names ("Pending job allocation 12", "Granted job allocation 12")."""
-    for line in lines:
-        words = line.split()
-        if "allocation" in words and words[-1].isdigit():
-            return words[-1]
-    return None
