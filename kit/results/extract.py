@@ -144,7 +144,7 @@ def resolve_metric(records: list[Record], wanted: str) -> str:
     raise MethodError(f"no metric {wanted!r} in this log; it has: {', '.join(names) or 'none'}")
 
 
-def _pick_rank(records: list[Record], rank: int | None, warnings: list[str]) -> list[Record]:
+def pick_rank(records: list[Record], rank: int | None, warnings: list[str]) -> list[Record]:
     """Records of one mpirun rank (plus untagged lines); the lowest rank unless one is chosen."""
     tagged = {r.rank for r in records if r.rank is not None}
     if rank is not None:
@@ -169,7 +169,7 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
         if not summaries:
             raise MethodError(f"no summary line in this {fmt.name} log (reduce last_summary needs one)")
         metric = resolve_metric(summaries, wanted)
-        series = _pick_rank([r for r in summaries if r.metric == metric], method.rank, warnings)
+        series = pick_rank([r for r in summaries if r.metric == metric], method.rank, warnings)
         chosen = [series[-1]]
         raw = chosen[0].value
         available = len(series)
@@ -180,7 +180,7 @@ def compute_figure(parsed: ParsedLog, method: Method) -> Figure:
             kinds = sorted({r.kind for r in parsed.records})
             raise MethodError(f"no {kind} records in this {fmt.name} log; it has: {', '.join(kinds)}")
         metric = resolve_metric(of_kind, method.metric or fmt.default_metric)
-        series = _pick_rank([r for r in of_kind if r.metric == metric], method.rank, warnings)
+        series = pick_rank([r for r in of_kind if r.metric == metric], method.rank, warnings)
         available = len(series)
         if method.reduce == "wallclock":
             raw, chosen = _wallclock(series, method)
@@ -251,14 +251,10 @@ def _wallclock(series: list[Record], method: Method) -> tuple[float, list[Record
 
 
 def samples_per_step(records: list[Record], metric: str, kind: str = PER_STEP) -> list[float]:
-    """What a log's own clock says of its steps: for each record of METRIC and KIND (one rank's: the first) after
+    """What a log's own clock says of its steps: for each record of METRIC and KIND (one rank's: pick_rank) after
     the one before it in the same epoch, its rate x the seconds between them over the steps between them."""
-    series = [r for r in records if r.metric == metric and r.kind == kind and r.timestamp is not None
-              and r.step is not None]
-    ranks = {r.rank for r in series}
-    if len(ranks) > 1:
-        first = min(ranks, key=lambda rank: -1 if rank is None else rank)
-        series = [r for r in series if r.rank == first]
+    series = pick_rank([r for r in records if r.metric == metric and r.kind == kind and r.timestamp is not None
+                        and r.step is not None], None, [])
     return [b.value * (b.timestamp - a.timestamp) / (b.step - a.step) for a, b in pairwise(series)
             if b.step > a.step and b.timestamp > a.timestamp and a.epoch == b.epoch]
 

@@ -19,7 +19,7 @@ from kit.audit.evidence import Evidence
 from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
 from kit.config import reference
-from kit.results.extract import samples_per_step
+from kit.results.extract import pick_rank, samples_per_step
 from kit.results.parsers import PER_STEP, SUMMARY, ParseError, parse_log
 
 CLOCKED_FORMATS = ("dle-pytorch", "dle-mxnet", "dle-tf1", "tf2-keras-timehistory")  # where the band was measured
@@ -32,14 +32,13 @@ SUMMARY_BAND = (0.99, 1.01)
 
 
 def summary_over_step_mean(records, metric: str) -> float | None:
-    """The last summary record of METRIC over the mean of its per-step records (one rank's: the first); None
+    """The last summary record of METRIC over the mean of its per-step records (one rank's: pick_rank); None
     where the log has no summary or no steps of it."""
     summaries = [r for r in records if r.metric == metric and r.kind == SUMMARY]
-    steps = [r for r in records if r.metric == metric and r.kind == PER_STEP]
+    steps = pick_rank([r for r in records if r.metric == metric and r.kind == PER_STEP], None, [])
     if not summaries or not steps:
         return None
-    first = min({r.rank for r in steps}, key=lambda rank: -1 if rank is None else rank)
-    mean = statistics.fmean(r.value for r in steps if r.rank == first)
+    mean = statistics.fmean(r.value for r in steps)
     return summaries[-1].value / mean if mean > 0 else None
 
 
