@@ -36,10 +36,10 @@ def not_a_bundle(path: Path, why: str) -> NotABundle:
     return NotABundle(f"{path}: not a bundle ({why}): give the .tar.gz `kit bundle` wrote, or its unpacked folder")
 
 
-def refuse_non_bundle_folder(root: Path, shown: Path) -> None:
+def refuse_non_bundle_folder(root: Path) -> None:
     """NotABundle when `root` holds none of a bundle's top entries."""
     if not any((root / name).exists() for name in BUNDLE_TOP):
-        raise not_a_bundle(shown, f"no {', '.join(BUNDLE_TOP)} at its top")
+        raise not_a_bundle(root, f"no {', '.join(BUNDLE_TOP)} at its top")
 
 
 def _within_limits(bundle: Path, unpacked: int, packed: int, max_bytes: int, max_ratio: float) -> None:

@@ -279,7 +279,7 @@ def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str
                 raise InputError(allowed_signers, f"a public key ({fields[0]} ...), not an allowed-signers line: "
                                  f"put its principal first, e.g. 'auditor@example.org {fields[0]} AAAA...'", number)
     if bundle.is_dir():
-        bd.refuse_non_bundle_folder(bundle, bundle)
+        bd.refuse_non_bundle_folder(bundle)
         return verify_tree(bundle, allowed_signers, rules_version, claims_rel_tol=claims_rel_tol)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kit-verify-") as tmp:
