@@ -218,6 +218,29 @@ def test_a_consistent_forgery_fails_the_closed_world(real_run, tmp_path, name):
         assert verify(bundle, rules_version="v2").ok, name
 
 
+def test_genuine_repeats_lie_far_above_the_affine_copy_bound(real_run):
+    """The bound repeats_are_separate_runs@2 draws, measured: every pair of genuine repeats the kit holds (the H200
+    visit's ResNet50 and VGG16 runs, 20-100 steps; this CPU run's pair) leaves a residual of 5.5e-05 s or more
+    (4.7e-04 of the mean step) after the best straight line, over 25x AFFINE_COPY_S and 9x AFFINE_COPY_SHARE."""
+    from kit.audit.rules.closed import AFFINE_COPY_S, AFFINE_COPY_SHARE, AFFINE_MIN_STEPS, affine_residual
+    from kit.results.parsers import harnesslog
+
+    visit = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
+    cases: dict[str, list[tuple[float, ...]]] = {}
+    for log in sorted([*visit.rglob("logs/torch/*/*/1n1g/*.log"), *real_run.rglob("logs/*/*/*/1n1g/*.log")]):
+        seconds = tuple(e.data["seconds"] for e in harnesslog.read(log).of("step"))
+        if len(seconds) >= AFFINE_MIN_STEPS:
+            cases.setdefault(str(log.parent / log.stem.rsplit("_", 1)[0]), []).append(seconds)
+    pairs = [(a, b) for runs in cases.values() for i, a in enumerate(runs) for b in runs[i + 1:] if len(a) == len(b)]
+    assert len(pairs) >= 10, sorted(cases)
+    residuals = [affine_residual(a, b) for a, b in pairs]
+    shares = [r / (sum(b) / len(b)) for r, (_a, b) in zip(residuals, pairs, strict=True)]
+    assert min(residuals) >= 5e-5 > 25 * AFFINE_COPY_S, min(residuals)
+    assert min(shares) >= 4.5e-4 >= 9 * AFFINE_COPY_SHARE, min(shares)
+    copy = pairs[0][0]
+    assert affine_residual(copy, tuple(round(x * 0.97 + 5e-6, 6) for x in copy)) < AFFINE_COPY_S
+
+
 def shift_repeat_by(extra_s: float, scale: float = 1.0):
     """Repeat 2 replaced by repeat 1 moved on the clock to where repeat 2 ran, each step's seconds x SCALE + EXTRA_S
     (its rate, run_stop and clock written to agree): a copy no field equals."""

@@ -11,6 +11,8 @@ grammar refuses any other record, byte or order, so no record outside the checke
 
 from __future__ import annotations
 
+import statistics
+
 from kit.audit.evidence import Evidence, finite
 from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
@@ -227,12 +229,12 @@ AFFINE_MIN_STEPS = 8
 
 
 def affine_residual(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    """The RMS of b less the least-squares line through (a, b)."""
-    n = len(a)
-    mean_a, mean_b = sum(a) / n, sum(b) / n
-    var = sum((x - mean_a) ** 2 for x in a)
-    slope = sum((x - mean_a) * (y - mean_b) for x, y in zip(a, b, strict=True)) / var if var else 0.0
-    return (sum((y - mean_b - slope * (x - mean_a)) ** 2 for x, y in zip(a, b, strict=True)) / n) ** 0.5
+    """The RMS of b less the least-squares line through (a, b) (a constant a: b less its mean)."""
+    try:
+        slope, intercept = statistics.linear_regression(a, b)
+    except statistics.StatisticsError:
+        slope, intercept = 0.0, statistics.fmean(b)
+    return statistics.fmean((y - slope * x - intercept) ** 2 for x, y in zip(a, b, strict=True)) ** 0.5
 
 
 @predicate(versions={1: {"affine": False}, 2: {"affine": True}})
