@@ -235,8 +235,8 @@ def test_genuine_repeats_lie_far_above_the_affine_copy_bound(real_run):
     assert len(pairs) >= 10, sorted(cases)
     residuals = [affine_residual(a, b) for a, b in pairs]
     shares = [r / (sum(b) / len(b)) for r, (_a, b) in zip(residuals, pairs, strict=True)]
-    assert min(residuals) >= 5e-5 > 25 * AFFINE_COPY_S, min(residuals)
-    assert min(shares) >= 4.5e-4 >= 9 * AFFINE_COPY_SHARE, min(shares)
+    assert min(residuals) >= 25 * AFFINE_COPY_S, min(residuals)  # 5.5e-5
+    assert min(shares) >= 9 * AFFINE_COPY_SHARE, min(shares)  # 4.7e-4
     copy = pairs[0][0]
     assert affine_residual(copy, tuple(round(x * 0.97 + 5e-6, 6) for x in copy)) < AFFINE_COPY_S
 
