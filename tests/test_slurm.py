@@ -19,6 +19,7 @@ from test_multinode import TWO_NODE_SUITE, write_suite
 from kit.cli import main
 from kit.config.hosts import load_hosts
 from kit.core.yamlio import ConfigError
+from kit.run.slurm import STOP_WAIT_S
 
 REPO = Path(__file__).resolve().parent.parent
 LOG = "logs/paddle/resnet50/bz2/2n1g/resnet50_b2_fp32_1.log"
@@ -45,8 +46,9 @@ def harness_on(cluster, node: str) -> list[str]:
 
 
 def nothing_left(cluster) -> None:
-    """No job or step in squeue, no task (or slurmstepd) on either node."""
-    end = time.monotonic() + 30
+    """No job or step in squeue, no task (or slurmstepd) on either node, within the runner's own wait for a
+    cancelled step (STOP_WAIT_S: scancel, KillWait, slurmstepd's end; a loaded 2-core host took over 30 s once)."""
+    end = time.monotonic() + STOP_WAIT_S
     while (cluster.jobs() or harness_on(cluster, "h2") or harness_on(cluster, "h3")) and time.monotonic() < end:
         time.sleep(0.5)
     assert cluster.jobs() == [], "Slurm still lists the job"
