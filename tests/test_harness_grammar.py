@@ -118,3 +118,14 @@ def test_a_failed_rank_is_a_failed_run_and_no_figure():
 def test_a_log_without_a_harness_record_is_not_the_reader_s():
     assert hl.read_text("epoch 1 step 3 loss 2.0\n") == hl.HarnessLog()
     assert not hl.read(GENUINE["bert-cpu"].parent).harness  # a folder: nothing read, nothing claimed
+
+
+def test_a_step_rate_is_judged_against_its_seconds_as_rounded_when_written():
+    """train.py writes seconds to 6 decimals and the rate from the unrounded time: a 12.2 us loader-only step of
+    4 samples is written 1.2e-05 s at 327118.094 samples/s (a real paddle run, 4% off 4 / 1.2e-05), and holds; a
+    rate off by more than the rounding and RATE_TOLERANCE does not."""
+    from kit.results.parsers.harnesslog import _rate_differs
+
+    assert not _rate_differs(327118.094, 4, 1.2e-05)
+    assert _rate_differs(2 * 327118.094, 4, 1.2e-05)
+    assert not _rate_differs(100.0, 200, 2.0) and _rate_differs(101.0, 200, 2.0)
