@@ -115,13 +115,27 @@ def run(argv: list[str], timeout_s: float, *, capture: bool = False, env: dict |
             out, err = proc.communicate(timeout=GRACE_S)
         except subprocess.TimeoutExpired:
             _signal(proc, signal.SIGKILL)
-            out, err = proc.communicate()
+            out, err = _after_kill(proc)
         print(f"timed out after {timeout_s:.0f} s: {argv[0]} ... stopped", flush=True)
         return Done(argv, None, time.monotonic() - start, out or "", err or "")
     except BaseException:  # Ctrl-C here: nothing is left running
         _signal(proc, signal.SIGKILL)
         proc.wait()
         raise
+
+
+def _after_kill(proc: subprocess.Popen) -> tuple[str, str]:
+    """What a killed PROC wrote; not waiting past GRACE_S for a pipe that something it started (in a session of its
+    own, outside its group) still holds open."""
+    try:
+        return proc.communicate(timeout=GRACE_S)
+    except subprocess.TimeoutExpired as held:
+        proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe:
+                pipe.close()
+        print(f"{proc.args[0]}: something it started still holds its output open; not read further", flush=True)
+        return tuple((got or b"").decode(errors="replace") for got in (held.output, held.stderr))
 
 
 def _signal(proc: subprocess.Popen, sig: int) -> None:

@@ -54,6 +54,7 @@ from interleaved_overhead import MIN_BLOCK_S, built, harness_block  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from kit.run.command import SAMPLE_INTERVAL_MS  # noqa: E402
+from kit.run.runner import dies_with_kit  # noqa: E402
 
 SAMPLER = REPO / "scripts" / "telemetry" / "gpu_sampler.py"
 STANDIN_NVML = REPO / "tests" / "standin" / "pynvml"
@@ -115,8 +116,10 @@ class Samplers:
     def __init__(self, a, count: int, env: dict, tmp: str) -> None:
         self.step = a.interval_ms / 1000 / count
         self.outs = [Path(tmp) / f"samples-{a.interval_ms}ms-{i}" for i in range(count)]
-        self.procs = [subprocess.Popen([sys.executable, str(SAMPLER), "--out", str(out), "--interval-ms",
-                                        str(a.interval_ms), "--source", a.source], env=env, start_new_session=True)
+        # SIGKILL when this process ends however it ends: a held sampler would not act on a pending SIGTERM
+        self.procs = [subprocess.Popen(dies_with_kit([sys.executable, str(SAMPLER), "--out", str(out), "--interval-ms",
+                                                      str(a.interval_ms), "--source", a.source], signal.SIGKILL),
+                                       env=env, start_new_session=True, stdin=subprocess.DEVNULL)
                       for out in self.outs]
         self.letting_go: threading.Thread | None = None
         deadline = time.monotonic() + 60

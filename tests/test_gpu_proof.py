@@ -13,11 +13,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import REPO, SHARED
 from test_reference_native import model_code
@@ -331,3 +333,40 @@ def test_a_command_past_its_timeout_is_stopped_with_its_whole_process_group():
     assert done.returncode is None and "never" not in done.stdout and time.monotonic() - began < 30
     assert done.why() == f"timed out after {done.seconds:.0f} s"
     assert subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True).returncode == 1  # none left
+
+
+def test_a_pipe_held_by_a_process_outside_the_group_does_not_hold_the_stage(monkeypatch):
+    monkeypatch.setattr(gpu_stages, "GRACE_S", 1)
+    began = time.monotonic()
+    done = gpu_stages.run([sys.executable, "-c", "import signal, subprocess, sys, time\n"
+                           "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                           "held = subprocess.Popen(['sleep', '301'], start_new_session=True)\n"
+                           "print('started', held.pid, flush=True); time.sleep(300)"], 1, capture=True)
+    held = int(re.search(r"started (\d+)", done.stdout)[1])
+    try:
+        assert done.returncode is None and time.monotonic() - began < 15
+        assert psutil.pid_exists(held)  # outside the group: the stage moved on while it still held the pipe
+    finally:
+        os.kill(held, signal.SIGKILL)
+
+
+def test_a_held_sampler_ends_with_the_process_that_started_it_however_that_ends():
+    """bench/sampler_overhead.py starts its samplers so (dies_with_kit, SIGKILL): SIGSTOP'd between blocks, a
+    pending SIGTERM would leave them, and the pipes they inherited, to outlive a killed bench."""
+    starter = subprocess.Popen([sys.executable, "-c", "import signal, subprocess, sys, time\n"
+                                "from kit.run.runner import dies_with_kit\n"
+                                "held = subprocess.Popen(dies_with_kit(['sleep', '302'], signal.SIGKILL), "
+                                "start_new_session=True)\n"
+                                "print(held.pid, flush=True); time.sleep(300)"],
+                               stdout=subprocess.PIPE, text=True, cwd=REPO)
+    sampler = psutil.Process(int(starter.stdout.readline()))
+    while "sleep" not in sampler.name():
+        time.sleep(0.05)
+    sampler.suspend()
+    starter.kill()
+    starter.wait()
+    gone, alive = psutil.wait_procs([sampler], timeout=10)
+    for p in alive:
+        p.kill()
+    assert not alive, "a held process outlived the one that started it"
+    assert "dies_with_kit([sys.executable, str(SAMPLER)" in (REPO / "bench" / "sampler_overhead.py").read_text()

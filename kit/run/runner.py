@@ -29,23 +29,24 @@ KILL_GRACE_S = 5.0  # SIGTERM, then SIGKILL what is left after this many seconds
 
 
 # Sets the parent-death signal (prctl PR_SET_PDEATHSIG = 1), ends at once if kit is already gone, then becomes argv.
-_WITH_PARENT = """import ctypes, os, signal, sys
-ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+_WITH_PARENT = """import ctypes, os, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, int(sys.argv[2]))
 if os.getppid() != int(sys.argv[1]):
-    os._exit(128 + signal.SIGTERM)
+    os._exit(128 + int(sys.argv[2]))
 try:
-    os.execvp(sys.argv[2], sys.argv[2:])
+    os.execvp(sys.argv[3], sys.argv[3:])
 except OSError as exc:
-    sys.stderr.write(f"kit: cannot start {sys.argv[2]}: {exc.strerror}\\n")
+    sys.stderr.write(f"kit: cannot start {sys.argv[3]}: {exc.strerror}\\n")
     os._exit(127)
 """
 
 
-def dies_with_kit(argv: list[str]) -> list[str]:
-    """argv started so that it gets SIGTERM when this process ends (Linux; elsewhere argv as it is)."""
+def dies_with_kit(argv: list[str], sig: int = signal.SIGTERM) -> list[str]:
+    """argv started so that it gets SIG when this process ends (Linux; elsewhere argv as it is). SIGKILL for a
+    process that may be held still (SIGSTOP), which a pending SIGTERM would not end."""
     if not sys.platform.startswith("linux"):
         return list(argv)
-    return [sys.executable, "-c", _WITH_PARENT, str(os.getpid()), *argv]
+    return [sys.executable, "-c", _WITH_PARENT, str(os.getpid()), str(int(sig)), *argv]
 
 
 # Waits for the parent-death signal, then runs argv; a guard kit closes (SIGKILL) runs nothing.
