@@ -231,7 +231,7 @@ ECHOES: dict[str, Echo] = {
                        (BATCH, MODEL, PRECISION)),
     "plsc": Echo("not read: no real PLSC log is in the fixtures to read an echo from"),
     "fleetx-vgg": Echo("not read: no real FleetX VGG16 log is in the fixtures"),
-    # the next four: one node only (kit.config.programs.ONE_NODE_ONLY), and every one-node log prints its echo
+    # the next four: one node only (Program.one_node_only in kit/config/programs/), and every one-node log prints its echo
     "paddlenlp-bert": Echo("Namespace batch_size (per GPU), use_amp, model_type; no world size", paddlenlp_bert,
                            (BATCH, PRECISION, MODEL)),
     "paddleseg": Echo("its config's batch_size (per GPU) and model.backbone.type, a 'use AMP to train' line (AMP "
