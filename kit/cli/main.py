@@ -28,6 +28,7 @@ from kit.cli import (
     multinode,
     report,
     stage_data,
+    standing,
     suites,
 )
 from kit.cli.common import EXIT_BAD_INPUT, EXIT_BUG, EXIT_MISMATCH, EXIT_OK, UsageError
@@ -41,8 +42,8 @@ from kit.results.stats import StatsError
 __all__ = ["EXIT_BAD_INPUT", "EXIT_BUG", "EXIT_MISMATCH", "EXIT_OK", "UsageError", "build_parser", "main"]
 
 # in the order `kit --help` lists them; multinode adds multinode, cluster and gather-logs, audit bundle and verify
-SUBCOMMANDS = (extract, report, crosscheck, formats, bench, multinode, stage_data, check_env, images, compare, audit,
-               suites)
+SUBCOMMANDS = (extract, report, crosscheck, formats, bench, multinode, stage_data, check_env, images, compare,
+               standing, audit, suites)
 COMMANDS = {
     "extract": extract.cmd_extract,
     "report": report.cmd_report,
@@ -57,6 +58,7 @@ COMMANDS = {
     "stage-data": stage_data.cmd_stage_data,
     "images": images.cmd_images,
     "compare": compare.cmd_compare,
+    "standing": standing.cmd_standing,
     "bundle": audit.cmd_bundle,
     "verify": audit.cmd_verify,
 }

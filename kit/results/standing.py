@@ -1,0 +1,296 @@
+"""PURE: where a run stands against the published figures the kit holds, and why, from the run's own evidence.
+
+    answer = standing(run_dir, figures=published_figures(), references={case_key: [Reference, ...]})
+    print(to_markdown(answer))
+
+Per case of the run's results.json: its figure per GPU (median, and the spread of its runs), the nearest published
+figures (kit.results.published.nearest: the same GPU model first), each with the ratio, a verdict, and every setting
+that differs (GPU model and power limit, GPUs, per-GPU batch, precision, layout, data, framework); then the likely
+causes, ranked, read from the run itself: throttling, clocks under their maximum, a power limit under the SKU's,
+GPU busy share, a loader that delivers no more than the training took (input-bound), a busy host.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.core.inputs import InputError, parse_json, read_input
+from kit.results import noise
+from kit.results.gpu_telemetry import BUSY_SHARE, THROTTLED_SHARE
+from kit.results.published import Gpu, Published, gpu_of, nearest
+
+ON_PAR = 0.05  # a ratio within 1 +- this, every run's, is on par
+CLOCK_SHARE = 0.9  # a median SM clock under this share of the card's maximum is named
+POWER_SHARE = 0.95  # a power limit under this share of the SKU's, or a mean draw over it of the limit, is named
+IMAGE_UNITS = ("images/s", "samples/s")  # an image model's samples are images
+
+
+@dataclass
+class Neighbour:
+    published: Published | None  # None: a suite reference (a publisher's number the suite gives)
+    label: str
+    per_gpu: float
+    ratio: float
+    low: float
+    high: float
+    verdict: str
+    differs: list[str]
+    source: str
+
+
+@dataclass
+class CaseStanding:
+    key: str
+    model: str
+    gpus: int
+    unit: str
+    per_gpu: float
+    runs: list[float]
+    settings: dict
+    neighbours: list[Neighbour] = field(default_factory=list)
+    causes: list[str] = field(default_factory=list)
+    why_none: str = ""
+
+
+@dataclass
+class Standing:
+    run_dir: Path
+    gpu: Gpu | None
+    power_limit_w: float | None
+    driver: str | None
+    cases: list[CaseStanding]
+
+
+def _json(path: Path, what: str) -> dict:
+    try:
+        data = parse_json(read_input(path, what))
+    except ValueError as exc:
+        raise InputError(path, f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "expected a JSON object")
+    return data
+
+
+def _smi(run_dir: Path) -> dict:
+    """The first host's nvidia-smi capture (env/<host>/capture.json 'smi'), or {}."""
+    for capture in sorted((run_dir / "env").glob("*/capture.json")):
+        smi = _json(capture, "capture.json").get("smi")
+        if isinstance(smi, dict) and smi.get("gpus"):
+            return smi
+    return {}
+
+
+def _verdict(low: float, high: float) -> str:
+    if low >= 1 - ON_PAR and high <= 1 + ON_PAR:
+        return "on par"
+    if high < 1 - ON_PAR:
+        return "slower"
+    if low > 1 + ON_PAR:
+        return "faster"
+    return "inconclusive (its runs spread across the on-par band)"
+
+
+def _differs(mine: dict, gpu: Gpu | None, limit: float | None, pub: Published) -> list[str]:
+    out = []
+    if gpu is None or not gpu.same_model(pub.gpu):
+        out.append(f"GPU {gpu.name if gpu else 'none'} here, {pub.gpu.family or '?'} {pub.gpu.form} published")
+    elif limit and pub.gpu.sku_power_w and limit < POWER_SHARE * pub.gpu.sku_power_w:
+        out.append(f"power limit {limit:g} W here, the SKU's {pub.gpu.sku_power_w} W")
+    if mine["gpus"] != pub.gpus:
+        out.append(f"{mine['gpus']} GPU(s) here, {pub.gpus} published (compared per GPU)")
+    if pub.batch_per_gpu and mine["batch"] != pub.batch_per_gpu:
+        out.append(f"batch {mine['batch']}/GPU here, {pub.batch_per_gpu}/GPU published")
+    published_precision = {"fp32": "FP32", "amp": "FP16/AMP"}[pub.precision]
+    if mine["precision"] == "tf32" and pub.precision == "fp32":
+        out.append("TF32 here, 'FP32' published (PyTorch's cuDNN convolutions take TF32 by default on Ampere and "
+                   "later: the published math is not read from its log)")
+    elif ("amp" if mine["precision"] in ("amp", "bf16") else "fp32") != pub.precision:
+        out.append(f"{mine['precision']} here, {published_precision} published")
+    for key, what in (("layout", "layout"), ("data", "data")):
+        theirs = pub.settings.get(key)
+        if theirs and mine.get(key) and mine[key] != theirs:
+            out.append(f"{what} {mine[key]} here, {theirs} published")
+    if _family(mine["framework"]) != _family(pub.framework):
+        out.append(f"{mine['framework']} here, {pub.framework} published")
+    elif mine["framework"] in HARNESS_FRAMEWORKS:
+        out.append(f"the kit's harness here, {pub.framework} published (another program of the same framework)")
+    return out
+
+
+HARNESS_FRAMEWORKS = ("torch", "paddle", "tensorflow", "mxnet")  # a log folder the harness writes, not a program's
+
+
+def _family(framework: str) -> str:
+    low = framework.lower()
+    return next((f for f in ("paddle", "tensorflow", "mxnet") if f in low), "pytorch" if "torch" in low else low)
+
+
+def _causes(entries: list[dict], figure: float, smi: dict) -> list[str]:
+    """What the run's own records say may hold its figure down, most telling first."""
+    ranked: list[tuple[float, str]] = []
+    tele = [e["telemetry"] for e in entries if isinstance(e.get("telemetry"), dict)]
+    for name in sorted({n for t in tele for n in (t.get("throttled") or {})}):
+        share = max((t.get("throttled") or {}).get(name, 0) for t in tele)
+        if share > THROTTLED_SHARE:
+            ranked.append((3 + share, f"throttled ({name}) {share:.0%} of the measured window"))
+    hosts = [h for t in tele for h in (t.get("hosts") or {}).values() if isinstance(h, dict)]
+    for h in hosts:
+        if h.get("sm_mhz_median") and h.get("max_sm_mhz") and h["sm_mhz_median"] < CLOCK_SHARE * h["max_sm_mhz"]:
+            share = h["sm_mhz_median"] / h["max_sm_mhz"]
+            ranked.append((2 + 1 - share, f"SM clock median {h['sm_mhz_median']:g} MHz, {share:.0%} of its "
+                                          f"{h['max_sm_mhz']:g} MHz maximum"))
+            break
+    for h in hosts:
+        if h.get("power_mean_w") and h.get("limit_w") and h["power_mean_w"] >= POWER_SHARE * h["limit_w"]:
+            ranked.append((2, f"at its power limit: {h['power_mean_w']:g} W drawn of {h['limit_w']:g} W"))
+            break
+    gpus = [g for g in smi.get("gpus") or [] if isinstance(g, dict)]
+    for g in gpus:
+        sku = gpu_of(g.get("product_name")).sku_power_w
+        limit = g.get("power_limit_w")
+        if sku and isinstance(limit, int | float) and limit < POWER_SHARE * sku:
+            ranked.append((2.5, f"power limit {limit:g} W, under the SKU's {sku} W (nvidia-smi)"))
+            break
+    busy = [t["util_gpu_mean"] for t in tele if isinstance(t.get("util_gpu_mean"), int | float)]
+    if busy and min(busy) < BUSY_SHARE:
+        ranked.append((1.5, f"GPU busy {min(busy):.0f}% of the measured window: it waited (input, launches or "
+                            "communication)"))
+    rates = [e["ran"]["input_rate"] for e in entries if isinstance(e.get("ran"), dict)
+             and isinstance(e["ran"].get("input_rate"), int | float)]
+    share = noise.input_share(figure, statistics.median(rates)) if rates else None
+    if share is not None and share >= noise.INPUT_BOUND_SHARE:
+        ranked.append((2.8, f"input-bound: the training took {share:.0%} of what its loader delivers alone "
+                            f"({statistics.median(rates):.0f} images/s)"))
+    said = [w for e in entries if (w := noise.busy_warning(e.get("host_load")))]
+    if said:
+        ranked.append((2.2, f"{said[0]} ({len(said)} of {len(entries)} runs)"))
+    return [text for _, text in sorted(ranked, key=lambda r: -r[0])]
+
+
+def _case_settings(group: dict, case: dict, entries: list[dict]) -> dict:
+    tag = str(group.get("precision") or "")
+    first = next((e for e in entries if isinstance(e, dict)), {})
+    ran = first.get("ran") if isinstance(first.get("ran"), dict) else {}
+    loader = ran.get("loader")
+    return {"framework": str(group.get("framework")), "model": str(group.get("model")),
+            "batch": group.get("batch_per_device"), "gpus": int(case.get("gpus") or 1),
+            "precision": first.get("precision") or tag.split("-")[0],
+            "layout": first.get("layout") or ran.get("layout") or ("nhwc" if "-nhwc" in tag else None),
+            "data": None if loader is None else ("synthetic" if loader == "synthetic" else "real")}
+
+
+def standing(run_dir: Path, figures: list[Published], references: dict | None = None,
+             settings: dict | None = None, count: int = 3) -> Standing:
+    """The answer for a run directory (results.json, run.json, env/); references: case key -> the suite's
+    Reference objects for it (kit.config.cases.Reference); settings: case key -> what the caller knows that run.json
+    does not record (a published program's layout and data, from its recipe)."""
+    run_dir = Path(run_dir)
+    results = _json(run_dir / "results.json", "results.json")
+    meta = _json(run_dir / "run.json", "run.json") if (run_dir / "run.json").is_file() else {}
+    recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
+    smi = _smi(run_dir)
+    first_gpu = next(iter(smi.get("gpus") or []), {})
+    names = [e["ran"]["device_name"] for e in recorded.values() if isinstance(e, dict)
+             and isinstance(e.get("ran"), dict) and e["ran"].get("device_name")]
+    name = first_gpu.get("product_name") or (names[0] if names else None)
+    gpu = gpu_of(name) if name else None
+    limit = first_gpu.get("power_limit_w")
+    out = Standing(run_dir, gpu, limit, smi.get("driver_version"), [])
+    for group in results.get("groups") or []:
+        for case in group.get("cases") or []:
+            runs = [r for r in case.get("runs") or [] if isinstance(r.get("value"), int | float)]
+            if not runs:
+                continue
+            key = (f"{group['framework']}/{group['model']}/bz{group['batch_per_device']}/{case['case']}/"
+                   f"{group['precision']}")
+            # each run's run.json record, with the telemetry results.json carries where run.json has none
+            entries = [{"telemetry": r.get("telemetry")} | (recorded.get(f"logs/{r.get('file')}") or {}) for r in runs]
+            mine = _case_settings(group, case, entries)
+            mine |= {k: v for k, v in (settings or {}).get(key, {}).items() if v is not None}
+            values = [r["value"] for r in runs]
+            cs = CaseStanding(key, mine["model"], mine["gpus"], str(group.get("unit")),
+                              statistics.median(values) / mine["gpus"], [v / mine["gpus"] for v in values], mine)
+            cs.causes = _causes(entries, statistics.median(values), smi)
+            _neighbours(cs, figures, (references or {}).get(key, ()), gpu, limit, count)
+            out.cases.append(cs)
+    return out
+
+
+def _neighbours(cs: CaseStanding, figures: list[Published], references, gpu: Gpu | None, limit: float | None,
+                count: int) -> None:
+    if gpu is None:
+        cs.why_none = "a CPU run: the published figures the kit holds are GPU figures"
+    elif cs.unit not in IMAGE_UNITS:
+        cs.why_none = f"no published {cs.unit} figure of {cs.model} is held"
+    for pub in nearest(figures, cs.model, gpu, cs.settings["precision"], cs.gpus, count) if not cs.why_none else []:
+        ratios = [v / pub.per_gpu for v in cs.runs]
+        claims = Path(pub.claims) if pub.claims else None
+        source = (f"re-derived from its raw log ({Path(pub.log).name}) by `kit crosscheck "
+                  f"{claims.relative_to(claims.parents[2])}`") if pub.log and claims else "a number without a log"
+        cs.neighbours.append(Neighbour(pub, f"{pub.publisher} {pub.system}, {pub.gpus} GPU(s), {pub.precision}",
+                                       pub.per_gpu, cs.per_gpu / pub.per_gpu, min(ratios), max(ratios),
+                                       _verdict(min(ratios), max(ratios)), _differs(cs.settings, gpu, limit, pub),
+                                       source))
+    for ref in references:
+        if ref.measures(cs.unit) or (cs.unit in IMAGE_UNITS and ref.unit in IMAGE_UNITS):
+            value = ref.value / cs.gpus
+            ratios = [v / value for v in cs.runs]
+            cs.neighbours.append(Neighbour(None, "the suite's reference", value, cs.per_gpu / value, min(ratios),
+                                           max(ratios), _verdict(min(ratios), max(ratios)), [],
+                                           f"a publisher's number, no log re-derived here: {ref.described()}"))
+    if not cs.neighbours and not cs.why_none:
+        cs.why_none = f"no published figure of {cs.model} is held"
+    first = cs.neighbours[0] if cs.neighbours else None
+    if first and first.verdict == "slower" and first.differs:
+        cs.causes.append("settings unlike the nearest published figure's: " + "; ".join(first.differs))
+
+
+def headline(cs: CaseStanding) -> str:
+    """One line: the case against its nearest published figure."""
+    if not cs.neighbours:
+        return f"{cs.key}: {cs.per_gpu:.1f} {cs.unit} per GPU; {cs.why_none}"
+    n = cs.neighbours[0]
+    alike = "like for like" if not n.differs else f"{len(n.differs)} setting(s) differ"
+    return (f"{cs.key}: {cs.per_gpu:.1f} {cs.unit} per GPU, {n.ratio:.2f}x {n.label} ({n.per_gpu:.1f}): "
+            f"{n.verdict}, {alike}")
+
+
+def to_markdown(answer: Standing) -> str:
+    gpu = answer.gpu.name if answer.gpu else "no GPU"
+    power = f", power limit {answer.power_limit_w:g} W" if answer.power_limit_w else ""
+    driver = f", driver {answer.driver}" if answer.driver else ""
+    lines = ["## Where this run stands against published figures", "",
+             f"Run {answer.run_dir.name} on {gpu}{power}{driver}. Ratios are per GPU (this run's median over "
+             f"theirs; the range spans its runs); on par: within ±{ON_PAR:.0%}.", "",
+             "| case | yours per GPU | nearest published per GPU | ratio | verdict |",
+             "| --- | --- | --- | --- | --- |"]
+    for cs in answer.cases:
+        n = cs.neighbours[0] if cs.neighbours else None
+        lines.append(f"| {cs.key} | {cs.per_gpu:.1f} {cs.unit} | "
+                     + (f"{n.per_gpu:.1f} ({n.label}) | {n.ratio:.2f} ({n.low:.2f}–{n.high:.2f}) | {n.verdict} |"
+                        if n else f"— | — | {cs.why_none} |"))
+    for cs in answer.cases:
+        lines += ["", f"### {cs.key}", ""]
+        for i, n in enumerate(cs.neighbours, 1):
+            lines.append(f"{i}. {n.label}: {n.per_gpu:.1f} per GPU, ratio {n.ratio:.2f} — {n.verdict}; {n.source}")
+            lines += [f"   - differs: {d}" for d in n.differs] or ["   - settings alike"]
+        if not cs.neighbours:
+            lines.append(f"- {cs.why_none}")
+        lines.append("- likely causes, from this run's own records: "
+                     + ("; ".join(f"({i}) {c}" for i, c in enumerate(cs.causes, 1)) if cs.causes
+                        else "none found (no throttling, clocks, power, busy-GPU, loader or host-load finding)"))
+    return "\n".join(lines) + "\n"
+
+
+def to_dict(answer: Standing) -> dict:
+    return {"run": str(answer.run_dir), "gpu": answer.gpu.name if answer.gpu else None,
+            "power_limit_w": answer.power_limit_w, "driver": answer.driver,
+            "cases": [{"case": cs.key, "unit": cs.unit, "per_gpu": cs.per_gpu, "runs_per_gpu": cs.runs,
+                       "settings": cs.settings, "causes": cs.causes, "why_none": cs.why_none or None,
+                       "neighbours": [{"label": n.label, "per_gpu": n.per_gpu, "ratio": n.ratio, "low": n.low,
+                                       "high": n.high, "verdict": n.verdict, "differs": n.differs,
+                                       "source": n.source, "log": n.published.log if n.published else None}
+                                      for n in cs.neighbours]}
+                      for cs in answer.cases]}
