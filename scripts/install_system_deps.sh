@@ -7,10 +7,11 @@
 # without a registry), docker-registry (local registry on 127.0.0.1:5000), rsync (staging),
 # openmpi-bin (mpirun: the launcher NGC's TensorFlow and MXNet programs are started with, real in the tests),
 # slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client (a real Slurm with accounting for
-# kit cluster --scheduler slurm's tests, tests/slurmhosts.py).
+# kit cluster --scheduler slurm's tests, tests/slurmhosts.py), podman catatonit (the second container runtime,
+# kit.config.runtimes.podman, real in tests/test_podman.py; catatonit is its --init).
 set -euo pipefail
 
-PACKAGES=(python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client)
+PACKAGES=(python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client podman catatonit)
 
 case "${1:-}" in
   --list) echo "${PACKAGES[*]}"; exit 0 ;;

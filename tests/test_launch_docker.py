@@ -1,23 +1,38 @@
-"""kit.run.command's Docker runtime: `docker run` argv around a harness command, container names, cleanup."""
+"""The Docker runtime (kit.config.runtimes.docker): `docker run` argv around a harness command; kit.run.command's
+container names, labels and cleanup."""
 
 from __future__ import annotations
 
 import re
 import shlex
 import subprocess
+from dataclasses import replace
 
 import pytest
 
+from kit.config.runtimes import DOCKER, ContainerRun
+from kit.config.runtimes.base import MEMLOCK_ULIMIT, STACK_ULIMIT
 from kit.run.command import (
     CASE_LABEL,
     RUN_LABEL,
     Command,
-    DockerRun,
     Mount,
     cleanup_command,
     container_name,
-    docker_command,
+    kit_labels,
 )
+
+
+def rank_container(image: str, run_id: str, case_key: str, name: str, memlock_unlimited: bool = True,
+              **fields) -> ContainerRun:
+    """A rank's container as kit.run.command.command_for asks for one (its labels and limits)."""
+    limits = (MEMLOCK_ULIMIT, STACK_ULIMIT) if memlock_unlimited else (STACK_ULIMIT,)
+    return ContainerRun(image=image, name=name, labels=kit_labels(run_id, case_key), ulimits=limits, **fields)
+
+
+def docker_line(inner: Command, run: ContainerRun) -> Command:
+    """The line the host starts: the inner command's environment passed into the container."""
+    return Command(DOCKER.run_argv(replace(run, env=inner.env), inner.argv), {})
 
 INNER = Command(
     [
@@ -34,7 +49,7 @@ INNER = Command(
     ],
     {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "8", "HOME": "/tmp", "NCCL_SOCKET_IFNAME": "eth0"},
 )
-RUN = DockerRun(
+RUN = rank_container(
     image="kit/pytorch:a100-0123456789ab",
     run_id="a100-20261121-120000",
     case_key="torch/resnet50/bz256/N1C2/fp32",
@@ -47,7 +62,7 @@ RUN = DockerRun(
 
 
 def test_docker_command_full_argv():
-    cmd = docker_command(INNER, RUN)
+    cmd = docker_line(INNER, RUN)
     assert cmd.argv == [
         "docker", "run", "--rm", "--init", "--name", "kit-a100-20261121-120000-torch-resnet50-bz256-N1C2-fp32-r1-gpu1",
         "--label", "io.kit.run=a100-20261121-120000", "--label", "io.kit.case=torch/resnet50/bz256/N1C2/fp32",
@@ -72,9 +87,9 @@ def test_docker_command_full_argv():
 
 
 def test_docker_command_labels_and_image_position():
-    cmd = docker_command(INNER, RUN)
+    cmd = docker_line(INNER, RUN)
     labels = [cmd.argv[i + 1] for i, a in enumerate(cmd.argv) if a == "--label"]
-    assert labels == [f"{RUN_LABEL}={RUN.run_id}", f"{CASE_LABEL}={RUN.case_key}"]
+    assert labels == [f"{RUN_LABEL}=a100-20261121-120000", f"{CASE_LABEL}=torch/resnet50/bz256/N1C2/fp32"]
     assert RUN_LABEL == "io.kit.run" and CASE_LABEL == "io.kit.case"
     i = cmd.argv.index(RUN.image)
     assert cmd.argv[i + 1 :] == INNER.argv
@@ -82,14 +97,14 @@ def test_docker_command_labels_and_image_position():
 
 
 def test_docker_command_cpu_minimal():
-    run = DockerRun(
+    run = rank_container(
         image="kit/cpu:0123456789ab",
         run_id="cpu-1",
         case_key="paddle/resnet50/bz32/N1C1/fp32",
         name="kit-cpu-1-x-r1-local",
         shm_size="2g",
     )
-    cmd = docker_command(Command(["python3", "/opt/kit/harness/train.py"], {}), run)
+    cmd = docker_line(Command(["python3", "/opt/kit/harness/train.py"], {}), run)
     assert cmd.argv == [
         "docker", "run", "--rm", "--init", "--name", "kit-cpu-1-x-r1-local",
         "--label", "io.kit.run=cpu-1", "--label", "io.kit.case=paddle/resnet50/bz32/N1C1/fp32",
@@ -104,29 +119,29 @@ def test_docker_command_cpu_minimal():
 
 @pytest.mark.parametrize("gpus,device", [(1, '"device=0"'), (4, '"device=0,1,2,3"'), (8, '"device=0,1,2,3,4,5,6,7"')])
 def test_docker_command_gpus(gpus: int, device: str):
-    run = DockerRun(image="kit/paddle:v100-0123456789ab", run_id="r", case_key="k", name="n", gpus=gpus)
-    argv = docker_command(Command(["python"], {}), run).argv
+    run = rank_container(image="kit/paddle:v100-0123456789ab", run_id="r", case_key="k", name="n", gpus=gpus)
+    argv = docker_line(Command(["python"], {}), run).argv
     assert argv.count("--gpus") == 1
     assert argv[argv.index("--gpus") + 1] == device
 
 
 def test_docker_command_gpus_zero_has_no_gpus_flag():
-    run = DockerRun(image="kit/cpu:0123456789ab", run_id="r", case_key="k", name="n", gpus=0)
-    argv = docker_command(Command(["python"], {"A": "1"}), run).argv
+    run = rank_container(image="kit/cpu:0123456789ab", run_id="r", case_key="k", name="n", gpus=0)
+    argv = docker_line(Command(["python"], {"A": "1"}), run).argv
     assert "--gpus" not in argv
     assert not any("device=" in a for a in argv)
 
 
 def test_docker_command_env_is_sorted_and_keeps_values():
     inner = Command(["python"], {"Z": "last", "A": "a b'c", "M": "x=y"})
-    run = DockerRun(image="img", run_id="r", case_key="k", name="n")
-    argv = docker_command(inner, run).argv
+    run = rank_container(image="img", run_id="r", case_key="k", name="n")
+    argv = docker_line(inner, run).argv
     envs = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
     assert envs == ["A=a b'c", "M=x=y", "Z=last"]
 
 
 def test_docker_command_shell_line_round_trips():
-    cmd = docker_command(INNER, RUN)
+    cmd = docker_line(INNER, RUN)
     line = cmd.shell()
     assert shlex.split(line) == cmd.argv
     assert line.startswith("docker run --rm --init ")
@@ -148,13 +163,13 @@ def test_docker_command_shell_line_round_trips():
     ],
 )
 def test_bad_mount_paths_raise(source: str, target: str):
-    run = DockerRun(image="img", run_id="r", case_key="k", name="n", mounts=(Mount(source, target),))
+    run = rank_container(image="img", run_id="r", case_key="k", name="n", mounts=(Mount(source, target),))
     with pytest.raises(ValueError, match="must be absolute"):
-        docker_command(Command(["python"], {}), run)
+        docker_line(Command(["python"], {}), run)
 
 
 def test_bad_second_mount_raises_too():
-    run = DockerRun(
+    run = rank_container(
         image="img",
         run_id="r",
         case_key="k",
@@ -162,7 +177,7 @@ def test_bad_second_mount_raises_too():
         mounts=(Mount("/ok", "/ok"), Mount("/bad,x", "/ok2", read_only=True)),
     )
     with pytest.raises(ValueError, match="'/bad,x'"):
-        docker_command(Command(["python"], {}), run)
+        docker_line(Command(["python"], {}), run)
 
 
 # ---- container names ---------------------------------------------------------------------------
@@ -241,6 +256,6 @@ def test_cleanup_command_exact():
 
 
 def test_cleanup_label_matches_docker_command_label():
-    run_label = docker_command(Command(["x"], {}), DockerRun(image="i", run_id="r 1", case_key="k", name="n")).argv
+    run_label = docker_line(Command(["x"], {}), rank_container(image="i", run_id="r 1", case_key="k", name="n")).argv
     label = run_label[run_label.index("--label") + 1]
     assert _filter_word(cleanup_command("r 1")[2]) == f"label={label}"

@@ -220,7 +220,8 @@ def test_slurm_errors_are_one_line(slurm_cluster, tmp_path, monkeypatch, capsys)
 
 def test_slurm_section_errors_name_file_line_key(tmp_path):
     path = slurm_yaml(tmp_path)
-    for bad, line, message in (("container: podman", 3, "slurm.container: 'podman': one of auto, native, docker, pyxis"),
+    for bad, line, message in (("container: rkt", 3,
+                                "slurm.container: 'rkt': one of auto, native, docker, podman, pyxis"),
                                ("time_limit: 0", 3, "slurm.time_limit: must be more than 0"),
                                ("queue: x", 3, "queue: unknown key; known: account")):
         path.write_text(f"schema_version: 1\nslurm:\n  {bad}\n  partition: debug\n  shared_dir: /srv/kit\n")

@@ -8,6 +8,10 @@ from pathlib import Path
 from kit.cli import images as cli_images
 from kit.cli.common import EXIT_MISMATCH, EXIT_OK, progress_console
 from kit.config import settings
+from kit.config.runtimes import DOCKER, NATIVE
+
+# `kit images` builds the pinned images in Docker's engine (kit.images.build): the runtime kit bench runs them in
+RUNTIMES = (NATIVE, DOCKER.name)
 
 
 def add_parser(sub) -> None:
@@ -21,7 +25,7 @@ def add_parser(sub) -> None:
                    "commit docker/pins.yaml pins, or not clean there (run.json records it and why)")
     p.add_argument("--train-list", type=Path, help="ImageNet train_list.txt for `data: imagenet` cases "
                    "(CPU suites default to a small synthetic JPEG tree in the run directory)")
-    p.add_argument("--runtime", choices=("native", "docker"), default="native",
+    p.add_argument("--runtime", choices=RUNTIMES, default=NATIVE,
                    help="native: this Python; docker: each run in the suite's pinned image (built if missing)")
     p.add_argument("--image", help="with --runtime docker: this image reference instead of the pinned one")
     p.add_argument("--hosts-file", type=Path, default=None, help="with --dry-run: the hosts of n-node cases "
@@ -49,7 +53,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         console.print(f"  [yellow]not run here[/] {case.key}: {reason}", soft_wrap=True)
     try:
         images = cli_images.images_for_bench(run_dir, suite, runs, args.image, console) \
-            if args.runtime == "docker" else None
+            if args.runtime != NATIVE else None
         result = _bench_with_progress(bench, run_dir, suite, console, args.train_list, images, args.force)
     except KeyboardInterrupt:
         console.print(f"kit bench: interrupted; finished runs are kept (results.json and report.md: partial). "
@@ -73,7 +77,7 @@ def _dry_run(args: argparse.Namespace, run_dir: Path | None, suite) -> int:
 
     train_list = str(args.train_list or "TRAIN_LIST") if any(c.data == "imagenet" for c in suite.cases) else None
     images = None
-    if args.runtime == "docker":
+    if args.runtime != NATIVE:
         images = {c.framework: args.image or f"<the pinned {c.framework} image>" for c in suite.cases}
     runner = LocalRunner(run_dir or args.runs_dir / "DRY-RUN", train_list=train_list, images=images)
     hosts_path = settings.optional_hosts_file(args.hosts_file)  # a missing $KIT_HOSTS_FILE is an error too

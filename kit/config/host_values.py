@@ -8,15 +8,15 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kit.config import runtimes
 from kit.config.inventory import HOST_KEYS, SSH_KEYS
 from kit.core.yamlio import ConfigError, kind_name
 
-RUNTIMES = ("docker", "native")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 ADDRESS_RE = re.compile(r"^[A-Za-z0-9:][A-Za-z0-9._:%-]*$")  # DNS name, IPv4, IPv6 (with %zone)
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 MAX_CONNECT_TIMEOUT = 600  # seconds: an SSH connect that waits longer is a host that is not there
-SLURM_CONTAINERS = ("auto", "native", "docker", "pyxis")
+SLURM_CONTAINERS = ("auto", runtimes.NATIVE, *runtimes.RUNTIMES, "pyxis")
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -157,8 +157,8 @@ def _local_path(value: str, where: Where) -> str:
 
 
 def _runtime(value: str, where: Where) -> str:
-    if value not in RUNTIMES:
-        raise where.error(f"{value!r}: must be one of {', '.join(RUNTIMES)}")
+    if value not in runtimes.NAMES:
+        raise where.error(f"{value!r}: must be one of {', '.join(runtimes.NAMES)}")
     return value
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kit.config.runtimes import DEFAULT as DEFAULT_RUNTIME
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.yamlio import ConfigError
 
@@ -27,9 +28,9 @@ HOST_KEYS: dict[str, tuple[tuple, Any]] = {
     "ib_hca": ((str, None), None),  # NCCL_IB_HCA; None: no InfiniBand
     "data_dir": ((str,), "/var/tmp/kit/data"),
     "work_dir": ((str,), "/var/tmp/kit"),
-    "runtime": ((str,), "docker"),
+    "runtime": ((str,), DEFAULT_RUNTIME),  # native, or a container runtime of kit.config.runtimes
     "python": ((str,), "python3"),
-    "model_code": ((str, None), None),  # the programs' checkouts (docker: mounted over /opt/models); None: the image's
+    "model_code": ((str, None), None),  # the programs' checkouts (in a container: over /opt/models); None: the image's
 }
 SSH_KEYS: dict[str, tuple[tuple, Any]] = {
     "known_hosts": ((str, None), None),  # None: ~/.ssh/known_hosts
@@ -43,8 +44,8 @@ SLURM_KEYS: dict[str, tuple[tuple, Any]] = {
     "account": ((str, None), None),
     "time_limit": ((int, None), None),  # minutes per case (each job step's srun --time); None: the case's timeout
     "gpus_per_node": ((int,), 0),  # --gpus-per-node of the allocation; 0: CPU only
-    "container": ((str,), "auto"),  # auto, native, docker (docker run in the step), pyxis (srun --container-image)
-    "images": ((str, dict, None), None),  # docker/pyxis: one image reference, or framework -> reference
+    "container": ((str,), "auto"),  # auto, native, a runtime (`docker run` in the step), pyxis (srun --container-image)
+    "images": ((str, dict, None), None),  # a runtime or pyxis: one image reference, or framework -> reference
     "model_code": ((str, None), None),  # the published programs' checkouts on the nodes (as a host's model_code)
     "data_dir": ((str, None), None),  # the data root on the nodes (<data_dir>/<format>/, as a host's data_dir)
     "shared_dir": ((str,), None),  # a directory every node and this machine see at the same path
@@ -69,7 +70,7 @@ class HostConfig:
     ib_hca: str | None = None
     data_dir: str = HOST_DEFAULTS["data_dir"]
     work_dir: str = HOST_DEFAULTS["work_dir"]
-    runtime: str = "docker"
+    runtime: str = DEFAULT_RUNTIME
     python: str = "python3"
     model_code: str | None = None
     line: int = 0  # line of the entry in the hosts file
@@ -90,7 +91,7 @@ class SlurmConfig:
     time_limit: int | None = None
     gpus_per_node: int = 0
     container: str = "auto"
-    images: dict[str, str] | None = None  # framework -> image reference (docker / pyxis)
+    images: dict[str, str] | None = None  # framework -> image reference (a runtime / pyxis)
     model_code: str | None = None
     data_dir: str | None = None
     python: str = "python3"

@@ -3,7 +3,7 @@
     command_for(run, rank, sites, port, hardware) -> RunCommand
         .program    the kit's harness (train.py, or its launcher) or the publisher's program (kit.config.reference)
         .launched   what the host starts: the program, through scripts/reference/launch.py for a publisher's
-                    program (it records <log stem>.cmd.json first), inside `docker run` where the site has an image
+                    program (it records <log stem>.cmd.json first), in the site's container where it has an image
 
 The harness, single process: `python train.py ...`; data parallel: the framework's launcher, one per host:
     python -m torch.distributed.run --nnodes N --node_rank R --nproc_per_node G --master_addr A --master_port P \
@@ -23,6 +23,8 @@ from pathlib import Path
 from kit import REPO_ROOT
 from kit.config import reference
 from kit.config.cases import Case
+from kit.config.runtimes import DOCKER, ContainerRun, ContainerRuntime, Mount
+from kit.config.runtimes.base import MEMLOCK_ULIMIT, STACK_ULIMIT
 from kit.core.catalogue import contract, harness
 from kit.core.layout import sidecar_name
 
@@ -127,33 +129,10 @@ def build_command(
     return Command([*launcher, *script], env)
 
 
-# ---- the Docker runtime: one `docker run` per rank and host ----------------------------------------
+# ---- a container per rank and host (kit.config.runtimes: docker, podman, ...) ----------------------------------
 
 RUN_LABEL = "io.kit.run"  # run id: every container of a run is found (and removed) by it
 CASE_LABEL = "io.kit.case"
-_BAD_MOUNT_CHARS = (",", ":", "=", "\n")
-
-
-@dataclass(frozen=True)
-class Mount:
-    source: str
-    target: str
-    read_only: bool = False
-
-
-@dataclass(frozen=True)
-class DockerRun:
-    image: str  # a reference the host's engine holds (kit/cpu:<tag>)
-    run_id: str
-    case_key: str
-    name: str  # container name, unique per run, case, repeat and host
-    gpus: int = 0  # GPUs of this host given to the container (0..gpus-1); 0: none (CPU)
-    shm_size: str = "16g"
-    mounts: tuple[Mount, ...] = ()
-    user: str | None = None  # "uid:gid"; None: the image's user
-    # pinned memory for NCCL/InfiniBand; CPU runs keep the host's limit (a sandbox may forbid raising it)
-    memlock_unlimited: bool = True
-    workdir: str | None = None
 
 
 def container_name(run_id: str, case_key: str, repeat: int, host: str) -> str:
@@ -162,36 +141,13 @@ def container_name(run_id: str, case_key: str, repeat: int, host: str) -> str:
     return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.-") else "-" for ch in raw)[:200]
 
 
-def docker_command(inner: Command, run: DockerRun) -> Command:
-    """Wrap a harness command in `docker run`: host network and IPC, unlimited memlock, labels for cleanup."""
-    argv = [
-        "docker", "run", "--rm", "--init", "--name", run.name,
-        "--label", f"{RUN_LABEL}={run.run_id}", "--label", f"{CASE_LABEL}={run.case_key}",
-        "--network", "host", "--ipc", "host", "--shm-size", run.shm_size,
-    ]  # fmt: skip
-    if run.memlock_unlimited:
-        argv += ["--ulimit", "memlock=-1"]
-    argv += ["--ulimit", "stack=67108864"]
-    if run.gpus:
-        argv += ["--gpus", '"device=' + ",".join(str(i) for i in range(run.gpus)) + '"']
-    for m in run.mounts:
-        for path in (m.source, m.target):
-            if not path.startswith("/") or any(c in path for c in _BAD_MOUNT_CHARS):
-                raise ValueError(f"mount path {path!r}: must be absolute, without , : = or newlines")
-        argv += ["--mount", f"type=bind,source={m.source},target={m.target}" + (",readonly" if m.read_only else "")]
-    if run.user:
-        argv += ["--user", run.user]
-    if run.workdir:
-        argv += ["--workdir", run.workdir]
-    for key, value in sorted(inner.env.items()):
-        argv += ["--env", f"{key}={value}"]
-    return Command([*argv, run.image, *inner.argv], {})
+def kit_labels(run_id: str, case_key: str) -> tuple[tuple[str, str], ...]:
+    return ((RUN_LABEL, run_id), (CASE_LABEL, case_key))
 
 
-def cleanup_command(run_id: str) -> list[str]:
+def cleanup_command(run_id: str, runtime: ContainerRuntime = DOCKER) -> list[str]:
     """argv removing every container labelled with the run id (the ids are listed on the host itself)."""
-    label = shlex.quote(f"label={RUN_LABEL}={run_id}")
-    return ["sh", "-c", f"ids=$(docker ps -aq --filter {label}); [ -z \"$ids\" ] || docker rm -f $ids >/dev/null"]
+    return runtime.cleanup_argv(f"{RUN_LABEL}={run_id}")
 
 
 # ---- one run, one rank: the harness or a publisher's program, native or in a container ---------------
@@ -208,14 +164,15 @@ SCRIPT_FILES = (LAUNCHER, "reference/code_state.py", reference.PLSC_PATCH, "plsc
 
 @dataclass(frozen=True)
 class Container:
-    """How the site wraps a rank in `docker run` (runtime docker)."""
+    """How the site wraps a rank in a container."""
 
     image: str
     mounts: tuple[Mount, ...] = ()
     user: str | None = None  # "uid:gid"; None: the image's user
     shm_size: str = "16g"
     workdir: str | None = None
-    engine: str = "docker"  # docker: `docker run` wraps the rank; pyxis: the scheduler starts the step in the image
+    # the runtime whose `run` wraps the rank; None: the scheduler starts the step in the image (pyxis)
+    runtime: ContainerRuntime | None = DOCKER
 
 
 @dataclass(frozen=True)
@@ -312,14 +269,15 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
             launcher_log_dir=site.launcher_logs if case.processes > 1 else None)
         ref = None
     box = site.container
-    if not boxed or box.engine != "docker":
+    if not boxed or box.runtime is None:
         launched = Command(inner.argv, {**inner.env, "HOME": "/tmp"}) if boxed else inner
-    else:
-        launched = docker_command(Command(inner.argv, {**inner.env, "HOME": "/tmp"}), DockerRun(
-            image=box.image, run_id=run_id, case_key=case.key,
-            name=container_name(run_id, case.key, repeat, site.name),
+    else:  # pinned memory for NCCL/InfiniBand; CPU runs keep the host's limit (a sandbox may forbid raising it)
+        launched = Command(box.runtime.run_argv(ContainerRun(
+            image=box.image, name=container_name(run_id, case.key, repeat, site.name),
+            labels=kit_labels(run_id, case.key), env={**inner.env, "HOME": "/tmp"},
             gpus=case.gpus_per_node if hardware == "gpu" else 0, shm_size=box.shm_size, mounts=box.mounts,
-            user=box.user, workdir=box.workdir, memlock_unlimited=hardware == "gpu"))
+            user=box.user, workdir=box.workdir,
+            ulimits=(MEMLOCK_ULIMIT, STACK_ULIMIT) if hardware == "gpu" else (STACK_ULIMIT,)), inner.argv), {})
     return RunCommand(program, sampled(launched, site, case.gpus_per_node) if hardware == "gpu" else launched, ref)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from kit.config import reference
 from kit.config.cases import Case, Suite
 from kit.config.inventory import HostConfig
+from kit.config.runtimes import runtime
 from kit.images.parity import cudnn_of, parity_warning
 from kit.run import records
 from kit.run.command import RunCommand, command_for
@@ -76,7 +77,7 @@ def _remote(case: Case, hosts: list[HostConfig], hardware: str) -> list[str]:
     lines, cmd = [], None
     for rank, host in enumerate(hosts):
         cmd = command_for(case, 1, rank, sites, PORT, hardware)
-        lines.append(f"  {host.name}{' (in the image)' if host.runtime == 'docker' else ''}: {_shown(cmd, False)}")
+        lines.append(f"  {host.name}{' (in the image)' if runtime(host.runtime) else ''}: {_shown(cmd, False)}")
     return lines + (_copy_note(cmd.reference) if cmd and cmd.reference else [])
 
 

@@ -1,4 +1,4 @@
-"""The local runner: one run at a time on this machine, natively or in the pinned image (runtime docker).
+"""The local runner: one run at a time on this machine, natively or in the pinned image (a container runtime).
 
 Each run is one process (the harness, its framework's launcher, or a publisher's program through
 scripts/reference/launch.py) in a session of its own, stdout+stderr into the run's log; a timeout or
@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from kit.config import reference
+from kit.config.runtimes import DOCKER, ContainerRuntime
 from kit.run.command import SCRIPTS, Command, Container, Mount, RunCommand, Site, cleanup_command, command_for
 from kit.run.plan import PlannedRun, model_code_root
 from kit.run.records import RUN_ENV, cpu_count, sidecar_path, telemetry_path
@@ -32,12 +33,13 @@ class BenchError(RunError):
 class LocalRunner(Runner):
     def __init__(self, run_dir: Path, python: str = sys.executable, threads_per_host: int | None = None,
                  train_list: str | None = None, images: dict[str, str] | None = None,
-                 model_code: str | None = None, hardware: str = "cpu"):
+                 model_code: str | None = None, hardware: str = "cpu", runtime: ContainerRuntime = DOCKER):
         self.run_dir = Path(run_dir).resolve()
         self.python = python
         self.threads_per_host = threads_per_host or cpu_count()
         self.train_list = train_list
-        self.images = images or {}  # framework -> image reference (runtime docker); empty: native
+        self.images = images or {}  # framework -> image reference (in `runtime`); empty: native
+        self.runtime = runtime
         self.model_code = model_code or model_code_root()
         self.hardware = hardware
         self._proc: subprocess.Popen | None = None
@@ -60,7 +62,8 @@ class LocalRunner(Runner):
                 data = str(Path(self.train_list).parent)
                 mounts.append(Mount(data, data, read_only=True))
             container = Container(image, tuple(mounts), user=f"{os.getuid()}:{os.getgid()}",
-                                  shm_size="2g" if case.impl == "harness" else "16g", workdir=str(self.run_dir))
+                                  shm_size="2g" if case.impl == "harness" else "16g", workdir=str(self.run_dir),
+                                  runtime=self.runtime)
         return Site(loopback=True, python=self.python, model_code=self.model_code,
                     train_list=self.train_list, cpu_threads=self.threads_per_host,
                     launcher_logs=str(self.run_dir / "launcher" / run.folder),
@@ -102,7 +105,7 @@ class LocalRunner(Runner):
         if self._proc is not None:
             stop_tree(self._proc)
         if self.images:
-            subprocess.run(cleanup_command(self.run_dir.name), capture_output=True, timeout=60)
+            subprocess.run(cleanup_command(self.run_dir.name, self.runtime), capture_output=True, timeout=60)
 
     def statuses(self) -> list[HostStatus]:
         return [self._status]

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from kit.config import programs, reference, settings
 from kit.config.cases import Case, Suite
+from kit.config.runtimes import runtime
 from kit.core.catalogue import load
 from kit.core.layout import run_folder
 from kit.images.spec import current_pins, pin_of
@@ -193,14 +194,15 @@ def plan_for_nodes(suite: Suite, nodes: int, accept: Callable[[Case], bool] | No
 
 def unfit(case: Case, hosts: list, hardware: str, suite: Suite | None = None) -> str | None:
     """Why these hosts cannot run the case as planned (its program cannot run in its image, given the suite;
-    fewer GPUs than it starts per node, by the inventory's `gpus:`; TensorFlow's mpirun across docker hosts), or
+    fewer GPUs than it starts per node, by the inventory's `gpus:`; TensorFlow's mpirun across container hosts), or
     None. A CPU suite's gpus_per_node counts processes."""
     if suite is not None and (why := image_refusal(case, suite)):
         return why
-    boxed = [h.name for h in hosts if h.runtime == "docker"]
+    boxed = [h for h in hosts if runtime(h.runtime)]
     if case.impl == "reference" and case.framework == "tensorflow" and case.nodes > 1 and boxed:
         return (f"one mpirun over {case.nodes} hosts cannot start ranks in the other hosts' containers yet; "
-                f"{', '.join(boxed)} {'has' if len(boxed) == 1 else 'have'} runtime docker (run it on native hosts)")
+                f"{', '.join(h.name for h in boxed)} {'has' if len(boxed) == 1 else 'have'} runtime "
+                f"{', '.join(sorted({h.runtime for h in boxed}))} (run it on native hosts)")
     short = [h for h in hosts if hardware == "gpu" and h.gpus < case.gpus_per_node]
     if not short:
         return None

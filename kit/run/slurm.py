@@ -18,11 +18,12 @@ the kit saw (srun's exit, Slurm's node states, its own timeout or cancel); `sacc
 exit code, nodes, elapsed) is kept beside it where the cluster keeps accounting.
 
 Containers (slurm.container): `pyxis` starts the step in the case's image (srun --container-image, the shared
-directory, data, scripts and model code mounted); `docker` has each node's task `docker run` its rank (the
-node's own engine holds the image; its id is recorded); `native` runs slurm.python; `auto` picks pyxis where
-srun knows --container-image and images are named, docker where only images are named, else native.
+directory, data, scripts and model code mounted); a container runtime's name (docker, podman: kit.config.runtimes)
+has each node's task run its rank in that runtime (the node's own engine holds the image; its id is recorded);
+`native` runs slurm.python; `auto` picks pyxis where srun knows --container-image and images are named, docker
+where only images are named, else native.
 Before the first run of an allocation one step checks every node (kit.run.needs): data and model code of the
-published programs at their pins, and in docker mode the image; a node that lacks one refuses the runs.
+published programs at their pins, and with a runtime the image; a node that lacks one refuses the runs.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pathlib import Path
 
 from kit.config import reference
 from kit.config.inventory import HostConfig, SlurmConfig
+from kit.config.runtimes import NATIVE, runtime
 from kit.hosts.connect import quote_cmd, remote_env
 from kit.run import gather
 from kit.run.command import HARNESS, SAMPLER, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
@@ -75,9 +77,10 @@ class SlurmRunner(Runner):
         self.run_id = self.run_dir.name
         self.progress = progress or (lambda host, what, detail: None)
         self.mode = container_mode(cfg)
+        self.engine = None if self.mode == "pyxis" else runtime(self.mode)  # the runtime the tasks start ranks in
         self.job_id: str | None = None
         self.nodes: list[HostConfig] = []
-        self.image_ids: dict[str, dict[str, str]] = {}  # docker mode: node -> image reference -> id there
+        self.image_ids: dict[str, dict[str, str]] = {}  # with a runtime: node -> image reference -> id there
         self._run: PlannedRun | None = None
         self._srun: subprocess.Popen | None = None
         self._guard = Guard()  # scancels the job should the kit die holding it (kill -9 included)
@@ -135,11 +138,11 @@ class SlurmRunner(Runner):
 
     def check(self, runs: list[PlannedRun], force: bool = False) -> list[dict]:
         """One step on every node of the allocation: the published programs' data and model code (at their
-        pins), and in docker mode each image in the node's engine. SlurmError naming every node and what it
+        pins), and with a runtime each image in the node's engine. SlurmError naming every node and what it
         lacks; nothing has run then. Checkouts off the pin refuse the runs unless `force`: then they are
         returned (node added) for run.json."""
         programs = sorted({r.case.key: r.case for r in runs if r.case.impl == "reference"}.items())
-        images = sorted({i for r in runs if (i := self.image_for(r))}) if self.mode == "docker" else []
+        images = sorted({i for r in runs if (i := self.image_for(r))}) if self.engine else []
         if not programs and not images:
             return []
         node = self.nodes[0]
@@ -147,7 +150,7 @@ class SlurmRunner(Runner):
         if where.exists():
             shutil.rmtree(where)
         where.mkdir(parents=True)
-        script = [f"if i=$(docker image inspect --format '{{{{.Id}}}}' {quote_cmd([ref])} 2>&1); then "
+        script = [f"if i=$({quote_cmd(self.engine.image_id_argv(ref))} 2>&1); then "
                   f"printf 'image\\t%s\\t%s\\n' {quote_cmd([ref])} \"$i\"; else printf 'noimage\\t%s\\t%s\\n' "
                   f"{quote_cmd([ref])} \"$(echo $i | head -c 300)\"; fi" for ref in images]
         (where / "check.sh").write_text("\n".join(script) + "\n" + needs_script(
@@ -171,8 +174,8 @@ class SlurmRunner(Runner):
                 if what == "image" and len(fields) == 2:
                     self.image_ids.setdefault(n.name, {})[fields[0]] = fields[1]
                 elif what == "noimage" and len(fields) == 2:
-                    problems.append(f"{n.name}: no image {fields[0]} in the node's docker engine ({fields[1]}); "
-                                    "load or pull it on every node")
+                    problems.append(f"{n.name}: no image {fields[0]} in the node's {self.engine.name} engine "
+                                    f"({fields[1]}); load or pull it on every node")
         return settle(problems, mismatches, force, self.progress, SlurmError, "node")
 
     def allocate(self, nodes: int, runs: int = 1) -> None:
@@ -256,7 +259,7 @@ class SlurmRunner(Runner):
     def _node(self, name: str, address: str) -> HostConfig:
         """A node as the SSH runner's host: its work_dir is the shared directory (ssh_site builds the Site)."""
         return HostConfig(name=name, address=address, user=os.environ.get("USER") or "slurm",
-                          runtime="docker" if self.mode == "docker" else "native", work_dir=self.cfg.shared_dir,
+                          runtime=self.engine.name if self.engine else NATIVE, work_dir=self.cfg.shared_dir,
                           python=self.cfg.python, nic=self.cfg.nic, gpus=self.cfg.gpus_per_node,
                           data_dir=self.cfg.data_dir or posixpath.join(self.cfg.shared_dir, "data"),
                           model_code=self.cfg.model_code)
@@ -292,7 +295,7 @@ class SlurmRunner(Runner):
         image, program = self.image_for(run), run.case.impl == "reference"
         sites = [ssh_site(n, self.workdir(n, run), run.log_rel.name, image, program) for n in self.nodes]
         if self.mode == "pyxis":
-            sites = [replace(s, container=Container(image or "", self.pyxis_mounts(), engine="pyxis")) for s in sites]
+            sites = [replace(s, container=Container(image or "", self.pyxis_mounts(), runtime=None)) for s in sites]
         cases = []
         for rank, node in enumerate(self.nodes):
             cmd = command_for(run.case, run.repeat, rank, sites, port, self.hardware, self.run_id).launched
@@ -377,9 +380,9 @@ class SlurmRunner(Runner):
                 self._srun.kill()
                 self._srun.wait()
         live = [n.name for n in self.nodes if n.name not in self._lost]
-        if self.mode == "docker" and self.job_id and live:  # a container whose `docker run` client died lives on
+        if self.engine and self.job_id and live:  # a container whose `docker run` client died lives on
             slurm(["srun", "--jobid", self.job_id, "-N", str(len(live)), "-w", ",".join(live), "--ntasks-per-node",
-                   "1", "--time=2", "-J", "kit-cleanup", *cleanup_command(self.run_id)], timeout=180)
+                   "1", "--time=2", "-J", "kit-cleanup", *cleanup_command(self.run_id, self.engine)], timeout=180)
 
     def statuses(self) -> list[HostStatus]:
         if self._run is None:
@@ -450,5 +453,5 @@ class SlurmRunner(Runner):
                 "sacct": acct, "container": self.mode, "image": image,
                 "nodes": {n.name: {"exit_code": self._exit_code(n), "lost": self._lost.get(n.name),
                                    **({"image_id": self.image_ids.get(n.name, {}).get(image)}
-                                      if self.mode == "docker" else {})}
+                                      if self.engine else {})}
                           for n in self.nodes}}

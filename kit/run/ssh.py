@@ -3,8 +3,9 @@
 Rank 0 is the first host (the master address). Each host's process tree runs in its own session (`setsid`),
 its process-group id written beside its stdout.log, so a timeout, a failed host or Ctrl-C stops the run on
 EVERY host: SIGTERM to the tree, SIGKILL after the grace period (kit.run.runner.KILL_GRACE_S); so does the end of
-the kit's SSH connection (kill -9 of the kit included: wrapper_command's watcher). Hosts with
-runtime docker run each rank in the pinned image; a killed `docker run` client's container is removed too.
+the kit's SSH connection (kill -9 of the kit included: wrapper_command's watcher). Hosts with a container
+runtime (docker, podman: kit.config.runtimes) run each rank in the pinned image; a killed client's container is
+removed too.
 
     <work_dir>/runs/<run id>/<host>/<run folder>/   stdout.log, pgid, launcher/, <log stem>.cmd.json
     <work_dir>/harness/<digest>/                     the staged harness (native hosts)
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from kit.config import reference
 from kit.config.inventory import HostConfig, Inventory
+from kit.config.runtimes import runtime
 from kit.core.layout import sidecar_name, telemetry_name
 from kit.hosts.connect import connect, quote_cmd, remote_env
 from kit.hosts.fanout import on_all
@@ -61,13 +63,13 @@ def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | 
     """A host of the inventory as a rank's site; workdir None: not known yet (a dry run). A published program
     (program=True) in a container sees the scripts staged for it (SshRunner.stage)."""
     container = None
-    if host.runtime == "docker":
+    if engine := runtime(host.runtime):
         mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True)) if workdir else ()
         if workdir and program:
             mounts += (Mount(scripts_dir(host), reference.SCRIPTS_DIR, read_only=True),)
             if host.model_code:  # the host's checkouts over the image's (checked against the pins like native)
                 mounts += (Mount(host.model_code, reference.CODE_ROOT, read_only=True),)
-        container = Container(image or "", mounts, workdir=workdir)
+        container = Container(image or "", mounts, workdir=workdir, runtime=engine)
     return Site(name=host.name, address=host.address, nic=host.nic, python=host.python,
                 harness=posixpath.join(harness_dir(host), "train.py"),
                 scripts=scripts_dir(host), model_code=host.model_code or reference.CODE_ROOT, data_dir=host.data_dir,
@@ -127,7 +129,7 @@ class SshRunner(Runner):
         self.inv, self.hosts, self.hardware = inv, hosts, hardware
         self.run_dir = Path(run_dir).resolve()
         self.run_id = self.run_dir.name
-        self.images = images or {}  # framework -> image reference, for hosts with runtime: docker
+        self.images = images or {}  # framework -> image reference, for hosts with a container runtime
         self.progress = progress or (lambda host, what, detail: None)
         self._run: PlannedRun | None = None
         self._status: dict[str, HostStatus] = {}
@@ -142,9 +144,9 @@ class SshRunner(Runner):
     def commands(self, run: PlannedRun, port: int) -> list[tuple[HostConfig, str, str]]:
         """(host, remote workdir, remote command line) for every host that starts something."""
         image = self.images.get(run.case.framework)
-        if image is None and any(h.runtime == "docker" for h in self.hosts):
-            docker = next(h for h in self.hosts if h.runtime == "docker")
-            raise RunError(f"{docker.name} has runtime docker but there is no image for {run.case.framework}")
+        boxed = next((h for h in self.hosts if runtime(h.runtime)), None)
+        if image is None and boxed:
+            raise RunError(f"{boxed.name} has runtime {boxed.runtime} but there is no image for {run.case.framework}")
         program = run.case.impl == "reference"
         sites = [ssh_site(h, self.workdir(h, run), run.log_rel.name, image, program) for h in self.hosts]
         out = []
@@ -154,15 +156,16 @@ class SshRunner(Runner):
                 workdir = self.workdir(host, run)
                 # a `docker run` client stopped before it saw its container start (a stop signal in its first
                 # moments) exits and leaves the container behind, created or even running: --rm does not apply
-                after = None if host.runtime != "docker" else quote_cmd(
-                    ["docker", "rm", "-f", container_name(self.run_id, run.case.key, run.repeat, host.name)])
+                engine = runtime(host.runtime)
+                after = quote_cmd(engine.remove_argv(container_name(self.run_id, run.case.key, run.repeat,
+                                                                    host.name))) if engine else None
                 out.append((host, workdir, wrapper_command(workdir, cmd.launched.env, cmd.launched.argv, after)))
         return out
 
     def stage(self, runs: list[PlannedRun], force: bool = False) -> list[dict]:
         """What the runs need on every host, put there and checked (sha256) on all hosts at once: the harness
         (native hosts; the images carry it) and, for published programs, the kit's launcher, drivers and
-        patch; then each host's model code for those programs (a native host's, or a docker host's
+        patch; then each host's model code for those programs (a native host's, or a container host's
         `model_code` mounted over the image's) must be there, at the commit docker/pins.yaml pins (images
         check out the pins themselves), and the data they read. RunError naming every host and path that is
         missing or differs; nothing has started then. A checkout at another commit refuses the runs unless
@@ -171,7 +174,7 @@ class SshRunner(Runner):
         mismatches: list[dict] = []
 
         def put(host: HostConfig) -> list[str]:
-            files = [] if host.runtime == "docker" else [(HARNESS.parent / n, posixpath.join(harness_dir(host), n))
+            files = [] if runtime(host.runtime) else [(HARNESS.parent / n, posixpath.join(harness_dir(host), n))
                                                          for n in HARNESS_FILES]
             if programs:
                 files += [(SCRIPTS / n, posixpath.join(scripts_dir(host), n)) for n in SCRIPT_FILES]
@@ -185,7 +188,7 @@ class SshRunner(Runner):
                 problems = _differ(conn, files)
                 if programs:
                     check = needs_script(programs, host.data_dir, host.model_code,
-                                         check_code=host.runtime != "docker" or bool(host.model_code))
+                                         check_code=not runtime(host.runtime) or bool(host.model_code))
                     found, off_pin = read_needs(programs, conn.run(check, hide=True, warn=True).stdout)
                     problems += found
                     mismatches.extend({"host": host.name, **m} for m in off_pin)
@@ -247,8 +250,8 @@ class SshRunner(Runner):
         def kill(host: HostConfig) -> None:
             with connect(host, self.inv) as conn:
                 conn.run(kill_command(self.workdir(host, run)), hide=True, warn=True, timeout=KILL_GRACE_S + 15)
-                if host.runtime == "docker":  # a killed `docker run` client leaves its container running
-                    conn.run(quote_cmd(cleanup_command(self.run_id)), hide=True, warn=True, timeout=60)
+                if engine := runtime(host.runtime):  # a killed `docker run` client leaves its container running
+                    conn.run(quote_cmd(cleanup_command(self.run_id, engine)), hide=True, warn=True, timeout=60)
 
         for name, out in on_all(self.hosts, kill).items():
             if not out.ok:  # a dead host has nothing left to kill
