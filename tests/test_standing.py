@@ -141,3 +141,22 @@ def test_headline_and_a_run_without_results_is_refused(tmp_path, capsys, figures
     assert line.startswith(f"{HARNESS}: 5749.1 samples/s per GPU, 0.72x MLPerf") and line.endswith("differ")
     assert main(["standing", str(tmp_path)]) == 2
     assert "not a run directory with results.json" in capsys.readouterr().err
+
+
+def test_the_gpu_report_starts_with_the_answer_and_verify_recomputes_it(sampled, tmp_path):
+    from kit.audit.verify import verify
+    report = (sampled / "report.md").read_text().splitlines()
+    assert report[2] == "## Where this run stands against published figures"  # first under the title
+    row = next(line for line in report if line.startswith(f"| {HARNESS} |"))
+    assert "MLPerf Training v4.0 (NVIDIA) H200" in row and row.endswith("| slower |")
+    assert f"- {HARNESS}: throttled (sw_power_cap) 9% of the measured window; settings unlike" in "\n".join(report)
+    assert main(["bundle", str(sampled), "--out", str(tmp_path / "b.tgz"), "--force", "--submitter", "t",
+                 "--system-name", "t"]) == 0
+    assert verify(tmp_path / "b.tgz").ok and verify(tmp_path / "b.tgz", rules_version="v6").ok
+    text = (sampled / "report.md").read_text()
+    (sampled / "report.md").write_text(text.replace("| 0.72 (", "| 0.92 (", 1))  # a better standing, written
+    assert main(["bundle", str(sampled), "--out", str(tmp_path / "c.tgz"), "--force", "--submitter", "t",
+                 "--system-name", "t"]) == 1
+    for version in ("v7", "v6", "v1"):  # the earlier sets compare the block too where a report has one
+        said = {v.rule for v in verify(tmp_path / "c.tgz", rules_version=version).violations}
+        assert said == {"report_recomputed"}, (version, said)

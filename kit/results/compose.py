@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kit.core.inputs import parse_json
+from kit.core.inputs import InputError, parse_json
 from kit.results.extract import HARNESS_METHOD
 from kit.results.program_ratio import program_ratio_section
+from kit.results.published import published_figures
 from kit.results.report import Completion, Report, build_report
 from kit.results.sections import (
     input_section,
@@ -30,6 +31,7 @@ from kit.results.sections import (
     references_section,
     settings_section,
 )
+from kit.results.standing import stand, summary_markdown
 
 
 def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callable,
@@ -48,7 +50,32 @@ def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callab
                        + program_placeholder_section(run_dir))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
     report.completion = completion_of(run_dir)
+    if suite.hardware != "cpu":
+        report.standing = standing_of(run_dir, report, suite, ran_as)
     return report
+
+
+def suite_knowledge(suite, ran_as: Callable) -> tuple[dict, dict]:
+    """(references, settings) per case key: the suite's own references, and what each published program's recipe
+    says its job ran (layout, data), which run.json does not record."""
+    references = {c.key: list(c.references) for c in suite.cases if getattr(c, "references", None)}
+    settings = {}
+    for case in suite.cases:
+        if case.impl == "reference":
+            job = case.ref_job()
+            settings[case.key] = {"layout": ran_as(job).layout,
+                                  "data": "synthetic" if job.data == "synthetic" else "real"}
+    return references, settings
+
+
+def standing_of(run_dir: Path, report: Report, suite, ran_as: Callable) -> str:
+    """Where the GPU run stands against the published figures the kit holds (kit.results.standing), the suite's
+    references and its programs' recipes included; a line saying why where its records cannot be read."""
+    try:
+        answer = stand(run_dir, report.to_dict(), published_figures(), *suite_knowledge(suite, ran_as))
+    except (InputError, ValueError, TypeError, KeyError) as exc:
+        return f"Where this run stands against published figures: not formed ({str(exc)[:200]})\n"
+    return summary_markdown(answer)
 
 
 def completion_of(run_dir: Path) -> Completion | None:

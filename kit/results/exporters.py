@@ -50,6 +50,8 @@ def to_markdown(report: Report) -> str:
     out.write(f"# {report.title or 'Throughput report: ' + (report.source.name or str(report.source))}\n\n")
     if report.completion:  # first: a partial run's figures are of its finished runs only
         out.write(report.completion.line() + "\n\n")
+    if report.standing:
+        out.write(report.standing.rstrip() + "\n\n")
     if report.settings:
         out.write(report.settings.rstrip() + "\n\n")
     out.write(f"Method per run: {describe_method(report.method, report.scale_given)}; ")

@@ -165,6 +165,7 @@ class Report:
     settings: str = ""  # Markdown shown under the title (what was run, on what)
     devices: str = "GPUs"  # what <N>n<G>g counts: GPUs, or processes on a CPU run
     completion: Completion | None = None  # a kit bench run's: None where the run directory records no plan
+    standing: str = ""  # Markdown first under the title: where a GPU run stands against published figures
 
     def to_dict(self) -> dict:
         return {

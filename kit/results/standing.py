@@ -188,6 +188,13 @@ def standing(run_dir: Path, figures: list[Published], references: dict | None = 
     does not record (a published program's layout and data, from its recipe)."""
     run_dir = Path(run_dir)
     results = _json(run_dir / "results.json", "results.json")
+    return stand(run_dir, results, figures, references, settings, count)
+
+
+def stand(run_dir: Path, results: dict, figures: list[Published], references: dict | None = None,
+          settings: dict | None = None, count: int = 3) -> Standing:
+    """standing() of results already in hand (results.json's dict: kit.results.report.Report.to_dict)."""
+    run_dir = Path(run_dir)
     meta = _json(run_dir / "run.json", "run.json") if (run_dir / "run.json").is_file() else {}
     recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
     smi = _smi(run_dir)
@@ -282,6 +289,15 @@ def to_markdown(answer: Standing) -> str:
                      + ("; ".join(f"({i}) {c}" for i, c in enumerate(cs.causes, 1)) if cs.causes
                         else "none found (no throttling, clocks, power, busy-GPU, loader or host-load finding)"))
     return "\n".join(lines) + "\n"
+
+
+def summary_markdown(answer: Standing) -> str:
+    """The answer as the report starts with it: one row per case, and each case's likely causes in a line."""
+    full = to_markdown(answer).split("\n### ", 1)[0].rstrip("\n").splitlines()
+    causes = [f"- {cs.key}: " + ("; ".join(cs.causes) if cs.causes else "no cause found in the run's records")
+              for cs in answer.cases]
+    head = "Likely causes, from the run's own records (the detail: `kit standing RUN`):"
+    return "\n".join([*full, "", head, *causes]) + "\n"
 
 
 def to_dict(answer: Standing) -> dict:
