@@ -10,7 +10,8 @@ import pytest
 
 from kit.audit.rules import predicates
 from kit.config import case_keys, suites
-from kit.config.cases import Case
+from kit.config.cases import EXTRA_KEYS, Case
+from kit.core import layout
 from kit.core.catalogue import contract, harness
 from kit.run.command import harness_args
 
@@ -61,7 +62,40 @@ def test_every_contract_key_is_a_suite_key_and_a_flag_train_py_takes():
         assert (action.dest, action.default) == (setting.key, setting.default), setting.flag
         if setting.choices:
             assert tuple(action.choices) == setting.choices, setting.flag
-    assert case_keys.CONTRACT_ONLY == ()  # every key of today's table has a meaning in the suite too
+    assert EXTRA_KEYS == ()  # every key of today's table is a field of Case's own too
+
+
+def test_the_suites_table_and_the_log_names_derive_from_the_contracts_rows():
+    for st in contract.SETTINGS:  # each row reaches the suite's table as it says, or as the kit resolves it
+        assert case_keys.CASE_KEYS[st.key] == ((st.kind,), None if st.resolve else st.default), st.key
+        assert (st.key in case_keys.REQUIRED) == st.required, st.key
+        assert (case_keys.MINIMUM.get(st.key), case_keys.MAXIMUM.get(st.key)) == (st.minimum, st.maximum), st.key
+        assert (st.key in case_keys.SELECTOR_KEYS) == st.selects, st.key
+        if st.choices:  # the suite's choices hold the contract's (the precisions: the programs' modes too)
+            assert set(st.choices) <= set(case_keys.CHOICES[st.key]), st.key
+        if st.resolve == contract.MODEL:  # filled from the catalogue's field of the same name
+            assert all(hasattr(m, st.key) for m in harness.CATALOGUE), st.key
+        assert st.key in Case.__dataclass_fields__ or st.key in EXTRA_KEYS, st.key
+    assert set(case_keys.ORDER) == set(case_keys.CASE_KEYS)  # the expansion order names every key, once
+    assert len(case_keys.ORDER) == len(set(case_keys.ORDER))
+    for word, (key, value) in layout.TAG_SUFFIXES.items():  # each word is its row's, and round-trips
+        assert layout.split_tag(layout.variant_tag("amp", **{key: value})) == {"precision": "amp", key: value}, word
+    tagged = [st.key for st in layout.TAGGED]
+    assert tagged == sorted(tagged, key=lambda k: contract.BY_KEY[k].tag_rank)
+    with pytest.raises(ValueError, match="minimum and maximum go together"):
+        contract.check_rows([contract.Setting("x", "--x", "x", minimum=1)])
+    with pytest.raises(ValueError, match="share a tag_rank"):
+        contract.check_rows([contract.Setting(k, "--" + k, k, str, tag="{}", tag_rank=1) for k in ("a", "b")])
+
+
+def test_each_precisions_meaning_is_written_once():
+    """The contract's MATH: the harness sets it (precision.py), the suite's choices and verify's math check read it."""
+    assert contract.BY_KEY["precision"].choices == tuple(contract.MATH) == case_keys.HARNESS_PRECISIONS
+    assert case_keys.AUTOCAST == tuple(p for p, m in contract.MATH.items() if m.autocast)
+    harness_cli()  # the harness's folder on sys.path, as train.py has it
+    import contract as harness_contract
+    import precision
+    assert precision.MODES is harness_contract.MATH and precision.PRECISIONS == tuple(contract.MATH)
 
 
 @pytest.mark.parametrize(("suite", "key", "want"), [

@@ -10,9 +10,11 @@ import pytest
 from conftest import SHARED
 from kitlogs import rewrite_kitlog
 
+from kit.audit.rules.closed import _math_problems
 from kit.config import suites
 from kit.config.case_keys import NHWC_MODELS
 from kit.config.cases import Reference, Suite
+from kit.core.catalogue import contract
 from kit.core.layout import classify, split_tag, variant_tag
 from kit.core.yamlio import ConfigError
 from kit.run import bench, records
@@ -48,7 +50,7 @@ def test_tag_names_the_case_and_its_logs(tmp_path):
     assert (found.group.precision, split_tag(found.group.precision)["precision"], found.run) == (
         "bf16-nhwc-compiled", "bf16", 2)
     assert split_tag(found.group.precision) == {"precision": "bf16", "layout": "nhwc", "mode": "compiled"}
-    assert variant_tag("fp32", "nchw", "eager") == "fp32" and split_tag("amp") == {"precision": "amp"}
+    assert variant_tag("fp32", layout="nchw", mode="eager") == "fp32" and split_tag("amp") == {"precision": "amp"}
     with pytest.raises(ValueError, match="unknown variant 'xla'"):
         split_tag("amp-xla")
     args = harness_args(case)
@@ -190,3 +192,26 @@ def test_a_published_programs_run_names_its_images_cuda_and_cudnn(tmp_path, publ
         "cases:\n  - {framework: torch, impl: reference, model: resnet50, precision: amp}\n")
     text = bench.compose_report(run_dir, suites.load_suite(run_dir / "suite.yaml")).settings
     assert "Published programs' images (pins): ngc-pytorch (image pytorch/v100): CUDA 11.2, cuDNN " in text
+
+
+@pytest.mark.parametrize("precision, device, math, wrong", [
+    ("fp32", "gpu", {"autocast": None, "tf32_matmul": False}, ""),
+    ("fp32", "gpu", {"autocast": None, "tf32_conv": True}, "math allows TF32 on an fp32 run"),
+    ("fp32", "gpu", {"autocast": "float16"}, "math autocast 'float16' on a fp32 run on gpu (None)"),
+    ("tf32", "gpu", {"autocast": None, "tf32_matmul": True}, ""),
+    ("amp", "gpu", {"autocast": "float16"}, ""),
+    ("amp", "gpu", {"autocast": None}, "math autocast None on a amp run on gpu ('float16')"),
+    ("amp", "cpu", {"autocast": "float16"}, "math autocast 'float16' on a amp run on cpu (None)"),
+    ("bf16", "gpu", {"autocast": None}, ""),  # not held: a CPU's autocast depends on the framework
+    ("bf16", "cpu", {"autocast": "bfloat16"}, ""),
+])
+def test_verify_holds_a_logs_math_to_what_its_precision_means(precision, device, math, wrong):
+    assert _math_problems({"precision": precision, "device": device, "math": math}) == ([wrong] if wrong else [])
+
+
+def test_verifys_math_check_reads_the_contracts_table(monkeypatch):
+    start = {"precision": "bf16", "device": "gpu", "math": {"autocast": None}}
+    assert _math_problems(start) == []
+    monkeypatch.setitem(contract.MATH, "bf16", contract.Math(tf32=True, autocast="bfloat16", loss_scaling=False))
+    assert _math_problems(start) == ["math autocast None on a bf16 run on gpu ('bfloat16')"]  # now held
+    assert _math_problems({"precision": "tf32", "amp_effective": True}) == ["amp_effective True on a tf32 run"]

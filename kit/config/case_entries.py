@@ -14,9 +14,6 @@ from kit.config.case_keys import (
     CASE_KEYS,
     CHOICES,
     COMPILABLE,
-    CONTRACT_ONLY,
-    DEFAULT_IMAGE_SIZE,
-    DEFAULT_NUM_CLASSES,
     HARNESS_FRAMEWORKS,
     HARNESS_ONLY,
     HARNESS_PRECISIONS,
@@ -27,14 +24,16 @@ from kit.config.case_keys import (
     NHWC_MODELS,
     NLP_MODELS,
     REFERENCE_KEYS,
-    SEED003_MODELS,
+    REQUIRED,
+    RESOLVED_BY_MODEL,
     SEED003_ONLY,
     SELECTOR_KEYS,
     default_layout,
     default_loader,
 )
-from kit.config.cases import Case, Reference
+from kit.config.cases import EXTRA_KEYS, Case, Reference
 from kit.config.imagekeys import image_key, pinned_keys
+from kit.core.catalogue import contract, harness
 from kit.core.yamlio import ConfigError, LineDict, kind_name, optional, require
 
 RENAMED = {"channels_last": "layout: nhwc | nchw"}
@@ -79,7 +78,7 @@ def expand_entry(entry: LineDict, defaults: LineDict, path: Path, hardware: str 
             merged[key] = _values(defaults, key, path)
         elif default is not None:
             merged[key] = [default]
-        elif key in ("framework", "model", "batch_size"):
+        elif key in REQUIRED:
             raise ConfigError(path, "missing required key", entry.line, key)
         else:
             merged[key] = [None]
@@ -90,8 +89,8 @@ def expand_entry(entry: LineDict, defaults: LineDict, path: Path, hardware: str 
     cases = []
     for combo in itertools.product(*merged.values()):
         values = dict(zip(merged, combo, strict=True))
-        values["image_size"] = values["image_size"] or DEFAULT_IMAGE_SIZE[values["model"]]
-        values["num_classes"] = values["num_classes"] or DEFAULT_NUM_CLASSES[values["model"]]
+        for key in RESOLVED_BY_MODEL:  # the catalogue's row (0: the model has none)
+            values[key] = values[key] or getattr(harness.MODELS[values["model"]], key)
         impl = values["impl"] or ("harness" if values["framework"] in HARNESS_FRAMEWORKS else "reference")
         where = "impl" if "impl" in entry else "framework"
         if impl == "harness" and values["framework"] not in HARNESS_FRAMEWORKS:
@@ -110,7 +109,7 @@ def expand_entry(entry: LineDict, defaults: LineDict, path: Path, hardware: str 
         values["timeout_s"] = float(values["timeout_s"])
         if values["image"] is not None:
             _check_image(values["framework"], values["image"], entry if "image" in entry else defaults, path)
-        extra = tuple((key, values.pop(key)) for key in CONTRACT_ONLY)
+        extra = tuple((key, values.pop(key)) for key in EXTRA_KEYS)
         case = Case(**values, extra=extra, line=entry.line)
         if impl == "reference":
             try:
@@ -136,8 +135,7 @@ def _check_model_keys(values: dict, entry: LineDict, path: Path) -> None:
         raise ConfigError(path, f"the harness reads ImageNet for {', '.join(IMAGENET_MODELS)} only, not {model}",
                           entry.line_of("data") or entry.line, "data")
     for key in SEED003_ONLY:
-        takes = model in NLP_MODELS if key in ("seq_len", "corpus_size", "measure_epochs") else model in SEED003_MODELS
-        if takes or values[key] == CASE_KEYS[key][1]:
+        if contract.BY_KEY[key].applies(harness.MODELS[model]) or values[key] == CASE_KEYS[key][1]:
             continue
         raise ConfigError(path, f"{key} does not apply to {model}", entry.line_of(key) or entry.line, key)
 

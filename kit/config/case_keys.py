@@ -15,64 +15,56 @@ MODELS = harness.NAMES
 NLP_MODELS = harness.NLP  # seed 003: timed over whole epochs of a variable-length corpus
 IMAGENET_MODELS = harness.IMAGENET  # the harness reads ImageNet lists for these
 SEED003_MODELS = harness.SEED003
-HARNESS_PRECISIONS = ("fp32", "tf32", "amp", "bf16")  # exact math modes (scripts/harness/train.py sets them)
+HARNESS_PRECISIONS = tuple(contract.MATH)  # exact math modes (contract.MATH; scripts/harness/train.py sets them)
 # and the published programs' own modes (FleetX's auto-parallel, seed 000): programs.check says which takes which
 PRECISIONS = HARNESS_PRECISIONS + tuple(sorted({m for i in programs.IMPLS.values() for m in i.modes}))
-LAYOUTS = ("nchw", "nhwc")
-MODES = ("eager", "compiled")
+LAYOUTS = contract.BY_KEY["layout"].choices
+MODES = contract.BY_KEY["mode"].choices
 NHWC_MODELS = harness.NHWC  # the harness builds these channels-last; seed 003's are NCHW only
-AUTOCAST = ("amp", "bf16")
+AUTOCAST = tuple(p for p, m in contract.MATH.items() if m.autocast)
 COMPILABLE = tuple(m.name for m in harness.CATALOGUE if m.compilable)  # fixed shapes, one network per step
 DATA_MODES = ("synthetic", "imagenet")
-LOADERS = ("cpu", "gpu", "dali")  # the harness's JPEG pipelines (scripts/harness/loader_*.py)
+LOADERS = contract.BY_KEY["loader"].choices  # the harness's JPEG pipelines (scripts/harness/loader_*.py)
 IMPLS = ("harness", "reference")
 HARDWARE = ("cpu", "gpu")
 
-# key -> (types, default); a None default means required
-CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
-    "framework": ((str,), None),
-    "model": ((str,), None),
-    "batch_size": ((int,), None),
-    "precision": ((str,), "fp32"),
+# The case keys: the contract's rows (scripts/harness/contract.py: kind, default, choices, bounds, ...) and the kit's
+# own, which train.py never sees (where a case runs, how often, by what). key -> (types, default); None: required, or
+# resolved per case (contract.MODEL, contract.SUITE)
+KIT_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {
     "nodes": ((int,), 1),
     "gpus_per_node": ((int,), 1),
-    "warmup_steps": ((int,), 20),
-    "measure_steps": ((int,), 100),
     "repeats": ((int,), 5),
-    "data": ((str,), "synthetic"),
-    "image_size": ((int,), None),
-    "num_classes": ((int,), None),
-    "layout": ((str,), None),  # None: nhwc for NHWC_MODELS under amp/bf16 on a GPU suite, else nchw (harness only)
-    "mode": ((str,), "eager"),  # harness only
-    "loader": ((str,), None),  # harness on ImageNet only; None: default_loader (gpu on a GPU suite, else cpu)
     "impl": ((str,), None),
     "timeout_s": ((int, float), 1800),
     "image": ((str,), None),  # a docker/pins.yaml image key (paddle/seed000) or generation (seed001); None: the default
-    "size": ((str,), "full"),  # seed 003's models: the published configuration (full) or the harness's tiny one
-    "seq_len": ((int,), None),  # bert / transformer: max sequence length (None: the harness's default)
-    "corpus_size": ((int,), None),  # bert / transformer: sequences / sentence pairs per epoch (None: its default)
-    "measure_epochs": ((int,), 1),  # bert / transformer: whole epochs measured
 }
-SEED003_ONLY = ("size", "seq_len", "corpus_size", "measure_epochs")
-CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS,
-           "size": ("full", "tiny"), "layout": LAYOUTS, "mode": MODES, "loader": LOADERS}
-# a contract key (scripts/harness/contract.py) with no meaning to the suite beyond its flag: its kind, train.py's
-# default and choices; the Case keeps it in `extra`
-CONTRACT_ONLY = tuple(st.key for st in contract.SETTINGS if st.key not in CASE_KEYS)
-CASE_KEYS |= {st.key: ((st.kind,), st.default) for st in contract.SETTINGS if st.key in CONTRACT_ONLY}
-CHOICES |= {st.key: st.choices for st in contract.SETTINGS if st.key in CONTRACT_ONLY and st.choices}
+# the order a case's list values expand in (the first varies slowest) and its dict lists its keys; a contract key not
+# named here follows in the contract's order
+ORDER = ("framework", "model", "batch_size", "precision", "nodes", "gpus_per_node", "warmup_steps", "measure_steps",
+         "repeats", "data", "image_size", "num_classes", "layout", "mode", "loader", "impl", "timeout_s", "image",
+         "size", "seq_len", "corpus_size", "measure_epochs")
+_ROWS = {st.key: ((st.kind,), None if st.resolve else st.default) for st in contract.SETTINGS} | KIT_KEYS
+CASE_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {k: _ROWS[k] for k in ORDER} | _ROWS
+REQUIRED = tuple(st.key for st in contract.SETTINGS if st.required)
+RESOLVED_BY_MODEL = tuple(st.key for st in contract.SETTINGS if st.resolve == contract.MODEL)  # catalogue's row
+_SEED003_SCOPES = (contract.NLP, contract.SEED003)  # the keys only seed 003's models (or its NLP ones) take
+SEED003_ONLY = tuple(k for k in CASE_KEYS if k in contract.BY_KEY and contract.BY_KEY[k].scope in _SEED003_SCOPES)
+# the suite's choices where the contract leaves them open (any framework, model or data train.py could be given) or
+# wider (the published programs' precisions), then the contract's
+CHOICES = {"framework": FRAMEWORKS, "model": MODELS, "precision": PRECISIONS, "data": DATA_MODES, "impl": IMPLS}
+CHOICES |= {st.key: st.choices for st in contract.SETTINGS if st.choices and st.key not in CHOICES}
 HARNESS_ONLY = ("layout", "mode", "loader")
-MINIMUM = {"batch_size": 1, "nodes": 1, "gpus_per_node": 1, "warmup_steps": 0, "measure_steps": 1, "repeats": 1,
-           "image_size": 8, "num_classes": 1, "timeout_s": 1, "seq_len": 8, "corpus_size": 1, "measure_epochs": 1}
-MAXIMUM = {"batch_size": 65536, "nodes": 1024, "gpus_per_node": 256, "warmup_steps": 1_000_000,
-           "measure_steps": 10_000_000, "repeats": 1000, "image_size": 4096, "num_classes": 10_000_000,
-           "timeout_s": 7 * 24 * 3600, "seq_len": 8192, "corpus_size": 100_000_000, "measure_epochs": 1000}
+MINIMUM = {"nodes": 1, "gpus_per_node": 1, "repeats": 1, "timeout_s": 1}
+MAXIMUM = {"nodes": 1024, "gpus_per_node": 256, "repeats": 1000, "timeout_s": 7 * 24 * 3600}
+MINIMUM |= {st.key: st.minimum for st in contract.SETTINGS if st.minimum is not None}
+MAXIMUM |= {st.key: st.maximum for st in contract.SETTINGS if st.maximum is not None}
 MAX_RUNS = 10_000  # cases x repeats of one suite
 # the NLP models have neither (0), CycleGAN no classes (0)
 DEFAULT_IMAGE_SIZE = {m.name: m.image_size for m in harness.CATALOGUE}
 DEFAULT_NUM_CLASSES = {m.name: m.num_classes for m in harness.CATALOGUE}
-SELECTOR_KEYS = ("framework", "model", "precision", "batch_size", "nodes", "gpus_per_node", "impl", "layout", "mode",
-                 "loader")
+SELECTOR_KEYS = tuple(k for k in CASE_KEYS if k in ("nodes", "gpus_per_node", "impl")
+                      or k in contract.BY_KEY and contract.BY_KEY[k].selects)
 REFERENCE_KEYS = ("value", "lower", "upper", "unit", "source", "math", "batch", "container", "date")
 
 

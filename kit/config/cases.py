@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kit.config import programs
 from kit.config.case_keys import CASE_KEYS, SEED003_ONLY
-from kit.core.layout import case_key, case_name, run_log_path, variant_tag
+from kit.core.catalogue import contract
+from kit.core.layout import TAGGED, case_key, case_name, run_log_path, variant_tag
 
 
 def same_unit(unit: str) -> str:
@@ -85,9 +86,9 @@ class Case:
     seq_len: int | None = None  # bert / transformer
     corpus_size: int | None = None  # bert / transformer
     measure_epochs: int = 1  # bert / transformer
-    extra: tuple[tuple[str, Any], ...] = ()  # the CONTRACT_ONLY keys' values
+    extra: tuple[tuple[str, Any], ...] = ()  # the EXTRA_KEYS' values (checked and bounded as the fields are)
 
-    def __getattr__(self, name: str) -> Any:  # a CONTRACT_ONLY key, as an attribute like the others
+    def __getattr__(self, name: str) -> Any:  # an EXTRA_KEYS key, as an attribute like the others
         for key, value in object.__getattribute__(self, "extra"):
             if key == name:
                 return value
@@ -103,8 +104,10 @@ class Case:
 
     @property
     def tag(self) -> str:
-        """The precision segment of the case's key and log names: precision[-nhwc][-compiled][-<loader>load]."""
-        return variant_tag(self.precision, self.layout, self.mode, self.loader if self.loader_named else None)
+        """The precision segment of the case's key and log names: precision[-nhwc][-compiled][-<loader>load], each
+        tagged contract key's word (kit.core.layout.variant_tag); the loader only where not the suite's default."""
+        named = {st.key: getattr(self, st.key) for st in TAGGED}
+        return variant_tag(self.precision, **(named | {"loader": self.loader if self.loader_named else None}))
 
     @property
     def reference(self) -> Reference | None:
@@ -153,6 +156,10 @@ class Case:
             data["references"] = [r.to_dict() for r in self.references]
         data["implementation"] = self.log_framework if self.impl == "reference" else None
         return data
+
+
+# the contract's keys with no field of Case's own: kept in Case.extra (kit.config.case_entries)
+EXTRA_KEYS = tuple(st.key for st in contract.SETTINGS if st.key not in {f.name for f in fields(Case)})
 
 
 @dataclass(frozen=True)

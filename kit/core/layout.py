@@ -2,8 +2,9 @@
 
     <framework>/<model>/bz<B>/<N>n<G>g/<model>_b<B>_<precision>_<run>.log
 
-<precision> is the case's tag: the precision, then -nhwc and -compiled where the harness ran channels-last or
-compiled (resnet50_b256_amp-nhwc-compiled_1.log); nchw and eager add nothing.
+<precision> is the case's tag: the precision, then a word for each contract key with a tag (its row in
+scripts/harness/contract.py) whose value is not train.py's default: -nhwc and -compiled where the harness ran
+channels-last or compiled (resnet50_b256_amp-nhwc-compiled_1.log); nchw and eager add nothing.
 
 Any subtree works down to a folder of <N>n<G>g/ case folders; node and GPU counts have
 any number of digits (16n8g, 128n8g).
@@ -16,32 +17,51 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 
+from kit.core.catalogue import contract
+
 # ASCII digits only: \d and int() also take other scripts' digits, so '_٤' would be a fourth repeat
 CASE_DIR = re.compile(r"^(?P<nodes>\d+)n(?P<gpus>\d+)g$", re.ASCII)
 BATCH_DIR = re.compile(r"^bz(?P<batch>\d+)$", re.ASCII)
 LOG_NAME = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<precision>\w+?(?:-[a-z0-9]+)*)_(?P<run>\d+)\.log$",
                       re.ASCII)
-TAG_SUFFIXES = {"nhwc": ("layout", "nhwc"), "compiled": ("mode", "compiled"),
-                "cpuload": ("loader", "cpu"), "gpuload": ("loader", "gpu"), "daliload": ("loader", "dali")}
+TAGGED = tuple(sorted((st for st in contract.SETTINGS if st.tag), key=lambda st: st.tag_rank))  # in name order
+# a tag's word -> (key, value), for the keys with choices: {'nhwc': ('layout', 'nhwc'), 'cpuload': ('loader', 'cpu')}
+TAG_SUFFIXES = {st.tag.format(v): (st.key, v) for st in TAGGED for v in st.choices if v != st.default}
 
 
-def variant_tag(precision: str, layout: str | None = None, mode: str | None = None, loader: str | None = None) -> str:
-    """'amp', 'amp-nhwc', 'fp32-compiled', 'bf16-nhwc-compiled', 'amp-nhwc-cpuload': what a case's names say it ran
-    (a loader only where it is not the suite's default)."""
-    return (precision + ("-nhwc" if layout == "nhwc" else "") + ("-compiled" if mode == "compiled" else "")
-            + (f"-{loader}load" if loader else ""))
+def variant_tag(precision: str, **named) -> str:
+    """'amp', 'amp-nhwc', 'fp32-compiled', 'bf16-nhwc-compiled', 'amp-nhwc-cpuload': what a case's names say it ran,
+    from NAMED (key -> value) of the tagged contract keys; None or train.py's default adds nothing."""
+    words = [st.tag.format(named[st.key]) for st in TAGGED if named.get(st.key) not in (None, st.default)]
+    return "-".join([precision, *words])
 
 
-def split_tag(tag: str) -> dict[str, str]:
+def _tagged_value(word: str) -> tuple[str, object] | None:
+    """(key, value) a word names: a tag of TAG_SUFFIXES, or a tagged key without choices ('w7' of 'w{}')."""
+    if word in TAG_SUFFIXES:
+        return TAG_SUFFIXES[word]
+    for st in TAGGED:
+        head, _, tail = st.tag.partition("{}")
+        if st.choices or not (word.startswith(head) and word.endswith(tail) and len(word) > len(head) + len(tail)):
+            continue
+        try:
+            return st.key, st.kind(word[len(head):len(word) - len(tail)])
+        except ValueError:
+            continue
+    return None
+
+
+def split_tag(tag: str) -> dict[str, object]:
     """variant_tag's inverse: {'precision': 'amp', 'layout': 'nhwc', 'mode': 'compiled'}; a part the tag does not
     state is absent (nchw / eager for the harness, the program's own for a published program)."""
     precision, *rest = tag.split("-")
-    parts = {"precision": precision}
+    parts: dict[str, object] = {"precision": precision}
     for word in rest:
-        if word not in TAG_SUFFIXES:
-            raise ValueError(f"{tag!r}: unknown variant {word!r} (known: {', '.join(TAG_SUFFIXES)})")
-        key, value = TAG_SUFFIXES[word]
-        parts[key] = value
+        found = _tagged_value(word)
+        if found is None:
+            known = [*TAG_SUFFIXES, *(st.tag for st in TAGGED if not st.choices)]
+            raise ValueError(f"{tag!r}: unknown variant {word!r} (known: {', '.join(known)})")
+        parts[found[0]] = found[1]
     return parts
 
 

@@ -1,35 +1,18 @@
-"""Math modes: what fp32, tf32, amp and bf16 mean, set in the framework and read back from it.
+"""Math modes: each precision's meaning (contract.MATH: TF32, autocast dtype, loss scaling) set in the framework and
+read back from it.
 
 One copy for the harness's backends and bench/yardstick.py. Standard library only; the framework module is passed in.
-
-    fp32  full FP32: TF32 off for convolutions and matmuls, and NVIDIA_TF32_OVERRIDE=0 (cuBLAS and cuDNN honour it)
-    tf32  FP32 tensors, TF32 tensor-core math allowed for convolutions and matmuls
-    amp   FP16 autocast + loss scaling (TF32 allowed for what autocast leaves in FP32, as the frameworks default)
-    bf16  BF16 autocast, no loss scaling (likewise)
-
-TF32 is a GPU tensor-core mode: on a CPU the flags are still set and read back, and the run is FP32.
+fp32 also sets NVIDIA_TF32_OVERRIDE=0 (cuBLAS and cuDNN honour it). TF32 is a GPU tensor-core mode: on a CPU the
+flags are still set and read back, and the run is FP32.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 
+from contract import MATH as MODES  # what each precision means: the contract's one table
 
-@dataclass(frozen=True)
-class Mode:
-    tf32: bool  # TF32 allowed for FP32 convolutions and matmuls
-    autocast: str | None  # the autocast dtype ("float16", "bfloat16"), None: no autocast
-    loss_scaling: bool
-
-
-MODES = {
-    "fp32": Mode(tf32=False, autocast=None, loss_scaling=False),
-    "tf32": Mode(tf32=True, autocast=None, loss_scaling=False),
-    "amp": Mode(tf32=True, autocast="float16", loss_scaling=True),
-    "bf16": Mode(tf32=True, autocast="bfloat16", loss_scaling=False),
-}
 PRECISIONS = tuple(MODES)
 NVIDIA_OVERRIDE = "NVIDIA_TF32_OVERRIDE"  # "0": cuBLAS and cuDNN never use TF32, whatever the framework asks
 TORCH_OVERRIDE = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"  # torch: "1" forces TF32 matmuls over set_float32_matmul_precision

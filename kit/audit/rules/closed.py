@@ -16,7 +16,7 @@ import statistics
 from kit.audit.evidence import Evidence, finite
 from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
-from kit.core.catalogue import harness
+from kit.core.catalogue import contract, harness
 
 EVENTS = ("run_start", "input_rate", "compile", "warmup_end", "step", "corpus", "epoch", "run_stop", "rank_stop")
 STEP_FIELDS = ("framework", "model", "precision", "ranks", "layout", "mode")  # what a step repeats of run_start
@@ -41,22 +41,27 @@ SAME_IN_REPEATS = ("params", "optimizer", "data", "math", "amp_effective", "chan
 RATE_TOLERANCE = 1e-3  # a step's samples_per_sec against global_batch / seconds (both rounded as written)
 
 
+NO_AUTOCAST = tuple(p for p, m in contract.MATH.items() if m.autocast is None)  # fp32, tf32 (the contract's table)
+NO_TF32 = tuple(p for p, m in contract.MATH.items() if not m.tf32)  # fp32
+
+
 def _math_problems(start: dict) -> list[str]:
-    """What run_start says of its math against its precision and device (scripts/harness/precision.py sets them):
-    FP32 and TF32 run no autocast; FP32 no TF32; AMP on a GPU autocasts FP16 (on a CPU it runs FP32); the layout's
-    channels_last and amp_effective agree with the rest."""
+    """What run_start says of its math against its precision and device, as the contract's MATH table means them
+    (scripts/harness/precision.py sets them): no autocast where the mode has none; a held mode's autocast on a GPU
+    (on a CPU none: AMP runs FP32 there); no TF32 where the mode allows none; the layout's channels_last and
+    amp_effective agree with the rest."""
     out = []
     precision, device, math = start.get("precision"), start.get("device"), start.get("math")
     if isinstance(math, dict):
-        autocast = math.get("autocast")
-        want = {"fp32": None, "tf32": None, "amp": "float16" if device == "gpu" else None}.get(precision, autocast)
+        autocast, mode = math.get("autocast"), contract.MATH.get(precision)
+        want = (mode.autocast if device == "gpu" else None) if mode is not None and mode.held else autocast
         if "autocast" in math and autocast != want:
             out.append(f"math autocast {autocast!r} on a {precision} run on {device} ({want!r})")
-        if precision == "fp32" and any(math.get(k) is True for k in ("tf32_matmul", "tf32_conv")):
-            out.append("math allows TF32 on an fp32 run")
+        if precision in NO_TF32 and any(math.get(k) is True for k in ("tf32_matmul", "tf32_conv")):
+            out.append(f"math allows TF32 on an {precision} run")
         if "amp_effective" in start and "autocast" in math and start["amp_effective"] != (autocast is not None):
             out.append(f"amp_effective {start['amp_effective']!r} with autocast {autocast!r}")
-    elif "amp_effective" in start and precision in ("fp32", "tf32") and start["amp_effective"] is not False:
+    elif "amp_effective" in start and precision in NO_AUTOCAST and start["amp_effective"] is not False:
         out.append(f"amp_effective {start['amp_effective']!r} on a {precision} run")
     if "channels_last" in start and "layout" in start and start["channels_last"] != (start["layout"] == "nhwc"):
         out.append(f"channels_last {start['channels_last']!r} with layout {start['layout']!r}")
