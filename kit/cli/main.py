@@ -27,6 +27,7 @@ from kit.cli import (
     images,
     multinode,
     report,
+    reproduce,
     stage_data,
     standing,
     suites,
@@ -43,7 +44,7 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_BUG", "EXIT_MISMATCH", "EXIT_OK", "UsageError
 
 # in the order `kit --help` lists them; multinode adds multinode, cluster and gather-logs, audit bundle and verify
 SUBCOMMANDS = (extract, report, crosscheck, formats, bench, multinode, stage_data, check_env, images, compare,
-               standing, audit, suites)
+               standing, audit, reproduce, suites)
 COMMANDS = {
     "extract": extract.cmd_extract,
     "report": report.cmd_report,
@@ -61,6 +62,7 @@ COMMANDS = {
     "standing": standing.cmd_standing,
     "bundle": audit.cmd_bundle,
     "verify": audit.cmd_verify,
+    "reproduce": reproduce.cmd_reproduce,
 }
 
 

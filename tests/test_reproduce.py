@@ -1,0 +1,129 @@
+"""`kit reproduce BUNDLE`: a real CPU run bundled and run again here (reproduced); the same bundle made 10x faster
+than its commands run, its logs, results and report rewritten consistently so that kit verify passes it (what an
+operator with the key could do: verify checks consistency, not truth), run again (not reproduced, slower by about
+that factor, here 10); the real H200 run's bundle on this CPU host (not comparable: GPU model and count, nothing run); bad
+input (one line, exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from kitlogs import recorded_clean, rewrite_kitlog, without_the_nan_repeat
+
+from kit.audit.verify import verify
+from kit.cli import main
+
+VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
+SUITE = """\
+schema_version: 1
+name: tiny-repro
+description: one tiny CPU case, one run
+hardware: cpu
+defaults: {warmup_steps: 2, measure_steps: 20, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10,
+           timeout_s: 300}
+cases:
+  - framework: torch
+    model: resnet50
+"""
+CASE = "torch/resnet50/bz2/1n1g/fp32"
+FASTER = 10.0  # far beyond the noise of two single runs on a shared 2-core host
+
+
+def bundle(run_dir: Path, out: Path, *force: str) -> Path:
+    assert main(["bundle", str(run_dir), "--out", str(out), "--submitter", "t", "--system-name", "t", *force]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory) -> tuple[Path, Path]:
+    """A real CPU run (torch ResNet50, batch 2, 32 px, 20 steps) and its bundle."""
+    base = tmp_path_factory.mktemp("original")
+    (base / "tiny.yaml").write_text(SUITE)
+    assert main(["bench", "--suite", str(base / "tiny.yaml"), "--runs-dir", str(base / "runs")]) == 0
+    (run_dir,) = (base / "runs").iterdir()
+    return run_dir, bundle(run_dir, base / "b.tgz")
+
+
+def forged_faster(run_dir: Path, into: Path) -> Path:
+    """The run made FASTER x faster than it ran: every log's clock after run_start compressed, its seconds divided
+    and its rates multiplied, run.json's figures and durations likewise, the report written again."""
+    shutil.copytree(run_dir, into)
+    for log in sorted((into / "logs").rglob("*.log")):
+        start: dict = {}
+
+        def faster(d: dict) -> dict:
+            if d.get("event") == "run_start":
+                start["ms"] = d["time_ms"]
+            elif "ms" in start:
+                d["time_ms"] = round(start["ms"] + (d["time_ms"] - start["ms"]) / FASTER)
+            if "seconds" in d:
+                d["seconds"] = round(d["seconds"] / FASTER, 6)
+            for key in ("samples_per_sec", "throughput"):
+                if key in d:
+                    d[key] = round(d[key] * FASTER, 3)
+            return d
+        rewrite_kitlog(log, faster)
+    meta = json.loads((into / "run.json").read_text())
+    for entry in meta["runs"].values():
+        entry["samples_per_sec"] *= FASTER
+        entry["wall_seconds"] = round(entry["wall_seconds"] / FASTER, 3)
+    (into / "run.json").write_text(json.dumps(meta, indent=2))
+    assert main(["report", str(into)]) == 0
+    return into
+
+
+def reproduction(runs: Path) -> dict:
+    (run_dir,) = runs.iterdir()
+    return json.loads((run_dir / "reproduction.json").read_text())
+
+
+def test_a_real_cpu_run_is_reproduced_here(original, tmp_path, capsys):
+    run_dir, packed = original
+    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "0.7"])
+    said = reproduction(tmp_path / "runs")
+    (verdict,) = said["verdicts"]
+    assert (code, verdict["case"], verdict["verdict"]) == (0, CASE, "reproduced"), verdict
+    assert said["bundle_sha256"] and said["tolerance"] == 0.7 and said["system_differences"] == []
+    assert "| torch/resnet50/bz2/1n1g/fp32 |" in capsys.readouterr().out
+
+
+def test_a_consistent_forgery_verifies_but_is_not_reproduced(original, tmp_path, capsys):
+    run_dir, _ = original
+    forged = bundle(forged_faster(run_dir, tmp_path / "forged-run"), tmp_path / "forged.tgz", "--force")
+    assert verify(forged).ok  # consistent: every file intact, every rule holds
+    code = main(["reproduce", str(forged), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "0.7"])
+    (verdict,) = reproduction(tmp_path / "runs")["verdicts"]
+    assert (code, verdict["verdict"]) == (1, "not reproduced"), verdict
+    assert verdict["ratio"] < 0.3 and verdict["why"].startswith("one run on a side"), verdict  # ~1/10: slower
+
+
+def test_the_h200_bundle_here_is_not_comparable_and_nothing_runs(tmp_path, capsys):
+    run = tmp_path / "h200"
+    shutil.copytree(VISIT / "dle", run)
+    recorded_clean(run)
+    without_the_nan_repeat(run)
+    assert main(["report", str(run)]) == 0
+    packed = bundle(run, tmp_path / "h200.tgz", "--force")
+    capsys.readouterr()
+    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs")])
+    out = capsys.readouterr().out
+    assert code == 3 and not (tmp_path / "runs").exists()
+    rows = [line for line in out.splitlines() if line.startswith(("| torch/", "| ngc-pytorch/"))]
+    assert len(rows) == 2 and all("| not comparable |" in row for row in rows)
+    assert "GPU model: NVIDIA H200 in the bundle, none here" in rows[0] and "GPUs per node: 1 in the bundle, 0 here" \
+        in rows[0]
+
+
+def test_bad_input_is_one_line_and_exit_2_with_nothing_written(original, tmp_path, capsys):
+    _, packed = original
+    runs = tmp_path / "runs"
+    (tmp_path / "not.tgz").write_text("hello")
+    assert main(["reproduce", str(tmp_path / "not.tgz"), "--runs-dir", str(runs)]) == 2
+    assert main(["reproduce", str(packed), "--cases", "paddle/*", "--runs-dir", str(runs)]) == 2
+    assert "'paddle/*' matches no case of the bundle; its cases: torch/resnet50/bz2/1n1g/fp32" in \
+        capsys.readouterr().err
+    assert main(["reproduce", str(packed), "--sample", "5", "--runs-dir", str(runs)]) == 2
+    assert not runs.exists()
