@@ -1,4 +1,4 @@
-"""The layering (README "Architecture"): packages import only packages below them, audit imports nothing of run
+"""The layering (docs/architecture.md): packages import only packages below them, audit imports nothing of run
 (it judges a run from its files, with the recipes and composer run uses from the layers below both), no module
 imports itself through others, and the pure stages import no remote, container or process libraries."""
 

@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
                        description=VERIFY_EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bundle", type=Path, help="a .tar.gz from kit bundle (or its unpacked folder)")
     p.add_argument("--allowed-signers", type=Path, help="OpenSSH allowed-signers file; requires a valid signature")
-    p.add_argument("--rules", help="rule set of this kit, e.g. v1 (default: the newest, v2; a bundle never chooses it)")
+    p.add_argument("--rules", help="rule set of this kit, e.g. v1 (default: the newest; a bundle never chooses it)")
     p.add_argument("--json", action="store_true", help="print the compliance report as JSON")
     p.add_argument("--max-unpacked-bytes", type=int, metavar="N",
                    help="refuse a .tar.gz unpacking to more than N bytes (default 4 GiB), before extracting it")

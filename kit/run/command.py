@@ -156,7 +156,7 @@ LAUNCHER = "reference/launch.py"  # relative to scripts/: records the run, then 
 SAMPLER = "telemetry/gpu_sampler.py"  # relative to scripts/: samples the GPUs beside every GPU run
 # 200 ms: NVML's utilisation changes every ~200 ms (the H200 recording: equal pairs at 100 ms), the energy counter is
 # exact at any rate, clocks and throttle reasons hold for seconds; a CPU run keeping every core busy lost 1.7% of its
-# figure beside a sampler at 100 ms, 0.9% at 200 ms (make bench-telemetry; README, "Why 200 ms")
+# figure beside a sampler at 100 ms, 0.9% at 200 ms (make bench-telemetry; docs/measurement.md, "Why 200 ms")
 SAMPLE_INTERVAL_MS = 200
 # what a host needs from scripts/ to run every published program (staged to <work_dir>/kit-scripts)
 SCRIPT_FILES = (LAUNCHER, "reference/code_state.py", reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py")
