@@ -8,14 +8,15 @@
 # openmpi-bin (mpirun: the launcher NGC's TensorFlow and MXNet programs are started with, real in the tests),
 # slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client (a real Slurm with accounting for
 # kit cluster --scheduler slurm's tests, tests/slurmhosts.py), podman catatonit (the second container runtime,
-# kit.config.runtimes.podman, real in tests/test_podman.py; catatonit is its --init).
+# kit.config.runtimes.podman, real in tests/test_podman.py; catatonit is its --init), chromium chromium-driver
+# (headless Chromium and its WebDriver: tests/test_report_html.py opens report.html through Selenium).
 set -euo pipefail
 
-PACKAGES=(python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client podman catatonit)
+PACKAGES=(python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client podman catatonit chromium chromium-driver)
 
 case "${1:-}" in
   --list) echo "${PACKAGES[*]}"; exit 0 ;;
-  -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
   "") ;;
   *) echo "install_system_deps.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 esac

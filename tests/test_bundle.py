@@ -21,6 +21,7 @@ from kit.cli import main
 from kit.config.suites import load_suite
 from kit.core import runlock
 from kit.images.deliver import record
+from kit.results.html import HTML_NAME
 from kit.run import bench, records
 
 SUITE = """\
@@ -85,9 +86,11 @@ def test_bundle_of_a_real_run_verifies_and_carries_everything(real_run, tmp_path
     listed = set(manifest["files"])
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {"manifest.json"}
     assert listed == on_disk and manifest["schema_version"] == 1
+    page = run / HTML_NAME  # a rendering of the files bundled: `kit report` makes it again (test_report_html.py)
     every_source = {f"run/{run.name}/{p.relative_to(run).as_posix()}" for p in run.rglob("*") if p.is_file()
-                    and p.name != runlock.LOCK_NAME}  # who wrote the run last (pid, host): not the run's
+                    and p.name != runlock.LOCK_NAME and p != page}  # who wrote the run last (pid, host): not the run's
     assert every_source <= listed, "every file of the run directory rides in the bundle"
+    assert page.is_file() and f"run/{run.name}/{HTML_NAME}" not in listed
     assert f"run/{run.name}/{runlock.LOCK_NAME}" not in listed
     assert any("/launcher/" in f and "workerlog.1" in f for f in listed), "rank logs of the launcher too"
     for name, entry in manifest["files"].items():

@@ -54,7 +54,7 @@ def forged_faster(run_dir: Path, into: Path) -> Path:
     for log in sorted((into / "logs").rglob("*.log")):
         start: dict = {}
 
-        def faster(d: dict) -> dict:
+        def faster(d: dict, start: dict = start) -> dict:
             if d.get("event") == "run_start":
                 start["ms"] = d["time_ms"]
             elif "ms" in start:

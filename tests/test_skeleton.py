@@ -19,7 +19,8 @@ import kit
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PACKAGES = ("python3-venv openssh-server docker.io iproute2 debootstrap docker-registry rsync openmpi-bin "
-                   "slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client")
+                   "slurmctld slurmd slurmdbd slurm-client munge mariadb-server mariadb-client podman catatonit "
+                   "chromium chromium-driver")
 
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:

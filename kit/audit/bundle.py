@@ -3,7 +3,8 @@
     kit-bundle-<run_id>/
       run/<run_id>/...      the run directory whole: every raw log (all repeats, ranks, failed attempts),
                             env captures (raw + parsed), suite.yaml, run.json (commands), images.json,
-                            results.json, report.md, CSV, plots
+                            results.json, report.md, CSV, plots (not report.html: a page `kit report`
+                            renders again from these; verify never judges it)
       system.json           MLPerf Training system_desc fields, filled from the captures (kit.audit.sysdesc)
       commands.json         the exact command line and environment of every run (per host)
       provenance.json       kit version + git commit, pins sha256, rules version, redactions, links
@@ -53,6 +54,7 @@ from kit.core.inputs import parse_json
 from kit.core.revision import source_revision
 from kit.core.runlock import LOCK_NAME, holder, is_busy
 from kit.results.compose import completion_of
+from kit.results.html import HTML_NAME
 
 NAMESPACE = "kit-bundle"
 SIGNATURE = "manifest.json.sig"
@@ -180,8 +182,9 @@ def _json_object(path: Path, shown: str | Path) -> dict:
 
 
 def run_files(run_dir: Path) -> tuple[list[Path], dict[str, str]]:
-    """The run's regular files, never reached through a link, and its links {link: target relative to the run};
-    a link whose target lies outside the run refuses the bundle (nothing outside the run is ever read)."""
+    """The run's regular files (not its lock, nor report.html: a rendering of the files bundled), never reached
+    through a link, and its links {link: target relative to the run}; a link whose target lies outside the run
+    refuses the bundle (nothing outside the run is ever read)."""
     files, links = [], {}
     for folder, dirs, names in os.walk(run_dir):  # does not descend into linked folders
         for name in dirs + names:
@@ -191,7 +194,8 @@ def run_files(run_dir: Path) -> tuple[list[Path], dict[str, str]]:
                 if not target.is_relative_to(run_dir):
                     raise BundleError(f"{path}: a link to {target}, outside the run; remove it or copy the file in")
                 links[path.relative_to(run_dir).as_posix()] = target.relative_to(run_dir).as_posix()
-            elif name in names and not name.endswith(".tmp") and path != run_dir / LOCK_NAME:
+            elif name in names and not name.endswith(".tmp") and path not in (run_dir / LOCK_NAME,
+                                                                              run_dir / HTML_NAME):
                 if not path.is_file():
                     raise BundleError(f"{path}: not a regular file (a pipe, socket or device); remove it")
                 files.append(path)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from kit.cli import images as cli_images
-from kit.cli.common import EXIT_MISMATCH, EXIT_OK, progress_console
+from kit.cli.common import EXIT_MISMATCH, EXIT_OK, UsageError, progress_console
 from kit.config import settings
 from kit.config.runtimes import DOCKER, NATIVE
 
@@ -30,36 +30,52 @@ def add_parser(sub) -> None:
     p.add_argument("--image", help="with --runtime docker: this image reference instead of the pinned one")
     p.add_argument("--hosts-file", type=Path, default=None, help="with --dry-run: the hosts of n-node cases "
                    "(default: $KIT_HOSTS_FILE or hosts.yaml when present, else placeholders node1..nodeN)")
+    p.add_argument("--select", action="append", default=[], metavar="PATTERN",
+                   help="run only the cases whose key matches (fnmatch, e.g. 'torch/resnet50/*'; repeatable)")
+    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                   help="leave out the cases whose key matches (fnmatch; repeatable); run.json records both")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from kit.config.suites import load_suite
+    from kit.core.inputs import KitError
     from kit.run import bench, records
-    from kit.run.plan import model_code_root, plan
+    from kit.run.frozen import Selection, run_meta
+    from kit.run.plan import model_code_root
 
+    selection = Selection(tuple(args.select), tuple(args.exclude))
     if args.resume:
-        run_dir, suite = args.resume, records.resume(args.resume, write=not args.dry_run)
-    elif args.dry_run:
-        run_dir, suite = None, load_suite(args.suite)
+        if selection:
+            raise UsageError("--select/--exclude choose a new run's cases; a resume runs those its run.json records")
+        suite = records.resume(args.resume, write=not args.dry_run)
+        selection = Selection.recorded(run_meta(args.resume))
     else:
-        bench.check_host(load_suite(args.suite))
-        run_dir, suite = records.start(args.suite, args.runs_dir)
-    runs, skipped = plan(suite, model_code_root(), args.force)
+        suite = records.new_suite(args.suite)
+    chosen = selection.apply(suite)  # a pattern that matches no case: refused here, nothing made
+    # every check of the real run, before its folder is made (the dry run reports this host's instead)
+    runs, skipped = bench.preflight(chosen, args.train_list, model_code_root(), args.force, host=not args.dry_run)
     if args.dry_run:
-        return _dry_run(args, run_dir, suite)
+        return _dry_run(args, args.resume, chosen, bench.host_refusal(chosen))
+    fresh = not args.resume
+    run_dir, suite = (args.resume, suite) if args.resume else records.start(args.suite, args.runs_dir)
     console = progress_console()
-    console.print(f"kit bench: suite [bold]{suite.name}[/], {len(runs)} runs -> {run_dir}", soft_wrap=True)
+    console.print(f"kit bench: suite [bold]{suite.name}[/], {len(runs)} runs -> {run_dir}"
+                  + (f" ({selection.shown()})" if selection else ""), soft_wrap=True)
     for case, reason in skipped:
         console.print(f"  [yellow]not run here[/] {case.key}: {reason}", soft_wrap=True)
     try:
-        images = cli_images.images_for_bench(run_dir, suite, runs, args.image, console) \
+        images = cli_images.images_for_bench(run_dir, chosen, runs, args.image, console) \
             if args.runtime != NATIVE else None
-        result = _bench_with_progress(bench, run_dir, suite, console, args.train_list, images, args.force)
+        result = _bench_with_progress(bench, run_dir, suite, console, args.train_list, images, args.force,
+                                      selection, args.runs_dir if fresh else run_dir.parent)
     except KeyboardInterrupt:
         console.print(f"kit bench: interrupted; finished runs are kept (results.json and report.md: partial). "
                       f"Continue with: kit bench --resume {run_dir}",
                       soft_wrap=True, markup=False)
         return 130
+    except (KitError, OSError):
+        if fresh:
+            records.discard_unstarted(run_dir)  # refused before any run: no empty folder left behind
+        raise
     for path in result.report_files:
         print(path)
     if result.failed:
@@ -69,8 +85,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _dry_run(args: argparse.Namespace, run_dir: Path | None, suite) -> int:
-    """Every case, harness and reference, on every host it would use (kit.run.dryrun)."""
+def _dry_run(args: argparse.Namespace, run_dir: Path | None, suite, host_refusal: str | None) -> int:
+    """Every case, harness and reference, on every host it would use (kit.run.dryrun), then the totals."""
     from kit.config.hosts import load_hosts
     from kit.run import dryrun
     from kit.run.local import LocalRunner
@@ -84,18 +100,26 @@ def _dry_run(args: argparse.Namespace, run_dir: Path | None, suite) -> int:
     hosts = load_hosts(hosts_path).hosts if hosts_path else None
     for line in dryrun.render(suite, runner, hosts, f"from {hosts_path}", run_dir):
         print(line)
+    runs_dir = run_dir.parent if run_dir is not None else args.runs_dir
+    for line in dryrun.totals(suite, runner, run_dir, runs_dir, args.force, host_refusal):
+        print(line)
     return EXIT_OK
 
 
-def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, images=None, force=False):
+def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, images=None, force=False,
+                         selection=None, runs_dir: Path | None = None):
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    from kit.run.progress import EtaColumn
+
+    eta = EtaColumn.for_bench(run_dir, suite, selection, force, runs_dir)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), eta)
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("starting", total=None)
 
         def progress(phase, run, outcome, finished, total):
+            eta.update(phase, run, outcome)
             bar.update(task, total=total, completed=finished, description=f"{run.label}" if phase == "start" else "")
             if phase == "end":
                 if outcome.status == "ok":
@@ -108,7 +132,7 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, image
                     bar.console.print("  [yellow]warning[/] ", escape(warning), soft_wrap=True, sep="")
 
         return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images,
-                               force=force)
+                               force=force, selection=selection)
 
 
 def _run_warnings(run_dir: Path, run, outcome) -> list[str]:

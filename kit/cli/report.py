@@ -1,4 +1,5 @@
-"""`kit report DIR`: seed-style tables from a DLPerf-layout tree (+ JSON, CSV, PNG)."""
+"""`kit report DIR`: seed-style tables from a DLPerf-layout tree (+ report.html, JSON, CSV, PNG); prints a
+summary (--full: the whole report.md)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from kit.core.inputs import InputError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="seed-style tables from a DLPerf-layout tree (+ JSON, CSV, PNG)")
+    p = sub.add_parser("report", help="seed-style tables from a DLPerf-layout tree (+ report.html, JSON, CSV, PNG)")
     p.add_argument("dir", type=Path)
     add_method_flags(p, scale_default=None)
-    p.add_argument("--out", type=Path, help="where to write report.md, results.json, results.csv, scaling.png")
+    p.add_argument("--out", type=Path, help="where to write report.md, report.html, results.json, results.csv, "
+                                            "the plots")
+    p.add_argument("--full", action="store_true", help="print the whole report.md, not the summary")
 
 
 def _is_run_dir(source: Path) -> bool:
@@ -29,13 +32,17 @@ def _default_method(args: argparse.Namespace) -> bool:
     return args.format == "auto" and method_from(args) == method_from(defaults.parse_args([]))
 
 
-def _run_report(run_dir: Path, out: Path, live: str | None) -> int:
+def _run_report(run_dir: Path, out: Path, live: str | None, full: bool) -> int:
     """The run's own report (each case by its own rule, the suite's references): what `kit bench` wrote and what
-    `kit verify` recomputes."""
-    from kit.config.suites import load_suite
+    `kit verify` recomputes. The suite as the run expanded it (run.json, kit.run.frozen), else suite.yaml's; a
+    warning line where a case has no logs or a log no case."""
     from kit.run.bench import compose_report
+    from kit.run.frozen import coverage_warnings, run_suite
 
-    return _write(compose_report(run_dir, load_suite(run_dir / "suite.yaml")), out, live)
+    suite, _source = run_suite(run_dir)
+    for warning in coverage_warnings(run_dir, suite):
+        print(f"kit: warning: {run_dir}: {warning}", file=sys.stderr)
+    return _write(compose_report(run_dir, suite), out, live, full)
 
 
 def _in_progress(run_dir: Path) -> str | None:
@@ -56,10 +63,10 @@ def _hold_run(run_dir: Path) -> None:
                                  ) from None
 
 
-def _write(report, out: Path, live: str | None = None) -> int:
-    """The report's files into out, its tables on stdout, each unreadable log named; live: the report is a snapshot
-    of a run in progress, said at its top and on stderr."""
-    from kit.results import exporters
+def _write(report, out: Path, live: str | None = None, full: bool = False) -> int:
+    """The report's files into out, its summary on stdout (full: the whole report.md), each unreadable log named;
+    live: the report is a snapshot of a run in progress, said at its top and on stderr."""
+    from kit.results import exporters, html
 
     if live:
         report.settings = f"**Run in progress**: {live}; this is a snapshot of the runs finished so far.\n\n" + \
@@ -68,10 +75,10 @@ def _write(report, out: Path, live: str | None = None) -> int:
     if report.completion and not report.completion.complete:
         print(f"kit: warning: {report.completion.line()}", file=sys.stderr)
     try:
-        written = exporters.write_outputs(report, out)
+        written = html.write_report_files(report, out)
     except OSError as exc:  # --out names a file, or a folder that cannot be written
         raise InputError(exc.filename or out, f"cannot write the report there: {exc.strerror or exc}") from None
-    print(exporters.to_markdown(report), end="")
+    print(exporters.to_markdown(report) if full else html.terminal_summary(report, out), end="")
     print(f"\nwrote: {', '.join(str(p) for p in written)}", file=sys.stderr)
     for path, reason in report.failures:
         print(f"kit: {path}: {reason}", file=sys.stderr)
@@ -92,12 +99,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if run and _default_method(args) and (args.out is None or args.out.resolve() == args.dir.resolve()):
         _hold_run(args.dir)
         try:
-            return _run_report(args.dir, args.dir, None)
+            return _run_report(args.dir, args.dir, None, args.full)
         finally:
             runlock.release(args.dir)
     live = _in_progress(args.dir) if run else None
     if run and _default_method(args):
-        return _run_report(args.dir, args.out, live)
+        return _run_report(args.dir, args.out, live, args.full)
     # a run read by another method: its logs/ only (not the hosts' copies), reported outside the run, whose own
     # report stays the one `kit verify` recomputes; any other tree: ./reports/<name>/ unless --out
     source = args.dir / "logs" if run else args.dir
@@ -112,4 +119,5 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not result.groups and not result.failures:
         raise UsageError(f"{args.dir}: no logs in the DLPerf layout (<N>n<G>g/<model>_b<B>_<precision>_<run>.log)")
     beside = (args.dir / "logs").is_dir() and not run  # a bare DLPerf tree with logs/: its report beside them
-    return _write(result, args.out or (args.dir if beside else Path.cwd() / "reports" / args.dir.resolve().name), live)
+    out = args.out or (args.dir if beside else Path.cwd() / "reports" / args.dir.resolve().name)
+    return _write(result, out, live, args.full)

@@ -22,12 +22,13 @@ from kit.core.inputs import KitError
 from kit.hosts import probe
 from kit.images.parity import program_stacks
 from kit.results import compose
-from kit.results.exporters import write_outputs
+from kit.results.html import write_report_files
 from kit.results.report import Report
-from kit.run import hostload, records
+from kit.run import frozen, hostload, records
 from kit.run.command import HARNESS
+from kit.run.frozen import Selection
 from kit.run.local import BenchError, LocalRunner
-from kit.run.plan import PlannedRun, local_mismatches, plan
+from kit.run.plan import PlannedRun, local_mismatches, model_code_root, plan
 from kit.run.runner import RunOutcome, execute
 
 SYNTHETIC_TREE = {"classes": 8, "images_per_class": 16, "size": 80}
@@ -46,16 +47,31 @@ class BenchResult:
         return [o for o in self.outcomes if o.status not in ("ok", "done")]
 
 
-def check_host(suite: Suite) -> None:
+def host_refusal(suite: Suite) -> str | None:
+    """Why this host cannot run the suite at all (no GPUs for a GPU suite, no harness), or None."""
     if suite.hardware == "gpu" and shutil.which("nvidia-smi") is None:
-        raise BenchError(f"suite {suite.name} needs NVIDIA GPUs; this host has no nvidia-smi (try --suite local)")
+        return f"suite {suite.name} needs NVIDIA GPUs; this host has no nvidia-smi (try --suite local)"
     if not HARNESS.is_file():
-        raise BenchError(f"the harness is missing: {HARNESS}")
+        return f"the harness is missing: {HARNESS}"
+    return None
 
 
-def resolve_train_list(run_dir: Path, suite: Suite, train_list: str | Path | None) -> str | None:
-    """The train_list.txt for `data: imagenet` cases: the one given, else (CPU suites) a synthetic JPEG tree."""
-    if not any(c.data == "imagenet" for c in suite.cases):
+def check_host(suite: Suite) -> None:
+    if why := host_refusal(suite):
+        raise BenchError(why)
+
+
+def reads_train_list(cases) -> bool:
+    """Whether any of these cases reads a train list: the harness's `data: imagenet` cases (a published program
+    reads its own data path)."""
+    return any(c.data == "imagenet" and c.impl == "harness" for c in cases)
+
+
+def check_train_list(suite: Suite, train_list: str | Path | None, cases=None) -> str | None:
+    """The given train list of `data: imagenet` harness cases (of `cases`, default the suite's), resolved; None
+    where none is needed or (CPU suites) the synthetic tree stands in; BenchError where it is missing or a GPU
+    suite has none. Makes nothing."""
+    if not reads_train_list(suite.cases if cases is None else cases):
         return None
     if train_list is not None:
         path = Path(train_list).resolve()
@@ -64,6 +80,29 @@ def resolve_train_list(run_dir: Path, suite: Suite, train_list: str | Path | Non
         return str(path)
     if suite.hardware != "cpu":
         raise BenchError(f"suite {suite.name} reads ImageNet: give --train-list /path/to/train_list.txt")
+    return None
+
+
+def preflight(suite: Suite, train_list: str | Path | None, model_code: str, force: bool = False,
+              host: bool = True) -> tuple[list[PlannedRun], list[tuple[Case, str]]]:
+    """Every check of a run before its folder is made (host: this host's too; `kit bench --dry-run` reports that
+    one instead): BenchError with the line the run would refuse with; else the plan."""
+    if host:
+        check_host(suite)
+    runs, skipped = plan(suite, model_code, force)
+    if not runs:
+        raise BenchError(f"suite {suite.name}: no case can run on this host ({len(skipped)} need other runners/nodes)")
+    check_train_list(suite, train_list, [r.case for r in runs])
+    return runs, skipped
+
+
+def resolve_train_list(run_dir: Path, suite: Suite, train_list: str | Path | None, cases=None) -> str | None:
+    """The train_list.txt for `data: imagenet` harness cases (of `cases`, default the suite's): the one given, else
+    (CPU suites) a synthetic JPEG tree."""
+    if not reads_train_list(suite.cases if cases is None else cases):
+        return None
+    if given := check_train_list(suite, train_list, cases):
+        return given
     tree = run_dir.resolve() / "data" / "synthetic-imagenet"
     if not (tree / "train_list.txt").is_file():
         tool = REPO_ROOT / "data_prep" / "make_synthetic_imagenet.py"
@@ -77,27 +116,30 @@ def resolve_train_list(run_dir: Path, suite: Suite, train_list: str | Path | Non
 
 def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, runner: LocalRunner | None = None,
               train_list: str | Path | None = None, images: dict[str, str] | None = None,
-              force: bool = False) -> BenchResult:
-    """The suite's runs into run_dir, holding its lock (one writer) until they end."""
+              force: bool = False, selection: Selection | None = None) -> BenchResult:
+    """The suite's runs (its cases `selection` keeps) into run_dir, holding its lock (one writer) until they end."""
     runlock.acquire(run_dir)
     try:
-        return _run_bench(Path(run_dir), suite, progress, runner, train_list, images, force)
+        return _run_bench(Path(run_dir), suite, progress, runner, train_list, images, force, selection or Selection())
     finally:
         runlock.release(run_dir)
 
 
 def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: LocalRunner | None,
-               train_list: str | Path | None, images: dict[str, str] | None, force: bool) -> BenchResult:
-    check_host(suite)
+               train_list: str | Path | None, images: dict[str, str] | None, force: bool,
+               selection: Selection) -> BenchResult:
+    chosen = selection.apply(suite)  # the report and run.json's frozen expansion keep the whole suite
+    model_code = runner.model_code if runner else None
+    runs, skipped = preflight(chosen, train_list, model_code or model_code_root(), force)
     records.refuse_beside_live(run_dir)
-    runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, suite, train_list),
+    runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, chosen, train_list,
+                                                                          [r.case for r in runs]),
                                   images=images, hardware=suite.hardware)
-    runs, skipped = plan(suite, runner.model_code, force)
-    if not runs:
-        raise BenchError(f"suite {suite.name}: no case can run on this host ({len(skipped)} need other runners/nodes)")
-    meta = records.open_run_meta(run_dir, suite, host=records.host_description())
+    new = {frozen.FROZEN_KEY: frozen.freeze(suite)} | (
+        {frozen.SELECTION_KEY: selection.record(suite)} if selection else {})
+    meta = records.open_run_meta(run_dir, suite, host=records.host_description(), **new)
     meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]
-    if force and (forced := [{"host": "local", **m} for m in local_mismatches(suite, runner.model_code)
+    if force and (forced := [{"host": "local", **m} for m in local_mismatches(chosen, runner.model_code)
                              if m["case"] in {r.case.key for r in runs}]):
         meta["model_code_forced"] = forced
     capture_env(run_dir, meta)
@@ -150,4 +192,5 @@ def compose_report(run_dir: Path, suite: Suite) -> Report:
 
 
 def write_report(run_dir: Path, suite: Suite, plots: bool = True) -> list[Path]:
-    return write_outputs(compose_report(run_dir, suite), run_dir, plots)
+    """The run's report files (report.md, results.json/csv, the plots) and report.html beside them."""
+    return write_report_files(compose_report(run_dir, suite), run_dir, plots)

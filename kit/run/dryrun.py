@@ -20,6 +20,7 @@ from kit.config.runtimes import runtime
 from kit.images.parity import cudnn_of, parity_warning
 from kit.run import records
 from kit.run.command import RunCommand, command_for
+from kit.run.estimate import estimate
 from kit.run.local import LocalRunner
 from kit.run.plan import PlannedRun, cluster_plan, plan, unfit
 from kit.run.ssh import ssh_site
@@ -151,4 +152,19 @@ def render_cluster(suite: Suite, hosts: list[HostConfig], hosts_source: str, run
                     if paths != [""] else "the publisher's default path (the kit stages none for this program)")
             lines.append(f"  data: {data}")
     lines.append(f"{len(suite.cases) - skipped} case(s) would run, {skipped} skipped.")
+    return lines
+
+
+def totals(suite: Suite, runner: LocalRunner, run_dir: Path | None, runs_dir: Path, force: bool = False,
+           host_refusal: str | None = None) -> list[str]:
+    """The dry run's last lines: cases, runs (those a resume still has to do), the estimated time and what it came
+    from (kit.run.estimate), and why this host could not run the suite, where it could not."""
+    runs, skipped = plan(suite, runner.model_code, force)
+    todo = [r for r in runs if run_dir is None or not records.is_done(run_dir, r)]
+    done = f" ({len(runs) - len(todo)} done already)" if len(todo) < len(runs) else ""
+    lines = [f"totals: {len(suite.cases)} case(s), {len(todo)} run(s) on this host{done}"
+             + (f", {len(skipped)} case(s) not run here" if skipped else ""),
+             estimate(todo, runs_dir).line(runs_dir)]
+    if host_refusal:
+        lines.append(f"this host: {host_refusal} (the real run refuses to start here)")
     return lines

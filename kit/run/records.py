@@ -36,6 +36,7 @@ from kit.results.extract import HARNESS_METHOD, Figure, Method, MethodError, com
 from kit.results.gpu_telemetry import run_telemetry
 from kit.results.parsers import ParseError, parse_log
 from kit.results.parsers.kitlog import read_what_ran
+from kit.run import frozen
 from kit.run.command import SAMPLE_INTERVAL_MS, SAMPLER
 from kit.run.plan import PlannedRun
 from kit.telemetry import TelemetryError
@@ -67,13 +68,35 @@ def new_run_dir(runs_dir: Path, suite: str) -> Path:
     raise RunDirError(f"{runs_dir}: 10000 run directories named {base.name}*; remove some")
 
 
-def start(suite_ref: str | Path, runs_dir: Path) -> tuple[Path, Suite]:
-    """A new run directory holding a copy of the suite; the copy is what the run (and a resume) reads."""
+def new_suite(suite_ref: str | Path) -> Suite:
+    """The suite a new run would start with, checked as start() checks it (before any folder is made)."""
     suite = load_suite(suite_ref)
     _not_posing_as_builtin(suite)
+    return suite
+
+
+def start(suite_ref: str | Path, runs_dir: Path) -> tuple[Path, Suite]:
+    """A new run directory holding a copy of the suite; the copy is what the run (and a resume) reads. Nothing is
+    left behind where the copy fails."""
+    suite = new_suite(suite_ref)
     run_dir = new_run_dir(Path(runs_dir), suite.name)
-    shutil.copyfile(suite.path, run_dir / "suite.yaml")
-    return run_dir, load_suite(run_dir / "suite.yaml")
+    try:
+        shutil.copyfile(suite.path, run_dir / "suite.yaml")
+        return run_dir, load_suite(run_dir / "suite.yaml")
+    except BaseException:
+        discard_unstarted(run_dir)
+        raise
+
+
+def discard_unstarted(run_dir: Path) -> bool:
+    """Remove a run directory this process made where no run started in it (no run.json): a refused start leaves
+    no empty folder behind. False (and nothing removed) where a run started."""
+    run_dir = Path(run_dir)
+    if (run_dir / "run.json").exists():
+        return False
+    runlock.release(run_dir)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return True
 
 
 def _not_posing_as_builtin(suite: Suite) -> None:
@@ -85,8 +108,9 @@ def _not_posing_as_builtin(suite: Suite) -> None:
 
 
 def resume(run_dir: Path, write: bool = False) -> Suite:
-    """The suite a run directory was started with (its own copy); write: this process is to add runs to it, so it
-    takes the directory's lock (one writer) and refuses a suite.yaml edited since the run started."""
+    """The suite a run directory was started with (its own copy, as expanded then); write: this process is to add
+    runs to it, so it takes the directory's lock (one writer) and refuses a suite.yaml edited since the run
+    started."""
     run_dir = Path(run_dir)
     if not (run_dir / "suite.yaml").is_file():
         raise RunDirError(f"{run_dir}: not a kit bench run directory (no suite.yaml)")
@@ -95,7 +119,7 @@ def resume(run_dir: Path, write: bool = False) -> Suite:
         _suite_unchanged(run_dir)
         refuse_beside_live(run_dir)
     try:
-        return load_suite(run_dir / "suite.yaml")
+        return frozen.run_suite(run_dir)[0]  # the cases as the run expanded them, where run.json froze them
     except ConfigError as exc:
         raise RunDirError(f"cannot resume: {exc}") from None
 

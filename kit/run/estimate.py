@@ -1,0 +1,114 @@
+"""How long a bench will take: from this machine's earlier runs of the same cases (run.json `wall_seconds` under the
+runs dir, median per case), bounded by the cases' timeout_s where none ran before; and, while it runs, an ETA from
+the runs finished so far (kit.cli.bench's progress bar).
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.run.frozen import run_meta
+from kit.run.plan import PlannedRun
+
+MOST_RUN_DIRS = 200  # the newest run directories read for earlier durations
+
+
+def history(runs_dir: Path, hostname: str | None = None) -> tuple[dict[str, list[float]], int]:
+    """{case key: wall seconds of its finished runs} from this host's run directories under runs_dir (newest
+    MOST_RUN_DIRS), and how many directories gave any."""
+    host = hostname or socket.gethostname()
+    runs_dir = Path(runs_dir)
+    dirs = sorted((p for p in runs_dir.iterdir() if (p / "run.json").is_file()), key=lambda p: p.name,
+                  reverse=True)[:MOST_RUN_DIRS] if runs_dir.is_dir() else []
+    found: dict[str, list[float]] = {}
+    used = 0
+    for run_dir in dirs:
+        meta = run_meta(run_dir)
+        if (meta.get("host") or {}).get("hostname") != host or not isinstance(meta.get("runs"), dict):
+            continue
+        took = [(e.get("case"), e.get("wall_seconds")) for e in meta["runs"].values() if isinstance(e, dict)
+                and e.get("status") == "ok" and isinstance(e.get("wall_seconds"), (int, float))]
+        for key, seconds in took:
+            found.setdefault(str(key), []).append(float(seconds))
+        used += bool(took)
+    return found, used
+
+
+@dataclass
+class Estimate:
+    known: float = 0.0  # seconds of the runs with earlier durations
+    known_runs: int = 0
+    bound: float = 0.0  # the timeout_s of the runs without
+    unknown_runs: int = 0
+    dirs: int = 0  # run directories the durations came from
+
+    def line(self, runs_dir: Path) -> str:
+        """'estimated time: ...', saying what it came from."""
+        if not self.known_runs and not self.unknown_runs:
+            return "estimated time: nothing to run"
+        parts = []
+        if self.known_runs:
+            parts.append(f"{duration(self.known)} for {self.known_runs} run(s), from this host's earlier runs of "
+                         f"the same cases ({self.dirs} run director{'y' if self.dirs == 1 else 'ies'} under "
+                         f"{runs_dir}/: median run.json wall_seconds)")
+        if self.unknown_runs:
+            parts.append(f"at most {duration(self.bound)} for {self.unknown_runs} run(s) no earlier run here "
+                         "times (their cases' timeout_s)")
+        return "estimated time: " + "; ".join(parts)
+
+
+def estimate(runs: Iterable[PlannedRun], runs_dir: Path) -> Estimate:
+    past, dirs = history(runs_dir)
+    out = Estimate(dirs=dirs)
+    for run in runs:
+        if took := past.get(run.case.key):
+            out.known += statistics.median(took)
+            out.known_runs += 1
+        else:
+            out.bound += run.case.timeout_s
+            out.unknown_runs += 1
+    return out
+
+
+def duration(seconds: float) -> str:
+    """'45 s', '12 min 5 s', '3 h 20 min'."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+@dataclass
+class Eta:
+    """Remaining time of a bench: each run left takes its case's mean duration in this bench, else its case's
+    earlier median on this host, else the mean of this bench's runs so far; None until one of these exists for
+    every run left."""
+    past: dict[str, list[float]] = field(default_factory=dict)
+    took: dict[str, list[float]] = field(default_factory=dict)
+
+    def done(self, run: PlannedRun, seconds: float) -> None:
+        self.took.setdefault(run.case.key, []).append(seconds)
+
+    def per_run(self, run: PlannedRun) -> float | None:
+        if here := self.took.get(run.case.key):
+            return statistics.fmean(here)
+        if before := self.past.get(run.case.key):
+            return statistics.median(before)
+        every = [s for v in self.took.values() for s in v]
+        return statistics.fmean(every) if every else None
+
+    def remaining(self, left: list[PlannedRun], current_elapsed: float = 0.0) -> float | None:
+        """Seconds for the runs left (the first of them running for current_elapsed s)."""
+        each = [self.per_run(r) for r in left]
+        if any(e is None for e in each):
+            return None
+        total = sum(each)  # type: ignore[arg-type]
+        if left:
+            total -= min(current_elapsed, each[0])  # type: ignore[type-var]
+        return max(total, 0.0)
