@@ -236,9 +236,12 @@ def test_the_progress_line_of_kit_bench_warns_of_a_busy_host_and_an_input_bound_
     from rich.console import Console
 
     from kit.cli.bench import _bench_with_progress
-
+    from kit.config.suites import load_suite
+    (tmp_path / "arcface.yaml").write_text("schema_version: 1\nname: arcface-one\nhardware: cpu\ndefaults: "
+                                          "{batch_size: 16, repeats: 1}\ncases:\n  - {framework: torch, model: arcface}\n")
+    suite = load_suite(tmp_path / "arcface.yaml")
     log_rel = Path("logs/torch/arcface/bz16/1n1g/arcface_b16_fp32_1.log")
-    run = SimpleNamespace(label="torch/arcface/bz16/1n1g/fp32 #1", log_rel=log_rel)
+    run = SimpleNamespace(label="torch/arcface/bz16/1n1g/fp32 #1", log_rel=log_rel, case=suite.cases[0], repeat=1)
     outcome = SimpleNamespace(status="ok", value=2.19, unit="samples/s", seconds=20.0, reason="")
 
     def run_bench(run_dir, suite, progress, **_):
@@ -250,7 +253,7 @@ def test_the_progress_line_of_kit_bench_warns_of_a_busy_host_and_an_input_bound_
 
     out = io.StringIO()
     console = Console(file=out, width=300, color_system=None)
-    assert _bench_with_progress(SimpleNamespace(run_bench=run_bench), tmp_path, None, console, None) == "result"
+    assert _bench_with_progress(SimpleNamespace(run_bench=run_bench), tmp_path, suite, console, None) == "result"
     lines = out.getvalue().splitlines()
     at = next(i for i, line in enumerate(lines) if "ok     torch/arcface/bz16/1n1g/fp32 #1: 2.19 samples/s" in line)
     assert lines[at + 1] == ("  warning host busy: load 3.8 on 2 cores during this run (other processes used 62% of "

@@ -88,7 +88,7 @@ def test_the_runs_cleanup_removes_its_running_containers(image):
     run_id = f"podman-{uuid.uuid4().hex[:8]}"
     runs = [ContainerRun(image=image, name=f"kit-{run_id}-r{i}", labels=kit_labels(run_id, "k"),
                          ulimits=(STACK_ULIMIT, *sandbox_limits())) for i in (1, 2)]
-    clients = [subprocess.Popen(PODMAN.run_argv(r, ["sleep", "300"]), stdout=subprocess.DEVNULL,
+    clients = [subprocess.Popen(PODMAN.run_argv(r, ["sleep", "299"]), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL) for r in runs]
     try:
         listed = ["podman", "ps", "-q", "--filter", f"label=io.kit.run={run_id}"]
@@ -101,7 +101,7 @@ def test_the_runs_cleanup_removes_its_running_containers(image):
         for client in clients:
             client.wait(timeout=60)
         # one container removed by its name (what the SSH runner does after a client stopped early)
-        clients.append(subprocess.Popen(PODMAN.run_argv(runs[0], ["sleep", "300"]), stdout=subprocess.DEVNULL,
+        clients.append(subprocess.Popen(PODMAN.run_argv(runs[0], ["sleep", "299"]), stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL))
         while not sh(*listed).stdout.split():
             assert time.monotonic() < end + 60 and clients[-1].poll() is None, "the container did not start"

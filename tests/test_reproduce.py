@@ -1,12 +1,13 @@
-"""`kit reproduce BUNDLE`: a real CPU run bundled and run again here (reproduced); the same bundle made 10x faster
+"""`kit reproduce BUNDLE`: a real CPU run bundled and run again here (reproduced); the same bundle made 100x faster
 than its commands run, its logs, results and report rewritten consistently so that kit verify passes it (what an
 operator with the key could do: verify checks consistency, not truth), run again (not reproduced, slower by about
-that factor, here 10); the real H200 run's bundle on this CPU host (not comparable: GPU model and count, nothing run); bad
+that factor, here 100); the real H200 run's bundle on this CPU host (not comparable: GPU model and count, nothing run); bad
 input (one line, exit 2, nothing written)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -29,7 +30,7 @@ cases:
     model: resnet50
 """
 CASE = "torch/resnet50/bz2/1n1g/fp32"
-FASTER = 10.0  # far beyond the noise of two single runs on a shared 2-core host
+FASTER = 100.0  # far beyond the noise of two single runs on a shared 2-core host (0.44 to 1.99 seen)
 
 
 def bundle(run_dir: Path, out: Path, *force: str) -> Path:
@@ -47,6 +48,17 @@ def original(tmp_path_factory) -> tuple[Path, Path]:
     return run_dir, bundle(run_dir, base / "b.tgz")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_cpu():
+    """Every run of these tests on one CPU, one thread (the kit's threads follow the affinity): two single runs
+    compared within a factor, beside another test worker; 2 OpenMP threads spinning on a shared pair of cores swing
+    16x (measured)."""
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    yield
+    os.sched_setaffinity(0, cpus)
+
+
 def forged_faster(run_dir: Path, into: Path) -> Path:
     """The run made FASTER x faster than it ran: every log's clock after run_start compressed, its seconds divided
     and its rates multiplied, run.json's figures and durations likewise, the report written again."""
@@ -61,9 +73,13 @@ def forged_faster(run_dir: Path, into: Path) -> Path:
                 d["time_ms"] = round(start["ms"] + (d["time_ms"] - start["ms"]) / FASTER)
             if "seconds" in d:
                 d["seconds"] = round(d["seconds"] / FASTER, 6)
-            for key in ("samples_per_sec", "throughput"):
-                if key in d:
-                    d[key] = round(d[key] * FASTER, 3)
+            if d.get("event") == "step":
+                start["batch"] = d["global_batch"]
+            if d.get("event") in ("step", "run_stop"):  # each rate as the harness computes it from its seconds
+                samples = start["batch"] * (1 if d["event"] == "step" else d["steps"])
+                for key in ("samples_per_sec", "throughput"):
+                    if key in d:
+                        d[key] = round(samples / d["seconds"], 3)
             return d
         rewrite_kitlog(log, faster)
     meta = json.loads((into / "run.json").read_text())
@@ -82,11 +98,11 @@ def reproduction(runs: Path) -> dict:
 
 def test_a_real_cpu_run_is_reproduced_here(original, tmp_path, capsys):
     run_dir, packed = original
-    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "0.7"])
+    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "2"])
     said = reproduction(tmp_path / "runs")
     (verdict,) = said["verdicts"]
     assert (code, verdict["case"], verdict["verdict"]) == (0, CASE, "reproduced"), verdict
-    assert said["bundle_sha256"] and said["tolerance"] == 0.7 and said["system_differences"] == []
+    assert said["bundle_sha256"] and said["tolerance"] == 2 and said["system_differences"] == []
     assert "| torch/resnet50/bz2/1n1g/fp32 |" in capsys.readouterr().out
 
 
@@ -94,10 +110,10 @@ def test_a_consistent_forgery_verifies_but_is_not_reproduced(original, tmp_path,
     run_dir, _ = original
     forged = bundle(forged_faster(run_dir, tmp_path / "forged-run"), tmp_path / "forged.tgz", "--force")
     assert verify(forged).ok  # consistent: every file intact, every rule holds
-    code = main(["reproduce", str(forged), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "0.7"])
+    code = main(["reproduce", str(forged), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "2"])
     (verdict,) = reproduction(tmp_path / "runs")["verdicts"]
     assert (code, verdict["verdict"]) == (1, "not reproduced"), verdict
-    assert verdict["ratio"] < 0.3 and verdict["why"].startswith("one run on a side"), verdict  # ~1/10: slower
+    assert verdict["ratio"] < 0.1 and verdict["why"].startswith("one run on a side"), verdict  # ~1/100: slower
 
 
 def test_the_h200_bundle_here_is_not_comparable_and_nothing_runs(tmp_path, capsys):

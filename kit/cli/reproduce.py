@@ -33,7 +33,8 @@ def add_parser(sub) -> None:
                    help="only the cases whose key matches (fnmatch: 'torch/resnet50/*'); repeatable; default all")
     p.add_argument("--sample", type=int, metavar="N", help="N of the chosen cases drawn at random (--seed)")
     p.add_argument("--seed", type=int, default=0, help="the draw's seed, recorded [0]")
-    p.add_argument("--tolerance", type=float, default=None, help="reproduced within 1 +- this [0.05], recorded")
+    p.add_argument("--tolerance", type=float, default=None, help="reproduced within a factor 1 + this either way "
+                   "[0.05], recorded")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the reproduction's run goes [runs/]")
     p.add_argument("--force", action="store_true", help="reproduce although this kit's harness files differ from "
                    "the bundle's (recorded)")
@@ -68,8 +69,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from kit.results import reproduction as rp
 
     tolerance = rp.DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
-    if not 0 < tolerance < 1:
-        raise InputError("--tolerance", f"must lie in (0, 1), got {tolerance}")
+    if not 0 < tolerance <= 10:
+        raise InputError("--tolerance", f"must lie in (0, 10], got {tolerance}")
     verdict = verify(args.bundle, args.allowed_signers)
     if not verdict.ok:
         print("\n".join(verdict.lines()[:12]))

@@ -1,7 +1,7 @@
 """PURE: a bundle's figures against a re-run of its cases (`kit reproduce`): per case the ratio reproduction /
 original with the kit's noise rule (kit.results.stats.ratio_check) and a verdict against a tolerance:
 
-    reproduced       the ratio's interval lies within 1 +- tolerance
+    reproduced       the ratio's interval lies within a factor 1 + tolerance either way: [1 / (1 + t), 1 + t]
     not reproduced   it lies wholly outside (faster or slower, by how much)
     not comparable   the two systems differ where it matters (GPU model or count, nodes, CPU model for a CPU run)
     inconclusive     the interval straddles the band's edge (noise): more repeats would resolve it
@@ -62,7 +62,7 @@ def repeats_to_resolve(check: stats.RatioCheck, tolerance: float, runs: int) -> 
     """Runs a side that would narrow the interval enough to lie on one side of the band's nearer edge, if the
     spread stays as it is (an interval narrows as 1/sqrt(n))."""
     width = check.high - check.low
-    room = min(abs(check.ratio - (1 - tolerance)), abs(check.ratio - (1 + tolerance)))
+    room = min(abs(check.ratio - 1 / (1 + tolerance)), abs(check.ratio - (1 + tolerance)))
     if not math.isfinite(width) or room <= 0:
         return max(2 * runs, 3)
     return max(runs + 1, math.ceil(runs * (width / (2 * room)) ** 2))
@@ -74,7 +74,7 @@ def compare_case(case: str, original: list[float], reproduced: list[float], tole
         why = "; ".join(differs) if differs else f"no figure in {'the bundle' if not original else 'the reproduction'}"
         return CaseVerdict(case, original, reproduced, None, None, None, NOT_COMPARABLE, why)
     check = stats.ratio_check(original, reproduced)
-    band = (1 - tolerance, 1 + tolerance)
+    band = (1 / (1 + tolerance), 1 + tolerance)
     if differs:
         return CaseVerdict(case, original, reproduced, check.ratio, check.low, check.high, NOT_COMPARABLE,
                            "; ".join(differs))
@@ -105,8 +105,8 @@ def exit_code(verdicts: list[CaseVerdict]) -> int:
 
 def to_markdown(verdicts: list[CaseVerdict], bundle: str, tolerance: float) -> str:
     lines = [f"## Reproduction of {bundle}", "",
-             f"Ratio = reproduction / bundle, medians of the runs; reproduced within ±{tolerance:.0%} (the noise "
-             "rule's interval where both sides have 2+ runs).", "",
+             f"Ratio = reproduction / bundle, medians of the runs; reproduced within a factor {1 + tolerance:g} either "
+             "way (the noise rule's interval where both sides have 2+ runs).", "",
              "| case | bundle | reproduction | ratio | interval | verdict | why |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for v in verdicts:
