@@ -143,3 +143,23 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(original, tmp_pat
         capsys.readouterr().err
     assert main(["reproduce", str(packed), "--sample", "5", "--runs-dir", str(runs)]) == 2
     assert not runs.exists()
+
+
+def test_a_bundle_of_other_harness_files_is_refused_unless_forced_and_then_recorded(original, tmp_path, capsys):
+    from kit.audit import bundle as bd
+    _, packed = original
+    root = bd.unpack(packed, tmp_path / "open")
+    (run,) = (root / "run").iterdir()
+    meta = json.loads((run / "run.json").read_text())
+    name = sorted(meta["harness_sha256"])[0]
+    meta["harness_sha256"][name] = "0" * 64  # the bundle ran another harness file than this kit's
+    (run / "run.json").write_text(json.dumps(meta, indent=2))
+    bd.write_manifest(root)
+    assert verify(root).ok
+    runs = tmp_path / "runs"
+    assert main(["reproduce", str(root), "--runs-dir", str(runs)]) == 2 and not runs.exists()
+    assert f"this kit's harness files differ from the bundle's ({name}: 000000000000 in the bundle" in \
+        capsys.readouterr().err
+    assert main(["reproduce", str(root), "--runs-dir", str(runs), "--force", "--tolerance", "2"]) in (0, 1, 3)
+    said = reproduction(runs)
+    assert said["forced"] and said["forced"][0].startswith(f"{name}: 000000000000 in the bundle")
