@@ -13,7 +13,6 @@ comparable only. This host only: --hosts for SSH and Slurm are not built yet.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import fnmatch
 import hashlib
 import json
@@ -85,12 +84,12 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     from kit.audit.bundle import system_description
     from kit.config.suites import load_suite
     from kit.run import bench, records
+    from kit.run.frozen import Selection
 
     meta = parse_json(original.joinpath("run.json").read_bytes())
     figures = rp.figures_by_case(parse_json(original.joinpath("results.json").read_bytes()))
     chosen = _choose(sorted(figures), args.cases, args.sample, args.seed)
     suite = load_suite(original / "suite.yaml")
-    cases = [c for c in suite.cases if c.key in chosen]
     recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
     estimate = sum(e.get("wall_seconds") or 0 for e in recorded.values()
                    if isinstance(e, dict) and e.get("case") in chosen)
@@ -111,7 +110,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     console.print(f"kit reproduce: {len(chosen)} case(s) of {args.bundle}, about {estimate / 60:.1f} min of runs "
                   "(the bundle's own durations)", soft_wrap=True, markup=False)
     run_dir, _ = records.start(original / "suite.yaml", args.runs_dir)
-    result = bench.run_bench(run_dir, dataclasses.replace(suite, cases=cases))
+    result = bench.run_bench(run_dir, suite, selection=Selection(select=tuple(chosen)))  # run.json records it
     here = rp.figures_by_case(parse_json((run_dir / "results.json").read_bytes()))
     this_system = system_description(run_dir, None, "reproduction", "this host")
     system = rp.system_differences(original_system, this_system, suite.hardware == "cpu")

@@ -11,6 +11,7 @@ with the source the suite gives, not a log the kit re-derives here.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,16 +124,18 @@ def _mlperf_entry(entry, path: Path) -> Published:
         "through DALI)")
 
 
-def published_figures(lambda_claims: Path = LAMBDA, mlperf_claims: Path = MLPERF) -> list[Published]:
-    """Every published figure the kit re-derives that is a model of the kit's."""
+@functools.lru_cache(maxsize=4)
+def published_figures(lambda_claims: Path = LAMBDA, mlperf_claims: Path = MLPERF) -> tuple[Published, ...]:
+    """Every published figure the kit re-derives that is a model of the kit's (read once a process: a bench writes
+    its report after every run)."""
     out: list[Published] = []
     for path, read in ((lambda_claims, _lambda_entry), (mlperf_claims, _mlperf_entry)):
         _, _, logs = load_claims(path)
         out += [p for entry in logs if (p := read(entry, path)) is not None]
-    return out
+    return tuple(out)
 
 
-def nearest(figures: list[Published], model: str, gpu: Gpu, precision: str, gpus: int,
+def nearest(figures: tuple[Published, ...] | list[Published], model: str, gpu: Gpu, precision: str, gpus: int,
             count: int = 3) -> list[Published]:
     """The COUNT figures of MODEL nearest a case: the same GPU model first, then the same generation, then any;
     within that the same precision family, then the same number of GPUs, then the larger figure (a publisher's

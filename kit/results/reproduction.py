@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from kit.core.layout import case_key
 from kit.results import stats
 
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, INCONCLUSIVE = ("reproduced", "not reproduced", "not comparable",
@@ -45,8 +46,8 @@ def figures_by_case(results: dict) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for group in results.get("groups") or []:
         for case in group.get("cases") or []:
-            key = f"{group['framework']}/{group['model']}/bz{group['batch_per_device']}/{case['case']}/" \
-                  f"{group['precision']}"
+            key = case_key(group["framework"], group["model"], group["batch_per_device"], case["case"],
+                           group["precision"])
             out[key] = [r["value"] for r in case.get("runs") or [] if isinstance(r.get("value"), int | float)]
     return out
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.core.inputs import InputError, parse_json, read_input
+from kit.core.layout import case_key, split_tag
 from kit.results import noise
 from kit.results.gpu_telemetry import BUSY_SHARE, THROTTLED_SHARE
 from kit.results.published import Gpu, Published, gpu_of, nearest
@@ -174,10 +175,11 @@ def _case_settings(group: dict, case: dict, entries: list[dict]) -> dict:
     first = next((e for e in entries if isinstance(e, dict)), {})
     ran = first.get("ran") if isinstance(first.get("ran"), dict) else {}
     loader = ran.get("loader")
+    named = split_tag(tag)
     return {"framework": str(group.get("framework")), "model": str(group.get("model")),
             "batch": group.get("batch_per_device"), "gpus": int(case.get("gpus") or 1),
-            "precision": first.get("precision") or tag.split("-")[0],
-            "layout": first.get("layout") or ran.get("layout") or ("nhwc" if "-nhwc" in tag else None),
+            "precision": first.get("precision") or named["precision"],
+            "layout": first.get("layout") or ran.get("layout") or named.get("layout"),
             "data": None if loader is None else ("synthetic" if loader == "synthetic" else "real")}
 
 
@@ -210,8 +212,8 @@ def stand(run_dir: Path, results: dict, figures: list[Published], references: di
             runs = [r for r in case.get("runs") or [] if isinstance(r.get("value"), int | float)]
             if not runs:
                 continue
-            key = (f"{group['framework']}/{group['model']}/bz{group['batch_per_device']}/{case['case']}/"
-                   f"{group['precision']}")
+            key = case_key(group["framework"], group["model"], group["batch_per_device"], case["case"],
+                           group["precision"])
             # each run's run.json record, with the telemetry results.json carries where run.json has none
             entries = [{"telemetry": r.get("telemetry")} | (recorded.get(f"logs/{r.get('file')}") or {}) for r in runs]
             mine = _case_settings(group, case, entries)
