@@ -277,3 +277,16 @@ def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: boo
                 group.notes.append(f"{case.name}: run(s) {runs} are MAD outliers (|modified z| > {cutoff})")
         groups.append(group)
     return Report(root, method, scale_given, groups, failures, strays)
+
+
+def framework_rows(report: Report) -> tuple[list[str], list[tuple[tuple[str, int, str, str], dict[str, CaseResult]]]]:
+    """Frameworks, and every (model, batch, precision, case) that two or more of them ran."""
+    cells: dict[tuple[str, int, str, str], dict[str, CaseResult]] = {}
+    for group in report.groups:
+        for case in group.cases:
+            key = (group.key.model, group.key.batch, group.key.precision, case.name)
+            cells.setdefault(key, {})[group.key.framework] = case
+    rows = [(k, v) for k, v in sorted(cells.items()) if len(v) > 1]
+    frameworks = sorted({fw for _, row in rows for fw in row})
+    return frameworks, rows
+

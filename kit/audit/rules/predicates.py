@@ -354,7 +354,7 @@ def window_clean(ev: Evidence, out: Finding) -> None:
 @predicate()
 def same_global_batch_across_frameworks(ev: Evidence, out: Finding) -> None:
     """Rows that put frameworks side by side compare the same global batch (as each log's run_start says)."""
-    from kit.results.exporters import framework_rows
+    from kit.results.report import framework_rows
 
     if ev.report is None:
         return
