@@ -16,7 +16,7 @@ PUBLISHED = SHARED / "fixtures" / "published-logs"
 # `make test` runs the test files in parallel (pytest-xdist, -n): a file is one unit of work, so a module's
 # fixtures are built once and its tests keep their order; files that share a machine-wide resource (Slurm's
 # fixed ports) are one unit. The longest units start first, so the last worker to finish did not start late.
-SHARED_UNITS = {"test_slurm.py": "slurm", "test_slurm_programs.py": "slurm"}
+SHARED_UNITS = {"test_slurm.py": "slurm", "test_slurm_programs.py": "slurm", "test_reproduce_slurm.py": "slurm"}
 LONGEST_FIRST = ("slurm", "test_images.py", "test_bundle.py", "test_multinode.py", "test_reference_runs.py",
                  "test_harness_seed003.py", "test_harness.py")
 
@@ -143,11 +143,17 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 def redeclare_suite(run_dir: Path, text: str) -> None:
-    """A run's suite.yaml replaced and declared anew in run.json (what --resume otherwise refuses: an edited suite)."""
+    """A run's suite.yaml replaced and declared anew in run.json, its sha256 and the expansion kit bench freezes
+    (what --resume otherwise refuses: an edited suite)."""
     import hashlib
     import json
+
+    from kit.config.expansion import FROZEN_KEY, freeze
+    from kit.config.suites import load_suite
 
     (run_dir / "suite.yaml").write_text(text)
     meta = json.loads((run_dir / "run.json").read_text())
     meta["suite_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    if FROZEN_KEY in meta:
+        meta[FROZEN_KEY] = freeze(load_suite(run_dir / "suite.yaml"))
     (run_dir / "run.json").write_text(json.dumps(meta))

@@ -11,10 +11,11 @@ import pytest
 from test_bench import TINY_SUITE, TINY_SUITE_BASE, only_run_dir, write_suite
 
 from kit.cli import main
+from kit.config.expansion import FROZEN_KEY, freeze, thaw
 from kit.config.suites import load_suite
 from kit.run import bench, records
 from kit.run.estimate import Eta, estimate
-from kit.run.frozen import FROZEN_KEY, Selection, SelectionError, freeze, run_suite, thaw
+from kit.run.frozen import Selection, SelectionError, run_suite
 from kit.run.plan import PlannedRun
 from kit.run.progress import EtaColumn
 

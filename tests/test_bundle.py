@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -13,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import redeclare_suite
 from kitlogs import rewrite_kitlog
 
 from kit.audit import bundle as bd
@@ -366,10 +366,7 @@ def test_unbounded_references_are_shown_not_checked_and_bounded_ones_need_the_un
     run = fresh_copy(real_run, tmp_path)
 
     def declare(text: str) -> None:  # as if the run had started with these references
-        (run / "suite.yaml").write_text(text)
-        meta = json.loads((run / "run.json").read_text())
-        meta["suite_sha256"] = hashlib.sha256(text.encode()).hexdigest()
-        (run / "run.json").write_text(json.dumps(meta, indent=2))
+        redeclare_suite(run, text)
         bench.write_report(run, load_suite(run / "suite.yaml"))
 
     refs = """
@@ -491,11 +488,7 @@ def test_v3_refuses_a_suite_renamed_to_a_builtin_suites_name(real_run, tmp_path)
     """`kit bench` refuses to start such a suite; renamed afterwards (and run.json's fingerprint with it), verify
     refuses it from v3, naming suite.yaml's name line; v2 did not."""
     run = fresh_copy(real_run, tmp_path)
-    text = SUITE.replace("name: audit", "name: local")
-    (run / "suite.yaml").write_text(text)
-    meta = json.loads((run / "run.json").read_text())
-    meta["suite_sha256"] = hashlib.sha256(text.encode()).hexdigest()
-    (run / "run.json").write_text(json.dumps(meta, indent=2))
+    redeclare_suite(run, SUITE.replace("name: audit", "name: local"))
     bench.write_report(run, load_suite(run / "suite.yaml"))
     bundle = bd.make_bundle(run, submitter="Lab", system_name="box")
     result = verify(bundle)

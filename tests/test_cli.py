@@ -45,7 +45,7 @@ def test_report_prints_dlperf_table_and_writes_outputs(published, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "| 4 | 32 | 9418.44 | 29.27 |" in r.stdout
     assert {p.name for p in tmp_path.iterdir()} == {"report.md", "report.html", "results.json", "results.csv",
-                                                    "scaling.png"}
+                                                    "scaling.png", "throughput.png"}
 
 
 def test_report_of_read_only_tree_writes_under_cwd(published, tmp_path):

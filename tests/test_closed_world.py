@@ -4,13 +4,12 @@ which checked only what its rules named, passes the ones it missed."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, redeclare_suite
 from kitlogs import rewrite_kitlog
 
 from kit.audit import bundle as bd
@@ -314,11 +313,7 @@ GPU_RUN = SHARED / "fixtures" / "gpu-runs" / "h100-one-20261126-175228"  # a rea
 
 def test_the_recorded_h100_run_holds_and_filed_as_this_cpu_hosts_it_fails(real_run, tmp_path):
     def edit_suite(run: Path, old: str, new: str) -> None:
-        suite = run / "suite.yaml"
-        suite.write_text(suite.read_text().replace(old, new))
-        meta = json.loads((run / "run.json").read_text())
-        meta["suite_sha256"] = hashlib.sha256(suite.read_bytes()).hexdigest()
-        (run / "run.json").write_text(json.dumps(meta, indent=2))
+        redeclare_suite(run, (run / "suite.yaml").read_text().replace(old, new))
 
     def layout_said(run: Path) -> None:  # the layout it ran in said (today's GPU suites default amp to nhwc)
         edit_suite(run, "defaults:\n", "defaults:\n  layout: nchw\n")

@@ -46,7 +46,8 @@ def test_json_csv_and_plot(published, tmp_path):
     rows = list(csv.DictReader(to_csv(report).splitlines()))
     assert [r["median"] for r in rows] == ["321.8", "574.66", "1143.46", "2458.74", "4849.68", "9418.44"]
     written = write_outputs(report, tmp_path / "out")
-    assert sorted(p.name for p in written) == ["report.md", "results.csv", "results.json", "scaling.png"]
+    assert sorted(p.name for p in written) == ["report.md", "results.csv", "results.json", "scaling.png",
+                                               "throughput.png"]
     assert (tmp_path / "out/scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

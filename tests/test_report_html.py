@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from kitlogs import recorded_clean, without_the_nan_repeat
 from test_gpu_telemetry_report import cut_nvml, cut_smi, span
+from test_plots import png_size
 
 from kit.audit import bundle as bd
 from kit.audit.verify import verify, verify_tree
@@ -113,10 +114,13 @@ def test_the_page_in_chromium(sampled, browser):
         cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
         standing[cells[0]] = cells[1].split()[0]
     assert standing == {k: f"{m / gpus:.1f}" for k, (m, gpus) in medians.items()}
-    # every image embedded and loaded (the telemetry plot the run wrote)
-    images = browser.execute_script(
-        "return Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth, i.src.slice(0, 22)])")
-    assert images == [["telemetry.png", True, images[0][2], "data:image/png;base64,"]] and images[0][2] > 0
+    # every image embedded and loaded (the plots the run wrote: each case's throughput, its telemetry), at the
+    # PNG's own pixel size
+    images = browser.execute_script("return Array.from(document.images).map(i => [i.alt, i.complete, "
+                                    "i.naturalWidth, i.naturalHeight, i.src.slice(0, 22)])")
+    assert images == [[name, True, *png_size(sampled / name), "data:image/png;base64,"]
+                      for name in ("throughput.png", "telemetry.png")]
+    assert images[0][2] == 1200
     # the long sections collapsed: settings, each group's per-run and telemetry tables
     details = {d.find_element(By.TAG_NAME, "summary").text: d for d in browser.find_elements(By.TAG_NAME, "details")}
     assert list(details) == ["Settings and environment", "ngc-pytorch · resnet50 · batch 256 · amp",
@@ -136,7 +140,7 @@ def test_a_dlperf_tree_page_with_its_scaling_plot(published, tmp_path, browser):
     console = open_page(browser, tmp_path / HTML_NAME)
     assert [e for e in console if e["level"] == "SEVERE"] == []
     images = browser.execute_script("return Array.from(document.images).map(i => [i.alt, i.naturalWidth])")
-    assert [alt for alt, _ in images] == ["scaling.png"] and images[0][1] > 0
+    assert images == [[name, png_size(tmp_path / name)[0]] for name in ("throughput.png", "scaling.png")]
     medians = [c["median"] for g in json.loads((tmp_path / "results.json").read_text())["groups"]
                for c in g["cases"]]
     cells = browser.execute_script("return Array.from(document.querySelectorAll('#figures tbody tr'))"

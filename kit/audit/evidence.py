@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kit.config import programs, reference
 from kit.config.cases import Case, Suite
+from kit.config.expansion import FROZEN_KEY, thaw
 from kit.config.suites import load_suite
 from kit.core.inputs import InputError, KitError, parse_json
 from kit.core.layout import RunLog, run_folder
@@ -23,7 +24,7 @@ from kit.hosts import capture as ec
 from kit.images.parity import program_stacks
 from kit.results.compose import compose_report
 from kit.results.parsers.kitlog import events as kit_events
-from kit.results.report import Report
+from kit.results.report import LAYOUTS, Report
 
 READ_ERRORS = (KitError, InputError, OSError, ValueError)  # a file that cannot be read: a finding, not a crash
 
@@ -84,7 +85,8 @@ class Evidence:
         return self._json("images.json")
 
     @cached_property
-    def suite(self) -> Suite | None:
+    def declared_suite(self) -> Suite | None:
+        """suite.yaml as this kit expands it."""
         try:
             return load_suite(self.root / "suite.yaml")
         except READ_ERRORS as exc:
@@ -92,8 +94,34 @@ class Evidence:
             return None
 
     @cached_property
+    def suite(self) -> Suite | None:
+        """The cases as the run expanded them (run.json expanded_suite, kit.run.frozen) where it recorded them and
+        suite.yaml reads, else suite.yaml as this kit expands it (suite_expansion_recorded holds the two equal)."""
+        declared = self.declared_suite
+        frozen_cases = self.meta.get(FROZEN_KEY)
+        if declared is None or not isinstance(frozen_cases, dict):
+            return declared
+        try:
+            return thaw(frozen_cases, self.root / "suite.yaml")
+        except (KeyError, TypeError, ValueError) as exc:
+            self.problems.append(("run.json", f"{FROZEN_KEY}: does not read as this kit's cases ({str(exc)[:200]});"
+                                              " suite.yaml as this kit expands it stands in"))
+            return declared
+
+    @cached_property
     def cases(self) -> dict[str, Case]:
         return {c.key: c for c in self.suite.cases} if self.suite else {}
+
+    @cached_property
+    def layout(self) -> int:
+        """The layout results.json declares its report in (kit.results.report.LAYOUTS; absent: 1), in which the
+        report is recomputed; one this kit does not know is a problem, and the report is recomputed in its newest."""
+        declared = (self.results or {}).get("layout", 1)
+        if declared in LAYOUTS and not isinstance(declared, bool):
+            return declared
+        self.problems.append(("results.json", f"layout: {declared!r} is no report layout this kit knows "
+                                              f"({', '.join(map(str, LAYOUTS))})"))
+        return LAYOUTS[-1]
 
     # ----------------------------------------------------------------- recomputed from the raw logs
     @cached_property
@@ -102,7 +130,7 @@ class Evidence:
             return None
         try:  # the composer the run used, with the same knowledge of the programs (kit.run.bench.compose_report)
             return compose_report(self.root, self.suite, method_for=reference.log_reduction, ran_as=programs.ran_as,
-                                  program_stacks=program_stacks)
+                                  program_stacks=program_stacks, layout=self.layout)
         except Exception as exc:  # noqa: BLE001 - as in the rules engine: a damaged file is a finding, not a crash
             self.problems.append(("logs/", f"cannot recompute the report: {type(exc).__name__}: {exc}"[:300]))
             return None

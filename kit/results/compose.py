@@ -22,7 +22,7 @@ from kit.core.inputs import InputError, parse_json
 from kit.results.extract import HARNESS_METHOD
 from kit.results.program_ratio import program_ratio_section
 from kit.results.published import published_figures
-from kit.results.report import Completion, Report, build_report
+from kit.results.report import LAYOUT, Completion, Report, build_report, framework_rows, ratio_pair
 from kit.results.sections import (
     input_section,
     program_data_section,
@@ -35,11 +35,13 @@ from kit.results.standing import stand, summary_markdown
 
 
 def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callable,
-                   program_stacks: Callable[[object, set[str]], list[str]]) -> Report:
-    """The run's report: its logs by their own rules (the harness's, each program's publisher's), titled with the
-    run's folder, and its settings sections."""
+                   program_stacks: Callable[[object, set[str]], list[str]], layout: int = LAYOUT) -> Report:
+    """The run's report in LAYOUT (kit.results.report.LAYOUTS): its logs by their own rules (the harness's, each
+    program's publisher's), titled with the run's folder, and its settings sections."""
     run_dir = Path(run_dir)
-    report = build_report(run_dir / "logs", HARNESS_METHOD, method_for=method_for)
+    report = build_report(run_dir / "logs", HARNESS_METHOD, method_for=method_for, layout=layout)
+    frameworks, rows = framework_rows(report)
+    report.pair = ratio_pair(frameworks, rows, {c.log_framework: c.framework for c in suite.cases})
     report.title = f"{suite.name} benchmark: {run_dir.name}"
     ran = {g.key.case_key(c.name) for g in report.groups for c in g.cases}
     stacks = program_stacks(suite, ran)

@@ -64,26 +64,16 @@ def to_markdown(report: Report) -> str:
         if own != {describe_method(report.method, True)}:  # a published program's: its recipe's reduction
             out.write(f"Method per run: {'; '.join(sorted(own))}.\n")
         out.write(f"{group.unit}, median of {'/'.join(map(str, runs))} run(s) per case.\n\n")
-        out.write("| node_num | gpu_num | samples/s | speedup |\n")
-        out.write("| -------- | ------- | --------- | ------- |\n")
-        for case in group.cases:
-            speed = "" if case.speedup_rounded is None else str(case.speedup_rounded)
-            out.write(f"| {case.nodes} | {case.gpus} | {_shown(case.median, report.method)} | {speed} |\n")
-        out.write("\n| case | runs | min | max | CV | efficiency | peak memory |\n")
-        out.write("| ---- | ---- | --- | --- | -- | ---------- | ----------- |\n")
-        for case in group.cases:
-            eff = "" if case.efficiency is None else f"{case.efficiency:.1%}"
-            peak = "" if case.peak_memory_mb is None else f"{case.peak_memory_mb:.0f} MiB"
-            out.write(
-                f"| {case.name} | {len(case.runs)} | {_shown(min(case.values), report.method)} "
-                f"| {_shown(max(case.values), report.method)} | {stats.cv(case.values):.2%} | {eff} | {peak} |\n"
-            )
+        if report.layout > 1 and len(group.cases) == 1:  # one case: no scaling to show
+            out.write(_one_case_markdown(group.cases[0], report.method))
+        else:
+            out.write(_scaling_markdown(group.cases, report.method))
         for note in group.notes:
             out.write(f"\n- {note}")
         if group.notes:
             out.write("\n")
         out.write(telemetry_markdown(group.cases, lambda run: read_what_ran(run.log.path).get("input_rate")
-                                     if run.figure.format == "kitlog" else None))
+                                     if run.figure.format == "kitlog" else None, report.layout))
     if report.failures:
         out.write("\n## Logs that gave no figure\n\n")
         for path, reason in report.failures:
@@ -96,11 +86,11 @@ def to_markdown(report: Report) -> str:
 
 
 def comparison_markdown(report: Report) -> str:
-    """Frameworks side by side, with the ratio of the first two."""
+    """Frameworks side by side, with the ratio of Report.pair (layout 1: of the first two by name)."""
     frameworks, rows = framework_rows(report)
     if len(frameworks) < 2:
         return ""
-    first, second = frameworks[0], frameworks[1]
+    first, second = report.pair if report.layout > 1 and report.pair else frameworks[:2]
     out = io.StringIO()
     out.write(f"\n## Frameworks side by side\n\nMedian samples/s (CV of the runs); ratio = {first} / {second}.\n\n")
     out.write("| model | batch | precision | case | " + " | ".join(frameworks) + f" | {first}/{second} |\n")
@@ -128,6 +118,32 @@ def comparison_markdown(report: Report) -> str:
 
 
 RATIO_MARKS = {stats.INCONCLUSIVE: " inconclusive", stats.UNTESTED: " (1 run)"}
+
+
+def _scaling_markdown(cases: list[CaseResult], method: Method) -> str:
+    """A group's scaling table (median and speedup per case), then its cases' spread."""
+    out = io.StringIO()
+    out.write("| node_num | gpu_num | samples/s | speedup |\n")
+    out.write("| -------- | ------- | --------- | ------- |\n")
+    for case in cases:
+        speed = "" if case.speedup_rounded is None else str(case.speedup_rounded)
+        out.write(f"| {case.nodes} | {case.gpus} | {_shown(case.median, method)} | {speed} |\n")
+    out.write("\n| case | runs | min | max | CV | efficiency | peak memory |\n")
+    out.write("| ---- | ---- | --- | --- | -- | ---------- | ----------- |\n")
+    for case in cases:
+        eff = "" if case.efficiency is None else f"{case.efficiency:.1%}"
+        peak = "" if case.peak_memory_mb is None else f"{case.peak_memory_mb:.0f} MiB"
+        out.write(f"| {case.name} | {len(case.runs)} | {_shown(min(case.values), method)} "
+                  f"| {_shown(max(case.values), method)} | {stats.cv(case.values):.2%} | {eff} | {peak} |\n")
+    return out.getvalue()
+
+def _one_case_markdown(case: CaseResult, method: Method) -> str:
+    """A group of one case (layout 2): its figures in one table, no speedup or scaling efficiency."""
+    peak = "" if case.peak_memory_mb is None else f"{case.peak_memory_mb:.0f} MiB"
+    return ("| case | runs | median | min | max | CV | peak memory |\n"
+            "| ---- | ---- | ------ | --- | --- | -- | ----------- |\n"
+            f"| {case.name} | {len(case.runs)} | {_shown(case.median, method)} | {_shown(min(case.values), method)} "
+            f"| {_shown(max(case.values), method)} | {stats.cv(case.values):.2%} | {peak} |\n")
 
 
 def framework_ratio_check(row: dict[str, CaseResult], first: str, second: str) -> stats.RatioCheck | None:
@@ -223,6 +239,7 @@ OUTPUT_NAMES = {
     "markdown": "report.md",
     "json": "results.json",
     "csv": "results.csv",
+    "throughput_png": "throughput.png",
     "png": "scaling.png",
     "frameworks_png": "frameworks.png",
     "telemetry_png": "telemetry.png",
@@ -238,11 +255,11 @@ def write_outputs(report: Report, out_dir: Path, plots: bool = True) -> list[Pat
         written.append(write_text(out_dir / OUTPUT_NAMES[kind], text))
     if not plots:
         return written
-    from kit.results.plotting import write_framework_plot, write_plot
+    from kit.results.plotting import write_framework_plot, write_plot, write_throughput_plot
     from kit.results.telemetry_plot import write_telemetry_plot
 
-    for name, plot in (("png", write_plot), ("frameworks_png", write_framework_plot),
-                       ("telemetry_png", write_telemetry_plot)):
+    for name, plot in (("throughput_png", write_throughput_plot), ("png", write_plot),
+                       ("frameworks_png", write_framework_plot), ("telemetry_png", write_telemetry_plot)):
         png = out_dir / OUTPUT_NAMES[name]
         if plot(report, png):
             written.append(png)

@@ -4,10 +4,13 @@ telemetry_warnings() (what the report says beside the figure)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from pathlib import Path
 
-from kit.core.layout import run_folder, telemetry_name
+from kit.core.layout import RunLog, classify, run_folder, sidecar_name, telemetry_name
 from kit.results import stats
+from kit.results.extract import pick_rank
 from kit.results.parsers import PER_STEP, ParseError, parse_log
 from kit.results.parsers.kitlog import events
 from kit.telemetry import Telemetry, WindowSummary, read, summarize
@@ -25,6 +28,60 @@ def harness_window(log_path: str | Path) -> tuple[float, float, int]:
         raise ParseError(log_path, "no timed step records (an epoch-timed run has no per-step window)")
     first, last = measured[0], measured[-1]
     return first["time_ms"] / 1000 - first["seconds"], last["time_ms"] / 1000, sum(e["global_batch"] for e in measured)
+
+
+ZONE_STEP_S = 900  # time zones differ from UTC by whole quarter hours
+
+
+def program_window(log: Path, logs_root: Path, figure, times: list[float]) -> tuple[float, float, int] | None:
+    """(start_s, end_s, images) of a published program's figure in epoch seconds: from the record before its first
+    used record (else that record) to its last, as the log's clock stamps them, and the global batch times the steps
+    between them. A log's clock is its host's local time: it is moved to UTC by the whole quarter hours that put
+    the log's first stamp nearest the run's recorded start (its command record's `started`, else the first sample).
+    None where the records carry no time or step, or the window lies outside the samples."""
+    try:
+        records = parse_log(log, figure.format).records
+    except ParseError:
+        return None
+    series = pick_rank([r for r in records if r.metric == figure.metric and r.kind == figure.kind
+                        and r.timestamp is not None and r.step is not None], None, [])
+    used = [r for r in series if figure.first_line <= r.line <= figure.last_line] if figure.first_line else []
+    if len(used) < 2 or not times:
+        return None
+    before = [r for r in series if r.line < used[0].line and r.epoch == used[0].epoch]
+    first = before[-1] if before else used[0]
+    steps = sum(b.step - a.step for a, b in zip([first, *used], used, strict=False)
+                if b.step > a.step and a.epoch == b.epoch)
+    started = _started(Path(log)) or min(times)
+    stamps = [r.timestamp for r in records if r.timestamp is not None]
+    shift = round((min(stamps) - started) / ZONE_STEP_S) * ZONE_STEP_S
+    start, end = first.timestamp - shift, used[-1].timestamp - shift
+    if not (end > start and min(times) <= end and start <= max(times)):
+        return None
+    run = classify(Path(log), Path(logs_root))
+    return start, end, steps * run.group.batch * run.gpus if isinstance(run, RunLog) else 0
+
+
+def _started(log: Path) -> float | None:
+    """The epoch second the run's command record (scripts/reference/launch.py) says it started, or None."""
+    try:
+        started = json.loads(log.with_name(sidecar_name(log.name)).read_text(encoding="utf-8")).get("started")
+        return dt.datetime.fromisoformat(started).timestamp() if isinstance(started, str) else None
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+
+
+def captured_gpu_names(root: Path) -> dict[str, str]:
+    """{GPU UUID: product name} from every host's nvidia-smi capture of the run (env/<host>/capture.json)."""
+    names = {}
+    for capture in sorted((Path(root) / "env").glob("*/capture.json")):
+        try:
+            gpus = (json.loads(capture.read_text(encoding="utf-8")).get("smi") or {}).get("gpus") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        names |= {g["uuid"]: g["product_name"] for g in gpus if isinstance(g, dict)
+                  and isinstance(g.get("uuid"), str) and isinstance(g.get("product_name"), str)}
+    return names
 
 
 # ---- a run's GPU telemetry, as results.json and the report carry it ---------------------------------------------
@@ -55,10 +112,11 @@ def _r(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
-def _host_figures(path: Path, root: Path, tel: Telemetry, summary: WindowSummary) -> dict:
+def _host_figures(path: Path, root: Path, tel: Telemetry, summary: WindowSummary, names: dict[str, str]) -> dict:
     return {
         "file": path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path),
-        "source": tel.source, "gpus": [g.name or g.uuid or f"GPU {g.index}" for g in tel.gpus],
+        "source": tel.source, "gpus": [g.name or names.get(g.uuid or "") or g.uuid or f"GPU {g.index}"
+                                       for g in tel.gpus],
         "samples": summary.samples, "coverage": _r(summary.coverage, 3), "why": summary.why or tel.why,
         "sm_mhz_median": _r(summary.sm_mhz_median, 1), "sm_ratio_min": _r(summary.sm_ratio_min, 3),
         "max_sm_mhz": _r(summary.max_sm_mhz, 1), "power_mean_w": _r(summary.power_mean_w, 1),
@@ -69,27 +127,35 @@ def _host_figures(path: Path, root: Path, tel: Telemetry, summary: WindowSummary
     }
 
 
-def run_telemetry(log: Path, logs_root: Path, root: Path) -> dict | None:
+def run_telemetry(log: Path, logs_root: Path, root: Path, layout: int = 1, figure=None) -> dict | None:
     """What the GPUs of a run did, from its samples (None: the run has none, as every CPU run): over the measured
-    window of a harness log, over the whole sampled time of a published program's (its steps' times are not the
-    kit's to read), each host's figures and the run's (energy summed over hosts, per image of the window).
-    TelemetryError for a samples file that cannot be read (file, line, field)."""
+    window of a harness log; a published program's (FIGURE: its figure) over the whole sampled time in layout 1, over
+    its figure's records as its own clock stamps them from layout 2 (program_window), where it stamps them; each
+    host's figures and the run's (energy summed over hosts, per image of the window). Layout 2 names a GPU its
+    samples give only a UUID of as the run's nvidia-smi capture does. TelemetryError for a samples file that cannot
+    be read (file, line, field)."""
     files = telemetry_files(log, logs_root)
     if not files:
         return None
     read_ = {host: read(path) for host, path in files.items()}
+    times = [s.t for tel in read_.values() for s in tel.samples]
     try:
         start, end, images = harness_window(log)
         window = "measured steps"
     except ParseError:
-        times = [s.t for tel in read_.values() for s in tel.samples]
-        start, end, images = (min(times), max(times), 0) if len(times) > 1 else (0.0, 1.0, 0)
-        window = "whole run"
+        timed = program_window(log, logs_root, figure, times) if layout > 1 and figure is not None else None
+        if timed is not None:
+            start, end, images = timed
+            window = "timed steps"
+        else:
+            start, end, images = (min(times), max(times), 0) if len(times) > 1 else (0.0, 1.0, 0)
+            window = "whole run"
+    names = captured_gpu_names(root) if layout > 1 else {}
     hosts = {}
     summaries = {}
     for host, tel in read_.items():
         summaries[host] = summarize(tel, start, end, images) if end > start else None
-        hosts[host] = _host_figures(files[host], root, tel, summaries[host])
+        hosts[host] = _host_figures(files[host], root, tel, summaries[host], names)
     energies = [s.energy_j for s in summaries.values() if s is not None]
     energy = sum(energies) if energies and len(energies) == len(summaries) and None not in energies else None
     sources = {s.energy_source for s in summaries.values() if s is not None}
@@ -136,7 +202,7 @@ def _cell(value: float | None, fmt: str) -> str:
     return "" if value is None else format(value, fmt)
 
 
-def telemetry_markdown(cases, input_rate=lambda run: None) -> str:
+def telemetry_markdown(cases, input_rate=lambda run: None, layout: int = 1) -> str:
     """The report's table of what the GPUs did in each run of a group's CASES (kit.results.report.CaseResult) that
     was sampled, then the warnings; "" when none was. input_rate(run): the loader's own rate, where probed."""
     rows, warnings = [], []
@@ -167,8 +233,9 @@ def telemetry_markdown(cases, input_rate=lambda run: None) -> str:
                 tele, input_rate(run), run.figure.value, case.nodes)]
     if not rows:
         return ""
-    head = ["", "What the GPUs did (a harness run over its measured steps, a published program "
-            "over its whole run; SM clock: the median, of the GPUs' maximum; J/image from NVML's energy counter, "
+    program = "over its timed steps by its log's clock (else its whole run)" if layout > 1 else "over its whole run"
+    head = ["", f"What the GPUs did (a harness run over its measured steps, a published program {program}; "
+            "SM clock: the median, of the GPUs' maximum; J/image from NVML's energy counter, "
             "else the power integrated):", "",
             "| case | run | GPUs | window | SM clock | power mean / limit | J/image | images/s per W | peak °C "
             "| GPU busy % | throttled | note |",

@@ -22,7 +22,7 @@ from kit.results.exporters import OUTPUT_NAMES, _shown, to_markdown, write_outpu
 from kit.results.report import Report
 
 HTML_NAME = "report.html"
-PLOT_NAMES = tuple(OUTPUT_NAMES[k] for k in ("png", "frameworks_png", "telemetry_png"))
+PLOT_NAMES = tuple(OUTPUT_NAMES[k] for k in ("throughput_png", "png", "frameworks_png", "telemetry_png"))
 TERMINAL_SECTIONS = ("Logs that gave no figure", "Files ignored")  # report.md's, in the summary too
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CSS = """

@@ -23,6 +23,14 @@ from kit.results.parsers.kitlog import read_peak_memory
 SCHEMA_VERSION = SCHEMA_VERSIONS["results.json"]
 SPEEDUP_DECIMALS = 2
 
+# How report.md and results.json present the figures (results.json "layout"; absent: 1). Verify recomputes a report
+# in the layout it declares, under a rule set that knows it (kit.audit.rules.derived). Layout 2: frameworks side by
+# side as the Paddle side over the PyTorch side (Report.pair); no scaling table for a group of one case; an outlier
+# note names its case key, log and figures; a published program's GPU telemetry over its log's own timed window;
+# a sampled GPU named as the run's nvidia-smi capture names it where its samples give only a UUID.
+LAYOUTS = (1, 2)
+LAYOUT = LAYOUTS[-1]
+
 
 @dataclass
 class RunResult:
@@ -166,11 +174,14 @@ class Report:
     devices: str = "GPUs"  # what <N>n<G>g counts: GPUs, or processes on a CPU run
     completion: Completion | None = None  # a kit bench run's: None where the run directory records no plan
     standing: str = ""  # Markdown first under the title: where a GPU run stands against published figures
+    layout: int = LAYOUT
+    pair: tuple[str, str] | None = None  # layout 2: the frameworks whose ratio the side-by-side table gives
 
     def to_dict(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,
             "kit_version": __version__,
+        } | ({"layout": self.layout} if self.layout > 1 else {}) | {
             "source": str(self.source),
             "method": self.method.to_dict() | {"scale": self.method.scale if self.scale_given else "auto"},
             "groups": [
@@ -229,9 +240,9 @@ def figure_for(log: RunLog, method: Method, fmt: str, scale_given: bool) -> Figu
 
 
 def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: bool = False, progress=None,
-                 method_for=None) -> Report:
+                 method_for=None, layout: int = LAYOUT) -> Report:
     """Every log below root reduced by `method` (format `fmt`), or by method_for(log) -> (method, format) where that
-    gives one (a published program's log: its recipe's reduction, scale included)."""
+    gives one (a published program's log: its recipe's reduction, scale included); presented in LAYOUT."""
     root = Path(root)
     logs, strays = find_logs(root)
     by_group: dict[GroupKey, dict[tuple[int, int], list[RunResult]]] = {}
@@ -250,7 +261,8 @@ def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: boo
             continue
         peak = read_peak_memory(log.path) if figure.format == "kitlog" else None
         try:
-            tele = run_telemetry(log.path, root, root.parent if root.name == "logs" else root)
+            tele = run_telemetry(log.path, root, root.parent if root.name == "logs" else root, layout,
+                                 figure if own else None)
         except InputError as exc:  # a samples file that cannot be read: the run has no figure the kit stands by
             failures.append((log.path, f"GPU samples: {exc}"))
             continue
@@ -272,11 +284,19 @@ def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: boo
                 case.speedup = stats.speedup(case.median, base.median)
         for case in cases:
             if case.outlier_runs:
-                runs = ", ".join(map(str, case.outlier_runs))
-                cutoff = stats.DEFAULT_OUTLIER_Z
-                group.notes.append(f"{case.name}: run(s) {runs} are MAD outliers (|modified z| > {cutoff})")
+                group.notes.append(outlier_note(key, case, root) if layout > 1 else
+                                   f"{case.name}: run(s) {', '.join(map(str, case.outlier_runs))} are MAD outliers "
+                                   f"(|modified z| > {stats.DEFAULT_OUTLIER_Z})")
         groups.append(group)
-    return Report(root, method, scale_given, groups, failures, strays)
+    return Report(root, method, scale_given, groups, failures, strays, layout=layout)
+
+
+def outlier_note(key: GroupKey, case: CaseResult, root: Path) -> str:
+    """Layout 2's note on a case's MAD outliers: its case key, each outlying run's log and figure, the median."""
+    runs = [r for r in case.runs if r.log.run in case.outlier_runs]
+    named = "; ".join(f"run {r.log.run} ({rel_path(r.log.path, root)}): {r.figure.value:.2f}" for r in runs)
+    return (f"{key.case_key(case.name)}: {named} against the case's median {case.median:.2f} {runs[0].figure.unit} "
+            f"(MAD outlier{'s' if len(runs) > 1 else ''}: |modified z| > {stats.DEFAULT_OUTLIER_Z})")
 
 
 def framework_rows(report: Report) -> tuple[list[str], list[tuple[tuple[str, int, str, str], dict[str, CaseResult]]]]:
@@ -290,3 +310,22 @@ def framework_rows(report: Report) -> tuple[list[str], list[tuple[tuple[str, int
     frameworks = sorted({fw for _, row in rows for fw in row})
     return frameworks, rows
 
+
+def ratio_pair(frameworks: list[str], rows, family: dict[str, str]) -> tuple[str, str] | None:
+    """The two frameworks whose ratio the side-by-side table gives: the Paddle side over the PyTorch side (FAMILY:
+    a log folder's framework, e.g. ngc-pytorch -> torch) sharing the most rows; where no such two share a row, the
+    two that share the most; None where no two share one. Ties: the frameworks' own (the harness's) before the
+    published programs', then FRAMEWORKS' order."""
+    def shared(pair: tuple[str, str]) -> int:
+        return sum(1 for _, row in rows if pair[0] in row and pair[1] in row)
+
+    def side(name: str) -> str:
+        return family.get(name, name)
+
+    paddle_torch = [(a, b) for a in frameworks for b in frameworks if side(a) == "paddle" and side(b) == "torch"]
+    anyone = [(a, b) for i, a in enumerate(frameworks) for b in frameworks[i + 1:]]
+    for pairs in (paddle_torch, anyone):
+        best = max(pairs, key=lambda p: (shared(p), (side(p[0]) == p[0]) + (side(p[1]) == p[1])), default=None)
+        if best is not None and shared(best):
+            return best
+    return None

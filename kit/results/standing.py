@@ -214,8 +214,10 @@ def stand(run_dir: Path, results: dict, figures: list[Published], references: di
                 continue
             key = case_key(group["framework"], group["model"], group["batch_per_device"], case["case"],
                            group["precision"])
-            # each run's run.json record, with the telemetry results.json carries where run.json has none
-            entries = [{"telemetry": r.get("telemetry")} | (recorded.get(f"logs/{r.get('file')}") or {}) for r in runs]
+            # each run's run.json record, with the telemetry results.json carries (the report's window: a published
+            # program's timed steps from layout 2, where run.json keeps its whole run)
+            entries = [(recorded.get(f"logs/{r.get('file')}") or {}) | ({"telemetry": r["telemetry"]} if
+                       r.get("telemetry") else {}) for r in runs]
             mine = _case_settings(group, case, entries)
             mine |= {k: v for k, v in (settings or {}).get(key, {}).items() if v is not None}
             values = [r["value"] for r in runs]

@@ -14,6 +14,7 @@ from kit.audit.commands import recorded_commands
 from kit.audit.evidence import Evidence
 from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
+from kit.config.expansion import FROZEN_KEY, freeze
 from kit.core.inputs import parse_json
 from kit.core.yamlio import ConfigError, LineDict
 from kit.results.parsers.kitlog import NO_FIGURE
@@ -23,7 +24,8 @@ REL_TOL = 1e-9
 
 @predicate()
 def results_match_logs(ev: Evidence, out: Finding) -> None:
-    """results.json holds the figures recomputed from the raw logs: every run value, median, speedup."""
+    """results.json holds the figures recomputed from the raw logs: every run value, median, speedup (in the report
+    layout it declares: kit.audit.evidence.Evidence.layout)."""
     from kit.results.exporters import to_json
 
     if ev.report is None:
@@ -39,6 +41,21 @@ def results_match_logs(ev: Evidence, out: Finding) -> None:
         out.fail(f"{path}: written {have!r}, recomputed from the logs {want!r}", "results.json",
                  json_line(lines[0], path))
     out.checked = sum(len(c["runs"]) for g in recomputed["groups"] for c in g["cases"])
+
+
+@predicate()
+def suite_expansion_recorded(ev: Evidence, out: Finding) -> None:
+    """Where run.json records the suite as the run expanded it (expanded_suite: what the report and verify read),
+    that expansion is suite.yaml's as this kit expands it: the same cases in the same order, field for field."""
+    recorded = ev.meta.get(FROZEN_KEY)
+    if recorded is None or ev.declared_suite is None:
+        return
+    want = json.loads(json.dumps(freeze(ev.declared_suite)))  # as run.json holds it: lists, not tuples
+    out.checked = len(want["cases"])
+    lines = ev.lines_of("run.json")
+    for path, have, wanted in list(json_differences(recorded, want))[:5]:
+        out.fail(f"{FROZEN_KEY}.{path}: recorded {str(have)[:120]!r}, suite.yaml expands to {str(wanted)[:120]!r}",
+                 "run.json", json_line(lines, f"{FROZEN_KEY}.{path}"))
 
 
 FAILURE_LINE = re.compile(r"line (\d+): ")  # how kit.results.report keeps a ParseError's line in its reason
@@ -78,7 +95,7 @@ def report_matches_logs(ev: Evidence, out: Finding, standing: bool = False) -> N
     """report.md is the report recomputed from the raw logs, line for line; from version 2 (STANDING), a GPU run's
     report starts with where it stands against the published figures the kit holds (kit.results.standing), which
     reports of earlier kits did not write: version 1 compares the rest, and a report that has the block has it as
-    recomputed (a later kit's bundle judged under an earlier set)."""
+    recomputed (a later kit's bundle judged under an earlier set). In the layout results.json declares."""
     from kit.results.exporters import to_markdown
 
     if ev.report is None:
