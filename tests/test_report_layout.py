@@ -19,6 +19,7 @@ from kit.images.parity import program_stacks
 from kit.results import compose
 from kit.results.exporters import to_markdown
 from kit.results.extract import Method
+from kit.results.html import figures_markdown
 from kit.results.report import LAYOUT, build_report, ratio_pair
 from kit.run.bench import write_report
 from kit.run.frozen import run_suite
@@ -72,6 +73,8 @@ def test_a_group_of_one_case_gets_no_scaling_table(h200_run):
     assert "node_num" not in torch_new and "speedup" not in torch_new and "efficiency" not in torch_new
     assert "| case | runs | median | min | max | CV | peak memory |" in torch_new
     assert "| 1n1g | 2 | 5749.08 | 5740.57 | 5757.58 | 0.21% | 11260 MiB |" in torch_new
+    assert "speedup" in figures_markdown(composed(h200_run, 1))  # the page's per-case table, likewise
+    assert "speedup" not in figures_markdown(composed(h200_run, 2))
 
 
 def test_the_side_by_side_ratio_is_the_paddle_side_over_the_pytorch_side():

@@ -76,14 +76,17 @@ def sections(text: str) -> list[Section]:
 
 
 def figures_markdown(report: Report) -> str:
-    """The per-case figures: one row per case of every group, in results.json's order."""
-    rows = ["| case | node_num | gpu_num | median | speedup | unit | runs | min | max | CV |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    """The per-case figures: one row per case of every group, in results.json's order; a speedup column only where
+    a group has two cases or more (report layout 2)."""
+    scaled = report.layout < 2 or any(len(g.cases) > 1 for g in report.groups)
+    rows = [f"| case | node_num | gpu_num | median |{' speedup |' if scaled else ''} unit | runs | min | max | CV |",
+            "| --- " * (10 if scaled else 9) + "|"]
     for group in report.groups:
         for case in group.cases:
-            speed = "" if case.speedup_rounded is None else str(case.speedup_rounded)
+            speed = ("" if case.speedup_rounded is None else f" {case.speedup_rounded} |") if scaled else ""
             rows.append(f"| {group.key.case_key(case.name).strip('/')} | {case.nodes} | {case.gpus} "
-                        f"| {_shown(case.median, report.method)} | {speed} | {group.unit} | {len(case.runs)} "
+                        f"| {_shown(case.median, report.method)} |{speed or (' |' if scaled else '')} {group.unit} "
+                        f"| {len(case.runs)} "
                         f"| {_shown(min(case.values), report.method)} | {_shown(max(case.values), report.method)} "
                         f"| {stats.cv(case.values):.2%} |")
     return "\n".join(rows) + "\n" if report.groups else "No case gave a figure.\n"
