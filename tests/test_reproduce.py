@@ -2,10 +2,14 @@
 than its commands run, its logs, results and report rewritten consistently so that kit verify passes it (what an
 operator with the key could do: verify checks consistency, not truth), run again (not reproduced, slower by about
 that factor, here 100); the real H200 run's bundle on this CPU host (not comparable: GPU model and count, nothing run); bad
-input (one line, exit 2, nothing written)."""
+input (one line, exit 2, nothing written); the reproduction bundled, verified (naming its original's digest) and, a
+figure of its reproduction.json edited and the bundle made again, caught."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -14,8 +18,10 @@ from pathlib import Path
 import pytest
 from kitlogs import recorded_clean, rewrite_kitlog, without_the_nan_repeat
 
+from kit.audit import bundle as bd
 from kit.audit.verify import verify
 from kit.cli import main
+from kit.run.estimate import duration
 
 VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
 SUITE = """\
@@ -96,14 +102,54 @@ def reproduction(runs: Path) -> dict:
     return json.loads((run_dir / "reproduction.json").read_text())
 
 
-def test_a_real_cpu_run_is_reproduced_here(original, tmp_path, capsys):
-    run_dir, packed = original
-    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "2"])
-    said = reproduction(tmp_path / "runs")
+@pytest.fixture(scope="module")
+def reproduced(original, tmp_path_factory) -> tuple[int, Path, str]:
+    """`kit reproduce` of the original's bundle here: (exit code, its run directory, what it printed on stderr)."""
+    _, packed = original
+    runs = tmp_path_factory.mktemp("reproduced") / "runs"
+    capture = io.StringIO()
+    with contextlib.redirect_stderr(capture), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["reproduce", str(packed), "--runs-dir", str(runs), "--tolerance", "2"])
+    (run_dir,) = runs.iterdir()
+    return code, run_dir, capture.getvalue()
+
+
+def test_a_real_cpu_run_is_reproduced_here(original, reproduced):
+    code, run_dir, err = reproduced
+    said = json.loads((run_dir / "reproduction.json").read_text())
     (verdict,) = said["verdicts"]
     assert (code, verdict["case"], verdict["verdict"]) == (0, CASE, "reproduced"), verdict
-    assert said["bundle_sha256"] and said["tolerance"] == 2 and said["system_differences"] == []
-    assert "| torch/resnet50/bz2/1n1g/fp32 |" in capsys.readouterr().out
+    assert said["tolerance"] == 2 and said["system_differences"] == [] and said["counts"]["reproduced"] == 1
+    manifest = json.loads(bd.unpack(original[1], run_dir.parent.parent / "open").joinpath("manifest.json").read_text())
+    assert said["bundle_manifest_sha256"] == manifest["manifest_sha256"]
+    assert said["bundle_sha256"] == hashlib.sha256(original[1].read_bytes()).hexdigest()
+    assert "| torch/resnet50/bz2/1n1g/fp32 |" in (run_dir / "reproduction.md").read_text()
+    # the time to expect, from the bundle's own run; then kit bench's progress
+    (entry,) = json.loads((original[0] / "run.json").read_text())["runs"].values()
+    assert f"estimated time: {duration(entry['wall_seconds'])} for 1 run(s), from the bundle's own runs of these " \
+        "cases" in err
+    assert f"ok     {CASE} #1: " in err and "ETA" in err
+
+
+def test_a_reproduction_bundled_names_its_original_and_verify_checks_its_figures(reproduced, tmp_path, capsys):
+    _, run_dir, _ = reproduced
+    said = json.loads((run_dir / "reproduction.json").read_text())
+    packed = bundle(run_dir, tmp_path / "reproduction.tgz")
+    capsys.readouterr()
+    assert main(["verify", str(packed)]) == 0
+    out = capsys.readouterr().out
+    assert f"  reproduction of bundle {said['bundle_manifest_sha256']} (its manifest's sha256): 1 reproduced, " \
+        "tolerance 2" in out
+    root = bd.unpack(packed, tmp_path / "open")
+    (run,) = (root / "run").iterdir()
+    assert json.loads((root / "provenance.json").read_text())["reproduction_of"] == said["bundle_manifest_sha256"]
+    # an operator with the key edits a figure after the fact and bundles it again: verify's recomputation catches it
+    said["verdicts"][0]["reproduced"][0] *= 3
+    (run / "reproduction.json").write_text(json.dumps(said, indent=2))
+    bd.write_manifest(root)
+    assert main(["verify", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert f"[reproduction_recomputed] run/{run.name}/reproduction.json: verdicts[0].reproduced: " in out, out
 
 
 def test_a_consistent_forgery_verifies_but_is_not_reproduced(original, tmp_path, capsys):
@@ -142,11 +188,18 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(original, tmp_pat
     assert "'paddle/*' matches no case of the bundle; its cases: torch/resnet50/bz2/1n1g/fp32" in \
         capsys.readouterr().err
     assert main(["reproduce", str(packed), "--sample", "5", "--runs-dir", str(runs)]) == 2
+    capsys.readouterr()
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    for hosts, line in ((["--hosts", str(tmp_path / "none.yaml")], "none.yaml"),  # no such hosts file
+                        (["--hosts", str(tmp_path / "suite.yaml")], "suite.yaml"),  # not an inventory
+                        (["--scheduler", "slurm"], "--scheduler slurm runs on a hosts file's hosts")):
+        assert main(["reproduce", str(packed), "--runs-dir", str(runs), *hosts]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and line in err, err
     assert not runs.exists()
 
 
 def test_a_bundle_of_other_harness_files_is_refused_unless_forced_and_then_recorded(original, tmp_path, capsys):
-    from kit.audit import bundle as bd
     _, packed = original
     root = bd.unpack(packed, tmp_path / "open")
     (run,) = (root / "run").iterdir()

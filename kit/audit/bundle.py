@@ -289,7 +289,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
                     "run_id": run_dir.name, "rules_version": rules_version,
                     "pins_sha256": sha256_file(root / "pins.yaml") if (root / "pins.yaml").is_file() else None,
                     "claims": f"claims/{claims.name}" if claims else None, "redactions": redactions,
-                    "links": links,
+                    "links": links, **_reproduction_of(run_dir),
                 }, MANIFEST, sort_keys=True)
                 for path in sorted(root.iterdir()):
                     pack.add(path.name, path.read_bytes())
@@ -304,6 +304,15 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
         finally:
             Path(partial).unlink(missing_ok=True)
     return out
+
+
+def _reproduction_of(run_dir: Path) -> dict:
+    """provenance.json's `reproduction_of` (the digest of the bundle a `kit reproduce` run reproduced), where the run
+    is one (kit.audit.pair)."""
+    from kit.audit import pair
+
+    digest = pair.reproduction_of(run_dir)
+    return {pair.PROVENANCE_KEY: digest} if digest else {}
 
 
 def output_path(out: Path, run_dir: Path, force: bool) -> Path:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.audit import bundle as bd
+from kit.audit import pair
 from kit.audit import rules as rl
 from kit.audit.evidence import CLAIMS_REL_TOL, READ_ERRORS, Evidence
 from kit.core.files import SCHEMA_VERSIONS
@@ -45,6 +46,7 @@ class Compliance:
     made_under: object = None  # the rule set the bundle names (provenance.json): what its maker's kit applied
     # failing rules added or tightened after made_under, which the bundle passes as made_under judges them
     newer_rules_failed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. the bundle a reproduction reproduced (kit.audit.pair)
 
     @property
     def violations(self) -> list[rl.Violation]:
@@ -77,7 +79,7 @@ class Compliance:
         out = [f"kit verify {self.bundle}: rule set {self.rules_version or '?'}" + self.rules_said(),
                f"  files: {self.files} checked against manifest.json (sha256)"
                + ("" if not self.integrity else f", {len(self.integrity)} problem(s)"),
-               f"  signature: {sig}" + (f" - {self.signature.detail}" if self.signature else "")]
+               f"  signature: {sig}" + (f" - {self.signature.detail}" if self.signature else ""), *self.notes]
         for f in self.findings:
             state = "FAIL" if f.violations else ("n/a " if not f.checked else "OK  ")
             note = f"  ({f.note})" if f.note else ""
@@ -115,7 +117,7 @@ class Compliance:
                 "verdict": self.verdict, "authentic": self.authentic,
                 "files": self.files, "figures": self.figures, "rules_version": self.rules_version,
                 "made_under": self.made_under if isinstance(self.made_under, str) else None,
-                "newer_rules_failed": self.newer_rules_failed,
+                "newer_rules_failed": self.newer_rules_failed, "notes": self.notes,
                 "signature": self.signature.__dict__ if self.signature else None,
                 "rules": [{"rule": f.rule.name, "predicate": f.rule.predicate, "checked": f.checked,
                            "violations": len(f.violations), "note": f.note} for f in self.findings],
@@ -217,6 +219,8 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
         result.newer_rules_failed = newer_rules_failed(result.findings, named, evidence)
     result.extra += [rl.Violation("readable", why, f"run/{runs[0].name}/{file}") for file, why in evidence.problems]
     result.extra += check_system(root, runs[0])
+    result.notes, found = pair.check_pair(root, runs[0], provenance)  # a reproduction: its figures, its original
+    result.extra += found
     completion = evidence.report.completion if evidence.report else None
     if completion is not None and not completion.complete:  # its figures are of the finished runs only
         result.extra.append(rl.Violation(COMPLETE_RULE, completion.line(), f"run/{runs[0].name}/run.json"))

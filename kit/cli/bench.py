@@ -107,13 +107,14 @@ def _dry_run(args: argparse.Namespace, run_dir: Path | None, suite, host_refusal
 
 
 def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, images=None, force=False,
-                         selection=None, runs_dir: Path | None = None):
+                         selection=None, runs_dir: Path | None = None, past: dict[str, list[float]] | None = None):
+    """run_bench under kit bench's progress bar (the ETA from `past` durations where given, else runs_dir's)."""
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kit.run.progress import EtaColumn
 
-    eta = EtaColumn.for_bench(run_dir, suite, selection, force, runs_dir)
+    eta = EtaColumn.for_bench(run_dir, suite, selection, force, runs_dir, past)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), eta)
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("starting", total=None)

@@ -54,7 +54,7 @@ def _run_dir_for(args: argparse.Namespace, check) -> tuple[Path, object]:
 
 
 def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console, resume_hint: str,
-               job=None) -> int:
+               job=None, selection=None) -> int:
     """run_job (or `job(group, progress)`) for each host group into one run directory; a per-host status table."""
     from rich.table import Table
 
@@ -64,7 +64,7 @@ def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console
         console.print(f"  {host:<10} {what:<13} {detail}", soft_wrap=True, markup=False)
 
     job = job or (lambda group, progress: multinode.run_job(inv, group, suite, run_dir, args.on_failure, progress,
-                                                            args.force, image=args.image))
+                                                            args.force, image=args.image, selection=selection))
     outcomes, files = [], []
     try:
         for group in groups:
@@ -108,33 +108,55 @@ def cmd_multinode(args: argparse.Namespace) -> int:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     from kit.config.hosts import load_hosts
-    from kit.run import multinode
 
     inv = load_hosts(hosts_file(args))
     if args.scheduler == "slurm":
-        return _slurm_cluster(args, inv)
+        _slurm_config(inv)
     if args.dry_run:
         from kit.config.suites import load_suite
-        from kit.run import dryrun, records
+        from kit.run import dryrun, records, slurm_job
 
         suite = records.resume(args.resume) if args.resume else load_suite(args.suite)
-        for line in dryrun.render_cluster(suite, inv.hosts, f"from {hosts_file(args)}", args.resume):
+        if args.scheduler == "slurm":
+            lines = slurm_job.dry_run(inv.slurm, suite, f"of Slurm partition {inv.slurm.partition}", args.resume)
+        else:
+            lines = dryrun.render_cluster(suite, inv.hosts, f"from {hosts_file(args)}", args.resume)
+        for line in lines:
             print(line)
         return EXIT_OK
+    return cluster_run(args, inv)[0]
+
+
+def cluster_run(args: argparse.Namespace, inv, selection=None) -> tuple[int, Path]:
+    """`kit cluster`'s run of args.suite (or args.resume) on the inventory's hosts (args.scheduler ssh) or its Slurm
+    partition (slurm), only the cases `selection` keeps (kit.run.frozen.Selection; `kit reproduce --hosts` runs
+    through here): (exit code, run directory). What cannot start is refused before the run directory is made."""
+    from kit.run import multinode, slurm, slurm_job
+
+    if args.scheduler == "slurm":
+        cfg = _slurm_config(inv)
+        nodes = slurm.partition_nodes(cfg)  # no Slurm, no controller, unknown partition: one line, nothing started
+        run_dir, suite, groups, console = _cluster_groups(args, nodes, f"partition {cfg.partition} ({len(nodes)} "
+                                                          "nodes)", selection)
+        return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster --scheduler slurm",
+                          job=lambda group, progress: slurm_job.run_slurm_job(
+                              cfg, len(group), suite, run_dir, args.on_failure, progress, args.force,
+                              selection=selection)), run_dir
     multinode.preflight(inv, inv.hosts)
-    run_dir, suite, groups, console = _cluster_groups(args, inv.names, f"{len(inv.names)} host(s)")
-    return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster")
+    run_dir, suite, groups, console = _cluster_groups(args, inv.names, f"{len(inv.names)} host(s)", selection)
+    return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster", selection=selection), run_dir
 
 
-def _cluster_groups(args: argparse.Namespace, names: list[str], fits: str):
-    """(run directory, suite, host groups, console) of `kit cluster` over `names` (kit.run.plan.cluster_plan);
-    what cannot run is said; UsageError when no case fits."""
+def _cluster_groups(args: argparse.Namespace, names: list[str], fits: str, selection=None):
+    """(run directory, suite, host groups, console) of `kit cluster` over `names` (kit.run.plan.cluster_plan) for
+    the cases `selection` keeps; what cannot run is said; UsageError when no case fits."""
+    from kit.run.frozen import Selection
     from kit.run.plan import cluster_plan
 
     plan: dict = {}
 
     def check(suite) -> None:
-        plan["groups"], plan["skipped"] = cluster_plan(suite, names)
+        plan["groups"], plan["skipped"] = cluster_plan((selection or Selection()).apply(suite), names)
         if not plan["groups"]:
             raise UsageError(f"suite {suite.name}: no case fits {fits}")
 
@@ -147,27 +169,10 @@ def _cluster_groups(args: argparse.Namespace, names: list[str], fits: str):
     return run_dir, suite, [hosts for hosts, _nodes in plan["groups"]], console
 
 
-def _slurm_cluster(args: argparse.Namespace, inv) -> int:
-    """kit cluster --scheduler slurm: each group of n-node cases one allocation of the partition (kit.run.slurm_job)."""
-    from kit.run import slurm, slurm_job
-
+def _slurm_config(inv):
     if inv.slurm is None:
         raise UsageError(f"{inv.path}: no slurm: section (partition, shared_dir, ...); --scheduler slurm needs it")
-    if args.dry_run:
-        from kit.config.suites import load_suite
-        from kit.run import records
-
-        suite = records.resume(args.resume) if args.resume else load_suite(args.suite)
-        for line in slurm_job.dry_run(inv.slurm, suite, f"of Slurm partition {inv.slurm.partition}", args.resume):
-            print(line)
-        return EXIT_OK
-    nodes = slurm.partition_nodes(inv.slurm)  # no Slurm, no controller, unknown partition: one line, nothing started
-    run_dir, suite, groups, console = _cluster_groups(args, nodes,
-                                                      f"partition {inv.slurm.partition} ({len(nodes)} nodes)")
-    return _host_jobs(args, inv, groups, run_dir, suite, console,
-                      "kit cluster --scheduler slurm",
-                      job=lambda group, progress: slurm_job.run_slurm_job(inv.slurm, len(group), suite, run_dir,
-                                                                          args.on_failure, progress, args.force))
+    return inv.slurm
 
 
 def cmd_gather_logs(args: argparse.Namespace) -> int:

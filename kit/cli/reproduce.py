@@ -1,13 +1,18 @@
-"""`kit reproduce BUNDLE`: run a verified bundle's cases again on this host, from what the bundle records (its suite,
-the harness it ran), and say per case whether the figure came out the same (kit.results.reproduction).
+"""`kit reproduce BUNDLE`: run a verified bundle's cases again, from what the bundle records (its suite, the harness
+it ran), on this host, an inventory's SSH hosts or a Slurm partition (--hosts, through `kit cluster`'s run), and say
+per case whether the figure came out the same (kit.results.reproduction).
 
     kit reproduce bundle.tar.gz [--cases 'torch/resnet50/*'] [--sample 2 --seed 7] [--tolerance 0.05]
+    kit reproduce bundle.tar.gz --hosts hosts.yaml [--scheduler slurm]
 
 The bundle is verified first: one that does not verify is not reproduced. Refused (exit 2) where this kit's harness
-files differ from those the bundle ran, unless --force (recorded in reproduction.json). Leaves a normal run
-directory (report, results, bundle-able) with reproduction.json and reproduction.md beside its report, naming the
-original bundle's sha256. Exit: 0 every case reproduced, 1 any not reproduced, 2 bad input, 3 inconclusive or not
-comparable only. This host only: --hosts for SSH and Slurm are not built yet.
+files differ from those the bundle ran, unless --force (recorded in reproduction.json). Says the time to expect
+(the bundle's own run durations), then shows kit bench's progress (kit cluster's per-host lines with --hosts).
+Leaves a normal run directory (report, results, bundle-able) with reproduction.json and reproduction.md beside its
+report, naming the original bundle's digests; `kit bundle` of it carries them and `kit verify` checks its figures.
+Each case's verdict follows the kit's noise rule (interleaved repeats): reproduced, not reproduced, inconclusive
+(saying how many runs would resolve it) or not comparable. Exit: 0 every case reproduced, 1 any not reproduced,
+2 bad input, 3 inconclusive or not comparable only.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ import random
 import tempfile
 from pathlib import Path
 
-from kit.cli.common import progress_console
-from kit.core.inputs import InputError, parse_json
+from kit.cli.common import UsageError, progress_console
+from kit.core.inputs import InputError, KitError, parse_json
 
 
 def add_parser(sub) -> None:
@@ -38,6 +43,10 @@ def add_parser(sub) -> None:
     p.add_argument("--force", action="store_true", help="reproduce although this kit's harness files differ from "
                    "the bundle's (recorded)")
     p.add_argument("--allowed-signers", type=Path, help="verify the bundle's signature against these signers")
+    p.add_argument("--hosts", type=Path, metavar="HOSTS_FILE", help="run on this inventory's hosts (as `kit cluster "
+                   "--hosts-file`: 1-node cases on the first host, n-node on the first n) instead of this host")
+    p.add_argument("--scheduler", choices=("ssh", "slurm"), help="with --hosts: ssh, the inventory's hosts [ssh]; "
+                   "slurm, its slurm: partition (each run one job step)")
 
 
 def _choose(keys: list[str], patterns: list[str], sample: int | None, seed: int) -> list[str]:
@@ -70,6 +79,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     tolerance = rp.DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
     if not 0 < tolerance <= 10:
         raise InputError("--tolerance", f"must lie in (0, 10], got {tolerance}")
+    inv = _inventory(args)  # before anything else: a hosts file that does not load, one line and nothing written
     verdict = verify(args.bundle, args.allowed_signers)
     if not verdict.ok:
         print("\n".join(verdict.lines()[:12]))
@@ -77,25 +87,49 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="kit-reproduce-") as tmp:
         root = args.bundle if args.bundle.is_dir() else unpack.unpack(args.bundle, Path(tmp))
         (original,) = [p for p in (root / "run").iterdir() if p.is_dir()]
-        return _reproduce(args, root, original, tolerance, rp)
+        return _reproduce(args, root, original, tolerance, rp, inv, verdict.signature)
 
 
-def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: float, rp) -> int:
+def _inventory(args: argparse.Namespace):
+    """--hosts's inventory (kit.config.hosts), None for this host; --scheduler only with --hosts."""
+    if args.hosts is None:
+        if args.scheduler is not None:
+            raise UsageError(f"--scheduler {args.scheduler} runs on a hosts file's hosts: give --hosts hosts.yaml")
+        return None
+    from kit.config.hosts import load_hosts
+
+    args.scheduler = args.scheduler or "ssh"
+    inv = load_hosts(args.hosts)
+    if args.scheduler == "slurm" and inv.slurm is None:
+        raise UsageError(f"{args.hosts}: no slurm: section (partition, shared_dir, ...); --scheduler slurm needs it")
+    return inv
+
+
+def bundle_identity(root: Path, bundle: Path, signature) -> dict:
+    """What names the bundle reproduced: its manifest's own sha256 (kit.audit.bundle: the same in its .tar.gz and
+    unpacked), the .tar.gz's sha256 where it is one, and what its signature check said."""
+    from kit.audit.bundle import MANIFEST, SELF_KEY
+
+    manifest = parse_json(root.joinpath(MANIFEST).read_bytes())
+    return {"bundle_sha256": hashlib.sha256(bundle.read_bytes()).hexdigest() if bundle.is_file() else None,
+            "bundle_manifest_sha256": manifest.get(SELF_KEY),
+            "bundle_signature": signature.state if signature else None}
+
+
+def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: float, rp, inv, signature) -> int:
     from kit.audit.bundle import system_description
     from kit.config.suites import load_suite
-    from kit.run import bench, records
+    from kit.run import bench
     from kit.run.frozen import Selection
 
     meta = parse_json(original.joinpath("run.json").read_bytes())
     figures = rp.figures_by_case(parse_json(original.joinpath("results.json").read_bytes()))
     chosen = _choose(sorted(figures), args.cases, args.sample, args.seed)
     suite = load_suite(original / "suite.yaml")
-    recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
-    estimate = sum(e.get("wall_seconds") or 0 for e in recorded.values()
-                   if isinstance(e, dict) and e.get("case") in chosen)
+    selection = Selection(select=tuple(chosen))
     original_system = parse_json(root.joinpath("system.json").read_bytes()) if (root / "system.json").is_file() \
         else {}
-    if why := bench.host_refusal(suite):  # a GPU bundle on a host without one: nothing to run, nothing comparable
+    if inv is None and (why := bench.host_refusal(suite)):  # a GPU bundle on a host without one: nothing to run
         system = rp.system_differences(original_system, {"accelerators_per_node": "0", "number_of_nodes": "1"},
                                        False)
         verdicts = [rp.compare_case(key, figures[key], [], tolerance, system) for key in chosen]
@@ -106,20 +140,23 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     if differs and not args.force:
         raise InputError(args.bundle, "this kit's harness files differ from the bundle's (" + "; ".join(differs[:3])
                          + "): reproduce with the kit that made it, or --force (recorded)")
+    identity = bundle_identity(root, args.bundle, signature)
     console = progress_console()
-    console.print(f"kit reproduce: {len(chosen)} case(s) of {args.bundle}, about {estimate / 60:.1f} min of runs "
-                  "(the bundle's own durations)", soft_wrap=True, markup=False)
-    run_dir, _ = records.start(original / "suite.yaml", args.runs_dir)
-    result = bench.run_bench(run_dir, suite, selection=Selection(select=tuple(chosen)))  # run.json records it
+    past = _estimate(selection.apply(suite), meta)
+    where = f"the hosts of {args.hosts} ({args.scheduler})" if inv is not None else "this host"
+    console.print(f"kit reproduce: {len(chosen)} case(s) of {args.bundle} on {where}; {past.line()}",
+                  soft_wrap=True, markup=False)
+    run_dir = _run(args, original, suite, selection, inv, console, meta)
     here = rp.figures_by_case(parse_json((run_dir / "results.json").read_bytes()))
-    this_system = system_description(run_dir, None, "reproduction", "this host")
+    this_system = system_description(run_dir, None, "reproduction", where)
     system = rp.system_differences(original_system, this_system, suite.hardware == "cpu")
     verdicts = [rp.compare_case(key, figures[key], here.get(key, []), tolerance, system) for key in chosen]
-    digest = hashlib.sha256(args.bundle.read_bytes()).hexdigest() if args.bundle.is_file() else None
-    record = {"schema_version": 1, "bundle": str(args.bundle), "bundle_sha256": digest, "tolerance": tolerance,
+    record = {"schema_version": 1, "bundle": str(args.bundle), **identity, "tolerance": tolerance,
               "cases": chosen, "patterns": args.cases, "sample": args.sample, "seed": args.seed,
+              "hosts": str(args.hosts) if inv is not None else None, "scheduler": args.scheduler,
               "forced": differs if args.force else [], "system_differences": system,
-              "failed_runs": [o.reason for o in result.failed], "verdicts": [v.to_dict() for v in verdicts]}
+              "failed_runs": _failed_runs(run_dir), "counts": rp.counts(verdicts),
+              "verdicts": [v.to_dict() for v in verdicts]}
     (run_dir / "reproduction.json").write_text(json.dumps(record, indent=2) + "\n")
     text = rp.to_markdown(verdicts, args.bundle.name, tolerance)
     (run_dir / "reproduction.md").write_text(text)
@@ -127,3 +164,42 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     print(f"{run_dir / 'reproduction.json'}")
     return rp.exit_code(verdicts)
 
+
+def _estimate(chosen, meta: dict):
+    """The time the chosen cases' runs (every repeat, on as many nodes as each case) took in the bundle's own run
+    (kit.run.estimate: the median run.json wall_seconds of each case)."""
+    from kit.run.estimate import durations, estimate
+    from kit.run.plan import plan_for_nodes
+
+    runs = [r for nodes in sorted({c.nodes for c in chosen.cases}) for r in plan_for_nodes(chosen, nodes)]
+    return estimate(runs, past=durations(meta), source="the bundle's own runs of these cases")
+
+
+def _run(args: argparse.Namespace, original: Path, suite, selection, inv, console, meta: dict) -> Path:
+    """The chosen cases run as kit bench runs them here (its progress bar, the ETA from the bundle's durations),
+    or as kit cluster runs them on --hosts (its per-host lines): the run directory."""
+    from kit.cli import bench as cli_bench
+    from kit.run import bench, records
+    from kit.run.estimate import durations
+
+    if inv is not None:
+        from kit.cli.multinode import cluster_run
+
+        job = argparse.Namespace(suite=str(original / "suite.yaml"), resume=None, runs_dir=args.runs_dir,
+                                 on_failure="continue", force=False, image=None, scheduler=args.scheduler)
+        return cluster_run(job, inv, selection)[1]
+    run_dir, _ = records.start(original / "suite.yaml", args.runs_dir)
+    try:
+        cli_bench._bench_with_progress(bench, run_dir, suite, console, None, selection=selection,
+                                       runs_dir=args.runs_dir, past=durations(meta))  # run.json records the selection
+    except (KitError, OSError):
+        records.discard_unstarted(run_dir)  # refused before any run: no empty folder left behind
+        raise
+    return run_dir
+
+
+def _failed_runs(run_dir: Path) -> list[str]:
+    """'case repeat N: reason' of each run the reproduction's run.json records without a figure."""
+    runs = parse_json((run_dir / "run.json").read_bytes()).get("runs") or {}
+    return [f"{e.get('case')} repeat {e.get('repeat')}: {e.get('status')}: {e.get('reason')}"
+            for e in runs.values() if isinstance(e, dict) and e.get("status") != "ok"]

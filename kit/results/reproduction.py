@@ -1,12 +1,17 @@
 """PURE: a bundle's figures against a re-run of its cases (`kit reproduce`): per case the ratio reproduction /
-original with the kit's noise rule (kit.results.stats.ratio_check) and a verdict against a tolerance:
+original under the kit's noise rule (kit.results.stats: ratio_check's interval, ratio_target against a threshold,
+the same rule as the report's frameworks side by side) and a verdict against a tolerance t:
 
-    reproduced       the ratio's interval lies within a factor 1 + tolerance either way: [1 / (1 + t), 1 + t]
-    not reproduced   it lies wholly outside (faster or slower, by how much)
+    reproduced       the ratio's interval lies within a factor 1 + t either way: [1 / (1 + t), 1 + t]
+    not reproduced   it lies wholly beyond an edge (faster or slower, by how much)
     not comparable   the two systems differ where it matters (GPU model or count, nodes, CPU model for a CPU run)
-    inconclusive     the interval straddles the band's edge (noise): more repeats would resolve it
+    inconclusive     noise: the interval straddles an edge, or a side's runs spread beyond the rule's CV; the
+                     verdict says about how many runs a side would resolve it
 
+Each edge is one ratio_target: slower beyond the band is reproduction / original below 1 / (1 + t), faster beyond
+it is original / reproduction below 1 / (1 + t) (ratio_check of the sides swapped: the reciprocal interval).
 With one run on a side the noise rule cannot test the spread: the point ratio decides, and the verdict says so.
+check_record: a reproduction.json's figures, ratios and verdicts against its run's own results.json (kit verify).
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from dataclasses import asdict, dataclass
 from kit.core.layout import case_key
 from kit.results import stats
 
-REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, INCONCLUSIVE = ("reproduced", "not reproduced", "not comparable",
-                                                            "inconclusive")
+VERDICTS = REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, INCONCLUSIVE = ("reproduced", "not reproduced",
+                                                                       "not comparable", "inconclusive")
 DEFAULT_TOLERANCE = 0.05
 # system.json fields that make two runs different work, and those that only matter for a CPU run
 SYSTEM_FIELDS = (("accelerator_model_name", "GPU model"), ("accelerators_per_node", "GPUs per node"),
@@ -59,12 +64,15 @@ def system_differences(original: dict, here: dict, cpu: bool) -> list[str]:
             for key, what in fields if str(original.get(key) or "") != str(here.get(key) or "")]
 
 
-def repeats_to_resolve(check: stats.RatioCheck, tolerance: float, runs: int) -> int:
+def repeats_to_resolve(check: stats.RatioCheck, tolerance: float, runs: int) -> int | None:
     """Runs a side that would narrow the interval enough to lie on one side of the band's nearer edge, if the
-    spread stays as it is (an interval narrows as 1/sqrt(n))."""
+    spread stays as it is (an interval narrows as 1/sqrt(n)); None where the ratio lies on that edge (no number
+    of runs is sure to resolve it)."""
     width = check.high - check.low
     room = min(abs(check.ratio - 1 / (1 + tolerance)), abs(check.ratio - (1 + tolerance)))
-    if not math.isfinite(width) or room <= 0:
+    if room <= 1e-9 * check.ratio:
+        return None
+    if not math.isfinite(width):
         return max(2 * runs, 3)
     return max(runs + 1, math.ceil(runs * (width / (2 * room)) ** 2))
 
@@ -74,7 +82,7 @@ def compare_case(case: str, original: list[float], reproduced: list[float], tole
     if not original or not reproduced:
         why = "; ".join(differs) if differs else f"no figure in {'the bundle' if not original else 'the reproduction'}"
         return CaseVerdict(case, original, reproduced, None, None, None, NOT_COMPARABLE, why)
-    check = stats.ratio_check(original, reproduced)
+    check = stats.ratio_check(original, reproduced)  # reproduction / original
     band = (1 / (1 + tolerance), 1 + tolerance)
     if differs:
         return CaseVerdict(case, original, reproduced, check.ratio, check.low, check.high, NOT_COMPARABLE,
@@ -84,17 +92,28 @@ def compare_case(case: str, original: list[float], reproduced: list[float], tole
         return CaseVerdict(case, original, reproduced, check.ratio, None, None,
                            REPRODUCED if inside else NOT_REPRODUCED,
                            f"one run on a side: the ratio {check.ratio:.3f} alone decides, its spread unknown")
-    if band[0] <= check.low and check.high <= band[1]:
-        verdict, why = REPRODUCED, f"interval [{check.low:.3f}, {check.high:.3f}] within {band[0]:.2f}..{band[1]:.2f}"
-    elif check.high < band[0] or check.low > band[1]:
-        way = "slower" if check.high < band[0] else "faster"
-        verdict, why = NOT_REPRODUCED, f"{way}: ratio {check.ratio:.3f}, interval [{check.low:.3f}, {check.high:.3f}]"
+    slower = stats.ratio_target(check, band[0])  # MISSED: slower beyond the band
+    faster = stats.ratio_target(stats.ratio_check(reproduced, original), band[0])  # MISSED: faster beyond it
+    interval = f"interval [{check.low:.3f}, {check.high:.3f}]"
+    if stats.MISSED in (slower, faster):
+        way = "slower" if slower == stats.MISSED else "faster"
+        verdict, why = NOT_REPRODUCED, f"{way}: ratio {check.ratio:.3f}, {interval} beyond {band[0]:.2f}..{band[1]:.2f}"
+    elif slower == faster == stats.MET:
+        verdict, why = REPRODUCED, f"{interval} within {band[0]:.2f}..{band[1]:.2f}"
     else:
         runs = min(len(original), len(reproduced))
-        verdict = INCONCLUSIVE
-        why = (f"interval [{check.low:.3f}, {check.high:.3f}] straddles the band {band[0]:.2f}..{band[1]:.2f}; about "
-               f"{repeats_to_resolve(check, tolerance, runs)} runs a side would resolve it")
+        doubt = check.spread("the bundle", "the reproduction") or [
+            f"{interval} straddles the band {band[0]:.2f}..{band[1]:.2f}"]
+        verdict, needed = INCONCLUSIVE, repeats_to_resolve(check, tolerance, runs)
+        resolve = "the ratio lies on the band's edge: no number of runs is sure to resolve it" if needed is None \
+            else f"about {needed} runs a side would resolve it"
+        why = f"{'; '.join(doubt)}: {resolve} ({stats.NOISE_ADVICE})"
     return CaseVerdict(case, original, reproduced, check.ratio, check.low, check.high, verdict, why)
+
+
+def counts(verdicts: list[CaseVerdict]) -> dict[str, int]:
+    """{verdict: how many cases}, every verdict named (0 where none)."""
+    return {name: sum(v.verdict == name for v in verdicts) for name in VERDICTS}
 
 
 def exit_code(verdicts: list[CaseVerdict]) -> int:
@@ -116,3 +135,48 @@ def to_markdown(verdicts: list[CaseVerdict], bundle: str, tolerance: float) -> s
         interval = f"{v.low:.3f}..{v.high:.3f}" if v.low is not None and math.isfinite(v.high or math.inf) else "—"
         lines.append(f"| {v.case} | {med[0]} | {med[1]} | {ratio} | {interval} | {v.verdict} | {v.why} |")
     return "\n".join(lines) + "\n"
+
+
+def check_record(record: dict, results: dict) -> tuple[list[tuple[str, str]], list[CaseVerdict]]:
+    """(key, what does not hold) for each figure, ratio, interval, verdict and count of a reproduction.json that
+    its own run's results.json does not give: each case's runs must be results.json's, and every field of its
+    verdict what compare_case makes of them with the recorded original figures, tolerance and system differences;
+    and the verdicts so made."""
+    verdicts, tolerance = record.get("verdicts"), record.get("tolerance")
+    differs = record.get("system_differences")
+    if not isinstance(verdicts, list) or not verdicts:
+        return [("verdicts", "missing, empty or not a list")], []
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 < tolerance <= 10:
+        return [("tolerance", f"{tolerance!r} is not a tolerance in (0, 10]")], []
+    if not isinstance(differs, list) or not all(isinstance(d, str) for d in differs):
+        return [("system_differences", "missing or not a list of lines")], []
+    here, problems, again = figures_by_case(results), [], []
+    for i, v in enumerate(verdicts):
+        key = f"verdicts[{i}]"
+        if not isinstance(v, dict) or not isinstance(v.get("case"), str) or not isinstance(v.get("original"), list) \
+                or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in v["original"]):
+            problems.append((key, "not a verdict (case, original, reproduced, ratio, verdict)"))
+            continue
+        want = here.get(v["case"], [])
+        if v.get("reproduced") != want:
+            problems.append((f"{key}.reproduced", f"{v.get('reproduced')} are not results.json's runs of "
+                             f"{v['case']}: {want}"))
+            continue
+        try:
+            made = compare_case(v["case"], [float(x) for x in v["original"]], want, float(tolerance), differs)
+        except stats.StatsError as exc:
+            problems.append((key, f"cannot be recomputed: {exc}"))
+            continue
+        again.append(made)
+        problems += [(f"{key}.{name}", f"{v.get(name)!r}, but results.json's runs give {value!r}")
+                     for name, value in made.to_dict().items() if not _same(v.get(name), value)]
+        problems += [(f"{key}.{name}", "is no field of a verdict") for name in sorted(set(v) - set(made.to_dict()))]
+    if not problems and record.get("counts") != counts(again):
+        problems.append(("counts", f"{record.get('counts')!r}, but the verdicts count {counts(again)}"))
+    return problems, again
+
+
+def _same(recorded, made) -> bool:
+    if isinstance(made, float) and isinstance(recorded, int | float) and not isinstance(recorded, bool):
+        return math.isclose(recorded, made, rel_tol=1e-12) or recorded == made
+    return recorded == made

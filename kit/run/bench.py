@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import REPO_ROOT
-from kit.config import programs, reference
+from kit.config import expansion, programs, reference
 from kit.config.cases import Case, Suite
 from kit.core import runlock
 from kit.core.inputs import KitError
@@ -24,7 +24,7 @@ from kit.images.parity import program_stacks
 from kit.results import compose
 from kit.results.html import write_report_files
 from kit.results.report import Report
-from kit.run import frozen, hostload, records
+from kit.run import hostload, records
 from kit.run.command import HARNESS
 from kit.run.frozen import Selection
 from kit.run.local import BenchError, LocalRunner
@@ -135,8 +135,7 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
     runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, chosen, train_list,
                                                                           [r.case for r in runs]),
                                   images=images, hardware=suite.hardware)
-    new = {frozen.FROZEN_KEY: frozen.freeze(suite)} | (
-        {frozen.SELECTION_KEY: selection.record(suite)} if selection else {})
+    new = {expansion.FROZEN_KEY: expansion.freeze(suite)} | selection.recorded_in(suite)
     meta = records.open_run_meta(run_dir, suite, host=records.host_description(), **new)
     meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]
     if force and (forced := [{"host": "local", **m} for m in local_mismatches(chosen, runner.model_code)

@@ -28,14 +28,24 @@ def history(runs_dir: Path, hostname: str | None = None) -> tuple[dict[str, list
     used = 0
     for run_dir in dirs:
         meta = run_meta(run_dir)
-        if (meta.get("host") or {}).get("hostname") != host or not isinstance(meta.get("runs"), dict):
+        if (meta.get("host") or {}).get("hostname") != host:
             continue
-        took = [(e.get("case"), e.get("wall_seconds")) for e in meta["runs"].values() if isinstance(e, dict)
-                and e.get("status") == "ok" and isinstance(e.get("wall_seconds"), (int, float))]
-        for key, seconds in took:
-            found.setdefault(str(key), []).append(float(seconds))
+        took = durations(meta)
+        for key, seconds in took.items():
+            found.setdefault(key, []).extend(seconds)
         used += bool(took)
     return found, used
+
+
+def durations(meta: dict) -> dict[str, list[float]]:
+    """{case key: wall seconds of each run} a run.json records as ok (its `runs`); {} where it records none."""
+    runs = meta.get("runs") if isinstance(meta, dict) else None
+    found: dict[str, list[float]] = {}
+    for e in runs.values() if isinstance(runs, dict) else ():
+        if isinstance(e, dict) and e.get("status") == "ok" and isinstance(e.get("wall_seconds"), (int, float)) \
+                and not isinstance(e.get("wall_seconds"), bool):
+            found.setdefault(str(e.get("case")), []).append(float(e["wall_seconds"]))
+    return found
 
 
 @dataclass
@@ -45,25 +55,32 @@ class Estimate:
     bound: float = 0.0  # the timeout_s of the runs without
     unknown_runs: int = 0
     dirs: int = 0  # run directories the durations came from
+    source: str = ""  # where the durations came from, where not this host's run directories
 
-    def line(self, runs_dir: Path) -> str:
+    def line(self, runs_dir: Path | None = None) -> str:
         """'estimated time: ...', saying what it came from."""
         if not self.known_runs and not self.unknown_runs:
             return "estimated time: nothing to run"
         parts = []
         if self.known_runs:
-            parts.append(f"{duration(self.known)} for {self.known_runs} run(s), from this host's earlier runs of "
-                         f"the same cases ({self.dirs} run director{'y' if self.dirs == 1 else 'ies'} under "
-                         f"{runs_dir}/: median run.json wall_seconds)")
+            source = f"{self.source} (" if self.source else (
+                f"this host's earlier runs of the same cases ({self.dirs} run "
+                f"director{'y' if self.dirs == 1 else 'ies'} under {runs_dir}/: ")
+            parts.append(f"{duration(self.known)} for {self.known_runs} run(s), from {source}median run.json "
+                         "wall_seconds)")
         if self.unknown_runs:
-            parts.append(f"at most {duration(self.bound)} for {self.unknown_runs} run(s) no earlier run here "
-                         "times (their cases' timeout_s)")
+            parts.append(f"at most {duration(self.bound)} for {self.unknown_runs} run(s) "
+                         f"{'it does not time' if self.source else 'no earlier run here times'} (their cases' "
+                         "timeout_s)")
         return "estimated time: " + "; ".join(parts)
 
 
-def estimate(runs: Iterable[PlannedRun], runs_dir: Path) -> Estimate:
-    past, dirs = history(runs_dir)
-    out = Estimate(dirs=dirs)
+def estimate(runs: Iterable[PlannedRun], runs_dir: Path | None = None, past: dict[str, list[float]] | None = None,
+             source: str = "") -> Estimate:
+    """The runs' time from `past` ({case key: seconds}, said to come from `source`) where given, else from this
+    host's earlier runs under runs_dir (history)."""
+    past, dirs = (past, 0) if past is not None else history(runs_dir)
+    out = Estimate(dirs=dirs, source=source)
     for run in runs:
         if took := past.get(run.case.key):
             out.known += statistics.median(took)

@@ -9,48 +9,20 @@ read from suite.yaml as before. run.json `selection` records `--select/--exclude
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
-from kit.config.cases import Case, Reference, Suite
+from kit.config.cases import Suite
+from kit.config.expansion import FROZEN_KEY, thaw
 from kit.config.suites import load_suite
 from kit.core.inputs import KitError, parse_json
 from kit.core.layout import find_logs
 
-FROZEN_KEY = "expanded_suite"
 SELECTION_KEY = "selection"
 
 
 class SelectionError(KitError):
     """A --select/--exclude pattern that matches no case, or a selection that leaves none (one line)."""
-
-
-def freeze(suite: Suite) -> dict:
-    """The suite as expanded, for run.json: every field of every case (references and extra keys as lists)."""
-    def case(c: Case) -> dict:
-        data = {f.name: getattr(c, f.name) for f in fields(Case)}
-        data["references"] = [{f.name: getattr(r, f.name) for f in fields(Reference)} for r in c.references]
-        data["extra"] = [list(pair) for pair in c.extra]
-        return data
-    return {"name": suite.name, "description": suite.description, "hardware": suite.hardware,
-            "cases": [case(c) for c in suite.cases]}
-
-
-def thaw(frozen: dict, path: Path) -> Suite:
-    """The Suite freeze() recorded (path: the run's suite.yaml); KeyError/TypeError/ValueError when it does not read
-    as this kit's cases."""
-    known = {f.name for f in fields(Case)}
-    cases = []
-    for data in frozen["cases"]:
-        values = {k: v for k, v in data.items() if k in known}
-        values["references"] = tuple(Reference(**r) for r in data.get("references", []))
-        values["extra"] = tuple((k, _tuple(v)) for k, v in data.get("extra", []))
-        cases.append(Case(**values))
-    return Suite(str(frozen["name"]), Path(path), str(frozen.get("description", "")), str(frozen["hardware"]), cases)
-
-
-def _tuple(value):
-    return tuple(_tuple(v) for v in value) if isinstance(value, list) else value
 
 
 def run_meta(run_dir: Path) -> dict:
@@ -109,6 +81,10 @@ class Selection:
     def record(self, suite: Suite) -> dict:
         """run.json `selection`."""
         return {"select": list(self.select), "exclude": list(self.exclude), "cases": self.keys(suite)}
+
+    def recorded_in(self, suite: Suite) -> dict:
+        """run.json's `selection` key where there is a selection, else nothing ({}), to merge into run.json."""
+        return {SELECTION_KEY: self.record(suite)} if self else {}
 
     @classmethod
     def recorded(cls, meta: dict) -> Selection:

@@ -17,6 +17,7 @@ from kit.hosts import probe
 from kit.hosts.connect import check_reachable
 from kit.run import records
 from kit.run.bench import write_report
+from kit.run.frozen import Selection
 from kit.run.plan import PlannedRun, plan_for_nodes, unfit
 from kit.run.runner import RunError, RunOutcome, execute
 from kit.run.ssh import SshRunner
@@ -36,17 +37,20 @@ def preflight(inv: Inventory, hosts: list[HostConfig]) -> None:
 
 def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, policy: str = "continue",
             progress: Callable[[str, str, str], None] | None = None,
-            force: bool = False, image: str | None = None) -> tuple[list[RunOutcome], list[Path]]:
-    """Every case of the suite whose node count equals the hosts given, then the report.
+            force: bool = False, image: str | None = None,
+            selection: Selection | None = None) -> tuple[list[RunOutcome], list[Path]]:
+    """Every case of the suite (those `selection` keeps, recorded in run.json) whose node count equals the hosts
+    given, then the report (of the whole suite, as kit bench's).
 
     Hosts with runtime docker get the image (the pinned one of each framework, or `image`) delivered and
     verified first; its IDs go into <run_dir>/images.json."""
+    selection = selection or Selection()
     hosts = [inv.get(name) for name in host_names]
     if len({h.name for h in hosts}) != len(hosts):
         raise MultinodeError(f"a host is named twice: {', '.join(host_names)}")
     progress = progress or (lambda host, what, detail: None)
     runner = SshRunner(inv, hosts, run_dir, suite.hardware, progress=progress)
-    runs = plan_for_nodes(suite, len(hosts))
+    runs = plan_for_nodes(selection.apply(suite), len(hosts))
     if not runs:
         raise MultinodeError(f"suite {suite.name} has no case for {len(hosts)} node(s)")
     refused = {r.case.key: why for r in runs if (why := unfit(r.case, hosts, suite.hardware, suite))}
@@ -69,7 +73,7 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     if docker_hosts:
         runner.images = deliver_images(inv, docker_hosts, suite, runs, Path(run_dir), image, progress)
     forced = runner.stage(runs, force)
-    meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts])
+    meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts], **selection.recorded_in(suite))
     records.note_skipped(run_dir, meta, refused)
     records.note_forced(run_dir, meta, forced)
     records.note_warning(run_dir, meta, cudnn_warning(suite, progress))

@@ -23,14 +23,15 @@ class EtaColumn(ProgressColumn):
 
     @classmethod
     def for_bench(cls, run_dir: Path, suite, selection: Selection | None, force: bool,
-                  runs_dir: Path | None) -> EtaColumn:
-        """The runs run_bench will do (those not done yet) and this host's earlier durations under runs_dir."""
+                  runs_dir: Path | None, past: dict[str, list[float]] | None = None) -> EtaColumn:
+        """The runs run_bench will do (those not done yet) and their earlier durations: `past` where given (a
+        bundle's own, kit reproduce), else this host's under runs_dir."""
         runs, _skipped = plan((selection or Selection()).apply(suite), model_code_root(), force)
         try:
             left = [r for r in runs if not records.is_done(run_dir, r)]
         except records.RunDirError:
             left = runs  # run_bench refuses it, naming why
-        return cls(left, Eta(past=history(runs_dir)[0] if runs_dir else {}))
+        return cls(left, Eta(past=past if past is not None else history(runs_dir)[0] if runs_dir else {}))
 
     def update(self, phase: str, run: PlannedRun, outcome) -> None:
         if phase == "start":

@@ -13,6 +13,7 @@ from kit.config.cases import Suite
 from kit.config.inventory import SlurmConfig
 from kit.run import records
 from kit.run.bench import write_report
+from kit.run.frozen import Selection
 from kit.run.multinode import cudnn_warning
 from kit.run.plan import plan_for_nodes
 from kit.run.runner import RunOutcome, execute
@@ -20,18 +21,22 @@ from kit.run.slurm import Progress, SlurmError, SlurmRunner, partition_nodes
 
 
 def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, policy: str = "continue",
-                  progress: Progress | None = None, force: bool = False) -> tuple[list[RunOutcome], list[Path]]:
-    """Every case of the suite for `nodes` nodes through one allocation (kit.run.multinode.run_job's loop, with
-    Slurm's record of each run), then the report. The allocation is cancelled at the end, on error or Ctrl-C."""
+                  progress: Progress | None = None, force: bool = False,
+                  selection: Selection | None = None) -> tuple[list[RunOutcome], list[Path]]:
+    """Every case of the suite (those `selection` keeps) for `nodes` nodes through one allocation
+    (kit.run.multinode.run_job's loop, with Slurm's record of each run), then the report. The allocation is
+    cancelled at the end, on error or Ctrl-C."""
+    selection = selection or Selection()
     progress = progress or (lambda host, what, detail: None)
     run_dir = Path(run_dir)
     runner = SlurmRunner(cfg, run_dir, suite.hardware, progress)
-    planned = plan_for_nodes(suite, nodes)
+    planned = plan_for_nodes(selection.apply(suite), nodes)
     refused = {r.case.key: why for r in planned if (why := unfit(r.case, cfg, runner.mode, suite.hardware))}
     for key, why in refused.items():
         progress("plan", "not run", f"{key}: {why}")
     runs = [r for r in planned if r.case.key not in refused and not records.is_done(run_dir, r)]
-    meta = records.open_run_meta(run_dir, suite, scheduler="slurm", partition=cfg.partition)
+    meta = records.open_run_meta(run_dir, suite, scheduler="slurm", partition=cfg.partition,
+                                 **selection.recorded_in(suite))
     records.note_skipped(run_dir, meta, refused)
     if runner.mode != "native":
         records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
