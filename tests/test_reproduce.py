@@ -123,7 +123,13 @@ def test_a_real_cpu_run_is_reproduced_here(original, reproduced):
     manifest = json.loads(bd.unpack(original[1], run_dir.parent.parent / "open").joinpath("manifest.json").read_text())
     assert said["bundle_manifest_sha256"] == manifest["manifest_sha256"]
     assert said["bundle_sha256"] == hashlib.sha256(original[1].read_bytes()).hexdigest()
-    assert "| torch/resnet50/bz2/1n1g/fp32 |" in (run_dir / "reproduction.md").read_text()
+    table = (run_dir / "reproduction.md").read_text()
+    assert "| torch/resnet50/bz2/1n1g/fp32 |" in table
+    # its report and page are headed by the verdicts (report.md recomputed by verify with them)
+    report = (run_dir / "report.md").read_text()
+    assert table.rstrip() in report and report.index("## Reproduction of") < report.index("Method per run")
+    page = (run_dir / "report.html").read_text()
+    assert page.index('<div id="reproduction">') < page.index("<h2>Per-case figures</h2>")
     # the time to expect, from the bundle's own run; then kit bench's progress
     (entry,) = json.loads((original[0] / "run.json").read_text())["runs"].values()
     assert f"estimated time: {duration(entry['wall_seconds'])} for 1 run(s), from the bundle's own runs of these " \

@@ -120,7 +120,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     from kit.audit.bundle import system_description
     from kit.config.suites import load_suite
     from kit.run import bench
-    from kit.run.frozen import Selection
+    from kit.run.frozen import Selection, run_suite
 
     meta = parse_json(original.joinpath("run.json").read_bytes())
     figures = rp.figures_by_case(parse_json(original.joinpath("results.json").read_bytes()))
@@ -160,6 +160,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     (run_dir / "reproduction.json").write_text(json.dumps(record, indent=2) + "\n")
     text = rp.to_markdown(verdicts, args.bundle.name, tolerance)
     (run_dir / "reproduction.md").write_text(text)
+    bench.write_report(run_dir, run_suite(run_dir)[0])  # the report (and its page) headed by the verdicts
     print(text, end="")
     print(f"{run_dir / 'reproduction.json'}")
     return rp.exit_code(verdicts)

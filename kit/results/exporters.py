@@ -51,6 +51,8 @@ def to_markdown(report: Report) -> str:
         out.write(report.completion.line() + "\n\n")
     if report.standing:
         out.write(report.standing.rstrip() + "\n\n")
+    if report.reproduction:
+        out.write(report.reproduction.rstrip() + "\n\n")
     if report.settings:
         out.write(report.settings.rstrip() + "\n\n")
     out.write(f"Method per run: {describe_method(report.method, report.scale_given)}; ")

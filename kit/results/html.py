@@ -94,7 +94,8 @@ def figures_markdown(report: Report) -> str:
 
 def _body(report: Report) -> list[Section]:
     """report.md without what the page shows apart (completion, standing, settings): title, method, the rest."""
-    return sections(to_markdown(dataclasses.replace(report, completion=None, standing="", settings="")))
+    return sections(to_markdown(dataclasses.replace(report, completion=None, standing="", reproduction="",
+                                                    settings="")))
 
 
 def _has_table(markdown: str) -> bool:
@@ -110,7 +111,9 @@ def terminal_summary(report: Report, out_dir: Path) -> str:
         parts.append(report.completion.line() + "\n")
     if report.standing:
         parts.append(report.standing.rstrip() + "\n")
-    if not _has_table(report.standing):
+    if report.reproduction:
+        parts.append(report.reproduction.rstrip() + "\n")
+    if not _has_table(report.standing + report.reproduction):
         parts.append("## Per-case figures\n\n" + figures_markdown(report))
     parts += [s.source.rstrip() + "\n" for s in body if s.title in TERMINAL_SECTIONS]
     parts.append(f"The whole report: {out_dir / HTML_NAME} (a page) and {out_dir / 'report.md'} "
@@ -141,6 +144,8 @@ def to_html(report: Report, plots: dict[str, bytes]) -> str:
     out.append('<section class="headline" id="headline">')
     if report.standing:
         out.append(f'<div id="standing">{md.render(report.standing)}</div>')
+    if report.reproduction:
+        out.append(f'<div id="reproduction">{md.render(report.reproduction)}</div>')
     out.append(f'<h2>Per-case figures</h2><div id="figures">{md.render(figures_markdown(report))}</div></section>')
     if plots:
         out.append('<section id="plots"><h2>Plots</h2>')

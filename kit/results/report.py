@@ -176,6 +176,7 @@ class Report:
     standing: str = ""  # Markdown first under the title: where a GPU run stands against published figures
     layout: int = LAYOUT
     pair: tuple[str, str] | None = None  # layout 2: the frameworks whose ratio the side-by-side table gives
+    reproduction: str = ""  # layout 2: a `kit reproduce` run's reproduction.md, after the standing
 
     def to_dict(self) -> dict:
         return {
