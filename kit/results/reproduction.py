@@ -57,11 +57,24 @@ def figures_by_case(results: dict) -> dict[str, list[float]]:
     return out
 
 
+# other_software_stack entries whose major version changes what runs on a GPU (kit.audit.sysdesc)
+MAJOR_FIELDS = (("driver", "driver major version"), ("cuda_driver_api", "CUDA (driver) major version"))
+
+
 def system_differences(original: dict, here: dict, cpu: bool) -> list[str]:
-    """What differs between the bundle's system description and this one's (system.json fields)."""
+    """What differs between the bundle's system description and this one's (system.json fields; on a GPU run also
+    the driver's and its CUDA's major versions)."""
     fields = SYSTEM_FIELDS + (CPU_FIELDS if cpu else ())
-    return [f"{what}: {original.get(key) or 'none'!s} in the bundle, {here.get(key) or 'none'!s} here"
-            for key, what in fields if str(original.get(key) or "") != str(here.get(key) or "")]
+    out = [f"{what}: {original.get(key) or 'none'!s} in the bundle, {here.get(key) or 'none'!s} here"
+           for key, what in fields if str(original.get(key) or "") != str(here.get(key) or "")]
+    if not cpu:
+        stacks = [d.get("other_software_stack") if isinstance(d.get("other_software_stack"), dict) else {}
+                  for d in (original, here)]
+        for key, what in MAJOR_FIELDS:
+            versions = [str(stack.get(key) or "") for stack in stacks]
+            if all(versions) and len({v.split(".")[0] for v in versions}) > 1:
+                out.append(f"{what}: {versions[0]} in the bundle, {versions[1]} here")
+    return out
 
 
 def repeats_to_resolve(check: stats.RatioCheck, tolerance: float, runs: int) -> int | None:
