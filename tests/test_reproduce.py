@@ -203,6 +203,15 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(original, tmp_pat
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and line in err, err
     assert not runs.exists()
+    root = bd.unpack(packed, tmp_path / "later")  # a later kit's bundle: made under rules this kit does not carry
+    provenance = json.loads((root / "provenance.json").read_text())
+    (root / "provenance.json").write_text(json.dumps(provenance | {"rules_version": "v99"}, indent=2))
+    bd.write_manifest(root)
+    assert main(["reproduce", str(root), "--runs-dir", str(runs)]) == 2
+    said = capsys.readouterr()
+    assert len(said.err.strip().splitlines()) == 1 and "does not verify, so it is not reproduced" in said.err
+    assert "rules_version 'v99' is not a rule set of this kit" in said.out  # verify's own line, above it
+    assert not runs.exists()
 
 
 def test_a_bundle_of_other_harness_files_is_refused_unless_forced_and_then_recorded(original, tmp_path, capsys):

@@ -82,7 +82,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     inv = _inventory(args)  # before anything else: a hosts file that does not load, one line and nothing written
     verdict = verify(args.bundle, args.allowed_signers)
     if not verdict.ok:
-        print("\n".join(verdict.lines()[:12]))
+        print("\n".join([line for line in verdict.lines() if not line.lstrip().startswith("OK ")][:20]))
         raise InputError(args.bundle, "does not verify, so it is not reproduced (kit verify says why above)")
     with tempfile.TemporaryDirectory(prefix="kit-reproduce-") as tmp:
         root = args.bundle if args.bundle.is_dir() else unpack.unpack(args.bundle, Path(tmp))
