@@ -182,6 +182,7 @@ def test_report_and_compare_of_a_run_in_progress_say_so(tmp_path):
     (golden,) = (Path(__file__).parent / "fixtures/golden-bundles/cpu-loader/run").iterdir()
     run = tmp_path / golden.name  # a real finished run, now resumed by a kit bench (it holds the lock)
     shutil.copytree(golden, run)
+    assert kit("report", str(run)).returncode == 0  # its report as this kit writes it (the golden's: layout 1)
     def files() -> dict:
         return {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != runlock.LOCK_NAME}
 
@@ -206,7 +207,7 @@ def test_report_and_compare_of_a_run_in_progress_say_so(tmp_path):
     finally:
         holder.kill()
         holder.wait()
-    done = kit("report", str(run))  # ended: the run's own report again, the same as kit bench wrote it
+    done = kit("report", str(run))  # ended: the run's own report again, the same as before
     assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
     assert (run / "report.md").read_bytes() == before["report.md"]
     done = kit("compare", str(run), str(run))

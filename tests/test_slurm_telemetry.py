@@ -94,10 +94,16 @@ def test_slurm_gpu_run_samples_each_node_and_verifies(slurm_cluster, tmp_path, m
     assert sorted(tele["hosts"]) == ["h2", "h3"], tele
     assert all(h["source"] == "smi" and h["samples"] >= 3 for h in tele["hosts"].values()), tele
     assert {h["file"] for h in tele["hosts"].values()} == {f"hosts/{n}/{FOLDER}/{SAMPLES}" for n in ("h2", "h3")}
-    assert entry["telemetry"] == tele  # run.json kept the same figures as the run ended
+    # run.json kept the same figures as the run ended; the report names each GPU as the node's capture does, where
+    # the samples (this driver's nvidia-smi fields) give only its UUID
+    kept = json.loads(json.dumps(entry["telemetry"]))
+    assert {n: h.pop("gpus") for n, h in kept["hosts"].items()} == {n: ["GPU-45d3aa2e-1d0d-9dc5-8f29-be7c48cb8658"]
+                                                                     for n in ("h2", "h3")}
+    assert {n: h.pop("gpus") for n, h in tele["hosts"].items()} == {n: ["NVIDIA H200"] for n in ("h2", "h3")}
+    assert kept == tele
     report = (run_dir / "report.md").read_text()
     assert f"| {CASE} |" in report
-    row = next(line for line in report.splitlines() if line.startswith("| 2n1g | 1 | GPU-"))
+    row = next(line for line in report.splitlines() if line.startswith("| 2n1g | 1 | NVIDIA H200 |"))
     assert f"| whole run: {tele['seconds']:g} s, {sum(h['samples'] for h in tele['hosts'].values())} samples |" in row
     nothing_left(slurm_cluster)
     for node in ("h2", "h3"):  # each sampler and its nvidia-smi loop ended with the step

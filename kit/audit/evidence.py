@@ -15,7 +15,6 @@ from pathlib import Path
 
 from kit.config import programs, reference
 from kit.config.cases import Case, Suite
-from kit.config.expansion import FROZEN_KEY, thaw
 from kit.config.suites import load_suite
 from kit.core.inputs import InputError, KitError, parse_json
 from kit.core.layout import RunLog, run_folder
@@ -85,28 +84,14 @@ class Evidence:
         return self._json("images.json")
 
     @cached_property
-    def declared_suite(self) -> Suite | None:
-        """suite.yaml as this kit expands it."""
+    def suite(self) -> Suite | None:
+        """suite.yaml as this kit expands it (rule set v8 holds run.json's expanded_suite, what the report was
+        written from, equal to it: suite_expansion_recorded)."""
         try:
             return load_suite(self.root / "suite.yaml")
         except READ_ERRORS as exc:
             self.problems.append(("suite.yaml", str(exc)))
             return None
-
-    @cached_property
-    def suite(self) -> Suite | None:
-        """The cases as the run expanded them (run.json expanded_suite, kit.run.frozen) where it recorded them and
-        suite.yaml reads, else suite.yaml as this kit expands it (suite_expansion_recorded holds the two equal)."""
-        declared = self.declared_suite
-        frozen_cases = self.meta.get(FROZEN_KEY)
-        if declared is None or not isinstance(frozen_cases, dict):
-            return declared
-        try:
-            return thaw(frozen_cases, self.root / "suite.yaml")
-        except (KeyError, TypeError, ValueError) as exc:
-            self.problems.append(("run.json", f"{FROZEN_KEY}: does not read as this kit's cases ({str(exc)[:200]});"
-                                              " suite.yaml as this kit expands it stands in"))
-            return declared
 
     @cached_property
     def cases(self) -> dict[str, Case]:

@@ -45,12 +45,13 @@ def results_match_logs(ev: Evidence, out: Finding) -> None:
 
 @predicate()
 def suite_expansion_recorded(ev: Evidence, out: Finding) -> None:
-    """Where run.json records the suite as the run expanded it (expanded_suite: what the report and verify read),
-    that expansion is suite.yaml's as this kit expands it: the same cases in the same order, field for field."""
+    """Where run.json records the suite as the run expanded it (expanded_suite: what its report was written from,
+    and `kit report` reads again), that expansion is suite.yaml's as this kit expands it (what verify recomputes the
+    report from): the same cases in the same order, field for field."""
     recorded = ev.meta.get(FROZEN_KEY)
-    if recorded is None or ev.declared_suite is None:
+    if recorded is None or ev.suite is None:
         return
-    want = json.loads(json.dumps(freeze(ev.declared_suite)))  # as run.json holds it: lists, not tuples
+    want = json.loads(json.dumps(freeze(ev.suite)))  # as run.json holds it: lists, not tuples
     out.checked = len(want["cases"])
     lines = ev.lines_of("run.json")
     for path, have, wanted in list(json_differences(recorded, want))[:5]:
