@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -136,8 +137,10 @@ def test_slurm_docker_container_per_node(slurm_cluster, cpu_image, docker_engine
             out.write(chunk)
     for node in ("h2", "h3"):
         slurm_cluster.start_docker(node)
-        res = slurm_cluster.net.run(node, ["docker", "load", "-i", str(tar)], timeout=600)
-        assert res.returncode == 0, res.stderr
+    with ThreadPoolExecutor(2) as pool:  # both nodes' engines load the image at once
+        loads = list(pool.map(lambda node: slurm_cluster.net.run(node, ["docker", "load", "-i", str(tar)], timeout=600),
+                              ("h2", "h3")))
+    assert all(res.returncode == 0 for res in loads), [res.stderr for res in loads]
     tar.unlink()
     hosts_yaml(tmp_path, container="docker", images={"paddle": cpu_image.ref})
     assert main(cluster(tmp_path, TWO_NODE_SUITE)) == 0
@@ -160,7 +163,7 @@ def test_slurm_docker_container_per_node(slurm_cluster, cpu_image, docker_engine
 
     # past the case timeout: the step is cancelled and no container is left on either node's engine
     shutil.rmtree(tmp_path / "runs")
-    assert main(cluster(tmp_path, LONG.replace("timeout_s: 240", "timeout_s: 40"))) == 1
+    assert main(cluster(tmp_path, LONG.replace("timeout_s: 240", "timeout_s: 30"))) == 1
     (run_dir,) = list((tmp_path / "runs").iterdir())
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
     assert entry["status"] == "timeout" and entry["slurm"]["step_state"] == "TIMEOUT", entry
