@@ -50,6 +50,14 @@ def test_runs_spread_beyond_the_noise_rule_are_inconclusive_even_inside_the_band
     assert v.verdict == rp.INCONCLUSIVE and v.why.startswith("CV of the reproduction 19% > 10%: about ")
 
 
+def test_an_interval_wholly_beyond_the_band_is_not_reproduced_however_the_runs_spread():
+    """A forgery 100x faster than its commands run, reproduced on a host whose runs spread 11%: the interval holds
+    that spread and lies nowhere near the band (measured: 1438.54 against 11.85 samples/s)."""
+    v = verdict([1.0, 1.2, 0.95, 1.1, 0.9])  # CV 12%, ratio ~1/100
+    assert v.verdict == rp.NOT_REPRODUCED and v.high < 1 / 1.05, v
+    assert v.why.startswith("slower: ratio 0.010") and "(CV of the reproduction 12% > 10%: the interval holds" in v.why
+
+
 @pytest.mark.parametrize(("runs", "expected"), [([125.0] * 3, rp.REPRODUCED), ([126.0] * 3, rp.NOT_REPRODUCED),
                                                 ([80.0] * 3, rp.REPRODUCED), ([79.0] * 3, rp.NOT_REPRODUCED)])
 def test_the_band_includes_its_edges(runs, expected):

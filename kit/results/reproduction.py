@@ -3,7 +3,8 @@ original under the kit's noise rule (kit.results.stats: ratio_check's interval, 
 the same rule as the report's frameworks side by side) and a verdict against a tolerance t:
 
     reproduced       the ratio's interval lies within a factor 1 + t either way: [1 / (1 + t), 1 + t]
-    not reproduced   it lies wholly beyond an edge (faster or slower, by how much)
+    not reproduced   it lies wholly beyond an edge (faster or slower, by how much), however wide a side's runs
+                     spread (the interval holds the spread: the CV rule only keeps a nearer interval from deciding)
     not comparable   the two systems differ where it matters (GPU model or count, nodes, CPU model for a CPU run)
     inconclusive     noise: the interval straddles an edge, or a side's runs spread beyond the rule's CV; the
                      verdict says about how many runs a side would resolve it
@@ -108,9 +109,12 @@ def compare_case(case: str, original: list[float], reproduced: list[float], tole
     slower = stats.ratio_target(check, band[0])  # MISSED: slower beyond the band
     faster = stats.ratio_target(stats.ratio_check(reproduced, original), band[0])  # MISSED: faster beyond it
     interval = f"interval [{check.low:.3f}, {check.high:.3f}]"
-    if stats.MISSED in (slower, faster):
-        way = "slower" if slower == stats.MISSED else "faster"
-        verdict, why = NOT_REPRODUCED, f"{way}: ratio {check.ratio:.3f}, {interval} beyond {band[0]:.2f}..{band[1]:.2f}"
+    beyond = check.high < band[0] or check.low > band[1]  # the whole interval, however wide the runs spread
+    if stats.MISSED in (slower, faster) or beyond:
+        way = "slower" if check.high < band[0] else "faster"
+        noisy = "; ".join(check.spread("the bundle", "the reproduction"))
+        why = f"{way}: ratio {check.ratio:.3f}, {interval} beyond {band[0]:.2f}..{band[1]:.2f}"
+        verdict, why = NOT_REPRODUCED, why + (f" ({noisy}: the interval holds that spread)" if noisy else "")
     elif slower == faster == stats.MET:
         verdict, why = REPRODUCED, f"{interval} within {band[0]:.2f}..{band[1]:.2f}"
     else:
