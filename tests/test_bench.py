@@ -37,7 +37,7 @@ cases:
 """
 TINY_SUITE = TINY_SUITE_BASE + """\
     references:
-      - {framework: torch, value: 1.0, lower: -0.5, upper: null, unit: samples/s, source: a floor}
+      - {framework: torch, value: 0.02, lower: -0.5, upper: null, unit: samples/s, source: a floor}  # a busy host: 0.25 seen
       - {framework: paddle, value: 1000000, lower: -0.05, upper: 0.05, unit: samples/s, source: out of reach}
 """
 
