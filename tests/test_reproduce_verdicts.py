@@ -151,3 +151,17 @@ def test_a_gpu_system_of_another_driver_or_cuda_major_version_is_not_comparable(
     made = rp.compare_case("torch/resnet50/bz256/1n1g/amp", [5749.0], [5750.0], 0.05,
                            rp.system_differences(bundle, system("550.54.15", "12.4"), cpu=False))
     assert made.verdict == rp.NOT_COMPARABLE and "driver major version" in made.why
+
+
+def test_gpus_held_to_another_power_limit_are_not_comparable():
+    def capture(*limits: float) -> dict:
+        return {"smi": {"gpus": [{"product_name": "NVIDIA H200", "power_limit_w": w} for w in limits]}}
+
+    h200 = [capture(700.0)]  # as the H200 visit's env/vm/capture.json holds it
+    assert rp.power_limit_differences(h200, [capture(700.0)]) == []
+    assert rp.power_limit_differences(h200, [capture(695.0)]) == []  # within 1%
+    assert rp.power_limit_differences(h200, [capture(500.0), capture(500.0)]) == [
+        "GPU power limit: 700 W in the bundle, 500 W here"]
+    assert rp.power_limit_differences(h200, [capture(700.0, 450.0)]) == [
+        "GPU power limit: 700 W in the bundle, 450 W/700 W here"]
+    assert rp.power_limit_differences(h200, [{"smi": None}]) == []  # nothing to compare with: not a difference

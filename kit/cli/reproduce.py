@@ -149,7 +149,8 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     run_dir = _run(args, original, suite, selection, inv, console, meta)
     here = rp.figures_by_case(parse_json((run_dir / "results.json").read_bytes()))
     this_system = system_description(run_dir, None, "reproduction", where)
-    system = rp.system_differences(original_system, this_system, suite.hardware == "cpu")
+    system = rp.system_differences(original_system, this_system, suite.hardware == "cpu") + (
+        [] if suite.hardware == "cpu" else rp.power_limit_differences(_captures(original), _captures(run_dir)))
     verdicts = [rp.compare_case(key, figures[key], here.get(key, []), tolerance, system) for key in chosen]
     record = {"schema_version": 1, "bundle": str(args.bundle), **identity, "tolerance": tolerance,
               "cases": chosen, "patterns": args.cases, "sample": args.sample, "seed": args.seed,
@@ -197,6 +198,17 @@ def _run(args: argparse.Namespace, original: Path, suite, selection, inv, consol
         records.discard_unstarted(run_dir)  # refused before any run: no empty folder left behind
         raise
     return run_dir
+
+
+def _captures(run_dir: Path) -> list[dict]:
+    """Each host's capture.json of a run (env/<host>/), as read; one that does not read is left out."""
+    out = []
+    for path in sorted(Path(run_dir).glob("env/*/capture.json")):
+        try:
+            out.append(parse_json(path.read_bytes()))
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def _failed_runs(run_dir: Path) -> list[str]:

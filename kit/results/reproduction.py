@@ -62,6 +62,27 @@ def figures_by_case(results: dict) -> dict[str, list[float]]:
 MAJOR_FIELDS = (("driver", "driver major version"), ("cuda_driver_api", "CUDA (driver) major version"))
 
 
+POWER_APART = 0.01  # GPU power limits further apart than this share make the work different
+
+
+def power_limit_differences(original: list[dict], here: list[dict]) -> list[str]:
+    """The GPUs' enforced power limits of the bundle's hosts against this run's (each host's capture.json: its
+    smi.gpus[].power_limit_w), where both name some and any two differ by more than POWER_APART."""
+    def limits(captures: list[dict]) -> list[float]:
+        found = {float(g["power_limit_w"]) for c in captures if isinstance(c, dict) and isinstance(c.get("smi"), dict)
+                 for g in c["smi"].get("gpus") or [] if isinstance(g, dict)
+                 and isinstance(g.get("power_limit_w"), int | float) and not isinstance(g["power_limit_w"], bool)}
+        return sorted(found)
+
+    theirs, ours = limits(original), limits(here)
+    if not theirs or not ours or max(theirs + ours) <= (1 + POWER_APART) * min(theirs + ours):
+        return []
+
+    def shown(values: list[float]) -> str:
+        return "/".join(f"{v:g} W" for v in values)
+    return [f"GPU power limit: {shown(theirs)} in the bundle, {shown(ours)} here"]
+
+
 def system_differences(original: dict, here: dict, cpu: bool) -> list[str]:
     """What differs between the bundle's system description and this one's (system.json fields; on a GPU run also
     the driver's and its CUDA's major versions)."""
