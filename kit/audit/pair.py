@@ -19,7 +19,7 @@ from kit.core.inputs import parse_json
 from kit.results import reproduction as rp
 
 RULE = "reproduction_recomputed"
-RECORD, TABLE = "reproduction.json", "reproduction.md"
+RECORD, TABLE = rp.RECORD_NAME, rp.TABLE_NAME
 PROVENANCE_KEY = "reproduction_of"
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from kit.cli.common import UsageError, progress_console
 from kit.core.inputs import InputError, KitError, parse_json
+from kit.core.layout import host_captures
 
 
 def add_parser(sub) -> None:
@@ -150,7 +151,8 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     here = rp.figures_by_case(parse_json((run_dir / "results.json").read_bytes()))
     this_system = system_description(run_dir, None, "reproduction", where)
     system = rp.system_differences(original_system, this_system, suite.hardware == "cpu") + (
-        [] if suite.hardware == "cpu" else rp.power_limit_differences(_captures(original), _captures(run_dir)))
+        [] if suite.hardware == "cpu" else rp.power_limit_differences([*host_captures(original).values()],
+                                                                      [*host_captures(run_dir).values()]))
     verdicts = [rp.compare_case(key, figures[key], here.get(key, []), tolerance, system) for key in chosen]
     record = {"schema_version": 1, "bundle": str(args.bundle), **identity, "tolerance": tolerance,
               "cases": chosen, "patterns": args.cases, "sample": args.sample, "seed": args.seed,
@@ -158,12 +160,12 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
               "forced": differs if args.force else [], "system_differences": system,
               "failed_runs": _failed_runs(run_dir), "counts": rp.counts(verdicts),
               "verdicts": [v.to_dict() for v in verdicts]}
-    (run_dir / "reproduction.json").write_text(json.dumps(record, indent=2) + "\n")
+    (run_dir / rp.RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n")
     text = rp.to_markdown(verdicts, args.bundle.name, tolerance)
-    (run_dir / "reproduction.md").write_text(text)
+    (run_dir / rp.TABLE_NAME).write_text(text)
     bench.write_report(run_dir, run_suite(run_dir)[0])  # the report (and its page) headed by the verdicts
     print(text, end="")
-    print(f"{run_dir / 'reproduction.json'}")
+    print(run_dir / rp.RECORD_NAME)
     return rp.exit_code(verdicts)
 
 
@@ -198,17 +200,6 @@ def _run(args: argparse.Namespace, original: Path, suite, selection, inv, consol
         records.discard_unstarted(run_dir)  # refused before any run: no empty folder left behind
         raise
     return run_dir
-
-
-def _captures(run_dir: Path) -> list[dict]:
-    """Each host's capture.json of a run (env/<host>/), as read; one that does not read is left out."""
-    out = []
-    for path in sorted(Path(run_dir).glob("env/*/capture.json")):
-        try:
-            out.append(parse_json(path.read_bytes()))
-        except (OSError, ValueError):
-            continue
-    return out
 
 
 def _failed_runs(run_dir: Path) -> list[str]:

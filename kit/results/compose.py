@@ -23,6 +23,7 @@ from kit.results.extract import HARNESS_METHOD
 from kit.results.program_ratio import program_ratio_section
 from kit.results.published import published_figures
 from kit.results.report import LAYOUT, Completion, Report, build_report, framework_rows, ratio_pair
+from kit.results.reproduction import TABLE_NAME
 from kit.results.sections import (
     input_section,
     program_data_section,
@@ -52,14 +53,11 @@ def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callab
                        + program_placeholder_section(run_dir))
     report.devices = "processes" if suite.hardware == "cpu" else "GPUs"
     report.completion = completion_of(run_dir)
-    if layout > 1 and (run_dir / REPRODUCTION_MD).is_file():  # its truth: kit.audit.pair against reproduction.json
-        report.reproduction = (run_dir / REPRODUCTION_MD).read_text(encoding="utf-8", errors="replace")
+    if layout > 1 and (run_dir / TABLE_NAME).is_file():  # its truth: kit.audit.pair against reproduction.json
+        report.reproduction = (run_dir / TABLE_NAME).read_text(encoding="utf-8", errors="replace")
     if suite.hardware != "cpu":
         report.standing = standing_of(run_dir, report, suite, ran_as)
     return report
-
-
-REPRODUCTION_MD = "reproduction.md"  # `kit reproduce`'s table, in its run directory
 
 
 def suite_knowledge(suite, ran_as: Callable) -> tuple[dict, dict]:

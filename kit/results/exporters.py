@@ -47,12 +47,8 @@ def _shown(value: float, method: Method) -> str:
 def to_markdown(report: Report) -> str:
     out = io.StringIO()
     out.write(f"# {report.title or 'Throughput report: ' + (report.source.name or str(report.source))}\n\n")
-    if report.completion:  # first: a partial run's figures are of its finished runs only
-        out.write(report.completion.line() + "\n\n")
-    if report.standing:
-        out.write(report.standing.rstrip() + "\n\n")
-    if report.reproduction:
-        out.write(report.reproduction.rstrip() + "\n\n")
+    for block in report.headline():
+        out.write(block + "\n\n")
     if report.settings:
         out.write(report.settings.rstrip() + "\n\n")
     out.write(f"Method per run: {describe_method(report.method, report.scale_given)}; ")

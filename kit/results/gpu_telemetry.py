@@ -5,10 +5,10 @@ telemetry_warnings() (what the report says beside the figure)."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
-from kit.core.layout import RunLog, classify, run_folder, sidecar_name, telemetry_name
+from kit.core.inputs import parse_json
+from kit.core.layout import RunLog, classify, host_captures, run_folder, sidecar_name, telemetry_name
 from kit.results import stats
 from kit.results.extract import pick_rank
 from kit.results.parsers import PER_STEP, ParseError, parse_log
@@ -65,7 +65,7 @@ def program_window(log: Path, logs_root: Path, figure, times: list[float]) -> tu
 def _started(log: Path) -> float | None:
     """The epoch second the run's command record (scripts/reference/launch.py) says it started, or None."""
     try:
-        started = json.loads(log.with_name(sidecar_name(log.name)).read_text(encoding="utf-8")).get("started")
+        started = parse_json(log.with_name(sidecar_name(log.name)).read_bytes()).get("started")
         return dt.datetime.fromisoformat(started).timestamp() if isinstance(started, str) else None
     except (OSError, ValueError, AttributeError, TypeError):
         return None
@@ -73,15 +73,10 @@ def _started(log: Path) -> float | None:
 
 def captured_gpu_names(root: Path) -> dict[str, str]:
     """{GPU UUID: product name} from every host's nvidia-smi capture of the run (env/<host>/capture.json)."""
-    names = {}
-    for capture in sorted((Path(root) / "env").glob("*/capture.json")):
-        try:
-            gpus = (json.loads(capture.read_text(encoding="utf-8")).get("smi") or {}).get("gpus") or []
-        except (OSError, ValueError, AttributeError):
-            continue
-        names |= {g["uuid"]: g["product_name"] for g in gpus if isinstance(g, dict)
-                  and isinstance(g.get("uuid"), str) and isinstance(g.get("product_name"), str)}
-    return names
+    gpus = [g for c in host_captures(root).values() if isinstance(c.get("smi"), dict)
+            for g in c["smi"].get("gpus") or []]
+    return {g["uuid"]: g["product_name"] for g in gpus if isinstance(g, dict)
+            and isinstance(g.get("uuid"), str) and isinstance(g.get("product_name"), str)}
 
 
 # ---- a run's GPU telemetry, as results.json and the report carry it ---------------------------------------------

@@ -107,12 +107,7 @@ def terminal_summary(report: Report, out_dir: Path) -> str:
     that gave no figure, and where the rest is."""
     body = _body(report)
     parts = [body[0].source.split("\n", 1)[0] + "\n"]  # the title line
-    if report.completion:
-        parts.append(report.completion.line() + "\n")
-    if report.standing:
-        parts.append(report.standing.rstrip() + "\n")
-    if report.reproduction:
-        parts.append(report.reproduction.rstrip() + "\n")
+    parts += [block + "\n" for block in report.headline()]
     if not _has_table(report.standing + report.reproduction):
         parts.append("## Per-case figures\n\n" + figures_markdown(report))
     parts += [s.source.rstrip() + "\n" for s in body if s.title in TERMINAL_SECTIONS]

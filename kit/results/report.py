@@ -178,6 +178,12 @@ class Report:
     pair: tuple[str, str] | None = None  # layout 2: the frameworks whose ratio the side-by-side table gives
     reproduction: str = ""  # layout 2: a `kit reproduce` run's reproduction.md, after the standing
 
+    def headline(self) -> list[str]:
+        """What a report says first, Markdown blocks in order: a partial run's completion (its figures are of its
+        finished runs only), where the run stands, a reproduction's verdicts."""
+        blocks = [self.completion.line() if self.completion else "", self.standing, self.reproduction]
+        return [block.rstrip() for block in blocks if block]
+
     def to_dict(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,

@@ -26,6 +26,7 @@ from kit.results import stats
 VERDICTS = REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, INCONCLUSIVE = ("reproduced", "not reproduced",
                                                                        "not comparable", "inconclusive")
 DEFAULT_TOLERANCE = 0.05
+RECORD_NAME, TABLE_NAME = "reproduction.json", "reproduction.md"  # what `kit reproduce` leaves in its run directory
 # system.json fields that make two runs different work, and those that only matter for a CPU run
 SYSTEM_FIELDS = (("accelerator_model_name", "GPU model"), ("accelerators_per_node", "GPUs per node"),
                  ("number_of_nodes", "nodes"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kit.core.inputs import parse_json
-from kit.core.layout import SIDECAR_SUFFIX, find_logs
+from kit.core.layout import SIDECAR_SUFFIX, find_logs, host_captures
 from kit.results import noise
 from kit.results.parsers.kitlog import RECORDED, read_run_start, read_what_ran
 
@@ -191,12 +191,8 @@ def accelerators_lines(run_dir: Path, starts: list[dict]) -> list[str]:
     """Each host's GPUs from its capture (count x product, memory, driver, CUDA) and the cuDNN the frameworks
     reported: the line a reader needs to know what the figures are figures of."""
     lines = []
-    for capture_file in sorted((run_dir / "env").glob("*/capture.json")):
-        try:
-            capture = parse_json(capture_file.read_bytes())
-        except (OSError, ValueError):
-            continue
-        smi = capture.get("smi") if isinstance(capture, dict) else None
+    for host, capture in host_captures(run_dir).items():
+        smi = capture.get("smi")
         if not isinstance(smi, dict) or not isinstance(smi.get("gpus"), list) or not smi["gpus"]:
             continue
         kinds: dict[tuple, int] = {}
@@ -206,7 +202,7 @@ def accelerators_lines(run_dir: Path, starts: list[dict]) -> list[str]:
                 kinds[kind] = kinds.get(kind, 0) + 1
         gpus = " + ".join(f"{n}x {name}" + (f" ({memory} MiB)" if memory else "")
                           for (name, memory), n in sorted(kinds.items(), key=str))
-        lines.append(f"Accelerators of {capture_file.parent.name}: {gpus}, driver {smi.get('driver_version')}, "
+        lines.append(f"Accelerators of {host}: {gpus}, driver {smi.get('driver_version')}, "
                      f"CUDA {smi.get('cuda_version')} (the driver's).")
     stacks = sorted({f"{s.get('framework')} {s.get('framework_version')}: CUDA {s.get('cuda_version')}, "
                      f"cuDNN {_cudnn(s.get('cudnn_version'))}" for s in starts

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.core.inputs import InputError, parse_json, read_input
-from kit.core.layout import case_key, split_tag
+from kit.core.layout import case_key, host_captures, split_tag
 from kit.results import noise
 from kit.results.gpu_telemetry import BUSY_SHARE, THROTTLED_SHARE
 from kit.results.published import Gpu, Published, gpu_of, nearest
@@ -76,8 +76,8 @@ def _json(path: Path, what: str) -> dict:
 
 def _smi(run_dir: Path) -> dict:
     """The first host's nvidia-smi capture (env/<host>/capture.json 'smi'), or {}."""
-    for capture in sorted((run_dir / "env").glob("*/capture.json")):
-        smi = _json(capture, "capture.json").get("smi")
+    for capture in host_captures(run_dir).values():
+        smi = capture.get("smi")
         if isinstance(smi, dict) and smi.get("gpus"):
             return smi
     return {}
