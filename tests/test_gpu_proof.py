@@ -329,10 +329,11 @@ def test_bad_stages_are_refused(tmp_path, published):
 
 def test_a_command_past_its_timeout_is_stopped_with_its_whole_process_group():
     began = time.monotonic()
-    done = gpu_stages.run(["sh", "-c", "sleep 300 & sleep 300; echo never"], 1, capture=True)
+    held = "sleep 299.25"  # no other test's: pgrep sees every test's processes on this machine
+    done = gpu_stages.run(["sh", "-c", f"{held} & {held}; echo never"], 1, capture=True)
     assert done.returncode is None and "never" not in done.stdout and time.monotonic() - began < 30
     assert done.why() == f"timed out after {done.seconds:.0f} s"
-    assert subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True).returncode == 1  # none left
+    assert subprocess.run(["pgrep", "-f", held], capture_output=True).returncode == 1  # none left
 
 
 def test_a_pipe_held_by_a_process_outside_the_group_does_not_hold_the_stage(monkeypatch):

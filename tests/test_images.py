@@ -10,6 +10,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from nethosts import write_inventory
@@ -52,6 +53,17 @@ def inventory(docker_hosts, tmp_path_factory):
     return inv, path
 
 
+@pytest.fixture(scope="module")
+def small_image(docker_engine, cpu_image) -> SimpleNamespace:
+    """The cpu image's own debootstrap base, a tenth of its size. Push, stream, pull and verify treat every image
+    alike, so their tests move this one; the cpu image reaches the hosts in the tests that run a case in it."""
+    base = load_pins().get("cpu").base
+    ref = f"{base.image}:{base.tag}"
+    image_id = build.image_id(docker_engine, ref)
+    assert image_id, f"{ref} is missing although the cpu image was built from it"
+    return SimpleNamespace(ref=ref, id=image_id)
+
+
 def test_the_cpu_image_carries_and_proves_its_pins(docker_engine, cpu_image):
     spec = load_pins().get("cpu")
     labels = build.labels_of(docker_engine, cpu_image.ref)
@@ -77,34 +89,34 @@ def test_a_wrong_pin_fails_the_build_in_the_self_check(docker_engine, cpu_image)
     assert build.image_id(docker_engine, "kit/cpu:wrong-pin-test") is None
 
 
-def test_push_to_a_local_registry_records_the_manifest_digest(docker_engine, cpu_image, registry):
-    target, digest = build.push(docker_engine, cpu_image.ref, registry.address)
-    repo, tag = cpu_image.ref.split(":")
-    assert target == f"{registry.address}/{cpu_image.ref}"
+def test_push_to_a_local_registry_records_the_manifest_digest(docker_engine, small_image, registry):
+    target, digest = build.push(docker_engine, small_image.ref, registry.address)
+    repo, tag = small_image.ref.split(":")
+    assert target == f"{registry.address}/{small_image.ref}"
     assert digest.startswith("sha256:") and registry.manifest_digest(repo, tag) == digest
-    repo_digests = docker_engine.images.get(cpu_image.ref).attrs["RepoDigests"]
+    repo_digests = docker_engine.images.get(small_image.ref).attrs["RepoDigests"]
     assert f"{registry.address}/{repo}@{digest}" in repo_digests
 
 
-def test_streamed_to_two_hosts_at_once_then_skipped(docker_engine, cpu_image, docker_hosts, inventory):
+def test_streamed_to_two_hosts_at_once_then_skipped(docker_engine, small_image, docker_hosts, inventory):
     inv, _ = inventory
     hosts = [inv.get("h1"), inv.get("h2")]
     for h in ("h1", "h2"):  # a clean start: neither engine holds the image
-        docker_hosts.run(h, ["docker", "rmi", "-f", cpu_image.ref])
+        docker_hosts.run(h, ["docker", "rmi", "-f", small_image.ref])
     seen: list[tuple[str, str]] = []
-    first = deliver.deliver_stream(docker_engine, inv, hosts, cpu_image.ref, lambda who, line: seen.append((who, line)))
+    first = deliver.deliver_stream(docker_engine, inv, hosts, small_image.ref, lambda who, line: seen.append((who, line)))
     assert {r.action for r in first.values()} == {"loaded"}, first
-    assert {r.id for r in first.values()} == {cpu_image.id}
+    assert {r.id for r in first.values()} == {small_image.id}
     assert any(who == "stream" and "to 2 host(s)" in line for who, line in seen)  # one save stream fed both
-    assert deliver.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id) == {"h1": cpu_image.id, "h2": cpu_image.id}
+    assert deliver.verify_hosts(inv, hosts, small_image.ref, small_image.id) == {"h1": small_image.id, "h2": small_image.id}
     t0 = time.monotonic()
-    second = deliver.deliver_stream(docker_engine, inv, hosts, cpu_image.ref)
+    second = deliver.deliver_stream(docker_engine, inv, hosts, small_image.ref)
     took = time.monotonic() - t0
     assert {r.action for r in second.values()} == {"skipped"}
     assert took <= 2.0, f"a delivery with nothing to send took {took:.2f} s"
 
 
-def test_a_different_image_under_the_same_tag_is_detected_and_replaced(docker_engine, cpu_image, docker_hosts,
+def test_a_different_image_under_the_same_tag_is_detected_and_replaced(docker_engine, small_image, docker_hosts,
                                                                        inventory, tmp_path, capsys):
     inv, path = inventory
     hosts = [inv.get("h1"), inv.get("h2")]
@@ -115,26 +127,26 @@ def test_a_different_image_under_the_same_tag_is_detected_and_replaced(docker_en
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     made = docker_hosts.run("h2", ["sh", "-c", f"docker import {tiny} kit-impostor:1 >/dev/null && "
-                                               f"docker tag kit-impostor:1 {cpu_image.ref}"])
+                                               f"docker tag kit-impostor:1 {small_image.ref}"])
     assert made.returncode == 0, made.stderr
     with pytest.raises(deliver.ImageMismatch) as err:
-        deliver.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id)
-    assert set(err.value.wrong) == {"h2"} and err.value.wrong["h2"] != cpu_image.id
-    rc = main(["images", "verify", cpu_image.ref, "--hosts", "h1,h2", "--hosts-file", str(path)])
+        deliver.verify_hosts(inv, hosts, small_image.ref, small_image.id)
+    assert set(err.value.wrong) == {"h2"} and err.value.wrong["h2"] != small_image.id
+    rc = main(["images", "verify", small_image.ref, "--hosts", "h1,h2", "--hosts-file", str(path)])
     assert rc == 2 and "h2: sha256:" in capsys.readouterr().err
-    again = deliver.deliver_stream(docker_engine, inv, hosts, cpu_image.ref)
+    again = deliver.deliver_stream(docker_engine, inv, hosts, small_image.ref)
     assert (again["h1"].action, again["h2"].action) == ("skipped", "loaded")
-    assert deliver.verify_hosts(inv, hosts, cpu_image.ref, cpu_image.id)["h2"] == cpu_image.id
+    assert deliver.verify_hosts(inv, hosts, small_image.ref, small_image.id)["h2"] == small_image.id
 
 
-def test_hosts_pull_through_the_registry(docker_engine, cpu_image, registry, docker_hosts, inventory):
+def test_hosts_pull_through_the_registry(docker_engine, small_image, registry, docker_hosts, inventory):
     inv, _ = inventory
-    build.push(docker_engine, cpu_image.ref, registry.address)
-    docker_hosts.run("h1", ["docker", "rmi", "-f", cpu_image.ref])
-    pull_ref = f"{docker_hosts.subnet}.254:{registry.port}/{cpu_image.ref}"
-    result = deliver.deliver_registry(inv, [inv.get("h1"), inv.get("h2")], cpu_image.ref, pull_ref, cpu_image.id)
+    build.push(docker_engine, small_image.ref, registry.address)
+    docker_hosts.run("h1", ["docker", "rmi", "-f", small_image.ref])
+    pull_ref = f"{docker_hosts.subnet}.254:{registry.port}/{small_image.ref}"
+    result = deliver.deliver_registry(inv, [inv.get("h1"), inv.get("h2")], small_image.ref, pull_ref, small_image.id)
     assert (result["h1"].action, result["h2"].action) == ("pulled", "skipped"), result
-    assert deliver.verify_hosts(inv, [inv.get("h1")], cpu_image.ref, cpu_image.id) == {"h1": cpu_image.id}
+    assert deliver.verify_hosts(inv, [inv.get("h1")], small_image.ref, small_image.id) == {"h1": small_image.id}
 
 
 def test_kit_bench_runs_a_real_case_in_the_container(docker_engine, cpu_image, tmp_path):
