@@ -22,9 +22,6 @@ LONGEST_FIRST = ("slurm", "test_images.py", "test_gpu_proof.py", "test_bundle.py
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # two workers share the cores: an OpenMP thread that spins while it waits burns the core the other worker's
-    # processes need (a torch ResNet50 run of 2 threads beside two busy cores: 13.0 CPU-s spinning, 5.9 passive)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if os.environ.get("PYTEST_XDIST_WORKER"):  # xdist sets 80x24 in its workers: `ps` on a test host cut lines there
         os.environ.pop("COLUMNS", None)
         os.environ.pop("LINES", None)
