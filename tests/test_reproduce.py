@@ -16,11 +16,16 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from kitlogs import recorded_clean, rewrite_kitlog, without_the_nan_repeat
 
 from kit.audit import bundle as bd
 from kit.audit.verify import verify
 from kit.cli import main
+from kit.cli.reproduce import _code_differences
+from kit.config.suites import load_suite
+from kit.core.catalogue import harness_sha256
+from kit.images.spec import PINS_FILE, load_pins
 from kit.run.estimate import duration
 
 VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
@@ -226,8 +231,42 @@ def test_a_bundle_of_other_harness_files_is_refused_unless_forced_and_then_recor
     assert verify(root).ok
     runs = tmp_path / "runs"
     assert main(["reproduce", str(root), "--runs-dir", str(runs)]) == 2 and not runs.exists()
-    assert f"this kit's harness files differ from the bundle's ({name}: 000000000000 in the bundle" in \
+    assert f"this kit's code differs from what the bundle ran ({name}: 000000000000 in the bundle" in \
         capsys.readouterr().err
     assert main(["reproduce", str(root), "--runs-dir", str(runs), "--force", "--tolerance", "2"]) in (0, 1, 3)
     said = reproduction(runs)
     assert said["forced"] and said["forced"][0].startswith(f"{name}: 000000000000 in the bundle")
+
+
+def test_a_bundle_run_in_an_image_of_other_pins_is_refused_naming_it(original, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(original[0], run)
+    ours = load_pins().get("cpu").pins_hash()
+    (run / "images.json").write_text(json.dumps({"images": {"kit-cpu:old": {  # as kit images records an image run
+        "id": "sha256:" + "1" * 64, "image": "cpu", "pins_hash": "0" * 64}}}))
+    packed = bundle(run, tmp_path / "other-image.tgz")
+    assert verify(packed).ok
+    runs = tmp_path / "runs"
+    capsys.readouterr()
+    assert main(["reproduce", str(packed), "--runs-dir", str(runs)]) == 2 and not runs.exists()
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"this kit's code differs from what the bundle ran (image cpu: pins 000000000000 in the bundle, " \
+        f"{ours[:12]} here)" in err
+
+
+def test_a_published_programs_commit_other_than_this_kits_pin_is_a_difference(tmp_path):
+    """The H200 run's DLE cases against a bundle pins.yaml that pins DLE at another commit; nothing else differs."""
+    run = VISIT / "dle"
+    cases = load_suite(run / "suite.yaml").cases
+    assert {c.impl for c in cases} == {"harness", "reference"}
+    pins = yaml.safe_load(PINS_FILE.read_text())
+    here = pins["model_code"]["dle"]["commit"]
+    (tmp_path / "pins.yaml").write_text(PINS_FILE.read_text())
+    meta = {"harness_sha256": harness_sha256()}
+    assert _code_differences(meta, tmp_path, run, cases) == []
+    (tmp_path / "pins.yaml").write_text(PINS_FILE.read_text().replace(here, "f" * 40))
+    assert _code_differences(meta, tmp_path, run, cases) == [f"program dle: commit ffffffffffff in the bundle, "
+                                                            f"{here[:12]} here"]
+    harness_only = [c for c in cases if c.impl == "harness"]
+    assert _code_differences(meta, tmp_path, run, harness_only) == []  # a case that runs no program: no difference

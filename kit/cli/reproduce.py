@@ -6,8 +6,9 @@ per case whether the figure came out the same (kit.results.reproduction).
     kit reproduce bundle.tar.gz --hosts hosts.yaml [--scheduler slurm]
 
 The bundle is verified first: one that does not verify is not reproduced. Refused (exit 2) where this kit's harness
-files differ from those the bundle ran, unless --force (recorded in reproduction.json). Says the time to expect
-(the bundle's own run durations), then shows kit bench's progress (kit cluster's per-host lines with --hosts).
+files, a chosen case's program commit or an image's pins differ from those the bundle ran, unless --force (recorded
+in reproduction.json). Says the time to expect (the bundle's own run durations), then shows kit bench's progress
+(kit cluster's per-host lines with --hosts).
 Leaves a normal run directory (report, results, bundle-able) with reproduction.json and reproduction.md beside its
 report, naming the original bundle's digests; `kit bundle` of it carries them and `kit verify` checks its figures.
 Each case's verdict follows the kit's noise rule (interleaved repeats): reproduced, not reproduced, inconclusive
@@ -26,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from kit.cli.common import UsageError, progress_console
-from kit.core.inputs import InputError, KitError, parse_json
+from kit.core.inputs import InputError, KitError, parse_json, read_json_object
 from kit.core.layout import host_captures
 
 
@@ -41,8 +42,8 @@ def add_parser(sub) -> None:
     p.add_argument("--tolerance", type=float, default=None, help="reproduced within a factor 1 + this either way "
                    "[0.05], recorded")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the reproduction's run goes [runs/]")
-    p.add_argument("--force", action="store_true", help="reproduce although this kit's harness files differ from "
-                   "the bundle's (recorded)")
+    p.add_argument("--force", action="store_true", help="reproduce although this kit's harness files, program "
+                   "commits or image pins differ from the bundle's (recorded)")
     p.add_argument("--allowed-signers", type=Path, help="verify the bundle's signature against these signers")
     p.add_argument("--hosts", type=Path, metavar="HOSTS_FILE", help="run on this inventory's hosts (as `kit cluster "
                    "--hosts-file`: 1-node cases on the first host, n-node on the first n) instead of this host")
@@ -64,12 +65,45 @@ def _choose(keys: list[str], patterns: list[str], sample: int | None, seed: int)
     return chosen
 
 
-def _code_differences(meta: dict) -> list[str]:
+def _code_differences(meta: dict, root: Path, original: Path, cases) -> list[str]:
+    """What this kit would run differently from what the bundle ran: its harness files (run.json harness_sha256),
+    the commit pinned for each chosen case's published program (the bundle's pins.yaml against docker/pins.yaml) and
+    the pins of each image the run used (its images.json pins_hash against this kit's). Empty when all are equal."""
     from kit.core.catalogue import harness_sha256
+    from kit.images.spec import current_pins, load_pins
+
     ran = meta.get("harness_sha256") if isinstance(meta.get("harness_sha256"), dict) else {}
     here = harness_sha256()
-    return [f"{name}: {str(ran.get(name))[:12]} in the bundle, {str(here.get(name))[:12]} here"
-            for name in sorted(set(ran) | set(here)) if ran.get(name) != here.get(name)]
+    differs = [f"{name}: {str(ran.get(name))[:12]} in the bundle, {str(here.get(name))[:12]} here"
+               for name in sorted(set(ran) | set(here)) if ran.get(name) != here.get(name)]
+    pins = current_pins()
+    programs = sorted({_program_code(c) for c in cases if c.impl == "reference"})
+    if programs:
+        theirs = load_pins(root / "pins.yaml").model_code if (root / "pins.yaml").is_file() else {}
+        for code in programs:
+            bundle_pin = theirs[code].commit if code in theirs else "none"
+            ours = pins.model_code[code].commit if code in pins.model_code else "none"
+            if bundle_pin != ours:
+                differs.append(f"program {code}: commit {bundle_pin[:12]} in the bundle, {ours[:12]} here")
+    images = read_json_object(original / "images.json", "images.json").get("images") \
+        if (original / "images.json").is_file() else {}
+    for entry in (images.values() if isinstance(images, dict) else ()):
+        key = entry.get("image") if isinstance(entry, dict) else None
+        if not isinstance(key, str):
+            continue
+        try:
+            ours = pins.get(key).pins_hash()
+        except KeyError:
+            ours = "none"
+        if entry.get("pins_hash") != ours:
+            differs.append(f"image {key}: pins {str(entry.get('pins_hash'))[:12]} in the bundle, {ours[:12]} here")
+    return list(dict.fromkeys(differs))
+
+
+def _program_code(case) -> str:
+    from kit.config.reference import implementation
+
+    return implementation(case.framework, case.model).code
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -137,9 +171,9 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
         print(f"kit reproduce: not run here ({why})")
         print(rp.to_markdown(verdicts, args.bundle.name, tolerance), end="")
         return rp.exit_code(verdicts)
-    differs = _code_differences(meta)
+    differs = _code_differences(meta, root, original, selection.apply(suite).cases)
     if differs and not args.force:
-        raise InputError(args.bundle, "this kit's harness files differ from the bundle's (" + "; ".join(differs[:3])
+        raise InputError(args.bundle, "this kit's code differs from what the bundle ran (" + "; ".join(differs[:3])
                          + "): reproduce with the kit that made it, or --force (recorded)")
     identity = bundle_identity(root, args.bundle, signature)
     console = progress_console()

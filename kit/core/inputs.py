@@ -68,6 +68,17 @@ def read_input(path: str | Path, what: str, error: type[InputError] = InputError
     return data
 
 
+def read_json_object(path: str | Path, what: str) -> dict:
+    """A JSON object file the user named (read_input's checks); InputError naming it when it is not one."""
+    try:
+        data = parse_json(read_input(path, what))
+    except ValueError as exc:
+        raise InputError(path, f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "expected a JSON object")
+    return data
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     obj = dict(pairs)
     if len(obj) != len(pairs):

@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.core.inputs import InputError, parse_json, read_input
+from kit.core.inputs import read_json_object
 from kit.core.layout import case_key, host_captures, split_tag
 from kit.results import noise
 from kit.results.gpu_telemetry import BUSY_SHARE, THROTTLED_SHARE
@@ -62,16 +62,6 @@ class Standing:
     power_limit_w: float | None
     driver: str | None
     cases: list[CaseStanding]
-
-
-def _json(path: Path, what: str) -> dict:
-    try:
-        data = parse_json(read_input(path, what))
-    except ValueError as exc:
-        raise InputError(path, f"not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise InputError(path, "expected a JSON object")
-    return data
 
 
 def _smi(run_dir: Path) -> dict:
@@ -189,7 +179,7 @@ def standing(run_dir: Path, figures: list[Published], references: dict | None = 
     Reference objects for it (kit.config.cases.Reference); settings: case key -> what the caller knows that run.json
     does not record (a published program's layout and data, from its recipe)."""
     run_dir = Path(run_dir)
-    results = _json(run_dir / "results.json", "results.json")
+    results = read_json_object(run_dir / "results.json", "results.json")
     return stand(run_dir, results, figures, references, settings, count)
 
 
@@ -197,7 +187,7 @@ def stand(run_dir: Path, results: dict, figures: list[Published], references: di
           settings: dict | None = None, count: int = 3) -> Standing:
     """standing() of results already in hand (results.json's dict: kit.results.report.Report.to_dict)."""
     run_dir = Path(run_dir)
-    meta = _json(run_dir / "run.json", "run.json") if (run_dir / "run.json").is_file() else {}
+    meta = read_json_object(run_dir / "run.json", "run.json") if (run_dir / "run.json").is_file() else {}
     recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
     smi = _smi(run_dir)
     first_gpu = next(iter(smi.get("gpus") or []), {})
