@@ -21,6 +21,11 @@ ratio is within +-2% (or --max-pairs):
               take a core of this CPU, so this phase reads a tree of small JPEGs (48 x 36) resized to 8 px: what
               is left beside the training thread is the loader's own host work (reader processes, the trainer's
               Python per batch, the GIL-free decode wait).
+  wake        what this host charges the small-op thread for another thread of the process waking (every
+              WAKE_PERIOD_S; each wake-up takes the GIL once): its steps/s with such a thread / without, as microseconds
+              a wake-up. Stage 3's loss a batch is then also given in this host's wake-ups: a thread switch costs
+              some microseconds on bare metal and can cost ~100 on a VM, and the decode thread takes the GIL back
+              after each of its tensor ops and waits. Measured with stage 3, no target of its own.
 Exit 0: every target met; 1: one missed; 3: one inconclusive (more pairs, a quieter machine). The images are made
 once under --tree (default /tmp/kit-decode-overlap).
 """
@@ -32,6 +37,7 @@ import json
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +59,7 @@ STEP_TARGET = 0.97  # the small-op thread's rate with the loader / without, at l
 STEP_S = 256 / 5600  # a step's seconds, as long as ResNet50 AMP NHWC bs256 on the H200 (5.6k images/s), 4x the decode
 STEP_OPS = [1000]  # small tensor ops a step issues: calibrated to STEP_S alone on this machine (calibrate())
 BLOCK_BATCHES = 8
+WAKE_PERIOD_S = 0.001  # the waking thread's sleep
 
 
 class StandInDecoder:
@@ -96,14 +103,14 @@ def call_pair(ld, files: list, sizes: np.ndarray, order: tuple[str, str]) -> flo
     got = {}
     for kind in order:
         start = len(stand_in.seconds)
-        if kind == "loaded":
+        if kind == "on":
             for _ in range(BLOCK_BATCHES):
                 next(ld)
         else:
             for _ in range(BLOCK_BATCHES):
                 stand_in.decode(files, sizes)
         got[kind] = statistics.median(stand_in.seconds[start:])
-    return got["loaded"] / got["alone"]
+    return got["on"] / got["alone"]
 
 
 def small_op_step() -> float:
@@ -131,17 +138,43 @@ def step_pair(ld, order: tuple[str, str], steps: int) -> float:
     for kind in order:
         seconds = 0.0
         for _ in range(steps):
-            if kind == "loaded":
+            if kind == "on":
                 next(ld)
             seconds += small_op_step()
         got[kind] = steps / seconds
-    return got["loaded"] / got["alone"]
+    return got["on"] / got["alone"]
+
+
+def wake_every(stop: threading.Event, woke: list[int]) -> None:
+    """Wake every WAKE_PERIOD_S until STOP, counting the wake-ups in WOKE[0]."""
+    while not stop.wait(WAKE_PERIOD_S):
+        woke[0] += 1
+
+
+def wake_pair(order: tuple[str, str], steps: int, wakeups: list[float]) -> float:
+    """One ABBA pair of the wake stage: small-op steps a second with a thread waking every WAKE_PERIOD_S / without;
+    appends that thread's wake-ups a second to WAKEUPS."""
+    got = {}
+    for kind in order:
+        stop, woke = threading.Event(), [0]
+        waker = threading.Thread(target=wake_every, args=(stop, woke), daemon=True) if kind == "on" else None
+        if waker:
+            waker.start()
+        t0 = time.perf_counter()
+        seconds = sum(small_op_step() for _ in range(steps))
+        elapsed = time.perf_counter() - t0
+        stop.set()
+        if waker:
+            waker.join()
+            wakeups.append(woke[0] / elapsed)
+        got[kind] = steps / seconds
+    return got["on"] / got["alone"]
 
 
 def pairs_until_resolved(pair, pairs: int, max_pairs: int) -> list[float]:
     ratios: list[float] = []
     while len(ratios) < pairs or (len(ratios) < max_pairs and _half_width(ratios) > RESOLVE):
-        order = ("loaded", "alone") if len(ratios) % 2 == 0 else ("alone", "loaded")
+        order = ("on", "alone") if len(ratios) % 2 == 0 else ("alone", "on")
         ratios.append(pair(order))
     return ratios
 
@@ -179,6 +212,14 @@ def calls_per_batch(entries, batch: int, batches: int = 6) -> tuple[float, float
         finally:
             sys.setprofile(None)
         return ld.decode_calls / ld.decoded_batches, counter.calls / batches
+
+
+def host_costs(step_ratio: float, wake_ratio: float, wakeups_per_s: float) -> dict:
+    """Stage 3's loss a batch (one batch a step of STEP_S), in microseconds and in this host's wake-ups."""
+    wakeup_us = (1 / wake_ratio - 1) / wakeups_per_s * 1e6
+    step_loss_us = (1 / step_ratio - 1) * STEP_S * 1e6
+    return {"wakeup_us": wakeup_us, "wakeups_per_s": wakeups_per_s, "step_loss_us": step_loss_us,
+            "step_loss_wakeups": step_loss_us / wakeup_us if wakeup_us > 0 else float("inf")}
 
 
 def verdict(ratio: float, low: float, high: float, target: float, at_most: bool) -> str:
@@ -222,12 +263,21 @@ def main(argv: list[str] | None = None) -> int:
                                           a.max_pairs)
             rows.append(("3 step", f"steps/s of {STEP_OPS[0]} small ops (~{STEP_S * 1000:.0f} ms) with the loader / "
                          "without", ratios, STEP_TARGET, False))
+        wakeups: list[float] = []
+        ratios = pairs_until_resolved(lambda order: wake_pair(order, 2 * BLOCK_BATCHES, wakeups), a.pairs,
+                                      a.max_pairs)
+        rows.append(("wake", f"steps/s with a thread waking every {WAKE_PERIOD_S * 1000:g} ms / without", ratios,
+                     None, False))
     out = {"decode_s": DECODE_S, "batch": a.batch, "workers": a.workers, "ratios": {}, "verdicts": {}}
     for stage, what, ratios, target, at_most in rows:
         ratio, low, high = ratio_interval(ratios)
         out["ratios"][stage] = {"what": what, "pairs": len(ratios), "ratio": ratio, "low": low, "high": high,
                                 "target": target, "values": ratios}
-        out["verdicts"][stage] = verdict(ratio, low, high, target, at_most)
+        if target is not None:
+            out["verdicts"][stage] = verdict(ratio, low, high, target, at_most)
+    if "step" in stages:
+        out["host"] = host_costs(out["ratios"]["3 step"]["ratio"], out["ratios"]["wake"]["ratio"],
+                                 statistics.median(wakeups))
     if "counts" in stages:
         per_batch, small = calls_per_batch(entries, a.batch // 4)
         per_batch_big, big = calls_per_batch(entries, a.batch)
@@ -241,12 +291,17 @@ def main(argv: list[str] | None = None) -> int:
         print("| --- | --- | --- | --- | --- | --- |")
         for stage, what, _, target, at_most in rows:
             r = out["ratios"][stage]
+            aim = "-" if target is None else f"{'<=' if at_most else '>='} {target}"
             print(f"| {stage} | {what} | {r['pairs']} | {r['ratio']:.4f} [{r['low']:.4f}, {r['high']:.4f}] | "
-                  f"{'<=' if at_most else '>='} {target} | {out['verdicts'][stage]} |")
+                  f"{aim} | {out['verdicts'].get(stage, 'measured')} |")
         if "counts" in stages:
             print(f"| 2 counts | decode calls per batch at batch {a.batch // 4} / {a.batch}; the decode thread's "
                   f"Python calls per batch | 6 batches | {per_batch:g} / {per_batch_big:g}; {small:g} / {big:g} | "
                   f"1; equal | {out['verdicts']['2 counts']} |")
+        if "host" in out:
+            h = out["host"]
+            print(f"this host: a wake-up costs the small-op thread {h['wakeup_us']:.0f} us; stage 3 costs it "
+                  f"{h['step_loss_us']:.0f} us a batch, {h['step_loss_wakeups']:.1f} wake-ups' worth")
     verdicts = set(out["verdicts"].values())
     return 1 if "missed" in verdicts else 3 if verdicts != {"met"} else 0
 
