@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every GPU claim of the kit in one visit of 8.5 minutes (510 s) to one GPU (bench/gpu_proof.sh runs this).
 
-    bash bench/gpu_proof.sh [--out DIR] [--budget-s 510] [--margin-s 60] [--stages 1,2,3,4,5] [--device gpu|cpu] ...
+    bash bench/gpu_proof.sh [--out DIR] [--budget-s 510] [--margin-s 60] [--stages 1,2,3,4,5,6] [--device gpu|cpu] ...
 
 It prints its plan first (each stage, its budget, what it runs, what it drops when time runs short), then runs the
 stages in this order; each runs under its own timeout, is skipped with a message when the time left cannot hold it,
@@ -22,6 +22,9 @@ and copies what it made (logs included) to its folder under the output folder ($
   4 telemetry if time is left: the GPU sampler's own cost to a run (bench/sampler_overhead.py, few pairs).
   5 compiled  if time is left: torch.compile, harness compiled / yardstick compiled, ResNet50 amp-nhwc bs256, one
               process each (a figure, its noise untested).
+  6 host      if time is left: the gpu loader's host work on this machine's CPU (bench/decode_overlap.py --stages
+              step: decode stood in, a small-op thread beside it / alone, target >= 0.97) and what a thread
+              wake-up costs there: the CPU evidence of the real-data issue, on the GPU host's own CPU.
 Last, no GPU time: the kit's best ResNet50 figure / MLPerf Training v4.0's per-GPU figure for that GPU (MLPERF_V40).
 Verdicts use the kit's noise rule (kit.results.stats): met or missed only when the interval lies wholly on one side
 of the target; otherwise inconclusive (said, with why). Ends with one table (stage, figure, target, verdict), also in
@@ -80,6 +83,9 @@ STAGES = {
                "beside ten (ResNet50 bs16 64 px: launch-bound, the sampler's worst case)", "skipped", planned=False),
     "5": Stage("compiled", 200, 150, "train.py --mode compiled, then yardstick --mode compiled (~60 s of "
                "compiling each)", "skipped, or the yardstick's process", planned=False),
+    "6": Stage("host", 60, 30, "bench/decode_overlap.py --stages step on this host's CPU: the gpu loader's host "
+               "work beside a small-op thread (decode stood in), and what a thread wake-up costs here",
+               "skipped", planned=False),
 }
 PREFLIGHT_S = 15  # nvidia-smi's outputs saved and PyTorch's CUDA probed before the first stage
 MARGIN_S = 60  # never planned into: a stopped process's grace (gpu_stages.GRACE_S) and each stage's wrap-up
@@ -117,6 +123,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--program-suite", default="gpu-proof-dle", help="stage 3's suite (name or YAML)")
     p.add_argument("--model-code", type=Path, default=Path(os.environ.get("KIT_MODEL_CODE") or gs.REPO / ".models"))
     p.add_argument("--telemetry-pairs", default="3,5", metavar="PAIRS,MAX", help="stage 4's pairs")
+    p.add_argument("--host-pairs", default="6,12", metavar="PAIRS,MAX", help="stage 6's pairs")
+    p.add_argument("--host-images", type=int, default=1024, help="stage 6's small JPEGs")
     a = p.parse_args(argv)
     a.stages = [s.strip() for s in a.stages.split(",") if s.strip()]
     if not a.stages or set(a.stages) - set(STAGES):
@@ -266,6 +274,34 @@ def telemetry_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.
     return rows
 
 
+def host_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.Row]:
+    """Stage 6: bench/decode_overlap.py's step and wake stages on this host's CPU; its figures, or how far it got."""
+    name, what = "6 host", "the gpu loader's host work: a small-op thread's steps/s beside it / alone (this CPU)"
+    out.mkdir(parents=True, exist_ok=True)
+    pairs, most = a.host_pairs.split(",")
+    done = gs.run([sys.executable, str(gs.REPO / "bench" / "decode_overlap.py"), "--stages", "step", "--json",
+                   "--images", str(a.host_images), "--pairs", pairs, "--max-pairs", most, "--tree",
+                   str(a.jpeg_dir.with_name(a.jpeg_dir.name + "-host"))], limit_s, capture=True)
+    (out / "decode_overlap.log").write_text(done.stdout + done.stderr)
+    try:
+        got = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        got = None
+    if got:
+        step, host = got["ratios"]["3 step"], got["host"]
+        rows = [gs.Row(name, what, f"{step['ratio']:.4f}", ">= 0.97", got["verdicts"]["3 step"],
+                       f"95% interval [{step['low']:.4f}, {step['high']:.4f}], {step['pairs']} pairs; a wake-up "
+                       f"costs {host['wakeup_us']:.0f} us here, the loader {host['step_loss_us']:.0f} us a batch "
+                       f"({host['step_loss_wakeups']:.1f} wake-ups)")]
+    elif done.returncode is None:
+        rows = [gs.Row(name, what, "—", ">= 0.97", gs.stats.INCONCLUSIVE,
+                       f"stopped at its slot's end ({limit_s:.0f} s), before a verdict")]
+    else:
+        rows = [gs.Row(name, what, "—", ">= 0.97", "failed", done.why())]
+    gs.verdict_line(out, name, rows)
+    return rows
+
+
 def compiled_rows(a: argparse.Namespace, out: Path, budget: gs.Budget, limit_s: float) -> list[gs.Row]:
     """Stage 5: one harness process and one yardstick process in --mode compiled (on a CPU, backend aot_eager: no
     code generation), harness / yardstick (untested: one run a side) and the harness's figure for the MLPerf row."""
@@ -359,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                                        program="DLE", force=program_env(a))
         elif key == "4":
             got = telemetry_rows(a, folder, limit)
+        elif key == "6":
+            got = host_rows(a, folder, limit)
         else:
             got = compiled_rows(a, folder, budget, limit)
             harness = json.loads((folder / "figures.json").read_text())["harness"]
