@@ -21,6 +21,8 @@ ratio is within +-2% (or --max-pairs):
               take a core of this CPU, so this phase reads a tree of small JPEGs (48 x 36) resized to 8 px: what
               is left beside the training thread is the loader's own host work (reader processes, the trainer's
               Python per batch, the GIL-free decode wait).
+              The small-op thread's own waits are counted too (its voluntary context switches, alone and with
+              the loader): a count, not a time, so this machine's noise does not blur it.
   wake        what this host charges the small-op thread for another thread of the process waking (every
               WAKE_PERIOD_S; each wake-up takes the GIL once): its steps/s with such a thread / without, as microseconds
               a wake-up. Stage 3's loss a batch is then also given in this host's wake-ups: a thread switch costs
@@ -131,17 +133,28 @@ def calibrate() -> int:
     return STEP_OPS[0]
 
 
-def step_pair(ld, order: tuple[str, str], steps: int) -> float:
+def waits() -> int:
+    """The calling thread's voluntary context switches so far: its waits, among them for the GIL (Linux)."""
+    with open("/proc/thread-self/status") as status:
+        return next(int(line.split(":")[1]) for line in status if line.startswith("voluntary_ctxt_switches"))
+
+
+def step_pair(ld, order: tuple[str, str], steps: int, waited: list[float] | None = None) -> float:
     """One ABBA pair of phase 3: small-op steps a second (their own seconds, not the wait for a batch) with a
-    batch taken before each step / without the loader."""
-    got = {}
+    batch taken before each step / without the loader; appends to WAITED the steps' own waits a batch beyond those
+    alone."""
+    got, per_step = {}, {}
     for kind in order:
-        seconds = 0.0
+        seconds, count = 0.0, 0
         for _ in range(steps):
             if kind == "on":
                 next(ld)
+            before = waits()
             seconds += small_op_step()
-        got[kind] = steps / seconds
+            count += waits() - before
+        got[kind], per_step[kind] = steps / seconds, count / steps
+    if waited is not None:
+        waited.append(per_step["on"] - per_step["alone"])
     return got["on"] / got["alone"]
 
 
@@ -259,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         with loader(small, a.batch, a.workers, image_size=8) as ld:
             for _ in range(BLOCK_BATCHES):
                 next(ld)
-            ratios = pairs_until_resolved(lambda order: step_pair(ld, order, 2 * BLOCK_BATCHES), a.pairs,
+            waited: list[float] = []
+            ratios = pairs_until_resolved(lambda order: step_pair(ld, order, 2 * BLOCK_BATCHES, waited), a.pairs,
                                           a.max_pairs)
             rows.append(("3 step", f"steps/s of {STEP_OPS[0]} small ops (~{STEP_S * 1000:.0f} ms) with the loader / "
                          "without", ratios, STEP_TARGET, False))
@@ -277,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             out["verdicts"][stage] = verdict(ratio, low, high, target, at_most)
     if "step" in stages:
         out["host"] = host_costs(out["ratios"]["3 step"]["ratio"], out["ratios"]["wake"]["ratio"],
-                                 statistics.median(wakeups))
+                                 statistics.median(wakeups)) | {"step_waits_per_batch": statistics.median(waited)}
     if "counts" in stages:
         per_batch, small = calls_per_batch(entries, a.batch // 4)
         per_batch_big, big = calls_per_batch(entries, a.batch)
@@ -301,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         if "host" in out:
             h = out["host"]
             print(f"this host: a wake-up costs the small-op thread {h['wakeup_us']:.0f} us; stage 3 costs it "
-                  f"{h['step_loss_us']:.0f} us a batch, {h['step_loss_wakeups']:.1f} wake-ups' worth")
+                  f"{h['step_loss_us']:.0f} us a batch, {h['step_loss_wakeups']:.1f} wake-ups' worth; it waited "
+                  f"{h['step_waits_per_batch']:.1f} times a batch more than alone (voluntary context switches: "
+                  "the GIL, which the decode thread takes back after each tensor op)")
     verdicts = set(out["verdicts"].values())
     return 1 if "missed" in verdicts else 3 if verdicts != {"met"} else 0
 

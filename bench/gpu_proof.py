@@ -292,7 +292,8 @@ def host_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.Row]:
         rows = [gs.Row(name, what, f"{step['ratio']:.4f}", ">= 0.97", got["verdicts"]["3 step"],
                        f"95% interval [{step['low']:.4f}, {step['high']:.4f}], {step['pairs']} pairs; a wake-up "
                        f"costs {host['wakeup_us']:.0f} us here, the loader {host['step_loss_us']:.0f} us a batch "
-                       f"({host['step_loss_wakeups']:.1f} wake-ups)")]
+                       f"({host['step_loss_wakeups']:.1f} wake-ups); it waited {host['step_waits_per_batch']:.1f} "
+                       "times a batch more than alone")]
     elif done.returncode is None:
         rows = [gs.Row(name, what, "—", ">= 0.97", gs.stats.INCONCLUSIVE,
                        f"stopped at its slot's end ({limit_s:.0f} s), before a verdict")]
