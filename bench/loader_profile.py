@@ -67,7 +67,7 @@ class Timed(loader_gpu.DeviceImageLoader):
 class Files(loader_gpu.DeviceImageLoader):
     """The loader's reader processes alone: a batch is its entry indices, its files read, nothing decoded."""
 
-    def _collate(self, buffer, indices, epoch):
+    def _collate(self, buffer, indices, plan):
         return indices, None
 
 

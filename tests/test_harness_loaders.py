@@ -589,6 +589,26 @@ def test_a_reader_process_that_dies_is_an_error_at_next_and_close_leaves_no_read
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
 
 
+def test_the_crop_plans_are_made_in_the_reader_processes_and_a_failing_plan_is_an_error_at_its_batch(
+        entries, monkeypatch) -> None:
+    import crop_plan
+
+    with twin(entries, seed=3, workers=0, decode_ahead=0) as inline:
+        want = [numpy(next(inline)) for _ in range(3)]
+
+    def not_here(*args):
+        raise AssertionError("a crop plan made in the trainer")
+
+    monkeypatch.setattr(crop_plan, "batch_plan", not_here)  # the trainer's copy only: readers import their own
+    with twin(entries, seed=3, workers=2) as readers:
+        for x, y in want:
+            got_x, got_y = numpy(next(readers))
+            np.testing.assert_array_equal(got_x, x)
+            np.testing.assert_array_equal(got_y, y)
+    with twin(entries, seed=3, workers=0) as inline, pytest.raises(AssertionError, match="made in the trainer"):
+        next(inline)
+
+
 def test_a_file_changed_after_its_size_was_cached_names_its_line(tree: Path, tmp_path: Path) -> None:
     root = tmp_path / "imagenet"
     shutil.copytree(tree, root)

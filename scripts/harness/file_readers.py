@@ -1,20 +1,23 @@
 """Worker processes that read a batch's files into one shared buffer: the trainer sends one task a batch (its
 paths and where each file goes) and gets one answer back, so its Python work per batch does not grow with the batch.
+A task may name a PLAN, (module, function, arguments) of the harness: the worker also calls it and sends its result
+back with the answer (the batch's numpy work, done in the worker's interpreter rather than beside training).
 
     readers = FileReaders(workers=8, slots=8)
-    readers.submit(number, slot, paths, offsets, nbytes)  # into readers.buffer(slot)
-    errors = readers.take(number)  # [(position in the batch, why)] of the files it could not read
+    readers.submit(number, slot, paths, offsets, nbytes, plan)  # into readers.buffer(slot)
+    errors, planned = readers.take(number)  # [(position in the batch, why)] of the files it could not read; PLAN's
     readers.close()
 
 Each slot is an anonymous shared memory file (memfd) mapped by the trainer and every worker, handed to the workers
 over their pipes; a slot grows (a new memfd) when a batch needs more. Nothing is left in /dev/shm or on disk,
 however the processes end. The workers ignore SIGINT (the trainer stops them), and exit when the trainer closes
 their pipe or dies. With workers=0 the trainer reads the files itself (take() reads the oldest task).
-Standard library only; never imports the kit.
+Standard library only (a plan's module brings its own imports); never imports the kit.
 """
 
 from __future__ import annotations
 
+import importlib
 import mmap
 import os
 import signal
@@ -49,8 +52,20 @@ def read_into(buffer, paths: list[str], offsets: list[int], nbytes: list[int]) -
     return errors
 
 
+def run_plan(plan: tuple | None):
+    """PLAN's result (None without one); an exception it raised is the result, raised again where it is taken."""
+    if plan is None:
+        return None
+    module, function, args = plan
+    try:
+        return getattr(importlib.import_module(module), function)(*args)
+    except Exception as exc:
+        return exc
+
+
 def reader_main(conn: Connection, parent: int) -> None:
-    """A worker: tasks (number, slot, size, new handle follows, paths, offsets, nbytes) until the pipe closes."""
+    """A worker: tasks (number, slot, size, new handle follows, paths, offsets, nbytes, plan) until the pipe
+    closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     maps: dict[int, mmap.mmap] = {}
     try:
@@ -61,7 +76,7 @@ def reader_main(conn: Connection, parent: int) -> None:
             task = conn.recv()
             if task is None:
                 return
-            number, slot, size, handle, paths, offsets, nbytes = task
+            number, slot, size, handle, paths, offsets, nbytes, plan = task
             if handle:
                 fd = recv_handle(conn)
                 old = maps.pop(slot, None)
@@ -69,7 +84,7 @@ def reader_main(conn: Connection, parent: int) -> None:
                     old.close()
                 maps[slot] = mmap.mmap(fd, size)
                 os.close(fd)
-            conn.send((number, read_into(maps[slot], paths, offsets, nbytes)))
+            conn.send((number, read_into(maps[slot], paths, offsets, nbytes), run_plan(plan)))
     except (EOFError, OSError, KeyboardInterrupt):
         return
     finally:
@@ -138,9 +153,10 @@ class FileReaders:
             old.close(self._release)
             self._slots[slot] = Slot(max(size, old.size * 5 // 4))
 
-    def submit(self, number: int, slot: int, paths: list[str], offsets: list[int], nbytes: list[int]) -> None:
+    def submit(self, number: int, slot: int, paths: list[str], offsets: list[int], nbytes: list[int],
+               plan: tuple | None = None) -> None:
         if not self._conns:
-            self._inline.append((number, slot, paths, offsets, nbytes))
+            self._inline.append((number, slot, paths, offsets, nbytes, plan))
             return
         worker = self._next_worker
         self._next_worker = (worker + 1) % len(self._conns)
@@ -148,7 +164,7 @@ class FileReaders:
         fresh = worker not in buf.sent
         conn = self._conns[worker]
         try:
-            conn.send((number, slot, buf.size, fresh, paths, offsets, nbytes))
+            conn.send((number, slot, buf.size, fresh, paths, offsets, nbytes, plan))
             if fresh:
                 send_handle(conn, buf.fd, self._procs[worker].pid)
         except OSError:
@@ -164,19 +180,23 @@ class FileReaders:
             code = None
         return RuntimeError(f"loader: file reader process {proc.pid} ended (exit code {code}) at batch {number}")
 
-    def take(self, number: int) -> list[tuple[int, str]]:
-        """Wait for batch NUMBER's files; the errors of its files. RuntimeError if its worker died."""
+    def take(self, number: int) -> tuple[list[tuple[int, str]], object]:
+        """Wait for batch NUMBER's files: the errors of its files, and its plan's result (what the plan raised is
+        raised here). RuntimeError if its worker died."""
         if not self._conns:
             task = self._inline.popleft()
             assert task[0] == number, (task[0], number)
-            return read_into(self._slots[task[1]].map, *task[2:])
-        worker = self._busy.pop(number)
-        try:
-            got, errors = self._conns[worker].recv()
-        except (EOFError, OSError):
-            raise self._ended(worker, number) from None
-        assert got == number, (got, number)
-        return errors
+            errors, planned = read_into(self._slots[task[1]].map, *task[2:5]), run_plan(task[5])
+        else:
+            worker = self._busy.pop(number)
+            try:
+                got, errors, planned = self._conns[worker].recv()
+            except (EOFError, OSError):
+                raise self._ended(worker, number) from None
+            assert got == number, (got, number)
+        if isinstance(planned, BaseException):
+            raise planned
+        return errors, planned
 
     def close(self) -> None:
         for conn in self._conns:

@@ -6,9 +6,11 @@ batched call on the device, and the crop, resize, flip and normalisation done as
         images, labels = next(loader)   # device tensors: float32 [B,3,S,S] ([B,S,S,3] with channels_last), int64 [B]
 
 Per batch, not per image, in the trainer: the size table (image_sizes.py, read once from the headers and cached
-beside the list) gives every image's decoded size, file bytes and decoder, so a batch's file offsets, crop boxes and
-flips (data.augmentations) are numpy over the batch; one message sends the batch to a reader process
-(file_readers.py), which reads its files into a shared buffer (pinned on a GPU) and answers once. The decode thread
+beside the list) gives every image's decoded size, file bytes and decoder, so a batch's file offsets are numpy over
+the batch; one message sends the batch to a reader process (file_readers.py), which reads its files into a shared
+buffer (pinned on a GPU), makes the batch's crop plan (crop_plan.py: boxes, flips, each axis's resampling; numpy
+work that would otherwise hold the trainer's GIL: bench/decode_overlap.py counts a training thread's waits for it)
+and answers once. The decode thread
 then makes exactly one decode call for the batch's JPEGs (`decode_calls` counts them): PyTorch
 `torchvision.io.decode_jpeg(list, device="cuda")` (nvJPEG) or, with decoder="nvimgcodec", nvImageCodec's batched
 Decoder; Paddle has no batched decode, so its one call decodes image by image (`paddle.vision.ops.decode_jpeg`).
@@ -47,16 +49,15 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
-from typing import NamedTuple
 
 import numpy as np
+from crop_plan import Plan, axis_plans
 from data import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     BatchLoader,
     DataError,
     LoaderUnavailable,
-    augmentations,
     fit_decode,
     pillow,
 )
@@ -69,31 +70,9 @@ CPU_PIXEL_BUDGET = 1 << 22  # on the CPU twin: 60 MiB, so its memory stays near 
 DECODE_AHEAD = 2  # batches the decode thread may hold ready for the consumer
 DECODERS = ("torchvision", "nvimgcodec")  # PyTorch's device decoders
 SHOW_LINES = 12  # list lines a refused batch's error names before "..."
+# the device side (device_ops.py) and the crops' plans (crop_plan.py) as the tests and bench use them
 __all__ = ["DeviceImageLoader", "NvImageCodecDecoder", "PaddleOps", "PillowDecoder", "TorchOps", "TorchvisionDecoder",
-           "axis_plans", "resample_weights", "runs"]  # the device side (device_ops.py) as the tests and bench use it
-
-
-class Plan(NamedTuple):
-    """The resampling of one axis of N images onto `size` output pixels."""
-
-    offset: np.ndarray  # [N] first input pixel of the window the filter reads
-    length: np.ndarray  # [N] window pixels
-    centers: np.ndarray  # [N, size] output pixel centres in window coordinates (reversed for a flip), float32
-    support: np.ndarray  # [N] the filter's half-width in input pixels (>= 1)
-
-
-def axis_plans(starts, stops, extents, size: int, flips=None) -> Plan:
-    """Input pixels [start, stop) of axes of EXTENT pixels resampled onto SIZE, as Pillow's resize(box=...)."""
-    starts, stops, extents = (np.asarray(a, np.int64) for a in (starts, stops, extents))
-    scale = (stops - starts) / size
-    support = np.maximum(scale, 1.0)
-    margin = np.ceil(support).astype(np.int64) + 1
-    offset = np.maximum(0, starts - margin)
-    end = np.minimum(extents, stops + margin)
-    centers = ((starts - offset)[:, None] + (np.arange(size) + 0.5)[None, :] * scale[:, None]).astype(np.float32)
-    if flips is not None:
-        centers[flips] = centers[flips, ::-1]
-    return Plan(offset, end - offset, np.ascontiguousarray(centers), support)
+           "Plan", "axis_plans", "resample_weights", "runs"]
 
 
 def resample_weights(ops, centers: np.ndarray, support: np.ndarray, length: np.ndarray, pixels: int):
@@ -161,7 +140,7 @@ class DeviceImageLoader(BatchLoader):
         self._inv_std = self.ops.tensor(1 / (np.asarray(IMAGENET_STD, dtype=np.float32).reshape(shape) * 255))
         slots = max(prefetch, workers)
         self._free = deque(range(slots))
-        self._queued: deque = deque()  # (number, slot, indices, epoch) of batches sent to the readers
+        self._queued: deque = deque()  # (number, slot, indices) of batches sent to the readers
         self._readers = FileReaders(workers, slots, self._epoch_bytes(0), release=self.ops.unpin)
 
     @property
@@ -184,17 +163,20 @@ class DeviceImageLoader(BatchLoader):
         offsets = np.cumsum(nbytes) - nbytes
         slot = self._free.popleft()
         self._readers.reserve(slot, int(nbytes.sum()))
-        self._readers.submit(number, slot, self._path_array[indices].tolist(), offsets.tolist(), nbytes.tolist())
-        self._queued.append((number, slot, indices, epoch))
+        plan = ("crop_plan", "batch_plan", (self.seed, epoch, indices, self.sizes.width[indices],
+                                            self.sizes.height[indices], self.image_size))
+        self._readers.submit(number, slot, self._path_array[indices].tolist(), offsets.tolist(), nbytes.tolist(),
+                             plan)
+        self._queued.append((number, slot, indices))
 
     def _next_batch(self) -> tuple:
         """The next batch, decoded (in the consumer with decode_ahead=0, else in the decode thread): (batch,
         event). Its reader buffer is free again once the batch's device work is done."""
         while self._free:
             self._submit()
-        number, slot, indices, epoch = self._queued.popleft()
+        number, slot, indices = self._queued.popleft()
         try:
-            errors = self._readers.take(number)
+            errors, plan = self._readers.take(number)
             if errors:
                 position, why = errors[0]
                 if why.startswith("the file changed") and self.sizes.cache:
@@ -202,7 +184,7 @@ class DeviceImageLoader(BatchLoader):
                 raise self.unreadable(int(indices[position]), why)
             buffer = self._readers.buffer(slot)
             self.ops.pin(buffer)
-            return self.ops.finish(self._collate(buffer, indices, epoch))
+            return self.ops.finish(self._collate(buffer, indices, plan))
         finally:
             self._free.append(slot)
 
@@ -254,8 +236,9 @@ class DeviceImageLoader(BatchLoader):
         super().close()
 
     # -- a batch ---------------------------------------------------------------------------------
-    def _collate(self, buffer, indices: np.ndarray, epoch: int) -> tuple:
-        """The batch from its files in BUFFER: decoded, cropped, resized, flipped, normalised; and its labels."""
+    def _collate(self, buffer, indices: np.ndarray, plan) -> tuple:
+        """The batch from its files in BUFFER: decoded, cropped, resized, flipped, normalised by PLAN (crop_plan's,
+        made with the files); and its labels."""
         self.decoded_batches += 1  # before its decode call: read at any time, calls <= batches
         sizes = self.sizes
         widths, heights, host = sizes.width[indices], sizes.height[indices], sizes.host[indices]
@@ -266,7 +249,7 @@ class DeviceImageLoader(BatchLoader):
         hosted = [self._host_decode(int(indices[i])) for i in np.flatnonzero(host)]
         del files
         order = np.concatenate([device, np.flatnonzero(host)])  # the images' order in the flat buffer
-        images = self._crop_resize(decoded + hosted, indices, order, widths, heights, epoch)
+        images = self._crop_resize(decoded + hosted, indices, order, widths, heights, plan)
         return images, self.ops.tensor(self._labels[indices].copy())
 
     def _decode(self, files: list, indices: np.ndarray, sizes: np.ndarray) -> list:
@@ -298,16 +281,13 @@ class DeviceImageLoader(BatchLoader):
         except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBombError...
             raise self.unreadable(index, exc) from exc
 
-    def _crop_resize(self, images: list, indices, order, widths, heights, epoch: int):
-        """The batch, each image's crop box resampled to S x S (flipped where drawn), normalised. IMAGES: [3, H, W]
-        uint8, in ORDER's order (positions in the batch)."""
-        ops, size = self.ops, self.image_size
+    def _crop_resize(self, images: list, indices, order, widths, heights, plan):
+        """The batch, each image's crop box resampled to S x S (flipped where drawn) as PLAN says, normalised.
+        IMAGES: [3, H, W] uint8, in ORDER's order (positions in the batch)."""
+        ops, rows, cols = self.ops, plan.rows, plan.cols
         pixels = 3 * heights * widths
         base = np.empty(len(indices), np.int64)
         base[order] = np.cumsum(pixels[order]) - pixels[order]
-        boxes, flips = augmentations(self.seed, epoch, indices, widths, heights)
-        rows = axis_plans(boxes[:, 1], boxes[:, 3], heights, size)
-        cols = axis_plans(boxes[:, 0], boxes[:, 2], widths, size, flips)
         flat = ops.flatten(images, int(cols.length.max()))
         expected = int(pixels.sum()) + int(cols.length.max())
         if int(flat.shape[0]) != expected:
