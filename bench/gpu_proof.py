@@ -265,13 +265,18 @@ def telemetry_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.
         verdict = {"met": gs.stats.MET, "missed": gs.stats.MISSED}.get(said[4], gs.stats.INCONCLUSIVE)
         rows = [gs.Row(name, what, f"{said[1]}%", "<= 1%", verdict,
                        f"95% interval [{said[2]}%, {said[3]}%]; {pairs} pairs (bench/sampler_overhead.py)")]
-    elif done.returncode is None:
-        rows = [gs.Row(name, what, "—", "<= 1%", gs.stats.INCONCLUSIVE,
-                       f"stopped at its slot's end ({limit_s:.0f} s) after {pairs} pairs, before a verdict")]
     else:
-        rows = [gs.Row(name, what, "—", "<= 1%", "failed", done.why())]
+        rows = unfinished(name, what, "<= 1%", done, limit_s, f" after {pairs} pairs")
     gs.verdict_line(out, name, rows)
     return rows
+
+
+def unfinished(name: str, what: str, target: str, done: gs.Done, limit_s: float, progress: str = "") -> list[gs.Row]:
+    """The row of a bench script that gave no verdict: stopped at its slot's end (how far it got), or failed."""
+    if done.returncode is None:
+        return [gs.Row(name, what, "—", target, gs.stats.INCONCLUSIVE,
+                       f"stopped at its slot's end ({limit_s:.0f} s){progress}, before a verdict")]
+    return [gs.Row(name, what, "—", target, "failed", done.why())]
 
 
 def host_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.Row]:
@@ -294,11 +299,8 @@ def host_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.Row]:
                        f"costs {host['wakeup_us']:.0f} us here, the loader {host['step_loss_us']:.0f} us a batch "
                        f"({host['step_loss_wakeups']:.1f} wake-ups); it waited {host['step_waits_per_batch']:.1f} "
                        "times a batch more than alone")]
-    elif done.returncode is None:
-        rows = [gs.Row(name, what, "—", ">= 0.97", gs.stats.INCONCLUSIVE,
-                       f"stopped at its slot's end ({limit_s:.0f} s), before a verdict")]
     else:
-        rows = [gs.Row(name, what, "—", ">= 0.97", "failed", done.why())]
+        rows = unfinished(name, what, ">= 0.97", done, limit_s)
     gs.verdict_line(out, name, rows)
     return rows
 
