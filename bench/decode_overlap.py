@@ -26,8 +26,9 @@ ratio is within +-2% (or --max-pairs):
   wake        what this host charges the small-op thread for another thread of the process waking (every
               WAKE_PERIOD_S; each wake-up takes the GIL once): its steps/s with such a thread / without, as microseconds
               a wake-up. Stage 3's loss a batch is then also given in this host's wake-ups: a thread switch costs
-              some microseconds on bare metal and can cost ~100 on a VM, and the decode thread takes the GIL back
-              after each of its tensor ops and waits. Measured with stage 3, no target of its own.
+              some microseconds on bare metal and can cost ~100 on a VM, and each op of the decode thread's, numpy
+              or torch, costs the small-op thread about half a wait for the GIL (measured). Measured with stage 3,
+              no target of its own.
 Exit 0: every target met; 1: one missed; 3: one inconclusive (more pairs, a quieter machine). The images are made
 once under --tree (default /tmp/kit-decode-overlap).
 """
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"this host: a wake-up costs the small-op thread {h['wakeup_us']:.0f} us; stage 3 costs it "
                   f"{h['step_loss_us']:.0f} us a batch, {h['step_loss_wakeups']:.1f} wake-ups' worth; it waited "
                   f"{h['step_waits_per_batch']:.1f} times a batch more than alone (voluntary context switches: "
-                  "the GIL, which the decode thread takes back after each tensor op)")
+                  "the GIL, which the decode thread holds for each of its numpy and tensor ops)")
     verdicts = set(out["verdicts"].values())
     return 1 if "missed" in verdicts else 3 if verdicts != {"met"} else 0
 
