@@ -307,3 +307,21 @@ def test_the_stop_signals_the_runs_group_once_and_each_process_outside_it(tmp_pa
     assert proc.wait(timeout=30) == 128 + 15
     for name in pid:
         assert subprocess.run(["kill", "-0", pid[name]], capture_output=True).returncode != 0, name
+
+
+def test_the_stop_returns_once_a_process_deaf_to_term_is_killed_and_gone(tmp_path):
+    """kill_command: a run that ignores SIGTERM gets SIGKILL after the grace period, and the stop returns only once
+    the killed processes are gone (reaped), so nothing of the run is listed on the host after it."""
+    workdir = tmp_path / "run"
+    root = tmp_path / "root.pid"
+    deaf = f"echo $$ > {shlex.quote(str(root))}; trap '' TERM; while :; do sleep 0.05; done"
+    proc = subprocess.Popen(["bash", "-c", wrapper_command(str(workdir), {}, ["sh", "-c", deaf])])
+    end = time.monotonic() + 10
+    while not (root.exists() and root.read_text().strip()):
+        assert time.monotonic() < end
+        time.sleep(0.05)
+    began = time.monotonic()
+    subprocess.run(["bash", "-c", kill_command(str(workdir), grace=0.5)], check=True, timeout=30)
+    assert time.monotonic() - began >= 0.5  # it outlived TERM
+    assert subprocess.run(["kill", "-0", root.read_text().strip()], capture_output=True).returncode != 0
+    assert proc.wait(timeout=30) == 128 + 9

@@ -26,6 +26,7 @@ from kit.run.plan import PlannedRun
 from kit.run.records import measure_of
 
 KILL_GRACE_S = 5.0  # SIGTERM, then SIGKILL what is left after this many seconds (every runner, every host)
+KILL_REAPED_S = 5.0  # after SIGKILL, how long a stop waits for the killed processes to be gone
 
 
 # Sets the parent-death signal (prctl PR_SET_PDEATHSIG = 1), ends at once if kit is already gone, then becomes argv.

@@ -41,7 +41,7 @@ from kit.run.command import (
 )
 from kit.run.needs import needs_script, read_needs, settle
 from kit.run.plan import PlannedRun
-from kit.run.runner import KILL_GRACE_S, HostStatus, RunError, Runner, master_port
+from kit.run.runner import KILL_GRACE_S, KILL_REAPED_S, HostStatus, RunError, Runner, master_port
 
 # every module of the harness travels (train.py imports its backends, precision, synthetic data, loaders)
 HARNESS_FILES = tuple(sorted(p.name for p in HARNESS.parent.glob("*.py")))
@@ -107,19 +107,21 @@ _DESCENDANTS = (
 )
 
 
-def kill_command(workdir: str, grace: float = KILL_GRACE_S) -> str:
-    """Stop the run's whole process tree on a host (TERM, then KILL); silent when it is already gone. Alive means a
-    process of the tree collected first, or of the run's process group: one whose parent a concurrent stop (the
-    connection watcher's) already ended is still stopped."""
+def kill_command(workdir: str, grace: float = KILL_GRACE_S, reaped: float = KILL_REAPED_S) -> str:
+    """Stop the run's whole process tree on a host (TERM, then KILL after GRACE) and return once it is gone (up to
+    REAPED after the KILL); silent when it is already gone. Alive means a process of the tree collected first, or
+    of the run's process group: one whose parent a concurrent stop (the connection watcher's) already ended is
+    still stopped."""
     pgid_file = quote_cmd([posixpath.join(workdir, "pgid")])
     return (
         f"p=$(cat {pgid_file} 2>/dev/null) || exit 0; [ -n \"$p\" ] || exit 0; "
         f"tree=$({_DESCENDANTS}); "
+        "alive() { kill -0 -$p 2>/dev/null && return 0; for q in $tree; do kill -0 $q 2>/dev/null && return 0; "
+        "done; return 1; }; "
         f"kill -TERM -$p $tree 2>/dev/null; "
-        f"for i in $(seq {int(grace * 10)}); do alive=; kill -0 -$p 2>/dev/null && alive=1; "
-        f"for q in $tree; do kill -0 $q 2>/dev/null && alive=1; done; "
-        f"[ -n \"$alive\" ] || exit 0; sleep 0.1; done; "
-        f"kill -KILL -$p $tree 2>/dev/null; exit 0"
+        f"for i in $(seq {int(grace * 10)}); do alive || exit 0; sleep 0.1; done; "
+        f"kill -KILL -$p $tree 2>/dev/null; "
+        f"for i in $(seq {int(reaped * 10)}); do alive || exit 0; sleep 0.1; done; exit 0"
     )
 
 
@@ -249,7 +251,8 @@ class SshRunner(Runner):
 
         def kill(host: HostConfig) -> None:
             with connect(host, self.inv) as conn:
-                conn.run(kill_command(self.workdir(host, run)), hide=True, warn=True, timeout=KILL_GRACE_S + 15)
+                conn.run(kill_command(self.workdir(host, run)), hide=True, warn=True,
+                         timeout=KILL_GRACE_S + KILL_REAPED_S + 15)
                 if engine := runtime(host.runtime):  # a killed `docker run` client leaves its container running
                     conn.run(quote_cmd(cleanup_command(self.run_id, engine)), hide=True, warn=True, timeout=60)
 
