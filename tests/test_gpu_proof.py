@@ -333,11 +333,12 @@ def test_the_host_stage_gives_the_loaders_cost_to_a_small_op_thread_and_this_hos
     assert row.verdict in ("met", "missed", "inconclusive") and float(row.figure) > 0, row
     said = re.fullmatch(r"95% interval \[([\d.]+), ([\d.]+)\], 2 pairs; a wake-up costs (-?\d+) us here, the "
                         r"loader (-?\d+) us a batch \((-?[\d.]+|inf) wake-ups\); it waited (-?[\d.]+) times a batch more "
-                        r"than alone", row.detail)
+                        r"than alone; the decode thread used (\d+) us of CPU a batch", row.detail)
     assert said and float(said[1]) <= float(row.figure) <= float(said[2]), row.detail
     kept = json.loads((tmp_path / "6-host" / "decode_overlap.log").read_text().splitlines()[-1])
     assert kept["ratios"]["3 step"]["pairs"] == kept["ratios"]["wake"]["pairs"] == 2
     assert float(said[6]) == pytest.approx(kept["host"]["step_waits_per_batch"], abs=0.05)
+    assert int(said[7]) == round(kept["host"]["decode_cpu_us_per_batch"]) > 0
     assert (tmp_path / "jpegs-host-small" / "train_list.txt").is_file()
 
 
