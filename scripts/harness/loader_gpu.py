@@ -300,12 +300,15 @@ class DeviceImageLoader(BatchLoader):
             starts = (base[lo:hi, None, None] + np.arange(3)[None, :, None] * (heights * widths)[lo:hi, None, None]
                       + ((rows.offset[lo:hi, None] + y) * widths[lo:hi, None])[:, None, :]
                       + cols.offset[lo:hi, None, None])  # [G, 3, height]
-            by_cols = resample_weights(ops, cols.centers[lo:hi], cols.support[lo:hi], cols.length[lo:hi], width)
+            # both axes' weights in one set of tensor ops: [G columns then G rows, max(width, height), S]
+            both = resample_weights(ops, np.concatenate([cols.centers[lo:hi], rows.centers[lo:hi]]),
+                                    np.concatenate([cols.support[lo:hi], rows.support[lo:hi]]),
+                                    np.concatenate([cols.length[lo:hi], rows.length[lo:hi]]), max(width, height))
+            by_cols, by_rows = both[: hi - lo, :width], both[hi - lo :, :height]
             chunk = max(1, self.pixel_budget // ((hi - lo) * width))
             half = ops.concat([ops.einsum("gchw,gwj->gchj", ops.to_float(ops.rows(flat, starts[:, :, r:r + chunk],
                                                                                     width)), by_cols)
                                for r in range(0, height, chunk)], 2)
-            by_rows = resample_weights(ops, rows.centers[lo:hi], rows.support[lo:hi], rows.length[lo:hi], height)
             outputs.append(ops.einsum("gchj,ghi->gijc" if self.channels_last else "gchj,ghi->gcij", half, by_rows))
         out = outputs[0] if len(outputs) == 1 else ops.concat(outputs)
         return (out - self._mean) * self._inv_std
