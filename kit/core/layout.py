@@ -208,8 +208,13 @@ def find_logs(root: Path) -> tuple[list[RunLog], list[Stray]]:
 def host_captures(run_dir: Path) -> dict[str, dict]:
     """{host: its capture} of a run (env/<host>/capture.json: check-env's record of its hardware), in host order;
     one that does not read as a JSON object is left out (kit verify names it: environment_consistent)."""
+    return env_captures(Path(run_dir) / "env")
+
+
+def env_captures(env_dir: Path) -> dict[str, dict]:
+    """{host: its capture} of a check-env folder (<host>/capture.json), as host_captures reads a run's."""
     out = {}
-    for path in sorted(Path(run_dir).glob("env/*/capture.json")):
+    for path in sorted(Path(env_dir).glob("*/capture.json")):
         try:
             data = parse_json(path.read_bytes())
         except (OSError, ValueError):

@@ -121,16 +121,15 @@ def gpus_busy(env_dir: Path | None) -> list[str]:
     (check-env's busy verdict), [] where there is none or no capture."""
     if env_dir is None:
         return []
-    from kit.core.inputs import parse_json
+    from kit.core.layout import env_captures
     from kit.hosts.capture import HostCapture
     from kit.hosts.consistency import consistency
 
     out = []
-    for capture_file in sorted(Path(env_dir).glob("*/capture.json")):
+    for data in env_captures(env_dir).values():
         try:
-            capture = HostCapture.from_dict(parse_json(capture_file.read_bytes()))
-            busy = consistency([capture]).busy
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            busy = consistency([HostCapture.from_dict(data)]).busy
+        except (ValueError, TypeError, KeyError, AttributeError):
             continue
         out += [f"{host}: {entry}" for host, entries in busy.items() for entry in entries]
     return out
