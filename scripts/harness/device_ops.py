@@ -136,9 +136,6 @@ class TorchOps:
     def tensor(self, array: np.ndarray):
         return self.torch.from_numpy(array).to(self.device)
 
-    def arange(self, n: int):
-        return self.torch.arange(n, dtype=self.torch.float32, device=self.device)
-
     def to_float(self, t):
         return t.float()
 
@@ -253,9 +250,6 @@ class PaddleOps:
 
     def tensor(self, array: np.ndarray):
         return self.paddle.to_tensor(array, place=self.place)
-
-    def arange(self, n: int):
-        return self.paddle.arange(n, dtype="float32").to(self.place)
 
     def to_float(self, t):
         return t.astype("float32")

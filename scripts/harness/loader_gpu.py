@@ -78,11 +78,11 @@ __all__ = ["DeviceImageLoader", "NvImageCodecDecoder", "PaddleOps", "PillowDecod
 def resample_weights(ops, centers: np.ndarray, support: np.ndarray, length: np.ndarray, pixels: int):
     """[G, PIXELS, S] triangle-filter weights of G axes: column i weighs window pixel p by
     max(0, 1 - |p + 0.5 - centre_i| / support); pixels past the window (padding) weigh 0; columns sum to 1."""
-    p = ops.arange(pixels)[None, :, None] + 0.5
-    c = ops.tensor(centers)[:, None, :]
-    s = ops.tensor(support.astype(np.float32))[:, None, None]
-    n = ops.tensor(length.astype(np.float32))[:, None, None]
-    w = (1 - ((p - c) / s).abs()).clip(min=0) * (n + 0.5 - p).clip(0, 1)
+    inverse = (1 / support).astype(np.float32)
+    p = ops.tensor((np.arange(pixels, dtype=np.float32) + 0.5)[None, :, None])
+    scaled = ops.tensor((centers * inverse[:, None])[:, None, :])  # centres / support
+    inside = ops.tensor((np.arange(pixels)[None, :] < length[:, None]).astype(np.float32)[:, :, None])
+    w = (1 - (p * ops.tensor(inverse[:, None, None]) - scaled).abs()).clip(min=0) * inside
     return w / w.sum(1, keepdim=True)
 
 
