@@ -22,7 +22,9 @@ ratio is within +-2% (or --max-pairs):
               is left beside the training thread is the loader's own host work (reader processes, the trainer's
               Python per batch, the GIL-free decode wait).
               The small-op thread's own waits are counted too (its voluntary context switches, alone and with
-              the loader): a count, not a time, so this machine's noise does not blur it.
+              the loader): a count, not a time, so this machine's noise does not blur it; and the decode thread's
+              own CPU time a batch (its thread CPU clock): the most it can hold the GIL for, time a thread of
+              only small ops cannot use.
   wake        what this host charges the small-op thread for another thread of the process waking (every
               WAKE_PERIOD_S; each wake-up takes the GIL once): its steps/s with such a thread / without, as microseconds
               a wake-up. Stage 3's loss a batch is then also given in this host's wake-ups: a thread switch costs
