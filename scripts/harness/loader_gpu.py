@@ -78,10 +78,10 @@ __all__ = ["DeviceImageLoader", "NvImageCodecDecoder", "PaddleOps", "PillowDecod
 def resample_weights(ops, centers: np.ndarray, support: np.ndarray, length: np.ndarray, pixels: int):
     """[G, PIXELS, S] triangle-filter weights of G axes: column i weighs window pixel p by
     max(0, 1 - |p + 0.5 - centre_i| / support); pixels past the window (padding) weigh 0; columns sum to 1."""
-    inverse = (1 / support).astype(np.float32)
-    p = ops.tensor((np.arange(pixels, dtype=np.float32) + 0.5)[None, :, None])
+    inverse, pixel = (1 / support).astype(np.float32), np.arange(pixels, dtype=np.float32)
+    p = ops.tensor((pixel + 0.5)[None, :, None])
     scaled = ops.tensor((centers * inverse[:, None])[:, None, :])  # centres / support
-    inside = ops.tensor((np.arange(pixels)[None, :] < length[:, None]).astype(np.float32)[:, :, None])
+    inside = ops.tensor((pixel[None, :] < length[:, None]).astype(np.float32)[:, :, None])
     w = (1 - (p * ops.tensor(inverse[:, None, None]) - scaled).abs()).clip(min=0) * inside
     return w / w.sum(1, keepdim=True)
 
