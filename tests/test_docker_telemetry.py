@@ -18,7 +18,7 @@ What is a STAND-IN: the GPU boundary and the published program (tests/standin/RE
     `--query-gpu ... --loop-ms=100` rows.
   - DLE PyTorch's main.py (tests/standin/dle_pytorch/main.py), the host's model-code tree mounted over the image's
     (as a docker host's `model_code` is): it replays a real one-GPU log, then exits 3 ("fail") or waits for a stop
-    signal ("wait"), as after_checkpoint beside it says.
+    signal ("wait"), as after_checkpoint beside it says ("fail-on-release": exit 3 once the test has seen its samples).
 """
 
 from __future__ import annotations
@@ -182,8 +182,16 @@ def test_gpu_rank_in_docker_is_sampled_on_the_host_and_ends_with_the_containers_
                                                                                            tmp_path):
     site = gpu_docker_host
     calls_before = len(site.hook_calls())
-    runner, run, workdir = start(site, tmp_path, "fail")
-    assert runner.wait(run.case.timeout_s)
+    release = site.models / CONVNETS / "release"
+    release.unlink(missing_ok=True)
+    runner, run, workdir = start(site, tmp_path, "fail-on-release")
+    # it ends once three samples are in (at 200 ms a sample; a loaded host took longer than the program's own run)
+    until_trained_and_sampled(runner, run, workdir, 2 + 3)
+    release.write_text("")
+    try:
+        assert runner.wait(run.case.timeout_s)
+    finally:
+        release.unlink()
     (status,) = runner.statuses()
     out = (Path(workdir) / "stdout.log").read_text()
     # the container's exit code (the stand-in's 3), through tini, `docker run`, the sampler and the SSH wrapper

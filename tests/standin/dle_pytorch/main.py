@@ -5,7 +5,8 @@ image_classification/gpu_affinity.py), then replays its node's lines of a real p
 file: mpirun-tagged [1,<node>] lines, or every line of a one-GPU log) and, on rank 0, saves a fake checkpoint where
 it runs, as the real one's save_checkpoint does (--workspace ./, --checkpoint-filename checkpoint.pth.tar).
 A rank named in hang_rank beside it hangs instead; after_checkpoint beside it says how a test's run ends after the
-checkpoint: "fail" (exit 3) or "wait" (until a stop signal). Its DLLogger PARAMETER line says what it was given (as
+checkpoint: "fail" (exit 3), "fail-on-release" (exit 3 once a file `release` is beside it, 120 s at most) or
+"wait" (until a stop signal). Its DLLogger PARAMETER line says what it was given (as
 the real one prints its parsed arguments): the replayed line's arch, batch_size, amp, data_backend, memory_format and
 world_size are this run's."""
 
@@ -80,6 +81,12 @@ if distributed:
     dist.destroy_process_group()
 then = Path(__file__).parent / "after_checkpoint"
 ending = then.read_text().strip() if then.is_file() else ""
+if ending == "fail-on-release":  # a test lets it end once it has seen what it waits for
+    released = Path(__file__).resolve().parent / "release"  # the tree itself: its scratch mirror was made before
+    deadline = time.monotonic() + 120
+    while not released.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    sys.exit(3)
 if ending == "fail":
     sys.exit(3)
 while ending == "wait":
