@@ -105,7 +105,7 @@ if kind == "cpu":
     ld = loader_cpu.ImageListLoader(entries, **kw)
 else:
     import loader_gpu
-    ld = loader_gpu.DeviceImageLoader(entries, framework=kind, gpu=None, **kw)
+    ld = loader_gpu.DeviceImageLoader(entries, framework=kind, gpu=None, decode_ahead=0, **kw)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 with ld:
     for _ in range(4):
@@ -119,8 +119,8 @@ print(json.dumps({"before": before, "peak": resource.getrusage(resource.RUSAGE_S
 def test_decoded_pixels_in_flight_are_bounded_on_a_9000px_jpeg(tmp_path: Path, kind: str) -> None:
     """Peak RSS growth over 4 batches of 2 from a list of four lines of one 9000 x 9000 JPEG (81 Mpx, 243 MB as RGB),
     workers 2, prefetch 4. The bound is in the loaders' constants, not the file's size: loader_cpu holds one image
-    per worker (decoded + its RGB copy); the twin reads files (not pixels) ahead, and decodes one batch at a time in
-    its decode thread: the batch's images, their flat copy, one more being decoded, and one resize step of
+    per worker (decoded + its RGB copy); the twin reads files (not pixels) ahead, and decodes one batch at a time
+    (measured inline, decode_ahead=0: the loader its decode process runs): the batch's images, their flat copy, one more being decoded, and one resize step of
     CPU_PIXEL_BUDGET padded pixels (uint8 + float32); each image at most MAX_DECODED_PIXELS x 3 bytes. Measured
     here: cpu ~320 MB, twin ~475 MB (the twin before reader processes: ~1320 MB)."""
     root = tmp_path / "big"
@@ -158,7 +158,7 @@ def test_a_large_jpeg_decodes_reduced_alike_in_every_loader_and_a_large_png_is_r
     entries = data.load_list(root / "list.txt")
     kw = {"batch_size": 2, "image_size": 32, "seed": 1}
     with loader_cpu.ImageListLoader(entries, **kw) as cpu, \
-            loader_gpu.DeviceImageLoader(entries, framework="torch", gpu=None, **kw) as twin:
+            loader_gpu.DeviceImageLoader(entries, framework="torch", gpu=None, decode_ahead=0, **kw) as twin:
         for _ in range(2):
             want, got = next(cpu)[0], next(twin)[0].numpy()
             grey = np.abs(got - want) * (np.asarray(data.IMAGENET_STD, dtype=np.float32) * 255).reshape(3, 1, 1)
@@ -168,7 +168,8 @@ def test_a_large_jpeg_decodes_reduced_alike_in_every_loader_and_a_large_png_is_r
     (root / "list.txt").write_text("".join(f"train/{i}.JPEG 0\n" for i in (0, 1, 3)) + "train/2.png 0\n")
     entries = data.load_list(root / "list.txt")
     for make in (loader_cpu.ImageListLoader, lambda e, **k: loader_gpu.DeviceImageLoader(e, framework="torch",
-                                                                                           gpu=None, **k)):
+                                                                                           gpu=None, decode_ahead=0,
+                                                                                           **k)):
         with make(entries, **kw) as ld, pytest.raises(data.DataError) as err:
             for _ in range(ld.steps_per_epoch):
                 next(ld)

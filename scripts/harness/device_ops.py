@@ -10,6 +10,7 @@ imports the kit.
 
 from __future__ import annotations
 
+import importlib
 import io
 
 import numpy as np
@@ -26,6 +27,13 @@ class Refused(Exception):
 
 def out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or "out of memory" in str(exc).lower()
+
+
+def own_decoder(ops, name: str):
+    """The decoder NAME ("module:Class") names, made with OPS: a caller's own (the bench's and tests' stand-ins),
+    importable where the loader runs, its decode process included."""
+    module, _, attribute = name.partition(":")
+    return getattr(importlib.import_module(module), attribute)(ops)
 
 
 class PillowDecoder:
@@ -51,52 +59,55 @@ class PillowDecoder:
 class TorchOps:
     """The pipeline's tensor operations in PyTorch, on CUDA device `gpu` or the CPU; its device decoder."""
 
-    def __init__(self, gpu: int | None, decoder: str = "torchvision") -> None:
+    def __init__(self, gpu: int | None, decoder: str | None = "torchvision") -> None:
         import torch
 
         self.torch, self.einsum = torch, torch.einsum
         self.device = torch.device("cpu") if gpu is None else torch.device("cuda", gpu)
-        self.stream = None if gpu is None else torch.cuda.Stream(self.device)  # the decode thread's
+        self.gpu = gpu
         self._pinned: dict[int, object] = {}
-        if gpu is None:
+        if decoder is None:  # the trainer's side of a decode process: uploads and normalises only
+            self.decoder = None
+        elif ":" in decoder:
+            self.decoder = own_decoder(self, decoder)
+        elif gpu is None:
             self.decoder = PillowDecoder(self)
         elif decoder == "nvimgcodec":
             self.decoder = NvImageCodecDecoder(self, gpu)
         else:
             self.decoder = TorchvisionDecoder(self)
 
-    def enter_decode_thread(self) -> None:
-        """Make the calling thread queue its work on the side stream, after what the device has queued so far
-        (the loader's constants)."""
-        if self.stream is not None:
-            cuda = self.torch.cuda
-            cuda.set_device(self.device)
-            cuda.synchronize(self.device)
-            cuda.set_stream(self.stream)
+    def enter_decode_process(self) -> None:
+        """Make the decode process's device the current one."""
+        if self.gpu is not None:
+            self.torch.cuda.set_device(self.device)
 
-    def finish(self, batch: tuple) -> tuple:
-        """In the decode thread: (BATCH, the event after its work), waited for: the next decode may reuse the
-        memory and the file buffer this batch used, and torchvision's decoder writes on its own stream, which
-        does not wait for ours (pytorch/vision#9606)."""
-        if self.stream is None:
-            return batch, None
-        event = self.torch.cuda.Event()
-        event.record(self.stream)
-        event.synchronize()
-        return batch, event
+    def finish(self) -> None:
+        """After a batch's device work: wait for it, so that the next decode may reuse the memory and the file
+        buffer this batch used (torchvision's decoder writes on its own stream, which does not wait for ours:
+        pytorch/vision#9606)."""
+        if self.gpu is not None:
+            self.torch.cuda.synchronize(self.device)
 
-    def hand_over(self, batch: tuple, event) -> tuple:
-        """In the consumer: its stream waits for EVENT, and the allocator keeps BATCH's memory for that stream."""
-        if event is not None:
-            stream = self.torch.cuda.current_stream(self.device)
-            stream.wait_event(event)
-            for tensor in batch:
-                tensor.record_stream(stream)
-        return batch
+    def to_host(self, tensor, out: np.ndarray) -> None:
+        """Copy TENSOR into the host array OUT (a decode process's shared slot), waiting for the copy."""
+        self.torch.from_numpy(out).copy_(tensor)
+
+    def upload(self, *arrays: np.ndarray) -> tuple:
+        """Tensors on the device holding copies of ARRAYS (pinned slots: the copies are queued on the current
+        stream), and the event after them (None on the CPU): the arrays may be reused once it has passed."""
+        torch = self.torch
+        if self.gpu is None:
+            return (*(torch.from_numpy(a).clone() for a in arrays), None)
+        out = tuple(torch.from_numpy(a).to(self.device, non_blocking=True) for a in arrays)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self.device))
+        return (*out, event)
 
     def pin(self, buffer) -> None:
-        """Page-lock a reader buffer, so that the decoder's copies to the device are direct (GPU only)."""
-        if self.stream is None or id(buffer) in self._pinned:
+        """Page-lock a shared buffer (a reader's, a decode process's slot), so that copies between it and the
+        device are direct (GPU only)."""
+        if self.gpu is None or id(buffer) in self._pinned:
             return
         import ctypes
 
@@ -139,6 +150,10 @@ class TorchOps:
     def to_float(self, t):
         return t.float()
 
+    def to_uint8(self, t):
+        """T's values rounded to the nearest of 0..255, as uint8 (Pillow's resize output)."""
+        return t.round().clamp(0, 255).to(self.torch.uint8)
+
     def concat(self, tensors: list, axis: int = 0):
         return self.torch.cat(tensors, axis)
 
@@ -168,7 +183,7 @@ class TorchvisionDecoder:
 
 
 class NvImageCodecDecoder:
-    """nvImageCodec's batched Decoder (nvJPEG behind it): one call for the batch on the decode thread's stream;
+    """nvImageCodec's batched Decoder (nvJPEG behind it): one call for the batch on the current stream;
     each decoded image ([H, W, 3], CUDA array interface) becomes a [3, H, W] view (a call an image: its Python API
     returns one object an image)."""
 
@@ -203,26 +218,33 @@ class PaddleOps:
     """The same in Paddle, on GPU `gpu` (nvJPEG via paddle.vision.ops.decode_jpeg, image by image: Paddle has no
     batched decode) or the CPU."""
 
-    def __init__(self, gpu: int | None, decoder: str = "torchvision") -> None:
+    def __init__(self, gpu: int | None, decoder: str | None = "torchvision") -> None:
         import paddle
 
         self.paddle, self.einsum = paddle, paddle.einsum
         self.place = paddle.CPUPlace() if gpu is None else paddle.CUDAPlace(gpu)
         self.gpu = gpu
-        self.decoder = PillowDecoder(self) if gpu is None else PaddleDecoder(self)
+        if decoder is None:
+            self.decoder = None
+        elif ":" in decoder:
+            self.decoder = own_decoder(self, decoder)
+        else:
+            self.decoder = PillowDecoder(self) if gpu is None else PaddleDecoder(self)
 
-    def enter_decode_thread(self) -> None:
-        """Set the calling thread's GPU (decode_jpeg runs on the current one); its work joins the device's stream."""
+    def enter_decode_process(self) -> None:
+        """Set the decode process's GPU (decode_jpeg runs on the current one)."""
         if self.gpu is not None:
             self.paddle.device.set_device(f"gpu:{self.gpu}")
 
-    def finish(self, batch: tuple) -> tuple:
+    def finish(self) -> None:
         if self.gpu is not None:  # the file buffer is reused once the batch's work is done
             self.paddle.device.synchronize()
-        return batch, None
 
-    def hand_over(self, batch: tuple, event: None) -> tuple:
-        return batch
+    def to_host(self, tensor, out: np.ndarray) -> None:
+        out[...] = tensor.numpy()
+
+    def upload(self, *arrays: np.ndarray) -> tuple:
+        return (*(self.paddle.to_tensor(a, place=self.place) for a in arrays), None)  # copies, synchronously
 
     def pin(self, buffer) -> None:
         pass  # Paddle copies a numpy array to the device through its own staging buffer
@@ -253,6 +275,9 @@ class PaddleOps:
 
     def to_float(self, t):
         return t.astype("float32")
+
+    def to_uint8(self, t):
+        return self.paddle.clip(self.paddle.round(t), 0, 255).astype("uint8")
 
     def concat(self, tensors: list, axis: int = 0):
         return self.paddle.concat(tensors, axis)

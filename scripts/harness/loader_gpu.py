@@ -1,6 +1,7 @@
 """The GPU input pipeline: files read by worker processes into one shared buffer a batch, JPEGs decoded by one
-batched call on the device, and the crop, resize, flip and normalisation done as tensor ops there; with
-`gpu=None`, its CPU twin: the same code on the CPU, Pillow standing in for the device's decoder.
+batched call on the device, the crop, resize and flip done as tensor ops there, all in a decode process beside the
+trainer, which uploads the resized uint8 batch and normalises it; with `gpu=None`, its CPU twin: the same code on
+the CPU, Pillow standing in for the device's decoder.
 
     with DeviceImageLoader(entries, 64, 224, framework="torch", gpu=0, rank=r, world_size=n) as loader:
         images, labels = next(loader)   # device tensors: float32 [B,3,S,S] ([B,S,S,3] with channels_last), int64 [B]
@@ -9,9 +10,8 @@ Per batch, not per image, in the trainer: the size table (image_sizes.py, read o
 beside the list) gives every image's decoded size, file bytes and decoder, so a batch's file offsets are numpy over
 the batch; one message sends the batch to a reader process (file_readers.py), which reads its files into a shared
 buffer (pinned on a GPU), makes the batch's crop plan (crop_plan.py: boxes, flips, each axis's resampling; numpy
-work that would otherwise hold the trainer's GIL: bench/decode_overlap.py counts a training thread's waits for it)
-and answers once. The decode thread
-then makes exactly one decode call for the batch's JPEGs (`decode_calls` counts them): PyTorch
+work that would otherwise hold the decode process's GIL) and answers once. The decode process then makes exactly
+one decode call for the batch's JPEGs (`decode_calls` counts them): PyTorch
 `torchvision.io.decode_jpeg(list, device="cuda")` (nvJPEG) or, with decoder="nvimgcodec", nvImageCodec's batched
 Decoder; Paddle has no batched decode, so its one call decodes image by image (`paddle.vision.ops.decode_jpeg`).
 Pillow decodes on the host what the table marks so (CMYK, not a JPEG, over data.MAX_DECODED_PIXELS: decoded
@@ -31,14 +31,15 @@ the budget, so memory is bounded by the budget, not by the images; the trainer's
 the runs and with host-decoded images, not with the batch. With TF32 on (--precision tf32/amp/bf16) the products
 run in TF32 on a GPU: a relative error of ~5e-4, under 0.13 grey levels.
 
-Overlap: the decode thread decodes, crops, resizes and normalises batch i+1 (up to `decode_ahead` batches, 2 by
-default) while the consumer trains on batch i, and hands the batches over in order; an error takes its batch's
-place, so next() raises it at that batch. PyTorch on a GPU: the thread queues its work on a side CUDA stream and
-waits for each batch's event before decoding the next (torchvision's decoder writes on a stream of its own that
-does not wait for ours, so memory the previous batch freed must be idle) and before its buffer is reused; next()
-makes the consumer's current stream wait for that event and record_stream()s the batch. Paddle: a plain thread on
-the same GPU, whose work joins the training's stream. `decode_ahead=0` decodes in the consumer instead (the tests'
-reference order). close() stops the thread after the batch it is on, then the reader processes.
+Overlap (decode_process.py): a child process runs this pipeline inline and decodes, crops and resizes batch i+1
+(up to `decode_ahead` batches, 2 by default) while the consumer trains on batch i; it waits for each batch's device
+work (torchvision's decoder writes on a stream of its own that does not wait for ours, so memory the previous batch
+freed must be idle), copies the uint8 batch into a pinned shared slot and hands the batches over in order; an error
+takes its batch's place, so next() raises it at that batch. The trainer's next() uploads the slot on its current
+stream and normalises: a few calls a batch, and none of the decode's Python beside the training step, so the
+decode never holds the trainer's GIL (a decode thread in the trainer did: bench/decode_overlap.py stage 3). The same
+for Paddle (its own process on the same GPU). `decode_ahead=0` decodes in the consumer instead (the tests'
+reference order, and the decode process's own loader). close() stops the process after the batch it is on.
 
 The framework's side -- tensor ops, pinned buffers, the decoders -- is device_ops.py. Standard library + numpy +
 Pillow + the framework (+ torchvision or nvImageCodec for PyTorch on a GPU); never imports the kit.
@@ -46,8 +47,6 @@ Pillow + the framework (+ torchvision or nvImageCodec for PyTorch on a GPU); nev
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections import deque
 
 import numpy as np
@@ -61,13 +60,14 @@ from data import (
     fit_decode,
     pillow,
 )
+from decode_process import DecodeProcess
 from device_ops import OPS, NvImageCodecDecoder, PaddleOps, PillowDecoder, Refused, TorchOps, TorchvisionDecoder
 from file_readers import FileReaders
 from image_sizes import image_sizes
 
 GPU_PIXEL_BUDGET = 1 << 26  # padded window pixels per resize step on a GPU: x 3 channels x (1 + 4 bytes) = 1 GiB
 CPU_PIXEL_BUDGET = 1 << 22  # on the CPU twin: 60 MiB, so its memory stays near loader_cpu's
-DECODE_AHEAD = 2  # batches the decode thread may hold ready for the consumer
+DECODE_AHEAD = 2  # batches the decode process may hold ready for the consumer
 DECODERS = ("torchvision", "nvimgcodec")  # PyTorch's device decoders
 SHOW_LINES = 12  # list lines a refused batch's error names before "..."
 # the device side (device_ops.py) and the crops' plans (crop_plan.py) as the tests and bench use them
@@ -103,22 +103,23 @@ def runs(heights: np.ndarray, widths: np.ndarray, budget: int) -> list[tuple[int
 class DeviceImageLoader(BatchLoader):
     """data.BatchLoader of (images, labels) device tensors of FRAMEWORK ('torch' or 'paddle') on GPU `gpu` (its
     local index), or on the CPU with `gpu=None` (the twin); `channels_last`: images [B,S,S,3]. `workers` reader
-    processes (0: the decode thread reads); a decode thread, started by the first next(), holds up to
-    `decode_ahead` batches ready (0: none, the consumer decodes). DECODER: PyTorch's device decoder on a GPU."""
+    processes (0: the decoding process reads); a decode process, started here, holds up to `decode_ahead` batches
+    ready (0: none, the consumer decodes). DECODER: PyTorch's device decoder on a GPU, or "module:Class", a
+    decoder of the caller's (the bench's and tests' stand-ins), made with the loader's device ops."""
 
     def __init__(self, entries, batch_size: int, image_size: int, *, framework: str, gpu: int | None,
                  rank: int = 0, world_size: int = 1, seed: int = 0, workers: int = 2, channels_last: bool = False,
                  prefetch: int = 4, decode_ahead: int = DECODE_AHEAD, decoder: str = "torchvision") -> None:
         if not isinstance(decode_ahead, int) or decode_ahead < 0:
             raise ValueError(f"decode_ahead must be an integer >= 0, got {decode_ahead!r}")
-        if decoder not in DECODERS:
+        if decoder not in DECODERS and ":" not in decoder:
             raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
-        if decoder != "torchvision" and (framework != "torch" or gpu is None):
+        if decoder == "nvimgcodec" and (framework != "torch" or gpu is None):
             raise LoaderUnavailable(f"loader gpu: decoder {decoder} decodes for PyTorch on a GPU only")
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
         self._Image = pillow()
-        self.ops = OPS[framework](gpu, decoder)
+        self.ops = OPS[framework](gpu, None if decode_ahead else decoder)
         super().__init__(entries, batch_size, image_size, rank, world_size, seed, 0, prefetch)
         self.workers = workers
         self.decode_ahead = decode_ahead
@@ -128,16 +129,21 @@ class DeviceImageLoader(BatchLoader):
         self.decode_calls = 0  # batched decode calls: one a batch that holds device-decoded JPEGs
         self.refused_batches = 0  # batches the decoder refused (each stops the run)
         self.decoded_batches = 0
-        self.sizes = image_sizes(entries, workers)
-        self._path_array = np.array(self._paths, dtype=object)
-        self._thread: threading.Thread | None = None
-        self._room = threading.Semaphore(decode_ahead)  # batches the thread may decode before the consumer takes one
-        self._ready: queue.SimpleQueue = queue.SimpleQueue()  # (batch, event) or the batch's error, in batch order
-        self._stopping = False
-        self._broken: BaseException | None = None  # what ended the thread, other than close()
         shape = (3,) if channels_last else (3, 1, 1)
         self._mean = self.ops.tensor(np.asarray(IMAGENET_MEAN, dtype=np.float32).reshape(shape) * 255)
         self._inv_std = self.ops.tensor(1 / (np.asarray(IMAGENET_STD, dtype=np.float32).reshape(shape) * 255))
+        self._process: DecodeProcess | None = None
+        self._readers: FileReaders | None = None
+        if decode_ahead:
+            side = image_size
+            pixels = (batch_size, side, side, 3) if channels_last else (batch_size, 3, side, side)
+            loader = {"entries": entries, "batch_size": batch_size, "image_size": image_size, "framework": framework,
+                      "gpu": gpu, "rank": rank, "world_size": world_size, "seed": seed, "workers": workers,
+                      "channels_last": channels_last, "prefetch": prefetch, "decode_ahead": 0, "decoder": decoder}
+            self._process = DecodeProcess(loader, decode_ahead, pixels, batch_size, self.ops)
+            return
+        self.sizes = image_sizes(entries, workers)
+        self._path_array = np.array(self._paths, dtype=object)
         slots = max(prefetch, workers)
         self._free = deque(range(slots))
         self._queued: deque = deque()  # (number, slot, indices) of batches sent to the readers
@@ -146,7 +152,7 @@ class DeviceImageLoader(BatchLoader):
     @property
     def decoder(self) -> str:
         """What decodes the batch's JPEGs (run_start's `decoder`)."""
-        return self.ops.decoder.name
+        return self._process.decoder if self._process is not None else self.ops.decoder.name
 
     def _epoch_bytes(self, epoch: int) -> int:
         """The largest batch's file bytes in EPOCH: what a reader buffer is made to hold."""
@@ -170,8 +176,9 @@ class DeviceImageLoader(BatchLoader):
         self._queued.append((number, slot, indices))
 
     def _next_batch(self) -> tuple:
-        """The next batch, decoded (in the consumer with decode_ahead=0, else in the decode thread): (batch,
-        event). Its reader buffer is free again once the batch's device work is done."""
+        """The next batch, decoded, cropped and resized (the consumer's with decode_ahead=0, else the decode
+        process's): uint8 device pixels and numpy labels. Its reader buffer is free again once the batch's device
+        work is done."""
         while self._free:
             self._submit()
         number, slot, indices = self._queued.popleft()
@@ -184,54 +191,35 @@ class DeviceImageLoader(BatchLoader):
                 raise self.unreadable(int(indices[position]), why)
             buffer = self._readers.buffer(slot)
             self.ops.pin(buffer)
-            return self.ops.finish(self._collate(buffer, indices, plan))
+            batch = self._collate(buffer, indices, plan)
+            self.ops.finish()
+            return batch
         finally:
             self._free.append(slot)
 
     def stats(self) -> dict:
         """run_stop's loader counters: batched decode calls against batches decoded, and refusals."""
+        if self._process is not None:
+            return dict(self._process.stats)
         return {"decode_calls": self.decode_calls, "decoded_batches": self.decoded_batches,
                 "refused_batches": self.refused_batches}
 
-    # -- the consumer and the decode thread ------------------------------------------------------
+    # -- the consumer ----------------------------------------------------------------------------
     def __next__(self) -> tuple:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed")
-        if not self.decode_ahead:
-            return self.ops.hand_over(*self._next_batch())
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._decode_ahead, name="kit-decode", daemon=True)
-            self._thread.start()
-        if self._broken is not None and self._ready.empty():
-            raise RuntimeError(f"{type(self).__name__}: the decode thread stopped") from self._broken
-        item = self._ready.get()
-        self._room.release()
-        if isinstance(item, BaseException):
-            raise item
-        return self.ops.hand_over(*item)
-
-    def _decode_ahead(self) -> None:
-        """The decode thread: batch after batch, at most `decode_ahead` batches ahead of the consumer, each batch's
-        error in its place, until close()."""
-        try:
-            self.ops.enter_decode_thread()
-            while self._room.acquire() and not self._stopping:
-                try:
-                    item = self._next_batch()
-                except Exception as exc:  # DataError, out of memory...: next() raises it at this batch
-                    item = exc
-                self._ready.put(item)
-        except BaseException as exc:  # the thread itself failed: next() says so, after the batches before
-            self._broken = exc
-            self._ready.put(exc)
+        if self._process is None:
+            pixels, labels = self._next_batch()
+            labels = self.ops.tensor(labels)
+        else:
+            pixels, labels = self._process.take()
+        return (self.ops.to_float(pixels) - self._mean) * self._inv_std, labels
 
     def close(self) -> None:
-        """Stop the decode thread (after the batch it is on), then the reader processes (idempotent)."""
-        if self._thread is not None:
-            self._stopping = True
-            self._room.release()  # wakes a thread waiting for room
-            self._thread.join()
-        if not self._closed:
+        """Stop the decode process (after the batch it is on), or the reader processes (idempotent)."""
+        if self._process is not None:
+            self._process.close()
+        if self._readers is not None:
             self._readers.close()
         super().close()
 
@@ -250,7 +238,7 @@ class DeviceImageLoader(BatchLoader):
         del files
         order = np.concatenate([device, np.flatnonzero(host)])  # the images' order in the flat buffer
         images = self._crop_resize(decoded + hosted, indices, order, widths, heights, plan)
-        return images, self.ops.tensor(self._labels[indices].copy())
+        return images, self._labels[indices].copy()
 
     def _decode(self, files: list, indices: np.ndarray, sizes: np.ndarray) -> list:
         """One decode call for the batch's device-decoded JPEGs (SIZES: their [height, width] by the size table); a
@@ -282,7 +270,8 @@ class DeviceImageLoader(BatchLoader):
             raise self.unreadable(index, exc) from exc
 
     def _crop_resize(self, images: list, indices, order, widths, heights, plan):
-        """The batch, each image's crop box resampled to S x S (flipped where drawn) as PLAN says, normalised.
+        """The batch, each image's crop box resampled to S x S (flipped where drawn) as PLAN says, rounded to uint8
+        (as Pillow's resize is).
         IMAGES: [3, H, W] uint8, in ORDER's order (positions in the batch)."""
         ops, rows, cols = self.ops, plan.rows, plan.cols
         pixels = 3 * heights * widths
@@ -310,8 +299,7 @@ class DeviceImageLoader(BatchLoader):
                                                                                     width)), by_cols)
                                for r in range(0, height, chunk)], 2)
             outputs.append(ops.einsum("gchj,ghi->gijc" if self.channels_last else "gchj,ghi->gcij", half, by_rows))
-        out = outputs[0] if len(outputs) == 1 else ops.concat(outputs)
-        return (out - self._mean) * self._inv_std
+        return ops.to_uint8(outputs[0] if len(outputs) == 1 else ops.concat(outputs))
 
     def _wrong_shape(self, images: list, indices, order, widths, heights) -> None:
         """DataError naming the first image whose decoded shape is not the size table's (a file changed since)."""

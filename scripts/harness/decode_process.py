@@ -1,0 +1,228 @@
+"""The gpu loader's decode process: a child process that runs the loader's pipeline inline (its own reader
+processes, one batched decode call a batch, crop and resize on the device) and hands each batch over as resized
+uint8 pixels and labels in a shared slot. The trainer's interpreter does per batch one receive, one upload and the
+normalisation; none of the decode's Python runs beside the training step, so it never holds the trainer's GIL
+(bench/decode_overlap.py stage 3 measures a training thread's loss: a decode thread in the trainer cost it 14%).
+
+    proc = DecodeProcess(loader_kwargs, ahead, pixels_shape, batch_size, ops)  # waits until the child is ready
+    pixels, labels = proc.take()   # device tensors: uint8 PIXELS_SHAPE, int64 [B]
+    proc.close()
+
+One socketpair carries pickled messages. Trainer to child: the loader's keyword arguments and the trainer's
+sys.path (once, then the slots' memfds), then a slot number whenever the trainer is done with that slot, None to
+stop. Child to trainer: ("ready", decoder name) or ("failed", exception) once; then, in batch order, ("batch",
+slot, stats) or ("error", exception, stats): a batch's error takes its place and take() raises it there. There are
+AHEAD + 1 slots: the child fills at most AHEAD while the trainer holds the one it last took (until its upload has
+passed). The child ignores SIGINT (the trainer stops it), and exits when the trainer closes the pipe or dies;
+close() kills a child that has not ended within CLOSE_S. Standard library + numpy; never imports the kit.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+from collections import deque
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import recv_handle, send_handle
+
+import numpy as np
+from file_readers import POLL_S, Slot
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLOSE_S = 5.0  # how long close() waits for the child to finish the batch it is on
+
+
+def _views(buffer, pixels: tuple, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """A slot's uint8 pixels and int64 labels, over BUFFER."""
+    count = int(np.prod(pixels))
+    offset = -(-count // 8) * 8
+    return (np.frombuffer(buffer, np.uint8, count=count).reshape(pixels),
+            np.frombuffer(buffer, np.int64, count=batch, offset=offset))
+
+
+def slot_bytes(pixels: tuple, batch: int) -> int:
+    return -(-int(np.prod(pixels)) // 8) * 8 + 8 * batch
+
+
+def portable(exc: BaseException) -> BaseException:
+    """EXC, or a RuntimeError in its words where it does not pickle."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+class DecodeProcess:
+    """The trainer's side: the child, its slots, and the slot it last took."""
+
+    def __init__(self, loader: dict, ahead: int, pixels: tuple, batch: int, ops) -> None:
+        self.ops, self._pixels, self._batch = ops, tuple(pixels), batch
+        self.stats = {"decode_calls": 0, "decoded_batches": 0, "refused_batches": 0}
+        self._slots = [Slot(slot_bytes(pixels, batch)) for _ in range(ahead + 1)]
+        self._views = [_views(slot.map, self._pixels, batch) for slot in self._slots]
+        self._held: tuple | None = (ahead, None)  # (slot, the event after its upload): the child starts with AHEAD
+        self._inbox: deque = deque()  # messages received but not yet taken (ready())
+        self._conn: Connection | None = None
+        self._proc: subprocess.Popen | None = None
+        code = f"import sys; sys.path.insert(0, {HERE!r}); import decode_process; decode_process.child()"
+        try:
+            for slot in self._slots:
+                ops.pin(slot.map)
+            mine, theirs = socket.socketpair()
+            self._proc = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())],
+                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+            theirs.close()
+            self._conn = Connection(mine.detach())
+            self._send({"loader": loader, "path": sys.path, "slots": len(self._slots), "pixels": self._pixels,
+                        "batch": batch, "threads": _threads(ops)})
+            for slot in self._slots:
+                send_handle(self._conn, slot.fd, self._proc.pid)
+            kind, what = self._receive()
+            if kind == "failed":
+                raise what
+            self.decoder = what
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def take(self) -> tuple:
+        """The next batch on the device (uint8 pixels, int64 labels); its error, raised here at its place."""
+        if self._held is not None:
+            slot, event = self._held
+            if event is not None:
+                event.synchronize()
+            self._held = None
+            self._send(slot)
+        message = self._inbox.popleft() if self._inbox else self._receive()
+        self.stats = message[-1]
+        if message[0] == "error":
+            raise message[1]
+        slot = message[1]
+        pixels, labels, event = self.ops.upload(*self._views[slot])
+        self._held = (slot, event)
+        return pixels, labels
+
+    def ready(self) -> int:
+        """Batches (or their errors) the child has handed over and take() has not taken yet."""
+        while self._conn.poll(0):
+            self._inbox.append(self._receive())
+        return len(self._inbox)
+
+    def _send(self, message) -> None:
+        try:
+            self._conn.send(message)
+        except OSError:
+            raise self._ended() from None
+
+    def _receive(self):
+        try:
+            while not self._conn.poll(POLL_S):
+                if self._proc.poll() is not None:
+                    raise self._ended()
+            return self._conn.recv()
+        except (EOFError, OSError):
+            raise self._ended() from None
+
+    def _ended(self) -> RuntimeError:
+        try:
+            code = self._proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            code = None
+        return RuntimeError(f"loader gpu: the decode process {self._proc.pid} ended (exit code {code})")
+
+    def close(self) -> None:
+        """Stop the child after the batch it is on (killed past CLOSE_S), then free the slots (idempotent)."""
+        if self._proc is not None:
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+            try:
+                self._proc.wait(timeout=CLOSE_S)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._views = []
+        for slot in self._slots:
+            slot.close(self.ops.unpin)
+        self._slots = []
+
+
+def _threads(ops) -> int | None:
+    torch = getattr(ops, "torch", None)
+    return torch.get_num_threads() if torch is not None else None
+
+
+def child() -> None:
+    """The child's entry point (python -c ...): argv holds its socket's fd and the trainer's pid."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn, parent = Connection(int(sys.argv[1])), int(sys.argv[2])
+    try:
+        config = conn.recv()
+        fds = [recv_handle(conn) for _ in range(config["slots"])]
+    except (EOFError, OSError):
+        return
+    sys.path[:0] = [p for p in config["path"] if p not in sys.path]
+    import mmap
+
+    maps = [mmap.mmap(fd, slot_bytes(config["pixels"], config["batch"])) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    try:
+        import loader_gpu
+
+        loader = loader_gpu.DeviceImageLoader(**config["loader"])
+        loader.ops.enter_decode_process()
+        if config["threads"]:
+            loader.ops.torch.set_num_threads(config["threads"])
+    except BaseException as exc:
+        conn.send(("failed", portable(exc)))
+        return
+    conn.send(("ready", loader.decoder))
+    try:
+        with loader:
+            for m in maps:
+                loader.ops.pin(m)
+            serve(conn, parent, loader, [_views(m, config["pixels"], config["batch"]) for m in maps],
+                  deque(range(config["slots"] - 1)))
+    except (EOFError, OSError):
+        return
+    finally:
+        for m in maps:
+            loader.ops.unpin(m)
+
+
+def serve(conn: Connection, parent: int, loader, views: list, free: deque) -> None:
+    """Fill the FREE slots batch after batch, each as soon as the trainer gives it back, until told to stop."""
+    while True:
+        while not free or conn.poll(0):
+            while not free and not conn.poll(POLL_S):
+                if os.getppid() != parent:
+                    return
+            message = conn.recv()
+            if message is None:
+                return
+            free.append(message)
+        slot = free.popleft()
+        try:
+            pixels, labels = loader._next_batch()
+            loader.ops.to_host(pixels, views[slot][0])
+            views[slot][1][:] = labels
+            del pixels
+            conn.send(("batch", slot, loader.stats()))
+        except Exception as exc:  # DataError, out of memory, a reader that died: take() raises it at this batch
+            free.appendleft(slot)
+            conn.send(("error", portable(exc), loader.stats()))
