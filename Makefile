@@ -124,7 +124,7 @@ bench-loader: check-venv ## loader-only images/s: cpu loader on 1, 2, all cores;
 bench-seed003: check-venv ## seed 003's five models on this CPU, Paddle vs PyTorch (6 min 18 s measured on an idle 2-core machine) + report
 	$(VENV)/bin/kit bench --suite seed003 --runs-dir $(RUNS_DIR)
 
-bench-decode: check-venv ## the gpu loader's design on a CPU, decode stood in by a GIL-free 11.6 ms: the call in the loader / alone (<= 1.1), 1 call a batch, Python calls per batch flat, a small-op thread not slowed (>= 0.97), what a thread wake-up costs it on this host and the decode thread's CPU a batch (DECODE_ARGS)
+bench-decode: check-venv ## the gpu loader's design on a CPU, decode stood in by a GIL-free 11.6 ms: the call in the loader / alone (<= 1.1), 1 call a batch, Python calls per batch flat, a small-op thread not slowed (>= 0.97), what a thread wake-up costs it on this host and the decode process's CPU a batch (DECODE_ARGS)
 	$(VENV_PY) bench/decode_overlap.py $(DECODE_ARGS)
 
 bench-fanout: check-venv ## check_env and a no-op launch on HOSTS (default 4) SSH test hosts / on 1 (target <= 1.3); needs root

@@ -298,7 +298,7 @@ def host_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.Row]:
                        f"95% interval [{step['low']:.4f}, {step['high']:.4f}], {step['pairs']} pairs; a wake-up "
                        f"costs {host['wakeup_us']:.0f} us here, the loader {host['step_loss_us']:.0f} us a batch "
                        f"({host['step_loss_wakeups']:.1f} wake-ups); it waited {host['step_waits_per_batch']:.1f} "
-                       "times a batch more than alone; the decode thread used "
+                       "times a batch more than alone; the decode process used "
                        f"{host['decode_cpu_us_per_batch']:.0f} us of CPU a batch")]
     else:
         rows = unfinished(name, what, ">= 0.97", done, limit_s)

@@ -327,10 +327,13 @@ def interleave_rows(name: str, lines: list[dict], failure: str = "") -> list[Row
         if failure and row.verdict == "failed":
             row.detail += f"; {failure}"
         rows.append(row)
+        alone = f"{shape}: the loader alone ({decoder}) / synthetic training"
         if figures["loader"]:
-            rows.append(ratio_row(name, f"{shape}: the loader alone ({decoder}) / synthetic training",
-                                  figures["synthetic"], figures["loader"], LOADER_ALONE_TARGET,
+            rows.append(ratio_row(name, alone, figures["synthetic"], figures["loader"], LOADER_ALONE_TARGET,
                                   ("synthetic", "loader alone")))
+        else:
+            rows.append(Row(name, alone, "—", f">= {LOADER_ALONE_TARGET}", stats.INCONCLUSIVE,
+                            failure or "no loader-alone window: the stage's time ran out before it"))
     return rows
 
 

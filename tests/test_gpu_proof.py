@@ -274,6 +274,11 @@ def test_interleaved_windows_give_one_ratio_row_per_decoder_by_the_noise_rule():
     assert rows[0].figure == f"{check.ratio:.3f}" and check.low >= 0.9
     assert "122 decode calls for 122 batches decoded (120 taken), 0 refused" in rows[0].detail
     assert rows[2].detail == "nvimgcodec not installed (ImportError)"
+    # time ran out before the loader-alone windows: that row says so rather than go missing
+    short = gpu_stages.interleave_rows("1 loader", [x for x in lines if x["kind"] != "loader"])
+    assert [(r.what.split(": ", 1)[1], r.verdict, r.detail) for r in short[1:2]] == [
+        ("the loader alone (torchvision) / synthetic training", gpu_stages.stats.INCONCLUSIVE,
+         "no loader-alone window: the stage's time ran out before it")]
     # a process that died before its first window
     (dead,) = gpu_stages.interleave_rows("1 loader", [], "exit 1: CUDA error")
     assert (dead.verdict, dead.detail) == ("failed", "exit 1: CUDA error")
@@ -333,7 +338,7 @@ def test_the_host_stage_gives_the_loaders_cost_to_a_small_op_thread_and_this_hos
     assert row.verdict in ("met", "missed", "inconclusive") and float(row.figure) > 0, row
     said = re.fullmatch(r"95% interval \[([\d.]+), ([\d.]+)\], 2 pairs; a wake-up costs (-?\d+) us here, the "
                         r"loader (-?\d+) us a batch \((-?[\d.]+|inf) wake-ups\); it waited (-?[\d.]+) times a batch more "
-                        r"than alone; the decode thread used (\d+) us of CPU a batch", row.detail)
+                        r"than alone; the decode process used (\d+) us of CPU a batch", row.detail)
     assert said and float(said[1]) <= float(row.figure) <= float(said[2]), row.detail
     kept = json.loads((tmp_path / "6-host" / "decode_overlap.log").read_text().splitlines()[-1])
     assert kept["ratios"]["3 step"]["pairs"] == kept["ratios"]["wake"]["pairs"] == 2

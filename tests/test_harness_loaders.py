@@ -317,6 +317,24 @@ def test_bad_jpeg_is_raised_at_its_batch_and_the_batches_around_it_are_the_inlin
             np.testing.assert_array_equal(g[1], w[1])
 
 
+def test_the_trainers_python_a_batch_is_a_few_calls_whatever_the_batch(entries, watched) -> None:
+    """With the decode process, next() in the trainer takes a batch the process has handed over, uploads it and
+    normalises it: the same few Python calls a batch at batch 4 and at 12, none of the decode's."""
+    counts = []
+    for batch in (4, 12):
+        with twin(entries, batch_size=batch, decode_ahead=2) as ld:
+            next(ld)
+            wait_until(lambda: ld._process.ready() == 2)  # next() then does not wait
+            calls = []
+            sys.setprofile(lambda frame, event, arg, seen=calls: seen.append(event in ("call", "c_call")))
+            try:
+                next(ld)
+            finally:
+                sys.setprofile(None)
+            counts.append(sum(calls))
+    assert counts[0] == counts[1] < 60, counts
+
+
 @pytest.mark.parametrize(("framework", "when"), [("torch", "just made"), ("torch", "mid-epoch"),
                                                  ("torch", "slots full"), ("paddle", "slots full")])
 def test_close_stops_the_decode_process_promptly(entries, watched, framework: str, when: str) -> None:
@@ -534,7 +552,7 @@ def test_a_batch_the_decoder_refuses_stops_the_run_naming_its_list_lines(entries
 
 
 def test_one_decode_call_a_batch_and_python_calls_per_batch_do_not_grow_with_the_batch(tmp_path: Path) -> None:
-    """bench/decode_overlap.py's counts (make bench-decode), on a tree of its own: the decode thread's work for a
+    """bench/decode_overlap.py's counts (make bench-decode), on a tree of its own: the decode process's work for a
     batch of 4 and of 16 images makes the same number of Python calls (the stand-in decoder's own excluded), and
     exactly one decode call a batch."""
     out = subprocess.run([sys.executable, str(REPO / "bench" / "decode_overlap.py"), "--stages", "counts",

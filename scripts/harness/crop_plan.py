@@ -1,8 +1,7 @@
 """A batch's crops as numpy plans, made where the batch's files are read (a reader process of file_readers.py, in
 its own interpreter, or the trainer with workers=0): each image's crop box and flip (data.augmentations) and, for
 each axis, the window the resize filter reads and its output pixels' centres (Pillow's resize(box=...)). The
-trainer's decode thread gets them with the batch's files: numpy work that would otherwise hold its GIL while a training
-thread waits for it (bench/decode_overlap.py counts those waits).
+decode process gets them with the batch's files: numpy work kept out of its interpreter.
 Standard library + numpy; never imports the kit.
 """
 

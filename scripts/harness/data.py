@@ -297,7 +297,7 @@ class BatchLoader:
     ENTRIES: [(image path, label), ...] as load_list returns them. A subclass says what a batch is: `_new_batch`
     (in the consumer, when the batch is queued), `_load` (one image, in one of `workers` threads; 0: in the
     consumer) and `_collate` (in the consumer, when the batch is taken). At most `prefetch` batches are queued.
-    (loader_gpu calls __next__ from its decode thread, which is then "the consumer" here.)
+    (loader_gpu's DeviceImageLoader takes its batches in a decode process, which is then "the consumer" here.)
     Bad parameters raise ValueError; a shard smaller than one batch raises DataError. Use as a context manager
     or call close().
     """
