@@ -287,15 +287,18 @@ def test_decode_process_hands_out_the_inline_batches_in_order(entries, watched, 
 
 
 @pytest.mark.parametrize("ahead", [1, 2])
-def test_decode_process_holds_at_most_decode_ahead_batches(entries, watched, ahead: int) -> None:
+def test_decode_process_holds_at_most_decode_ahead_batches_and_one_on_its_way(entries, watched, ahead: int) -> None:
+    """The process holds AHEAD batches ready at first; once batches are taken, one more between it and the
+    trainer, which may hold it on its way to the device (the batch after the one taken, its upload started)."""
     with twin(entries, decode_ahead=ahead) as ld:
         for taken in range(5):  # past the epoch's 3 batches
             if taken:
                 next(ld)
-            wait_until(lambda: ld._process.ready() == ahead)
+            held = ahead + (1 if taken else 0)
+            wait_until(lambda n=held: settled(ld) == n)
             time.sleep(0.2)  # time to decode one more, were it allowed
-            assert ld._process.ready() == ahead
-            assert ld._process._inbox[-1][-1]["decoded_batches"] == taken + ahead
+            assert settled(ld) == held
+            assert ld._process._inbox[-1][-1]["decoded_batches"] == taken + held
 
 
 @pytest.mark.parametrize("ahead", [1, 3])
@@ -317,14 +320,22 @@ def test_bad_jpeg_is_raised_at_its_batch_and_the_batches_around_it_are_the_inlin
             np.testing.assert_array_equal(g[1], w[1])
 
 
+def settled(ld) -> int:
+    """Batches decoded ahead of the consumer: handed over, and the one on its way to the device."""
+    return ld._process.ready() + (ld._process._uploading is not None)
+
+
 def test_the_trainers_python_a_batch_is_a_few_calls_whatever_the_batch(entries, watched) -> None:
-    """With the decode process, next() in the trainer takes a batch the process has handed over, uploads it and
-    normalises it: the same few Python calls a batch at batch 4 and at 12, none of the decode's."""
+    """With the decode process, next() in the trainer takes a batch the process has handed over (its upload
+    started at the previous next()), normalises it and starts the next one's upload: the same few Python calls a
+    batch at batch 4 and at 12, none of the decode's."""
     counts = []
     for batch in (4, 12):
         with twin(entries, batch_size=batch, decode_ahead=2) as ld:
-            next(ld)
-            wait_until(lambda: ld._process.ready() == 2)  # next() then does not wait
+            for _ in range(2):  # the second starts an upload whatever the timing of the first
+                next(ld)
+                wait_until(lambda: settled(ld) == 3)
+            assert ld._process._uploading is not None and ld._process.ready() == 2  # next() then does not wait
             calls = []
             sys.setprofile(lambda frame, event, arg, seen=calls: seen.append(event in ("call", "c_call")))
             try:
@@ -332,7 +343,7 @@ def test_the_trainers_python_a_batch_is_a_few_calls_whatever_the_batch(entries, 
             finally:
                 sys.setprofile(None)
             counts.append(sum(calls))
-    assert counts[0] == counts[1] < 60, counts
+    assert counts[0] == counts[1] < 80, counts  # 62 here; the decode itself makes ~240 a batch (bench-decode)
 
 
 @pytest.mark.parametrize(("framework", "when"), [("torch", "just made"), ("torch", "mid-epoch"),
@@ -343,7 +354,7 @@ def test_close_stops_the_decode_process_promptly(entries, watched, framework: st
     if when != "just made":
         next(ld)
     if when == "slots full":  # the decode process waits for a slot
-        wait_until(lambda: ld._process.ready() == 2)
+        wait_until(lambda: settled(ld) == 3)
         time.sleep(0.1)
     t0 = time.monotonic()
     ld.close()

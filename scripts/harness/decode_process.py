@@ -3,6 +3,7 @@ processes, one batched decode call a batch, crop and resize on the device) and h
 uint8 pixels and labels in a shared slot. The trainer's interpreter does per batch one receive, one upload and the
 normalisation; none of the decode's Python runs beside the training step, so it never holds the trainer's GIL
 (bench/decode_overlap.py stage 3 measures a training thread's loss: a decode thread in the trainer cost it 14%).
+The upload of batch i+1 starts when batch i is taken, on a stream of its own, so that it overlaps step i.
 
     proc = DecodeProcess(loader_kwargs, ahead, pixels_shape, batch_size, ops)  # waits until the child is ready
     pixels, labels = proc.take()   # device tensors: uint8 PIXELS_SHAPE, int64 [B]
@@ -12,8 +13,8 @@ One socketpair carries pickled messages. Trainer to child: the loader's keyword 
 sys.path (once, then the slots' memfds), then a slot number whenever the trainer is done with that slot, None to
 stop. Child to trainer: ("ready", decoder name) or ("failed", exception) once; then, in batch order, ("batch",
 slot, stats) or ("error", exception, stats): a batch's error takes its place and take() raises it there. There are
-AHEAD + 1 slots: the child fills at most AHEAD while the trainer holds the one it last took (until its upload has
-passed). The child ignores SIGINT (the trainer stops it), and exits when the trainer closes the pipe or dies;
+AHEAD + 1 slots: the child fills at most AHEAD while the trainer holds the one on its way to the device (until its
+upload has passed). The child ignores SIGINT (the trainer stops it), and exits when the trainer closes the pipe or dies;
 close() kills a child that has not ended within CLOSE_S. Standard library + numpy; never imports the kit.
 """
 
@@ -65,7 +66,8 @@ class DecodeProcess:
         self.stats = {"decode_calls": 0, "decoded_batches": 0, "refused_batches": 0}
         self._slots = [Slot(slot_bytes(pixels, batch)) for _ in range(ahead + 1)]
         self._views = [_views(slot.map, self._pixels, batch) for slot in self._slots]
-        self._held: tuple | None = (ahead, None)  # (slot, the event after its upload): the child starts with AHEAD
+        self._held: tuple | None = (ahead,)  # the slot the child starts without: it fills AHEAD at first
+        self._uploading: tuple | None = None  # (slot, pixels, labels, event) of the next batch, on its way
         self._inbox: deque = deque()  # messages received but not yet taken (ready())
         self._conn: Connection | None = None
         self._proc: subprocess.Popen | None = None
@@ -95,21 +97,31 @@ class DecodeProcess:
         return self._proc.pid
 
     def take(self) -> tuple:
-        """The next batch on the device (uint8 pixels, int64 labels); its error, raised here at its place."""
+        """The next batch on the device (uint8 pixels, int64 labels); its error, raised here at its place. The
+        batch after it, when the child has handed it over, starts its upload before this one is returned, so that
+        its copy overlaps this batch's training step."""
         if self._held is not None:
-            slot, event = self._held
-            if event is not None:
-                event.synchronize()
+            self._send(self._held[0])  # the slot the child started without
             self._held = None
-            self._send(slot)
-        message = self._inbox.popleft() if self._inbox else self._receive()
+        if self._uploading is None:
+            self._uploading = self._upload(self._inbox.popleft() if self._inbox else self._receive())
+        slot, pixels, labels, event = self._uploading
+        self._uploading = None
+        self.ops.hand_over(event, pixels, labels)
+        if event is not None:
+            event.synchronize()  # the copy was queued a step ago: passed, as a rule
+        self._send(slot)
+        if self.ready() and self._inbox[0][0] == "batch":
+            self._uploading = self._upload(self._inbox.popleft())
+        return pixels, labels
+
+    def _upload(self, message) -> tuple:
+        """(slot, pixels, labels, the event after their copies) of a batch's MESSAGE; raises an error's."""
         self.stats = message[-1]
         if message[0] == "error":
             raise message[1]
         slot = message[1]
-        pixels, labels, event = self.ops.upload(*self._views[slot])
-        self._held = (slot, event)
-        return pixels, labels
+        return (slot, *self.ops.upload(*self._views[slot]))
 
     def ready(self) -> int:
         """Batches (or their errors) the child has handed over and take() has not taken yet."""
@@ -140,7 +152,11 @@ class DecodeProcess:
         return RuntimeError(f"loader gpu: the decode process {self._proc.pid} ended (exit code {code})")
 
     def close(self) -> None:
-        """Stop the child after the batch it is on (killed past CLOSE_S), then free the slots (idempotent)."""
+        """Stop the child after the batch it is on (killed past CLOSE_S), then free the slots once no copy reads
+        them (idempotent)."""
+        if self._uploading is not None and self._uploading[-1] is not None:
+            self._uploading[-1].synchronize()
+        self._uploading = None
         if self._proc is not None:
             try:
                 self._conn.send(None)

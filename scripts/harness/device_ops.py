@@ -66,6 +66,7 @@ class TorchOps:
         self.device = torch.device("cpu") if gpu is None else torch.device("cuda", gpu)
         self.gpu = gpu
         self._pinned: dict[int, object] = {}
+        self._upload_stream = None
         if decoder is None:  # the trainer's side of a decode process: uploads and normalises only
             self.decoder = None
         elif ":" in decoder:
@@ -94,15 +95,28 @@ class TorchOps:
         self.torch.from_numpy(out).copy_(tensor)
 
     def upload(self, *arrays: np.ndarray) -> tuple:
-        """Tensors on the device holding copies of ARRAYS (pinned slots: the copies are queued on the current
-        stream), and the event after them (None on the CPU): the arrays may be reused once it has passed."""
+        """Tensors on the device holding copies of ARRAYS, and the event after the copies (None on the CPU): the
+        arrays may be reused once it has passed. On a GPU the copies (from pinned slots) go on a stream of their
+        own, so they overlap the training step queued before them."""
         torch = self.torch
         if self.gpu is None:
             return (*(torch.from_numpy(a).clone() for a in arrays), None)
-        out = tuple(torch.from_numpy(a).to(self.device, non_blocking=True) for a in arrays)
+        if self._upload_stream is None:
+            self._upload_stream = torch.cuda.Stream(self.device)
+        with torch.cuda.stream(self._upload_stream):
+            out = tuple(torch.from_numpy(a).to(self.device, non_blocking=True) for a in arrays)
         event = torch.cuda.Event()
-        event.record(torch.cuda.current_stream(self.device))
+        event.record(self._upload_stream)
         return (*out, event)
+
+    def hand_over(self, event, *tensors) -> None:
+        """The consumer's stream waits for EVENT (the TENSORS' upload), and the allocator keeps their memory for
+        that stream."""
+        if event is not None:
+            stream = self.torch.cuda.current_stream(self.device)
+            stream.wait_event(event)
+            for tensor in tensors:
+                tensor.record_stream(stream)
 
     def pin(self, buffer) -> None:
         """Page-lock a shared buffer (a reader's, a decode process's slot), so that copies between it and the
@@ -245,6 +259,9 @@ class PaddleOps:
 
     def upload(self, *arrays: np.ndarray) -> tuple:
         return (*(self.paddle.to_tensor(a, place=self.place) for a in arrays), None)  # copies, synchronously
+
+    def hand_over(self, event: None, *tensors) -> None:
+        pass
 
     def pin(self, buffer) -> None:
         pass  # Paddle copies a numpy array to the device through its own staging buffer
