@@ -59,14 +59,14 @@ def portable(exc: BaseException) -> BaseException:
 
 
 class DecodeProcess:
-    """The trainer's side: the child, its slots, and the slot it last took."""
+    """The trainer's side: the child, its slots, and the batch on its way to the device."""
 
     def __init__(self, loader: dict, ahead: int, pixels: tuple, batch: int, ops) -> None:
         self.ops, self._pixels, self._batch = ops, tuple(pixels), batch
         self.stats = {"decode_calls": 0, "decoded_batches": 0, "refused_batches": 0}
         self._slots = [Slot(slot_bytes(pixels, batch)) for _ in range(ahead + 1)]
         self._views = [_views(slot.map, self._pixels, batch) for slot in self._slots]
-        self._held: tuple | None = (ahead,)  # the slot the child starts without: it fills AHEAD at first
+        self._withheld: int | None = ahead  # the slot the child starts without: it fills AHEAD at first
         self._uploading: tuple | None = None  # (slot, pixels, labels, event) of the next batch, on its way
         self._inbox: deque = deque()  # messages received but not yet taken (ready())
         self._conn: Connection | None = None
@@ -100,9 +100,9 @@ class DecodeProcess:
         """The next batch on the device (uint8 pixels, int64 labels); its error, raised here at its place. The
         batch after it, when the child has handed it over, starts its upload before this one is returned, so that
         its copy overlaps this batch's training step."""
-        if self._held is not None:
-            self._send(self._held[0])  # the slot the child started without
-            self._held = None
+        if self._withheld is not None:
+            self._send(self._withheld)
+            self._withheld = None
         if self._uploading is None:
             self._uploading = self._upload(self._inbox.popleft() if self._inbox else self._receive())
         slot, pixels, labels, event = self._uploading
