@@ -71,7 +71,8 @@ class DecodeProcess:
         self._inbox: deque = deque()  # messages received but not yet taken (ready())
         self._conn: Connection | None = None
         self._proc: subprocess.Popen | None = None
-        code = f"import sys; sys.path.insert(0, {HERE!r}); import decode_process; decode_process.child()"
+        code = (f"import sys; sys.path.insert(0, {HERE!r}); import decode_process, loader_gpu; "
+                "decode_process.child(loader_gpu.DeviceImageLoader)")
         try:
             for slot in self._slots:
                 ops.pin(slot.map)
@@ -182,8 +183,9 @@ def _threads(ops) -> int | None:
     return torch.get_num_threads() if torch is not None else None
 
 
-def child() -> None:
-    """The child's entry point (python -c ...): argv holds its socket's fd and the trainer's pid."""
+def child(make_loader) -> None:
+    """The child's entry point (python -c ...): argv holds its socket's fd and the trainer's pid; MAKE_LOADER is
+    the gpu loader's class, run here inline."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn, parent = Connection(int(sys.argv[1])), int(sys.argv[2])
     try:
@@ -198,9 +200,7 @@ def child() -> None:
     for fd in fds:
         os.close(fd)
     try:
-        import loader_gpu
-
-        loader = loader_gpu.DeviceImageLoader(**config["loader"])
+        loader = make_loader(**config["loader"])
         loader.ops.enter_decode_process()
         if config["threads"]:
             loader.ops.torch.set_num_threads(config["threads"])
