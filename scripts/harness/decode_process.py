@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import socket
 import subprocess
 import sys
 from collections import deque
@@ -31,22 +30,25 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
 
 import numpy as np
-from file_readers import POLL_S, Slot
+from file_readers import POLL_S, Slot, start_child
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLOSE_S = 5.0  # how long close() waits for the child to finish the batch it is on
 
 
+def _labels_at(pixels: tuple) -> int:
+    """Where a slot's int64 labels start: after its uint8 PIXELS, 8-byte aligned."""
+    return -(-int(np.prod(pixels)) // 8) * 8
+
+
 def _views(buffer, pixels: tuple, batch: int) -> tuple[np.ndarray, np.ndarray]:
     """A slot's uint8 pixels and int64 labels, over BUFFER."""
-    count = int(np.prod(pixels))
-    offset = -(-count // 8) * 8
-    return (np.frombuffer(buffer, np.uint8, count=count).reshape(pixels),
-            np.frombuffer(buffer, np.int64, count=batch, offset=offset))
+    return (np.frombuffer(buffer, np.uint8, count=int(np.prod(pixels))).reshape(pixels),
+            np.frombuffer(buffer, np.int64, count=batch, offset=_labels_at(pixels)))
 
 
 def slot_bytes(pixels: tuple, batch: int) -> int:
-    return -(-int(np.prod(pixels)) // 8) * 8 + 8 * batch
+    return _labels_at(pixels) + 8 * batch
 
 
 def portable(exc: BaseException) -> BaseException:
@@ -62,7 +64,7 @@ class DecodeProcess:
     """The trainer's side: the child, its slots, and the batch on its way to the device."""
 
     def __init__(self, loader: dict, ahead: int, pixels: tuple, batch: int, ops) -> None:
-        self.ops, self._pixels, self._batch = ops, tuple(pixels), batch
+        self.ops, self._pixels = ops, tuple(pixels)
         self.stats = {"decode_calls": 0, "decoded_batches": 0, "refused_batches": 0}
         self._slots = [Slot(slot_bytes(pixels, batch)) for _ in range(ahead + 1)]
         self._views = [_views(slot.map, self._pixels, batch) for slot in self._slots]
@@ -76,11 +78,7 @@ class DecodeProcess:
         try:
             for slot in self._slots:
                 ops.pin(slot.map)
-            mine, theirs = socket.socketpair()
-            self._proc = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())],
-                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
-            theirs.close()
-            self._conn = Connection(mine.detach())
+            self._proc, self._conn = start_child(code)
             self._send({"loader": loader, "path": sys.path, "slots": len(self._slots), "pixels": self._pixels,
                         "batch": batch, "threads": _threads(ops)})
             for slot in self._slots:

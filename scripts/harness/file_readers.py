@@ -98,6 +98,21 @@ def child() -> None:
     reader_main(Connection(fd), parent)
 
 
+def start_child(code: str) -> tuple[subprocess.Popen, Connection]:
+    """A plain Python process running CODE (python -c; a spawned multiprocessing child would import the trainer),
+    and the trainer's end of its socket; the child's argv holds its socket's fd and the trainer's pid."""
+    mine, theirs = socket.socketpair()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())],
+                                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+    except BaseException:
+        mine.close()
+        raise
+    finally:
+        theirs.close()
+    return proc, Connection(mine.detach())
+
+
 class Slot:
     """One shared buffer: its memfd (the trainer's copy), its mapping, and which workers have this generation."""
 
@@ -132,12 +147,9 @@ class FileReaders:
         self._next_worker = 0
         code = f"import sys; sys.path.insert(0, {HERE!r}); import file_readers; file_readers.child()"
         try:
-            for _ in range(workers):  # plain processes: a spawned multiprocessing child would import the trainer
-                mine, theirs = socket.socketpair()
-                proc = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())],
-                                        pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
-                theirs.close()
-                self._conns.append(Connection(mine.detach()))
+            for _ in range(workers):
+                proc, conn = start_child(code)
+                self._conns.append(conn)
                 self._procs.append(proc)
         except BaseException:
             self.close()

@@ -135,8 +135,8 @@ class DeviceImageLoader(BatchLoader):
         self._process: DecodeProcess | None = None
         self._readers: FileReaders | None = None
         if decode_ahead:
-            side = image_size
-            pixels = (batch_size, side, side, 3) if channels_last else (batch_size, 3, side, side)
+            s = image_size
+            pixels = (batch_size, s, s, 3) if channels_last else (batch_size, 3, s, s)
             loader = {"entries": entries, "batch_size": batch_size, "image_size": image_size, "framework": framework,
                       "gpu": gpu, "rank": rank, "world_size": world_size, "seed": seed, "workers": workers,
                       "channels_last": channels_last, "prefetch": prefetch, "decode_ahead": 0, "decoder": decoder}
