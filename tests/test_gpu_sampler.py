@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,9 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLER = REPO / "scripts" / "telemetry" / "gpu_sampler.py"
 STANDIN = REPO / "tests" / "standin"
 RECORDED = REPO / "tests" / "fixtures" / "gpu-runs" / "h200-20261128" / "telemetry"
+# the JPEG engines' utilisation the same H200's `nvidia-smi -q -x` recorded: what both stand-ins answer for it, as
+# neither loop recording has it (tests/standin/README.md)
+SNAPSHOT_JPEG = re.search(r"<jpeg_util>(\d+) %</jpeg_util>", (RECORDED.parent / "nvidia-smi" / "q-x.xml").read_text())
 
 
 def env(nvml: bool = False, smi: bool = False, **extra: str) -> dict:
@@ -53,6 +57,13 @@ def test_beside_a_run_with_nvml_it_samples_from_start_to_end_and_ends_as_the_run
     assert times == sorted(times) and 0.8 <= times[-1] - times[0] <= 1.5
 
 
+def with_jpeg(line: str, value: str) -> str:
+    """A recorded header row or row with utilization.jpeg's VALUE where the sampler asks for it: after
+    utilization.memory, the 12th field."""
+    cells = line.split(", ")
+    return ", ".join([*cells[:12], value, *cells[12:]])
+
+
 def test_where_only_the_driver_is_there_it_keeps_nvidia_smis_own_csv(tmp_path):
     out = tmp_path / "x.gpu-telemetry"
     done = sampler(out, "--", "sleep", "2", environ=env(smi=True))
@@ -60,9 +71,11 @@ def test_where_only_the_driver_is_there_it_keeps_nvidia_smis_own_csv(tmp_path):
     lines = out.read_text().splitlines()
     assert lines[0].startswith("# telemetry 1 source smi interval_ms 200 started ")  # the default
     recorded = [line for line in (RECORDED / "smi-100ms.csv").read_text().splitlines() if not line.startswith("#")]
-    assert lines[1] == recorded[0]  # every field the sampler asks for, as this driver names them
+    assert recorded[0].split(", ")[11] == "utilization.memory [%]"
+    # every field the sampler asks for, as this driver names them; utilization.jpeg too, which its help lists
+    assert lines[1] == with_jpeg(recorded[0], "utilization.jpeg [%]")
     assert 3 <= len(lines) - 2 <= 25  # ~20 rows in 2 s; fewer where a loaded host starts nvidia-smi late
-    assert lines[2].split(", ")[1:] == recorded[1].split(", ")[1:]  # the values replayed, stamped now
+    assert lines[2].split(", ")[1:] == with_jpeg(recorded[1], SNAPSHOT_JPEG[1]).split(", ")[1:]  # replayed, now
 
 
 @pytest.mark.parametrize("worded", ["as nvidia-smi words it", "otherwise"])
@@ -84,19 +97,90 @@ def test_fields_a_driver_lacks_are_left_out_and_old_names_used(tmp_path, worded)
                         f'field/\'; exit $rc\n')
     counting.chmod(0o755)
     out = tmp_path / "x.gpu-telemetry"
-    environ = env(STANDIN_SMI_LOOP=str(old))
+    environ = env(STANDIN_SMI_LOOP=str(old), STANDIN_SMI_HELP=str(old_help(tmp_path)))
     environ["PATH"] = f"{counting.parent}{os.pathsep}{environ['PATH']}"
     done = sampler(out, "--", "sleep", "1.5", environ=environ)
     assert done.returncode == 0, done.stderr
     header = out.read_text().splitlines()[1]
     assert "power.draw.instant" not in header and header.endswith("clocks_throttle_reasons.active")
     assert "name" not in header.split(", ")  # the recording has no name
-    # one probe for all, one more per field it lacks (name, power.draw.instant, the new reasons' name), then the loop
+    assert "utilization.jpeg" not in header  # its help lists none: left out, no error
+    # one probe for all, one more per field it lacks (name, power.draw.instant, utilization.jpeg, the new reasons'
+    # name), then the loop
     probes = [c for c in calls.read_text().splitlines() if "--loop-ms" not in c]
     if worded != "otherwise":
-        assert len(probes) == 4, probes
-    else:  # the field it lacks not named: one probe for all, each of the 15 fields alone, the renamed one's old name
-        assert len(probes) == 1 + 15 + 1, probes
+        assert len(probes) == 5, probes
+    else:  # the field it lacks not named: one probe for all, each of the 16 fields alone, the renamed one's old name
+        assert len(probes) == 1 + 16 + 1, probes
+    from kit.telemetry import read
+
+    samples = read(out).samples
+    assert samples and all(s.util_jpeg is None for s in samples) and all(s.reasons == 1 for s in samples)
+
+
+def test_the_smi_source_records_the_jpeg_engines_utilisation_as_util_jpeg(tmp_path):
+    """DERIVED: the real recording from its first busy row on (the harness training), so that utilization.gpu
+    varies beside utilization.jpeg and the two cannot be mistaken for one another."""
+    from kit.telemetry import read
+
+    recorded = [line for line in (RECORDED / "smi-100ms.csv").read_text().splitlines() if not line.startswith("#")]
+    busy = next(i for i, row in enumerate(recorded[1:], 1) if int(row.split(", ")[10]) >= 90)
+    assert recorded[0].split(", ")[10] == "utilization.gpu [%]"
+    loop = tmp_path / "busy.csv"
+    loop.write_text("\n".join([recorded[0], *recorded[busy:busy + 60]]) + "\n")
+    out = tmp_path / "x.gpu-telemetry"
+    done = sampler(out, "--source", "smi", "--interval-ms", "50", "--", "sleep", "1.5",
+                   environ=env(smi=True, STANDIN_SMI_LOOP=str(loop)))
+    assert done.returncode == 0, done.stderr
+    samples = read(out).samples
+    assert len(samples) >= 3
+    assert [s.util_jpeg for s in samples] == [float(SNAPSHOT_JPEG[1])] * len(samples)
+    replayed = [float(row.split(", ")[10]) for row in recorded[busy:busy + len(samples)]]
+    assert [s.util_gpu for s in samples] == replayed and replayed[0] >= 90
+
+
+def old_help(tmp_path: Path) -> Path:
+    """DERIVED from the driver's real --help-query-gpu: its utilization.jpeg entry (the name, two lines, a blank line)
+    removed, as the help of a driver that has no such field."""
+    lines = (RECORDED / "help-query-gpu.txt").read_text().splitlines(keepends=True)
+    at = lines.index('"utilization.jpeg"\n')
+    assert lines[at + 3] == "\n"
+    path = tmp_path / "old-help.txt"
+    path.write_text("".join(lines[:at] + lines[at + 4:]))
+    assert "utilization.jpeg" not in path.read_text()
+    return path
+
+
+def test_a_driver_without_utilization_jpeg_is_sampled_as_before_without_it(tmp_path):
+    from kit.telemetry import read
+
+    out = tmp_path / "x.gpu-telemetry"
+    done = sampler(out, "--source", "smi", "--", "sleep", "1", environ=env(smi=True, STANDIN_SMI_HELP=str(old_help(
+        tmp_path))))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    recorded = [line for line in (RECORDED / "smi-100ms.csv").read_text().splitlines() if not line.startswith("#")]
+    lines = out.read_text().splitlines()
+    assert lines[1] == recorded[0]  # the fields the recording holds, no utilization.jpeg, no error
+    samples = read(out).samples
+    assert samples and all(s.util_jpeg is None for s in samples)
+
+
+@pytest.mark.parametrize("supported", [True, False])
+def test_the_nvml_source_records_the_jpeg_engines_utilisation_where_nvml_has_it(tmp_path, supported):
+    """nvmlDeviceGetJpgUtilization's [percent, sampling period] as util_jpeg; NVMLError_NotSupported (a GPU without
+    the engine, MIG): null, as any field NVML refuses, and the sampling goes on."""
+    from kit.telemetry import read
+
+    out = tmp_path / "x.gpu-telemetry"
+    refused = {} if supported else {"STANDIN_NVML_NOT_SUPPORTED": "nvmlDeviceGetJpgUtilization"}
+    done = sampler(out, "--source", "nvml", "--interval-ms", "50", "--seconds", "0.6",
+                   environ=env(nvml=True, **refused))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    header, *samples = (json.loads(line) for line in out.read_text().splitlines())
+    assert header["source"] == "nvml" and len(samples) >= 5
+    want = int(SNAPSHOT_JPEG[1]) if supported else None
+    assert [s["util_jpeg"] for s in samples] == [want] * len(samples)
+    assert [s.util_jpeg for s in read(out).samples] == [None if want is None else float(want)] * len(samples)
 
 
 def test_without_any_source_the_run_still_runs_and_the_file_says_why(tmp_path):
@@ -251,3 +335,26 @@ def test_a_stop_of_the_whole_process_group_keeps_the_samples_taken(tmp_path):
     assert proc.wait(timeout=30) == -signal.SIGTERM
     lines = out.read_text().splitlines()
     assert lines[0].startswith("# telemetry 1 source smi ") and len(lines) >= 5, lines[:3]
+
+
+def test_an_nvidia_ml_py_without_the_jpeg_call_samples_the_rest(monkeypatch):
+    """An older nvidia-ml-py has no nvmlDeviceGetJpgUtilization: util_jpeg null, every other field as before. (The
+    stand-in pynvml, in this process, less that one function.)"""
+    import importlib.util
+    from types import SimpleNamespace
+
+    monkeypatch.syspath_prepend(str(SAMPLER.parent))
+    from gpu_sampler import nvml_sample
+
+    spec = importlib.util.spec_from_file_location("standin_pynvml", STANDIN / "pynvml" / "pynvml.py")
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    standin.nvmlInit()
+    moment = standin._now()
+    monkeypatch.setattr(standin, "_now", lambda: dict(moment))  # both samples of the same recorded moment
+    older = SimpleNamespace(**{k: getattr(standin, k) for k in dir(standin) if k != "nvmlDeviceGetJpgUtilization"})
+    handle = standin.nvmlDeviceGetHandleByIndex(0)
+    with_call, without = nvml_sample(standin, 0, handle), nvml_sample(older, 0, handle)
+    assert with_call["util_jpeg"] == int(SNAPSHOT_JPEG[1]) and without["util_jpeg"] is None
+    assert {k: v for k, v in without.items() if k not in ("t", "util_jpeg")} == {
+        k: v for k, v in with_call.items() if k not in ("t", "util_jpeg")}

@@ -246,3 +246,33 @@ def test_samples_clocked_above_the_captured_maximum_are_refused(sampled_run, tmp
     assert len(said) == 1 and said[0].startswith("torch/resnet50/bz256/1n1g/amp-nhwc run 1 (local): GPU 0's SM clock "
                                                  "2080 MHz at t=") and said[0].endswith(
         " is above the 1980 MHz maximum host 'vm' captured"), said
+
+
+def test_the_jpeg_engines_utilisation_is_carried_where_the_samples_have_it(sampled_run, tmp_path):
+    """DERIVED: harness run 1's samples with util_jpeg, as the sampler writes it now, its values copied from the
+    sample's util_gpu (a series, not a JPEG measurement: no recording has one yet); run 2's samples as recorded,
+    without it. Run 1's figures gain util_jpeg_mean (results.json, run.json's copy, the report's GPU busy cell); run
+    2's stay as before, without the key, so a run directory sampled before still verifies."""
+    samples = sampled_run / CASE / "resnet50_b256_amp-nhwc_1.gpu-telemetry"
+    header, *lines = samples.read_text().splitlines()
+    samples.write_text("\n".join([header, *(json.dumps((s := json.loads(line)) | {"util_jpeg": s["util_gpu"]})
+                                            for line in lines)]) + "\n")
+    assert main(["report", str(sampled_run)]) == 0
+    results = json.loads((sampled_run / "results.json").read_text())
+    runs = {r["file"]: r["telemetry"] for g in results["groups"] for c in g["cases"] for r in c["runs"]}
+    first = runs[(CASE / "resnet50_b256_amp-nhwc_1.log").relative_to("logs").as_posix()]
+    second = runs[(CASE / "resnet50_b256_amp-nhwc_2.log").relative_to("logs").as_posix()]
+    (host,) = first["hosts"].values()
+    assert first["util_jpeg_mean"] == host["util_jpeg_mean"] == first["util_gpu_mean"] > 90
+    assert "util_jpeg_mean" not in second and "util_jpeg_mean" not in second["hosts"]["local"]
+    report = (sampled_run / "report.md").read_text()
+    rows = [line for line in report.splitlines() if line.startswith("| 1n1g | ")]
+    busy = f"{first['util_gpu_mean']:.0f}"
+    assert sum(f"| {busy} (JPEG {busy}) |" in row for row in rows) == 1
+    assert sum("(JPEG" in row for row in rows) == 1
+    sampled(sampled_run)
+    meta = json.loads((sampled_run / "run.json").read_text())
+    assert meta["runs"][(CASE / "resnet50_b256_amp-nhwc_1.log").as_posix()]["telemetry"] == first
+    assert main(["bundle", str(sampled_run), "--out", str(tmp_path / "b.tgz"), "--force", "--submitter", "t",
+                 "--system-name", "t"]) == 0
+    assert verify(tmp_path / "b.tgz").ok

@@ -303,6 +303,8 @@ REAL_SMI_ROW = SMI.read_text().splitlines()[2]
      "power_w: '78 W' is not a number"),
     (_nvml_edit([REAL_NVML_LINE.replace('"sm_mhz": 345, ', '')]), 4, "sm_mhz: a sample without sm_mhz"),
     (_nvml_edit([REAL_NVML_LINE.replace('"gpu": 0', '"gpu": 2')]), 4, "gpu: a sample of GPU 2"),
+    (_nvml_edit([REAL_NVML_LINE.replace('"reasons": 1}', '"reasons": 1, "util_jpeg": "0 %"}')]), 4,
+     "util_jpeg: '0 %' is not a number"),
     (['{"telemetry": 1, "source": "dcgm", "interval_ms": 100}'], 1, "source: unknown source 'dcgm'"),
     (['{"telemetry": 2, "source": "nvml"}'], 1, "telemetry: telemetry schema 2; this kit reads 1"),
     (["timestamp, index, uuid"], 1, "not a gpu_sampler.py file (starts 'timestamp, index, uuid'"),
@@ -376,3 +378,41 @@ def test_a_harness_log_whose_steps_and_run_stop_disagree(tmp_path):
 def test_every_sample_is_finite(nvml, smi):
     for t in (nvml, smi):
         assert all(math.isfinite(v) for s in t.samples for v in dataclasses.astuple(s) if v is not None)
+
+
+# ---- the JPEG engines' utilisation (util_jpeg): sampled since a later sampler, absent from the visit's files ------
+
+def test_files_sampled_before_util_jpeg_read_without_it(nvml, smi):
+    """The visit's recordings (no util_jpeg key, no utilization.jpeg column) read as before: util_jpeg None."""
+    run = RUNS[0]
+    for t in (nvml, smi):
+        assert t.samples and all(s.util_jpeg is None for s in t.samples)
+        w = summarize(t, *harness_window(HARNESS / run))
+        assert w.util_jpeg_mean is None and w.util_gpu_mean > 93
+
+
+def test_util_jpeg_reads_from_either_source_and_is_averaged_over_the_window(tmp_path, nvml, smi):
+    """DERIVED: the real files with the JPEG engines' utilisation added, its values copied from utilization.gpu (a
+    series that varies over the window, not a JPEG measurement: no recording has one yet): appended as the sampler's
+    last NVML key and as a last nvidia-smi column, so it is found by name. null and [N/A] read as None."""
+    lines = NVML.read_text().splitlines()
+    samples = [json.loads(line) for line in lines[1:]]
+    samples[0]["util_jpeg"] = None  # NVML refused it on that sample
+    for sample in samples[1:]:
+        sample["util_jpeg"] = sample["util_gpu"]
+    nvml_path = tmp_path / "jpeg.jsonl"
+    nvml_path.write_text("\n".join([lines[0], *map(json.dumps, samples)]) + "\n")
+    comment, head, *rows = SMI.read_text().splitlines()
+    at = [c.strip() for c in head.split(",")].index("utilization.gpu [%]")
+    rows = [f"{rows[0]}, [N/A]"] + [f"{row}, {row.split(', ')[at]}" for row in rows[1:]]
+    smi_path = tmp_path / "jpeg.csv"
+    smi_path.write_text("\n".join([comment, f"{head}, utilization.jpeg [%]", *rows]) + "\n")
+    window = harness_window(HARNESS / RUNS[0])
+    for before, path in ((nvml, nvml_path), (smi, smi_path)):
+        t = read(path)
+        assert t.samples[0].util_jpeg is None
+        assert [s.util_jpeg for s in t.samples[1:]] == [s.util_gpu for s in t.samples[1:]]
+        assert [dataclasses.replace(s, util_jpeg=None) for s in t.samples] == list(before.samples)  # nothing else
+        w = summarize(t, *window)
+        assert w.util_jpeg_mean == pytest.approx(w.util_gpu_mean) and w.util_jpeg_mean > 93
+        assert w == dataclasses.replace(summarize(before, *window), util_jpeg_mean=w.util_jpeg_mean)

@@ -119,7 +119,13 @@ def _host_figures(path: Path, root: Path, tel: Telemetry, summary: WindowSummary
         "energy_j": _r(summary.energy_j, 3), "energy_source": summary.energy_source,
         "temp_peak_c": _r(summary.temp_peak_c, 1), "util_gpu_mean": _r(summary.util_gpu_mean, 1),
         "reasons": {k: _r(v, 3) for k, v in summary.reasons.items() if v},
-    }
+    } | _jpeg(summary.util_jpeg_mean)
+
+
+def _jpeg(util_jpeg_mean: float | None) -> dict:
+    """{'util_jpeg_mean': %} where samples give the JPEG engines' utilisation, else nothing: the figures of samples
+    taken before the sampler read it stay as they were recorded (run.json keeps them; the audit recomputes them)."""
+    return {} if util_jpeg_mean is None else {"util_jpeg_mean": _r(util_jpeg_mean, 1)}
 
 
 def run_telemetry(log: Path, logs_root: Path, root: Path, layout: int = 1, figure=None) -> dict | None:
@@ -156,6 +162,7 @@ def run_telemetry(log: Path, logs_root: Path, root: Path, layout: int = 1, figur
     sources = {s.energy_source for s in summaries.values() if s is not None}
     throttled = {name: max((h["reasons"].get(name, 0.0) for h in hosts.values()), default=0.0) for name in THROTTLES}
     busy = [h["util_gpu_mean"] for h in hosts.values() if h["util_gpu_mean"] is not None]
+    jpeg = [h["util_jpeg_mean"] for h in hosts.values() if h.get("util_jpeg_mean") is not None]
     return {
         "window": window, "seconds": _r(end - start, 3), "images": images,
         "energy_j": _r(energy, 3),
@@ -164,6 +171,7 @@ def run_telemetry(log: Path, logs_root: Path, root: Path, layout: int = 1, figur
         "images_per_s_per_w": _r(images / energy, 4) if energy and images else None,
         "throttled": {k: v for k, v in throttled.items() if v},
         "util_gpu_mean": _r(sum(busy) / len(busy), 1) if busy else None,
+        **_jpeg(sum(jpeg) / len(jpeg) if jpeg else None),
         "hosts": hosts,
     }
 
@@ -219,11 +227,13 @@ def telemetry_markdown(cases, input_rate=lambda run: None, layout: int = 1) -> s
             energy = _cell(tele["j_per_image"], ".4f") + (f" ({source})" if source else "")
             hottest = max((h["temp_peak_c"] for h in hosts if h["temp_peak_c"]), default=None)
             samples = sum(h["samples"] or 0 for h in hosts)
+            jpeg = tele.get("util_jpeg_mean")
+            busy = _cell(tele["util_gpu_mean"], ".0f") + (f" (JPEG {jpeg:.0f})" if jpeg is not None else "")
             window = f"{tele['window']}: {tele['seconds']:g} s, {samples} samples"
             rows.append(f"| {case.name} | {run.log.run} | {gpus} | {window} | {clock} "
                         f"| {f'{power:.0f} / {limit:.0f} W' if power else ''} | {energy} "
                         f"| {_cell(tele['images_per_s_per_w'], '.2f')} | {_cell(hottest, '.0f')} "
-                        f"| {_cell(tele['util_gpu_mean'], '.0f')} | {throttled or 'none'} | {why} |")
+                        f"| {busy} | {throttled or 'none'} | {why} |")
             warnings += [f"- {case.name} run {run.log.run}: {w}" for w in telemetry_warnings(
                 tele, input_rate(run), run.figure.value, case.nodes)]
     if not rows:

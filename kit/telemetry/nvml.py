@@ -5,7 +5,8 @@
                "limit_w": 700.0}]}
     {"t": 1795843984.283, "gpu": 0, "sm_mhz": 345, ..., "energy_mj": 2530801, ..., "reasons": 1}
 
-Every sample key must be there (the sampler writes them all, null where NVML refused one); t and gpu must be numbers.
+Every sample key must be there (the sampler writes them all, null where NVML refused one) but util_jpeg, which
+samplers before it did not write; t and gpu must be numbers.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kit.telemetry.records import Gpu, Sample, Telemetry, TelemetryError, number
 
 # the sample's fields, as the sampler names them (t, gpu and reasons are read apart)
 MEASURES = ("sm_mhz", "mem_mhz", "power_w", "limit_w", "energy_mj", "temp_c", "util_gpu", "util_mem", "mem_used_mib")
+LATER = ("util_jpeg",)  # sampled since a later sampler: None where a file lacks it
 
 
 def json_object(text: str, path: str, line: int) -> dict:
@@ -59,7 +61,8 @@ def _sample(data: dict, path: str, line: int) -> Sample:
     reasons = data["reasons"]
     return Sample(t, _int(data["gpu"], path, line, "gpu"),
                   *(number(data[k], path, line, k) for k in MEASURES),
-                  None if reasons is None else _int(reasons, path, line, "reasons"))
+                  None if reasons is None else _int(reasons, path, line, "reasons"),
+                  **{k: number(data.get(k), path, line, k) for k in LATER})
 
 
 def parse(path: str, header: dict, lines: list[str]) -> Telemetry:

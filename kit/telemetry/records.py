@@ -48,6 +48,7 @@ class Sample:
     # nvidia-smi's power.draw.instant where it has one: power_w (NVML's power usage, power.draw) is an average over
     # about a second on recent GPUs, which lags a ramp; energy is integrated from this one where every sample has it
     power_instant_w: float | None = None
+    util_jpeg: float | None = None  # % of the JPEG engines; None from a sampler, driver or GPU that gives none
 
 
 @dataclass(frozen=True)

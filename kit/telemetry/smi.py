@@ -36,6 +36,7 @@ COLUMNS = {  # nvidia-smi field -> Sample field
     "temperature.gpu": "temp_c",
     "utilization.gpu": "util_gpu",
     "utilization.memory": "util_mem",
+    "utilization.jpeg": "util_jpeg",
     "memory.used": "mem_used_mib",
 }
 POWER_COLUMNS = ("power.draw", "power.draw.instant")  # power_w: the first there

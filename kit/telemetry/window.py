@@ -62,6 +62,7 @@ class WindowSummary:
     images_per_s_per_w: float | None = None
     temp_peak_c: float | None = None
     util_gpu_mean: float | None = None
+    util_jpeg_mean: float | None = None  # the JPEG engines' (None where no sample has it)
     reasons: dict[str, float] = field(default_factory=dict)  # REASONS name -> share of the window
     per_gpu: tuple[WindowSummary, ...] = ()  # each GPU's own figures when several (no per-image figures)
 
@@ -146,6 +147,7 @@ def _figures(telemetry: Telemetry, indices: list[int], start: float, end: float,
         images_per_s_per_w=images / energy if energy and images else None,
         temp_peak_c=max(_known(pooled, "temp_c"), default=None),
         util_gpu_mean=mean(u) if (u := _known(pooled, "util_gpu")) else None,
+        util_jpeg_mean=mean(j) if (j := _known(pooled, "util_jpeg")) else None,
         reasons={name: sum(1 for m in masks if m & bit) / len(masks) for name, bit in REASONS.items()} if masks else {},
     )
 

@@ -41,12 +41,13 @@ SCHEMA = 1
 # nvidia-smi --query-gpu names, in the order of the CSV; the ones a driver lacks are left out (asked first)
 SMI_FIELDS = ("timestamp", "index", "name", "uuid", "clocks.current.sm", "clocks.current.memory", "clocks.max.sm",
               "power.draw", "power.draw.instant", "enforced.power.limit", "temperature.gpu", "utilization.gpu",
-              "utilization.memory", "memory.used", "clocks_event_reasons.active")
+              "utilization.memory", "utilization.jpeg", "memory.used", "clocks_event_reasons.active")
 SMI_OLD_NAMES = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}  # drivers before 535
 INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')  # nvidia-smi's answer to a field it lacks
-# one NVML sample of one GPU: seconds since the epoch, MHz, W, mJ (counter since the driver loaded), C, %, MiB, bits
+# one NVML sample of one GPU: seconds since the epoch, MHz, W, mJ (counter since the driver loaded), C, %, MiB, bits,
+# % (the JPEG engines' utilisation; null where NVML gives none: no JPEG engine, MIG, an older driver or nvidia-ml-py)
 SAMPLE_KEYS = ("t", "gpu", "sm_mhz", "mem_mhz", "power_w", "limit_w", "energy_mj", "temp_c", "util_gpu", "util_mem",
-               "mem_used_mib", "reasons")
+               "mem_used_mib", "reasons", "util_jpeg")
 EXIT_BAD_INPUT, EXIT_NO_SOURCE = 2, 3
 
 
@@ -166,6 +167,8 @@ def nvml_sample(nv, g: int, h) -> dict:
     reasons_of = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
                   or nv.nvmlDeviceGetCurrentClocksThrottleReasons)
     reasons = _try(reasons_of, h)
+    jpeg_of = getattr(nv, "nvmlDeviceGetJpgUtilization", None)  # an older nvidia-ml-py has none
+    jpeg = None if jpeg_of is None else _try(jpeg_of, h)  # [percent, sampling period in us]
     return {"t": round(time.time(), 3), "gpu": g,
             "sm_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
             "mem_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
@@ -175,7 +178,7 @@ def nvml_sample(nv, g: int, h) -> dict:
             "temp_c": _try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
             "util_gpu": None if util is None else util.gpu, "util_mem": None if util is None else util.memory,
             "mem_used_mib": None if memory is None else round(memory.used / 2**20, 1),
-            "reasons": reasons}
+            "reasons": reasons, "util_jpeg": None if jpeg is None else jpeg[0]}
 
 
 def run_nvml(a: argparse.Namespace, out, stop: Stop) -> int:

@@ -1,22 +1,43 @@
 """STAND-IN pynvml (tests only): replays the real NVML samples recorded on an NVIDIA H200, driver 580.159.04
 (tests/fixtures/gpu-runs/h200-20261128/telemetry/nvml-100ms.jsonl, or $STANDIN_NVML_SAMPLES), one recorded sample
 per recorded interval of wall time since nvmlInit, looping (the energy counter keeps counting up across loops).
-Only what scripts/telemetry/gpu_sampler.py calls is here."""
+Only what scripts/telemetry/gpu_sampler.py calls is here.
+
+nvmlDeviceGetJpgUtilization (as nvidia-ml-py 13.580.126 names it and shapes its answer): the recorded sample's util_jpeg where the recording has one; that recording has none,
+so the JPEG utilisation the same H200's `nvidia-smi -q -x` recorded (0 %, COMPOSED: one value for every sample) and,
+as the real call returns, [percent, sampling period in us] (the period, which no recording holds, is the recording's
+interval: COMPOSED). $STANDIN_NVML_NOT_SUPPORTED (function names, comma-separated) makes those raise the real module's
+NVMLError_NotSupported, as on a GPU without the engine."""
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 RECORDED = Path(os.environ.get("STANDIN_NVML_SAMPLES") or Path(__file__).resolve().parents[2] / "fixtures"
                 / "gpu-runs" / "h200-20261128" / "telemetry" / "nvml-100ms.jsonl")
+SNAPSHOT = Path(__file__).resolve().parents[2] / "fixtures" / "gpu-runs" / "h200-20261128" / "nvidia-smi" / "q-x.xml"
 NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+NVML_ERROR_NOT_SUPPORTED = 3
 _state: dict = {}
 
 
 class NVMLError(Exception):
-    pass
+    def __init__(self, value=None):
+        super().__init__(value)
+        self.value = value
+
+
+class NVMLError_NotSupported(NVMLError):  # noqa: N801  (the real module's name for NVML_ERROR_NOT_SUPPORTED)
+    def __str__(self):
+        return "Not Supported"
+
+
+def _refused(name: str) -> None:
+    if name in os.environ.get("STANDIN_NVML_NOT_SUPPORTED", "").split(","):
+        raise NVMLError_NotSupported(NVML_ERROR_NOT_SUPPORTED)
 
 
 def nvmlInit():
@@ -103,3 +124,15 @@ def nvmlDeviceGetMemoryInfo(handle, version=None):
 
 def nvmlDeviceGetCurrentClocksEventReasons(handle):
     return _now()["reasons"]
+
+
+def nvmlDeviceGetJpgUtilization(handle):
+    _refused("nvmlDeviceGetJpgUtilization")
+    sample = _now()
+    if "util_jpeg" not in sample:
+        if "jpeg_util" not in _state:
+            _state["jpeg_util"] = int(re.search(r"<jpeg_util>(\d+) %</jpeg_util>", SNAPSHOT.read_text()).group(1))
+        sample["util_jpeg"] = _state["jpeg_util"]
+    if sample["util_jpeg"] is None:  # recorded as refused there
+        raise NVMLError_NotSupported(NVML_ERROR_NOT_SUPPORTED)
+    return [sample["util_jpeg"], _state["header"]["interval_ms"] * 1000]
