@@ -70,6 +70,9 @@ class Files(loader_gpu.DeviceImageLoader):
     def _collate(self, buffer, indices, plan):
         return indices, None
 
+    def __next__(self):
+        return self._next_batch()  # nothing to normalise
+
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)

@@ -152,7 +152,7 @@ def test_resample_weights_are_pillows_triangle_filter() -> None:
     ops = loader_gpu.TorchOps(None)
 
     def weights(plan: loader_gpu.Plan, pixels: int) -> np.ndarray:
-        return loader_gpu.resample_weights(ops, plan.centers, plan.support, plan.length, pixels).numpy()[0]
+        return loader_gpu.resample_weights(ops, plan, pixels).numpy()[0]
 
     same = loader_gpu.axis_plans([3], [11], [20], 8)  # 8 pixels onto 8: the identity, shifted by the window's offset
     np.testing.assert_allclose(weights(same, int(same.length[0])),
@@ -162,7 +162,32 @@ def test_resample_weights_are_pillows_triangle_filter() -> None:
     np.testing.assert_allclose(got.sum(axis=0), 1, atol=1e-6)
     np.testing.assert_allclose(got[:8, 1], [0, 0, 1 / 9, 2 / 9, 3 / 9, 2 / 9, 1 / 9, 0], atol=1e-6)
     flipped = loader_gpu.axis_plans([0, 0], [30, 30], [30, 30], 10, np.array([False, True]))
-    np.testing.assert_allclose(weights(flipped._replace(centers=flipped.centers[1:]), 30), got[:, ::-1])
+    np.testing.assert_allclose(weights(flipped.part(1, 2), 30), got[:, ::-1])
+
+
+def test_crop_plans_are_a_few_numbers_an_image_and_make_the_per_pixel_centres_weights_exactly(entries) -> None:
+    """A reader's answer at batch 256, 224 px: a few numbers an image (per-pixel centres were 461 KiB, more than a
+    socket's buffer); the weights made from them, flips included, are bit for bit those of the per-pixel float32
+    centres the plans used to carry."""
+    import pickle
+
+    import crop_plan
+
+    rng = np.random.default_rng(0)
+    widths, heights = rng.integers(60, 900, 256), rng.integers(60, 900, 256)
+    plan = crop_plan.batch_plan(7, 1, np.arange(256), widths, heights, 224)
+    assert len(pickle.dumps(plan)) < 32 * 1024 and plan.cols.flip.any() and not plan.cols.flip.all()
+    ops = loader_gpu.TorchOps(None)
+    for axis in plan:
+        got = loader_gpu.resample_weights(ops, axis, 1000).numpy()
+        # the former plan's centres (float32, reversed for a flip) and weights, computed in numpy
+        centers = (axis.start[:, None] + (np.arange(224) + 0.5)[None, :] * axis.scale[:, None]).astype(np.float32)
+        centers[axis.flip] = centers[axis.flip, ::-1]
+        inverse, pixel = (1 / axis.support).astype(np.float32), np.arange(1000, dtype=np.float32)
+        w = np.clip(1 - np.abs((pixel + 0.5)[None, :, None] * inverse[:, None, None]
+                               - (centers * inverse[:, None])[:, None, :]), 0, None)
+        w *= (pixel[None, :] < axis.length[:, None])[:, :, None]
+        np.testing.assert_array_equal(got, w / w.sum(1, keepdims=True))
 
 
 # -- errors, shards -------------------------------------------------------------------------------------------------
@@ -467,6 +492,10 @@ def test_loader_only_run_logs_its_input_rate(tree: Path, tmp_path: Path, framewo
     # one batched decode call a batch (of the batches holding a JPEG the device decodes), none refused
     assert stop["decoded_batches"] >= 3 and 0 < stop["decode_calls"] <= stop["decoded_batches"]
     assert stop["refused_batches"] == 0
+    # the decode process's seconds per phase, over its wall time (which they cover)
+    assert list(stop["phases_s"]) == ["read", "decode", "crop_resize", "copy_back", "slot_wait"]
+    assert stop["process_s"] > 0 and all(v >= 0 for v in stop["phases_s"].values())
+    assert sum(stop["phases_s"].values()) <= stop["process_s"] * 1.001
     assert {k: ran[k] for k in ("decode_calls", "decoded_batches", "refused_batches")} == {
         k: stop[k] for k in ("decode_calls", "decoded_batches", "refused_batches")}
     # verify's closed world (harness_log_closed@2) holds these records, and not more calls than batches or a refusal
@@ -658,3 +687,261 @@ def test_a_file_changed_after_its_size_was_cached_names_its_line(tree: Path, tmp
     assert str(err.value).startswith(f"cannot read image {root / rel} (list {root / 'train_list.txt'}:{lineno}): "
                                      "the file changed after its size was cached: ")
     assert str(err.value).endswith(f" (delete {cache} to read the sizes again)")
+
+
+# -- the decode process ready for a GPU (issue 57) ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_entries(tmp_path_factory: pytest.TempPathFactory) -> data.ImageList:
+    """260 small JPEGs: a batch of 256 (at 224 px a crop plan of per-pixel centres was 461 KiB)."""
+    root = tmp_path_factory.mktemp("big") / "imagenet"
+    args = ["--classes", "2", "--images-per-class", "130", "--size", "64x48", "--all-rgb"]
+    made = subprocess.run([sys.executable, REPO / "data_prep" / "make_synthetic_imagenet.py", root, *args],
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    return data.load_list(root / "train_list.txt")
+
+
+def test_close_ends_readers_blocked_sending_an_answer_at_once(tmp_path: Path, watched) -> None:
+    """Answers larger than a socket's buffer (16 MiB here) block their readers in send: close() ends them at once
+    rather than wait for them to read a stop message."""
+    import file_readers
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+    readers = file_readers.FileReaders(workers=2, slots=4, slot_bytes=4096)
+    procs = list(readers._procs)
+    for number in range(4):
+        readers.submit(number, number, [str(path)], [0], [100], ("numpy", "zeros", (1 << 21,)))
+    time.sleep(1.0)  # every reader has made its answer and is blocked sending it
+    t0 = time.monotonic()
+    readers.close()
+    assert time.monotonic() - t0 < 1.0
+    assert all(p.poll() is not None for p in procs)
+
+
+@pytest.mark.parametrize("ahead", [0, 2])
+def test_close_at_batch_256_and_224_px_with_answers_in_flight_takes_under_a_second(big_entries, watched,
+                                                                                   ahead: int) -> None:
+    ld = twin(big_entries, batch_size=256, image_size=224, workers=2, decode_ahead=ahead)
+    pids = [ld._process.pid] if ahead else [p.pid for p in ld._readers._procs]
+    next(ld)
+    time.sleep(1.0)  # the readers answer the batches asked ahead; the decode process decodes
+    t0 = time.monotonic()
+    ld.close()
+    took = time.monotonic() - t0
+    assert took < 1.0, took
+    assert not any(alive(pid) for pid in pids)
+
+
+class FailingCudart:
+    """CUDA's runtime bindings as torch.cuda.cudart() gives them, refusing every registration."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def cudaHostRegister(self, address: int, size: int, flags: int) -> int:
+        self.calls.append("cudaHostRegister")
+        return 2  # cudaErrorMemoryAllocation
+
+    def cudaGetErrorString(self, code: int) -> str:
+        return {2: "out of memory"}[int(code)]
+
+    def cudaGetLastError(self) -> int:
+        self.calls.append("cudaGetLastError")
+        return 2
+
+    def cudaHostUnregister(self, address: int) -> int:
+        self.calls.append("cudaHostUnregister")
+        return 0
+
+
+def test_a_buffer_cuda_will_not_pin_is_one_clear_error_naming_it_and_cudas_last_error_is_cleared(
+        entries, watched) -> None:
+    import mmap
+
+    import decode_process
+    import device_ops
+
+    cudart = FailingCudart()
+    ops = loader_gpu.TorchOps(None, None, cudart=cudart)
+    buffer = mmap.mmap(-1, 8192)
+    with pytest.raises(device_ops.PinError) as err:
+        ops.pin(buffer, "reader buffer 3")
+    assert str(err.value) == ("loader gpu: cudaHostRegister could not pin reader buffer 3 (8192 bytes): CUDA error 2 "
+                              "(out of memory)")
+    assert cudart.calls == ["cudaHostRegister", "cudaGetLastError"] and ops._pinned == {}
+    ops.unpin(buffer)  # nothing pinned: nothing to unregister
+    assert cudart.calls == ["cudaHostRegister", "cudaGetLastError"]
+    buffer.close()
+    # a decode process's slot: refused before the child starts
+    with pytest.raises(device_ops.PinError, match=r"could not pin decode process slot 0 \(the trainer's mapping\) "
+                                                  rf"\({decode_process.slot_bytes((4, 3, 32, 32), 4)} bytes\)"):
+        decode_process.DecodeProcess({}, 2, (4, 3, 32, 32), 4, ops)
+    # a reader's buffer: raised at its batch
+    with twin(entries, decode_ahead=0) as ld:
+        ld.ops.cudart = cudart
+        with pytest.raises(device_ops.PinError, match=r"could not pin reader buffer 0 \(\d+ bytes\): CUDA error 2 "
+                                                      r"\(out of memory\)$"):
+            next(ld)
+
+
+def test_bindings_without_cuda_get_last_error_clear_it_through_the_loaded_libcudart_or_say_they_could_not() -> None:
+    """torch's cudart bindings have no cudaGetLastError: libcudart's own is called, as this process mapped it; a
+    CPU process maps none, and the error says CUDA's last error was not cleared."""
+    import mmap
+
+    import device_ops
+
+    class Bindings(FailingCudart):
+        cudaGetLastError = None  # as torch.cuda.cudart(): not bound
+
+    ops = loader_gpu.TorchOps(None, None, cudart=Bindings())
+    buffer = mmap.mmap(-1, 4096)
+    with pytest.raises(device_ops.PinError) as err:
+        ops.pin(buffer, "reader buffer 0")
+    buffer.close()
+    assert str(err.value) == ("loader gpu: cudaHostRegister could not pin reader buffer 0 (4096 bytes): CUDA error 2 "
+                              "(out of memory); CUDA's last error not cleared (OSError: no libcudart.so mapped in "
+                              "this process)")
+
+
+def test_a_pinned_buffer_is_registered_once_and_unregistered_at_its_address() -> None:
+    import mmap
+
+    class Cudart(FailingCudart):
+        def cudaHostRegister(self, address: int, size: int, flags: int) -> int:
+            self.calls.append(f"register {address} {size}")
+            return 0
+
+        def cudaHostUnregister(self, address: int) -> int:
+            self.calls.append(f"unregister {address}")
+            return 0
+
+    ops = loader_gpu.TorchOps(None, None, cudart=(cudart := Cudart()))
+    buffer = mmap.mmap(-1, 4096)
+    ops.pin(buffer, "slot")
+    ops.pin(buffer, "slot")
+    address = int(cudart.calls[0].split()[1])
+    ops.unpin(buffer)
+    assert cudart.calls == [f"register {address} 4096", f"unregister {address}"]
+    buffer.close()
+
+
+def test_the_decode_process_runs_with_the_trainers_float32_math(entries, watched) -> None:
+    """TF32 and the matmul precision set in the trainer (not the defaults a new process starts with) are the
+    decode process's too."""
+    import torch
+
+    before = loader_gpu.TorchOps(None, None).math()
+    try:
+        torch.set_float32_matmul_precision("medium")  # TF32 matmuls (allow_tf32 reads True)
+        torch.backends.cudnn.allow_tf32 = False
+        trainer = loader_gpu.TorchOps(None, None).math()
+        assert trainer == {"matmul_tf32": True, "cudnn_tf32": False, "matmul_precision": "medium"} != before
+        with twin(entries, decode_ahead=1) as ld:
+            assert ld._process.math == trainer
+        torch.set_float32_matmul_precision("highest")  # TF32 off for matmuls
+        torch.backends.cudnn.allow_tf32 = True
+        with twin(entries, decode_ahead=1) as ld:
+            assert ld._process.math == {"matmul_tf32": False, "cudnn_tf32": True, "matmul_precision": "highest"}
+    finally:
+        loader_gpu.TorchOps(None, None).set_math(before)
+
+
+SIZES_FIRST = '''
+import os
+
+import device_ops
+
+
+class SizesFirst(device_ops.PillowDecoder):
+    """Pillow, made only once the size table exists (its cache beside the list)."""
+
+    def __init__(self, ops):
+        cache = os.environ["KIT_TEST_SIZE_CACHE"]
+        assert os.path.exists(cache), f"the decoder was made before the size table {cache}"
+        super().__init__(ops)
+'''
+
+
+@pytest.mark.parametrize("ahead", [0, 2])
+def test_the_size_table_is_made_before_the_decoder_starts(entries, tmp_path: Path, monkeypatch, watched,
+                                                          ahead: int) -> None:
+    """The size table's pool forks: it must come before the decoder starts CUDA, in the decode process too."""
+    (tmp_path / "sizes_first.py").write_text(SIZES_FIRST)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    listing = tmp_path / "train_list.txt"
+    listing.write_text("".join(f"{path} {label}\n" for path, label in entries))
+    monkeypatch.setenv("KIT_TEST_SIZE_CACHE", str(listing) + ".kit-sizes.npz")
+    with twin(data.load_list(listing, allow_outside_root=True), decode_ahead=ahead,
+              decoder="sizes_first:SizesFirst") as ld:
+        assert ld.decoder == "pillow"
+        next(ld)
+
+
+def rotated_jpeg(path: Path, width: int = 64, height: int = 40) -> None:
+    """A WIDTH x HEIGHT JPEG whose EXIF says: rotate 90 degrees to show it (orientation 6)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8)).save(path, "JPEG", exif=exif)
+
+
+def test_a_jpeg_with_exif_orientation_decodes_to_the_shape_its_header_says(tmp_path: Path, watched) -> None:
+    """nvImageCodec applies EXIF orientation by default: told not to, it decodes a rotated photo to the size
+    table's shape, as Pillow (the twin) does; through nvImageCodec's CPU backend (libjpeg-turbo), the same calls as
+    on a GPU, and through the decode process."""
+    from PIL import Image
+
+    for k in range(4):
+        rotated_jpeg(tmp_path / f"r{k}.jpg", 64 + 8 * k, 40)
+    listing = tmp_path / "train_list.txt"
+    listing.write_text("".join(f"r{k}.jpg {k % 2}\n" for k in range(4)))
+    entries = data.load_list(listing)
+    with Image.open(tmp_path / "r0.jpg") as img:
+        assert img.size == (64, 40) and img.getexif()[0x0112] == 6
+    ops = loader_gpu.TorchOps(None, None)
+    nv = loader_gpu.NvImageCodecDecoder(ops)
+    assert nv.params.apply_exif_orientation is False
+    files = [ops.torch.from_numpy(np.frombuffer(bytearray((tmp_path / f"r{k}.jpg").read_bytes()), np.uint8)) for k in range(4)]
+    got = nv.decode(files, None)
+    assert [tuple(t.shape) for t in got] == [(3, 40, 64 + 8 * k) for k in range(4)]
+    want = loader_gpu.PillowDecoder(ops).decode(files, None)
+    for a, b in zip(got, want, strict=True):  # both libjpeg-turbo
+        assert np.abs(a.numpy().astype(int) - b.numpy()).max() <= 2
+    batches = {}
+    for decoder in ("torchvision", "device_ops:NvImageCodecDecoder"):  # the twin's Pillow, nvImageCodec's CPU backend
+        with twin(entries, batch_size=4, image_size=32, decode_ahead=1, decoder=decoder) as ld:
+            batches[decoder] = numpy(next(ld))
+    assert batches["device_ops:NvImageCodecDecoder"][0].shape == (4, 3, 32, 32)
+    diff = grey_levels(*(b[0] for b in batches.values()), False)
+    assert diff.max() <= 3, diff.max()
+
+
+def test_the_decode_process_seconds_per_phase_cover_its_wall_time(entries, watched) -> None:
+    """stats(): seconds reading, decoding, cropping and resizing, copying back and waiting for a slot, which sum
+    to the decode process's wall time within 10%; a slow consumer shows as the process waiting for slots."""
+    with twin(entries, batch_size=8, image_size=64, decode_ahead=2) as ld:
+        for _ in range(5):
+            next(ld)
+            time.sleep(0.6)  # the consumer's training step, longer than a batch's decode
+        wait_until(lambda: settled(ld) == 3)
+        ld._process.ready()
+        stats = ld.stats()
+    phases, wall = stats["phases_s"], stats["process_s"]
+    assert list(phases) == ["read", "decode", "crop_resize", "copy_back", "slot_wait"]
+    assert all(phases[k] > 0 for k in phases) and wall > 0.5, stats
+    assert sum(phases.values()) == pytest.approx(wall, rel=0.10), stats
+    assert phases["slot_wait"] > 0.3 * wall, stats  # much of it waiting for the consumer
+    with twin(entries, batch_size=8, image_size=64, decode_ahead=0) as inline:
+        assert inline.stats()["process_s"] == 0 and sum(inline.stats()["phases_s"].values()) == 0
+        for _ in range(2):
+            next(inline)
+        stats = inline.stats()
+    assert stats["decoded_batches"] == 2 and stats["phases_s"]["copy_back"] == stats["phases_s"]["slot_wait"] == 0
+    assert min(stats["phases_s"][k] for k in ("read", "decode", "crop_resize")) > 0
+    assert sum(stats["phases_s"].values()) == pytest.approx(stats["process_s"], rel=0.10)

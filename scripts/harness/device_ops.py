@@ -59,12 +59,15 @@ class PillowDecoder:
 class TorchOps:
     """The pipeline's tensor operations in PyTorch, on CUDA device `gpu` or the CPU; its device decoder."""
 
-    def __init__(self, gpu: int | None, decoder: str | None = "torchvision") -> None:
+    def __init__(self, gpu: int | None, decoder: str | None = "torchvision", cudart=None) -> None:
         import torch
 
         self.torch, self.einsum = torch, torch.einsum
         self.device = torch.device("cpu") if gpu is None else torch.device("cuda", gpu)
         self.gpu = gpu
+        # CUDA's runtime bindings pin() registers buffers with: torch.cuda.cudart() on a GPU; a stand-in given here
+        # is used even on the CPU (the tests' failure path)
+        self.cudart = cudart
         self._pinned: dict[int, object] = {}
         self._upload_stream = None
         if decoder is None:  # the trainer's side of a decode process: uploads and normalises only
@@ -74,7 +77,7 @@ class TorchOps:
         elif gpu is None:
             self.decoder = PillowDecoder(self)
         elif decoder == "nvimgcodec":
-            self.decoder = NvImageCodecDecoder(self, gpu)
+            self.decoder = NvImageCodecDecoder(self)
         else:
             self.decoder = TorchvisionDecoder(self)
 
@@ -82,6 +85,26 @@ class TorchOps:
         """Make the decode process's device the current one."""
         if self.gpu is not None:
             self.torch.cuda.set_device(self.device)
+
+    def math(self) -> dict:
+        """The float32 math this process runs with: TF32 for matmuls and cuDNN, the matmul precision (the trainer's
+        settings, which its decode process applies with set_math)."""
+        torch = self.torch
+        try:
+            precision = torch.get_float32_matmul_precision()
+        except RuntimeError:  # torch 2.9+ will not say after a mix of its old and new TF32 APIs: the flags then
+            precision = None
+        return {"matmul_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+                "matmul_precision": precision}
+
+    def set_math(self, math: dict) -> None:
+        """Run with MATH (the trainer's math()): the decode process's resize products as the trainer's."""
+        torch = self.torch
+        if math["matmul_precision"] is not None:
+            torch.set_float32_matmul_precision(math["matmul_precision"])
+        if torch.backends.cuda.matmul.allow_tf32 != math["matmul_tf32"]:  # the precision sets it (torch 2.9+
+            torch.backends.cuda.matmul.allow_tf32 = math["matmul_tf32"]  # refuses a needless mix of the two APIs)
+        torch.backends.cudnn.allow_tf32 = math["cudnn_tf32"]
 
     def finish(self) -> None:
         """After a batch's device work: wait for it, so that the next decode may reuse the memory and the file
@@ -118,24 +141,36 @@ class TorchOps:
             for tensor in tensors:
                 tensor.record_stream(stream)
 
-    def pin(self, buffer) -> None:
-        """Page-lock a shared buffer (a reader's, a decode process's slot), so that copies between it and the
-        device are direct (GPU only)."""
-        if self.gpu is None or id(buffer) in self._pinned:
+    def pin(self, buffer, name: str) -> None:
+        """Page-lock a shared buffer (NAME: a reader's, a decode process's slot), so that copies between it and the
+        device are direct (GPU only). A failure is PinError naming the buffer, its size and CUDA's words, CUDA's
+        last error cleared (left set, a later check would blame an unrelated kernel for it): the run stops rather
+        than copy from pageable memory unseen."""
+        if (self.gpu is None and self.cudart is None) or id(buffer) in self._pinned:
             return
         import ctypes
 
+        cudart = self._cudart()
         view = (ctypes.c_char * len(buffer)).from_buffer(buffer)
-        if int(self.torch.cuda.cudart().cudaHostRegister(ctypes.addressof(view), len(buffer), 0)) == 0:
-            self._pinned[id(buffer)] = view
+        code = cudart.cudaHostRegister(ctypes.addressof(view), len(buffer), 0)
+        if int(code) != 0:
+            del view
+            raise PinError(f"loader gpu: cudaHostRegister could not pin {name} ({len(buffer)} bytes): CUDA error "
+                           f"{int(code)} ({_error_string(cudart, code)}){_clear_last_error(cudart)}")
+        self._pinned[id(buffer)] = view
 
     def unpin(self, buffer) -> None:
         view = self._pinned.pop(id(buffer), None)
         if view is not None:
             import ctypes
 
-            self.torch.cuda.cudart().cudaHostUnregister(ctypes.addressof(view))
+            self._cudart().cudaHostUnregister(ctypes.addressof(view))
             del view
+
+    def _cudart(self):
+        if self.cudart is None:
+            self.cudart = self.torch.cuda.cudart()
+        return self.cudart
 
     def files(self, buffer, nbytes: list[int]) -> list:
         """The batch's files as CPU uint8 tensors over BUFFER (no copy)."""
@@ -172,6 +207,40 @@ class TorchOps:
         return self.torch.cat(tensors, axis)
 
 
+class PinError(RuntimeError):
+    """cudaHostRegister refused a buffer."""
+
+
+def _error_string(cudart, code) -> str:
+    """CUDA's words for CODE, where the bindings have cudaGetErrorString."""
+    try:
+        return str(cudart.cudaGetErrorString(code))
+    except Exception as exc:  # no such binding, or one that takes another type
+        return f"cudaGetErrorString unavailable: {type(exc).__name__}"
+
+
+def _clear_last_error(cudart) -> str:
+    """Reset CUDA's last error with cudaGetLastError (torch's bindings lack it: then libcudart's own, as this
+    process loaded it); '' once done, else why not, for the error's message."""
+    try:
+        clear = getattr(cudart, "cudaGetLastError", None) or _loaded_libcudart().cudaGetLastError
+        clear()
+        return ""
+    except Exception as exc:
+        return f"; CUDA's last error not cleared ({type(exc).__name__}: {exc})"
+
+
+def _loaded_libcudart():
+    """libcudart as this process mapped it (torch loads it), through ctypes."""
+    import ctypes
+
+    with open("/proc/self/maps") as fh:
+        paths = {line.split()[-1] for line in fh if "/libcudart.so" in line}
+    if not paths:
+        raise OSError("no libcudart.so mapped in this process")
+    return ctypes.CDLL(sorted(paths)[0])
+
+
 class TorchvisionDecoder:
     """nvJPEG through torchvision: one call for the batch, [3, H, W] uint8 tensors on the GPU."""
 
@@ -199,11 +268,13 @@ class TorchvisionDecoder:
 class NvImageCodecDecoder:
     """nvImageCodec's batched Decoder (nvJPEG behind it): one call for the batch on the current stream;
     each decoded image ([H, W, 3], CUDA array interface) becomes a [3, H, W] view (a call an image: its Python API
-    returns one object an image)."""
+    returns one object an image). EXIF orientation is not applied: the size table, like Pillow and nvJPEG, has the
+    stored shape. On the CPU twin (ops.gpu None, the tests' "device_ops:NvImageCodecDecoder") nvImageCodec's CPU
+    backend (libjpeg-turbo) decodes, through the same calls."""
 
     name = "nvidia.nvimgcodec.Decoder"
 
-    def __init__(self, ops: TorchOps, gpu: int) -> None:
+    def __init__(self, ops: TorchOps) -> None:
         try:
             from nvidia import nvimgcodec
         except Exception as exc:
@@ -211,13 +282,19 @@ class NvImageCodecDecoder:
                 f"loader gpu: --decoder nvimgcodec needs nvImageCodec for CUDA 13 ({type(exc).__name__}: {exc}); "
                 "install nvidia-nvimgcodec-cu13 and nvidia-nvjpeg-cu13 (make gpu-prep puts them in .whl/), or use "
                 "--decoder torchvision") from None
-        self.ops, self._decoder = ops, nvimgcodec.Decoder(device_id=gpu)
+        self.ops = ops
+        self.params = nvimgcodec.DecodeParams(apply_exif_orientation=False)
+        if ops.gpu is None:
+            self._decoder = nvimgcodec.Decoder(device_id=nvimgcodec.NVIMGCODEC_DEVICE_CPU_ONLY,
+                                               backends=[nvimgcodec.Backend(nvimgcodec.CPU_ONLY)])
+        else:
+            self._decoder = nvimgcodec.Decoder(device_id=ops.gpu)
 
     def decode(self, files: list, sizes: np.ndarray) -> list:
         torch = self.ops.torch
-        stream = torch.cuda.current_stream(self.ops.device)
+        stream = 0 if self.ops.gpu is None else torch.cuda.current_stream(self.ops.device).cuda_stream
         try:
-            images = self._decoder.decode([f.numpy() for f in files], cuda_stream=stream.cuda_stream)
+            images = self._decoder.decode([f.numpy() for f in files], params=self.params, cuda_stream=stream)
         except Exception as exc:
             if out_of_memory(exc):
                 raise
@@ -225,6 +302,8 @@ class NvImageCodecDecoder:
         missing = [k for k, image in enumerate(images) if image is None]
         if missing:
             raise Refused(f"nvImageCodec decoded {len(images) - len(missing)} of {len(images)} images", missing)
+        if self.ops.gpu is None:  # host images (array interface)
+            return [torch.from_numpy(np.asarray(image)).permute(2, 0, 1) for image in images]
         return [torch.as_tensor(image, device=self.ops.device).permute(2, 0, 1) for image in images]
 
 
@@ -263,7 +342,25 @@ class PaddleOps:
     def hand_over(self, event: None, *tensors) -> None:
         pass
 
-    def pin(self, buffer) -> None:
+    def math(self) -> dict:
+        """Paddle's process-wide TF32 switches (cuBLAS, cuDNN), where the build has them (a CPU build: none)."""
+        core = self._core()
+        return {name: getattr(core, f"get_{name}")() for name in ("cublas_switch", "cudnn_switch")
+                if hasattr(core, f"get_{name}")}
+
+    def set_math(self, math: dict) -> None:
+        core = self._core()
+        for name, on in math.items():
+            getattr(core, f"set_{name}")(on)
+
+    def _core(self):
+        try:  # paddle.base since 2.6, paddle.fluid before
+            from paddle.base import core
+        except ImportError:
+            from paddle.fluid import core
+        return core
+
+    def pin(self, buffer, name: str) -> None:
         pass  # Paddle copies a numpy array to the device through its own staging buffer
 
     def unpin(self, buffer) -> None:

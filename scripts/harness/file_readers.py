@@ -11,7 +11,9 @@ back with the answer (the batch's numpy work, done in the worker's interpreter r
 Each slot is an anonymous shared memory file (memfd) mapped by the trainer and every worker, handed to the workers
 over their pipes; a slot grows (a new memfd) when a batch needs more. Nothing is left in /dev/shm or on disk,
 however the processes end. The workers ignore SIGINT (the trainer stops them), and exit when the trainer closes
-their pipe or dies. With workers=0 the trainer reads the files itself (take() reads the oldest task).
+their pipe or dies: close() closes the trainer's ends at once (a worker holds no state; one blocked sending an
+answer nobody will read gets EPIPE, an idle one EOF) and kills any left past REAP_S. With workers=0 the trainer
+reads the files itself (take() reads the oldest task).
 Standard library only (a plan's module brings its own imports); never imports the kit.
 """
 
@@ -24,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections import deque
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
@@ -31,6 +34,7 @@ from multiprocessing.reduction import recv_handle, send_handle
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 POLL_S = 1.0  # how often a waiting worker checks that the trainer lives
+REAP_S = 0.5  # how long close() waits for the workers to end before it kills them
 
 
 def read_into(buffer, paths: list[str], offsets: list[int], nbytes: list[int]) -> list[tuple[int, str]]:
@@ -211,19 +215,18 @@ class FileReaders:
         return errors, planned
 
     def close(self) -> None:
+        """End the workers at once, answers in flight dropped: an answer larger than the socket's buffer (a big
+        batch's) blocks its worker in send until read, so no stop message would reach it; closing the trainer's
+        ends wakes every worker (EPIPE or EOF). Then reap them, killing any left past REAP_S; free the slots."""
         for conn in self._conns:
-            try:
-                conn.send(None)
-            except OSError:
-                pass
+            conn.close()
+        deadline = time.monotonic() + REAP_S
         for proc in self._procs:
             try:
-                proc.wait(timeout=2)
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        for conn in self._conns:
-            conn.close()
         self._conns, self._procs = [], []
         for slot in self._slots:
             slot.close(self._release)

@@ -7,17 +7,19 @@ the CPU, Pillow standing in for the device's decoder.
         images, labels = next(loader)   # device tensors: float32 [B,3,S,S] ([B,S,S,3] with channels_last), int64 [B]
 
 Per batch, not per image, in the trainer: the size table (image_sizes.py, read once from the headers and cached
-beside the list) gives every image's decoded size, file bytes and decoder, so a batch's file offsets are numpy over
-the batch; one message sends the batch to a reader process (file_readers.py), which reads its files into a shared
-buffer (pinned on a GPU), makes the batch's crop plan (crop_plan.py: boxes, flips, each axis's resampling; numpy
-work that would otherwise hold the decode process's GIL) and answers once. The decode process then makes exactly
-one decode call for the batch's JPEGs (`decode_calls` counts them): PyTorch
-`torchvision.io.decode_jpeg(list, device="cuda")` (nvJPEG) or, with decoder="nvimgcodec", nvImageCodec's batched
-Decoder; Paddle has no batched decode, so its one call decodes image by image (`paddle.vision.ops.decode_jpeg`).
-Pillow decodes on the host what the table marks so (CMYK, not a JPEG, over data.MAX_DECODED_PIXELS: decoded
-reduced, as loader_cpu does), planned ahead, never as a fallback. A batch the decoder refuses is counted
-(`refused_batches`) and raises DataError naming the batch's list lines: the run stops rather than decode image by
-image at a fraction of the speed. The twin's decoder (Pillow) knows which image failed and names it alone.
+beside the list; made before the decoder starts, as its pool forks, unsafe once CUDA has started) gives every
+image's decoded size, file bytes and decoder, so a batch's file offsets are numpy over the batch; one message sends
+the batch to a reader process (file_readers.py), which reads its files into a shared buffer (pinned on a GPU; a
+buffer CUDA will not pin is an error naming it), makes the batch's crop plan (crop_plan.py: boxes, flips, each
+axis's window, start and scale, a few numbers an image; numpy work that would otherwise hold the decode process's
+GIL) and answers once. The decode process then makes exactly one decode call for the batch's JPEGs (`decode_calls`
+counts them): PyTorch `torchvision.io.decode_jpeg(list, device="cuda")` (nvJPEG) or, with decoder="nvimgcodec",
+nvImageCodec's batched Decoder (EXIF orientation not applied: the table's shape, as nvJPEG and Pillow decode);
+Paddle has no batched decode, so its one call decodes image by image (`paddle.vision.ops.decode_jpeg`). Pillow
+decodes on the host what the table marks so (CMYK, not a JPEG, over data.MAX_DECODED_PIXELS: decoded reduced, as
+loader_cpu does), planned ahead, never as a fallback. A batch the decoder refuses is counted (`refused_batches`) and
+raises DataError naming the batch's list lines: the run stops rather than decode image by image at a fraction of the
+speed. The twin's decoder (Pillow) knows which image failed and names it alone.
 
 Crop and resize: the decoded images are flattened into one buffer (one call), each crop window's rows are gathered
 from it as rows of an unfolded view (one gather per run of images), then Pillow's bilinear filter runs as two
@@ -25,11 +27,13 @@ matrix products per run (width, then height): output pixel i of an axis averages
 of its centre `start + (i + 0.5) * scale` with triangle weights (support = max(scale, 1), so downscaling is
 antialiased), each row normalised to 1 -- the weights Pillow's resize(box=...) computes, in float32 rather than
 Pillow's 8-bit fixed point, so the twin and loader_cpu differ by at most one grey level
-(tests/test_harness_loaders.py). The flip reverses the column weights. A run is as many consecutive images as fit
+(tests/test_harness_loaders.py). The centres are computed with the weights, as tensor ops; a flip counts a
+column's output pixels from its other end. A run is as many consecutive images as fit
 `pixel_budget` padded window pixels (halved until they do), and its first product goes in chunks of rows within
 the budget, so memory is bounded by the budget, not by the images; the trainer's Python work per batch grows with
 the runs and with host-decoded images, not with the batch. With TF32 on (--precision tf32/amp/bf16) the products
-run in TF32 on a GPU: a relative error of ~5e-4, under 0.13 grey levels.
+run in TF32 on a GPU, in the decode process too (it runs with the trainer's float32 math): a relative error of
+~5e-4, under 0.13 grey levels.
 
 Overlap (decode_process.py): a child process runs this pipeline inline and decodes, crops and resizes batch i+1
 (up to `decode_ahead` batches, 2 by default) while the consumer trains on batch i; it waits for each batch's device
@@ -39,7 +43,8 @@ takes its batch's place, so next() raises it at that batch. The trainer's next()
 stream and normalises: a few calls a batch, and none of the decode's Python beside the training step, so the
 decode never holds the trainer's GIL (a decode thread in the trainer did: bench/decode_overlap.py stage 3). The same
 for Paddle (its own process on the same GPU). `decode_ahead=0` decodes in the consumer instead (the tests'
-reference order, and the decode process's own loader). close() stops the process after the batch it is on.
+reference order, and the decode process's own loader). close() stops the process at once. stats() has the decoding
+process's seconds per phase (read, decode, crop_resize, copy_back, slot_wait) and its wall time: run_stop's.
 
 The framework's side -- tensor ops, pinned buffers, the decoders -- is device_ops.py. Standard library + numpy +
 Pillow + the framework (+ torchvision or nvImageCodec for PyTorch on a GPU); never imports the kit.
@@ -50,7 +55,7 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
-from crop_plan import Plan, axis_plans
+from crop_plan import Plan, axis_plans, joined
 from data import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -60,7 +65,7 @@ from data import (
     fit_decode,
     pillow,
 )
-from decode_process import DecodeProcess
+from decode_process import DecodeProcess, Phases
 from device_ops import OPS, NvImageCodecDecoder, PaddleOps, PillowDecoder, Refused, TorchOps, TorchvisionDecoder
 from file_readers import FileReaders
 from image_sizes import image_sizes
@@ -75,14 +80,21 @@ __all__ = ["DeviceImageLoader", "NvImageCodecDecoder", "PaddleOps", "PillowDecod
            "Plan", "axis_plans", "resample_weights", "runs"]
 
 
-def resample_weights(ops, centers: np.ndarray, support: np.ndarray, length: np.ndarray, pixels: int):
-    """[G, PIXELS, S] triangle-filter weights of G axes: column i weighs window pixel p by
-    max(0, 1 - |p + 0.5 - centre_i| / support); pixels past the window (padding) weigh 0; columns sum to 1."""
-    inverse, pixel = (1 / support).astype(np.float32), np.arange(pixels, dtype=np.float32)
-    p = ops.tensor((pixel + 0.5)[None, :, None])
-    scaled = ops.tensor((centers * inverse[:, None])[:, None, :])  # centres / support
-    inside = ops.tensor((pixel[None, :] < length[:, None]).astype(np.float32)[:, :, None])
-    w = (1 - (p * ops.tensor(inverse[:, None, None]) - scaled).abs()).clip(min=0) * inside
+def resample_weights(ops, plan: Plan, pixels: int):
+    """[G, PIXELS, S] triangle-filter weights of PLAN's G axes, as tensor ops: column i weighs window pixel p by
+    max(0, 1 - |p + 0.5 - centre_i| / support), centre_i = start + (i + 0.5) * scale (i counted from the end where
+    flipped; in float64, as numpy made them, then float32); pixels past the window (padding) weigh 0; columns sum
+    to 1."""
+    size, count = plan.size, len(plan.start)
+    at = ops.tensor(np.arange(size, dtype=np.float64).reshape(1, size) + 0.5)  # i + 0.5
+    flip = ops.tensor(plan.flip.astype(np.float64).reshape(count, 1))
+    at = at + flip * (size - 2 * at)  # flipped: (size - 1 - i) + 0.5, exactly
+    centers = ops.to_float(ops.tensor(plan.start.reshape(count, 1)) + at * ops.tensor(plan.scale.reshape(count, 1)))
+    inverse = ops.to_float(1 / ops.tensor(plan.support.reshape(count, 1, 1)))
+    scaled = centers.reshape([count, 1, size]) * inverse  # centres / support
+    pixel = ops.tensor(np.arange(pixels, dtype=np.float32).reshape(1, pixels, 1))
+    inside = ops.to_float(pixel < ops.tensor(plan.length.astype(np.float32).reshape(count, 1, 1)))
+    w = (1 - ((pixel + 0.5) * inverse - scaled).abs()).clip(min=0) * inside
     return w / w.sum(1, keepdim=True)
 
 
@@ -119,6 +131,8 @@ class DeviceImageLoader(BatchLoader):
         if not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
         self._Image = pillow()
+        if not decode_ahead:  # the size table before the decoder starts CUDA: its pool forks
+            self.sizes = image_sizes(entries, workers)
         self.ops = OPS[framework](gpu, None if decode_ahead else decoder)
         super().__init__(entries, batch_size, image_size, rank, world_size, seed, 0, prefetch)
         self.workers = workers
@@ -129,6 +143,7 @@ class DeviceImageLoader(BatchLoader):
         self.decode_calls = 0  # batched decode calls: one a batch that holds device-decoded JPEGs
         self.refused_batches = 0  # batches the decoder refused (each stops the run)
         self.decoded_batches = 0
+        self.phases = Phases()  # seconds per phase of the decoding process's batches
         shape = (3,) if channels_last else (3, 1, 1)
         self._mean = self.ops.tensor(np.asarray(IMAGENET_MEAN, dtype=np.float32).reshape(shape) * 255)
         self._inv_std = self.ops.tensor(1 / (np.asarray(IMAGENET_STD, dtype=np.float32).reshape(shape) * 255))
@@ -142,7 +157,6 @@ class DeviceImageLoader(BatchLoader):
                       "channels_last": channels_last, "prefetch": prefetch, "decode_ahead": 0, "decoder": decoder}
             self._process = DecodeProcess(loader, decode_ahead, pixels, batch_size, self.ops)
             return
-        self.sizes = image_sizes(entries, workers)
         self._path_array = np.array(self._paths, dtype=object)
         slots = max(prefetch, workers)
         self._free = deque(range(slots))
@@ -179,30 +193,37 @@ class DeviceImageLoader(BatchLoader):
         """The next batch, decoded, cropped and resized (the consumer's with decode_ahead=0, else the decode
         process's): uint8 device pixels and numpy labels. Its reader buffer is free again once the batch's device
         work is done."""
-        while self._free:
-            self._submit()
-        number, slot, indices = self._queued.popleft()
+        self.phases.begin()
+        with self.phases("read"):
+            while self._free:
+                self._submit()
+            number, slot, indices = self._queued.popleft()
+            try:
+                errors, plan = self._readers.take(number)
+            except BaseException:
+                self._free.append(slot)
+                raise
         try:
-            errors, plan = self._readers.take(number)
             if errors:
                 position, why = errors[0]
                 if why.startswith("the file changed") and self.sizes.cache:
                     why += f" (delete {self.sizes.cache} to read the sizes again)"
                 raise self.unreadable(int(indices[position]), why)
             buffer = self._readers.buffer(slot)
-            self.ops.pin(buffer)
-            batch = self._collate(buffer, indices, plan)
-            self.ops.finish()
-            return batch
+            self.ops.pin(buffer, f"reader buffer {slot}")
+            return self._collate(buffer, indices, plan)  # its device work done (ops.finish)
         finally:
             self._free.append(slot)
 
     def stats(self) -> dict:
-        """run_stop's loader counters: batched decode calls against batches decoded, and refusals."""
+        """run_stop's loader counters: batched decode calls against batches decoded, and refusals; the decoding
+        process's seconds per phase ("phases_s": read, decode, crop_resize, copy_back, slot_wait) and the wall
+        time they were counted over ("process_s": the decode process's since it began serving; with
+        decode_ahead=0, the consumer's since its first batch, its training included)."""
         if self._process is not None:
             return dict(self._process.stats)
         return {"decode_calls": self.decode_calls, "decoded_batches": self.decoded_batches,
-                "refused_batches": self.refused_batches}
+                "refused_batches": self.refused_batches, **self.phases.stats()}
 
     # -- the consumer ----------------------------------------------------------------------------
     def __next__(self) -> tuple:
@@ -216,7 +237,7 @@ class DeviceImageLoader(BatchLoader):
         return (self.ops.to_float(pixels) - self._mean) * self._inv_std, labels
 
     def close(self) -> None:
-        """Stop the decode process (after the batch it is on), or the reader processes (idempotent)."""
+        """Stop the decode process, or the reader processes, at once (idempotent)."""
         if self._process is not None:
             self._process.close()
         if self._readers is not None:
@@ -230,14 +251,18 @@ class DeviceImageLoader(BatchLoader):
         self.decoded_batches += 1  # before its decode call: read at any time, calls <= batches
         sizes = self.sizes
         widths, heights, host = sizes.width[indices], sizes.height[indices], sizes.host[indices]
-        files = self.ops.files(buffer, sizes.nbytes[indices].tolist())
-        device = np.flatnonzero(~host)
-        decoded = self._decode([files[i] for i in device] if host.any() else files, indices[device],
-                               np.stack([heights[device], widths[device]], 1))
-        hosted = [self._host_decode(int(indices[i])) for i in np.flatnonzero(host)]
-        del files
-        order = np.concatenate([device, np.flatnonzero(host)])  # the images' order in the flat buffer
-        images = self._crop_resize(decoded + hosted, indices, order, widths, heights, plan)
+        with self.phases("decode"):  # on a GPU its device work too (finish), and the crop's
+            files = self.ops.files(buffer, sizes.nbytes[indices].tolist())
+            device = np.flatnonzero(~host)
+            decoded = self._decode([files[i] for i in device] if host.any() else files, indices[device],
+                                   np.stack([heights[device], widths[device]], 1))
+            hosted = [self._host_decode(int(indices[i])) for i in np.flatnonzero(host)]
+            del files
+            self.ops.finish()
+        with self.phases("crop_resize"):
+            order = np.concatenate([device, np.flatnonzero(host)])  # the images' order in the flat buffer
+            images = self._crop_resize(decoded + hosted, indices, order, widths, heights, plan)
+            self.ops.finish()
         return images, self._labels[indices].copy()
 
     def _decode(self, files: list, indices: np.ndarray, sizes: np.ndarray) -> list:
@@ -290,9 +315,7 @@ class DeviceImageLoader(BatchLoader):
                       + ((rows.offset[lo:hi, None] + y) * widths[lo:hi, None])[:, None, :]
                       + cols.offset[lo:hi, None, None])  # [G, 3, height]
             # both axes' weights in one set of tensor ops: [G columns then G rows, max(width, height), S]
-            both = resample_weights(ops, np.concatenate([cols.centers[lo:hi], rows.centers[lo:hi]]),
-                                    np.concatenate([cols.support[lo:hi], rows.support[lo:hi]]),
-                                    np.concatenate([cols.length[lo:hi], rows.length[lo:hi]]), max(width, height))
+            both = resample_weights(ops, joined(cols.part(lo, hi), rows.part(lo, hi)), max(width, height))
             by_cols, by_rows = both[: hi - lo, :width], both[hi - lo :, :height]
             chunk = max(1, self.pixel_budget // ((hi - lo) * width))
             half = ops.concat([ops.einsum("gchw,gwj->gchj", ops.to_float(ops.rows(flat, starts[:, :, r:r + chunk],
