@@ -136,7 +136,7 @@ bench-convert: check-venv ## data_prep/convert.py img/s per format vs a plain re
 gpu-check: ## one GPU, ~12 min: check-env, kit bench --suite gpu1 (3 repeats), bundle + verify, harness / torchvision yardstick
 	bash bench/gpu_check.sh
 
-gpu-prep: ## .whl/ + .models/ for a GPU box without network, made where PyPI/GitHub reach, then checked (GPU_PREP_ARGS)
+gpu-prep: ## .whl/ (+ .models/: GPU_PREP_ARGS=--with-program) for a GPU box without network; checked, with all that travels vs 64 MiB
 	$(or $(PYTHON),$(if $(wildcard $(VENV_PY)),$(VENV_PY),python3)) bench/gpu_prep.py $(GPU_PREP_ARGS)
 
 gpu-check-loader: ## one GPU: ResNet50 AMP NHWC on real JPEGs (gpu and cpu loaders) / synthetic; target >= 0.90 (~5 min)

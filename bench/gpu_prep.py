@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Make and check what a GPU machine without network needs beside the checkout: .whl/ and .models/.
+"""Make and check what a GPU machine without network needs beside the checkout: .whl/ (and .models/ for stage 3).
 
-    python3 bench/gpu_prep.py [--root ROOT] [--wheels FILE] [--wheels-from DIR ...] [--from KEY=SOURCE ...]
-                              [--pin KEY=COMMIT ...] [--check]
+    python3 bench/gpu_prep.py [--root ROOT] [--wheels FILE] [--wheels-from DIR ...] [--with-program]
+                              [--from KEY=SOURCE ...] [--pin KEY=COMMIT ...] [--check]
 
 Run it where PyPI and GitHub (or mirrors of them) are reachable. It makes, under ROOT (default: this checkout):
   .whl/     every wheel bench/gpu_wheels.txt pins (the kit's dependencies, nvImageCodec and nvJPEG for CUDA 13),
             for CPython 3.12 on manylinux x86_64 (or pure Python), by
             `pip download --no-deps --only-binary=:all:`; only the wheels not there yet are downloaded
-  .models/  NVIDIA DeepLearningExamples and dllogger at their pins (bench/prepare_models.py, torch/resnet50)
-then checks both: each pinned wheel there once, for that platform, a sound zip, and nothing else in .whl/; each
-checkout at its commit, clean, with the files bench/dle_native_check.sh reads. It prints each folder's size against
-the 64 MiB that may travel with the checkout, the folders to carry, and the command to run on the GPU machine.
-Exit status: 0 all good, 1 a download, checkout or check failed, 2 bad input.
+  .models/  with --with-program only (bench/gpu_proof.py's stage 3, which the default budget does not run: it runs
+            as `bash bench/gpu_proof.sh --stages 3`): NVIDIA DeepLearningExamples and dllogger at their pins
+            (bench/prepare_models.py, torch/resnet50)
+then checks them: each pinned wheel there once, for that platform, a sound zip, and nothing else in .whl/; each
+checkout at its commit, clean, with the files bench/dle_native_check.sh reads. It prints the whole size that
+travels against the 64 MiB a GPU machine takes: the checkout's tracked files (`git ls-files`, each file's size as
+checked out) plus each folder carried, and refuses (exit 1) past it; then the folders to carry and the commands to
+run on the GPU machine. Exit status: 0 all good, 1 a download, checkout or check failed, or too much to travel,
+2 bad input.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import stat
 import subprocess
 import sys
 import zipfile
@@ -42,6 +47,8 @@ WHEELS, MODELS = ".whl", ".models"
 CARRY_LIMIT_MIB = 64  # what may travel with the checkout's tracked files to a lent GPU machine
 BIG_WHEEL = 2**20  # wheels of this size or more are listed one by one under .whl's size
 GPU_COMMAND = "bash bench/gpu_proof.sh"
+SECOND_COMMAND = "bash bench/gpu_proof.sh --stages 1 --decoders nvimgcodec"  # where nvimgcodec got no time
+PROGRAM_COMMAND = "bash bench/gpu_proof.sh --stages 3"  # DLE beside the harness, from .models/
 PROGRAMS = ["torch/resnet50"]  # NVIDIA DLE's PyTorch ResNet50 v1.5 (bench/dle_native_check.sh)
 NEEDED_FILES = ("DeepLearningExamples/PyTorch/Classification/ConvNets/main.py", "dllogger/dllogger/__init__.py")
 # the GPU machine runs CPython 3.12 (3.12.3 seen); pip is asked for manylinux_2_28 wheels and older
@@ -203,6 +210,27 @@ def size_of(folder: Path) -> int:
     return total
 
 
+def tracked_size(repo: Path) -> int:
+    """Bytes of the checkout's tracked files (git ls-files), each as checked out (links not followed): what travels
+    of the checkout itself."""
+    try:
+        listed = subprocess.run(["git", "-C", str(repo), "ls-files", "-z"], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SystemExit(f"gpu_prep: cannot list the tracked files of {repo}: {exc}") from None
+    if listed.returncode != 0:
+        said = listed.stderr.decode(errors="replace").strip().splitlines()
+        raise SystemExit(f"gpu_prep: cannot list the tracked files of {repo}: git ls-files: "
+                         f"{said[-1] if said else listed.returncode}")
+    total = 0
+    for name in filter(None, listed.stdout.split(b"\0")):
+        try:
+            info = os.lstat(repo / os.fsdecode(name))
+        except FileNotFoundError:  # deleted here, not yet committed: it does not travel
+            continue
+        total += 0 if stat.S_ISDIR(info.st_mode) else info.st_size  # a submodule's folder: not its files
+    return total
+
+
 def mib(size: int) -> str:
     return f"{size / 2**20:.1f} MiB"
 
@@ -223,7 +251,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pin", dest="pins", action="append", default=[], type=prepare_models.pin_value,
                         metavar="KEY=COMMIT", help="make and check KEY (dle, dllogger) at COMMIT instead of its pin "
                         "(bench/prepare_models.py --pin; kit bench then runs it only with --force)")
-    parser.add_argument("--check", action="store_true", help="only check ROOT/.whl and ROOT/.models; fetch nothing")
+    parser.add_argument("--with-program", action="store_true",
+                        help="also make, check and carry .models (gpu_proof's stage 3, run as "
+                             f"`{PROGRAM_COMMAND}`); without it .models is neither made nor counted")
+    parser.add_argument("--check", action="store_true", help="only check ROOT/.whl (and ROOT/.models); fetch nothing")
     return parser.parse_args(argv)
 
 
@@ -248,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     wheels, models = args.root / WHEELS, args.root / MODELS
     list_name = args.wheels.name
 
+    carried = [WHEELS, MODELS] if args.with_program else [WHEELS]
     if not args.check:
         prepare_models.exclude(wheels)
         wanted = missing_wheels(wheels, pins)
@@ -255,32 +287,38 @@ def main(argv: list[str] | None = None) -> int:
             download(wheels, wanted, args.mirrors)
         else:
             print(f"{WHEELS}: the {len(pins)} wheels of {list_name} are there already")
-        prepare_models.prepare(models, checkouts, sources)
+        if args.with_program:
+            prepare_models.prepare(models, checkouts, sources)
 
-    problems = check_wheels(wheels, pins, list_name) + check_models(models, checkouts)
-    sizes = {name: size_of(folder) for name, folder in ((WHEELS, wheels), (MODELS, models)) if folder.is_dir()}
+    problems = check_wheels(wheels, pins, list_name) + (check_models(models, checkouts) if args.with_program else [])
+    tracked = tracked_size(REPO)
+    print(f"{'tracked':<8} {mib(tracked):>10}  the checkout's tracked files (git ls-files, as checked out)")
+    sizes = {name: size_of(args.root / name) for name in carried if (args.root / name).is_dir()}
     for name, size in sizes.items():
         print(f"{name:<8} {mib(size):>10}")
         if name == WHEELS:  # the wheels that weigh (nvImageCodec's, cryptography's), each
             for path in sorted(wheels.glob("*.whl"), key=lambda p: -p.stat().st_size):
                 if path.stat().st_size >= BIG_WHEEL:
                     print(f"  {mib(path.stat().st_size):>10}  {path.name}")
-    total = sum(sizes.values())
+    total = tracked + sum(sizes.values())
     print(f"{'total':<8} {mib(total):>10} of the {CARRY_LIMIT_MIB} MiB that may travel with the checkout "
           f"({mib(max(CARRY_LIMIT_MIB * 2**20 - total, 0))} left)")
     if total > CARRY_LIMIT_MIB * 2**20:
-        problems.append(f"{' and '.join(sizes)} hold {mib(total)}, over the {CARRY_LIMIT_MIB} MiB that may travel "
-                        "with the checkout")
+        problems.append(f"the checkout's tracked files and {' and '.join(sizes) or 'no folder'} make {mib(total)}, "
+                        f"over the {CARRY_LIMIT_MIB} MiB that may travel with the checkout (tracked files "
+                        f"{mib(tracked)}, " + ", ".join(f"{n} {mib(v)}" for n, v in sizes.items()) + ")")
     if problems:
         for problem in problems:
             print(f"gpu_prep: {problem}", file=sys.stderr)
         return 1
-    print(f"checked: {len(pins)} wheels ({list_name}) for CPython 3.12 manylinux x86_64; "
-          + ", ".join(f"{c.folder} at {c.commit[:12]}" for c in checkouts))
-    print(f"carry: {WHEELS} {MODELS}")
+    print(f"checked: {len(pins)} wheels ({list_name}) for CPython 3.12 manylinux x86_64"
+          + "".join(f"; {c.folder} at {c.commit[:12]}" for c in checkouts if args.with_program))
+    print(f"carry: {' '.join(carried)}")
     print(f"on the GPU machine, in the checkout: {GPU_COMMAND}")
+    print(f"  then, where nvimgcodec got no time and the machine is still warm: {SECOND_COMMAND}")
+    if args.with_program:
+        print(f"  and for NVIDIA DLE's ResNet50 beside the harness: {PROGRAM_COMMAND}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Every GPU claim of the kit in one visit of 8.5 minutes (510 s) to one GPU (bench/gpu_proof.sh runs this).
+"""The kit's GPU claims in one visit of 8.5 minutes (510 s) to one GPU (bench/gpu_proof.sh runs this).
 
-    bash bench/gpu_proof.sh [--out DIR] [--budget-s 510] [--margin-s 60] [--stages 1,2,3,4,5,6] [--device gpu|cpu] ...
+    bash bench/gpu_proof.sh [--out DIR] [--work DIR] [--budget-s 510] [--margin-s 60] [--stages 1,2,3,4,5,6]
+                            [--decoders torchvision,nvimgcodec] [--device gpu|cpu] ...
 
-It prints its plan first (each stage, its budget, what it runs, what it drops when time runs short), then runs the
-stages in this order; each runs under its own timeout, is skipped with a message when the time left cannot hold it,
-and copies what it made (logs included) to its folder under the output folder ($OUT when set) the moment it ends:
+It prints its plan first (each stage, its budget, what it runs, what it drops when time runs short, and the stages
+that will not run at this budget: those are not started), then runs the stages in this order; each runs under its
+own timeout and is skipped with a message when the time left cannot hold it:
   1 loader    the new claim first: ResNet50 amp-nhwc bs256, synthetic and real-JPEG windows interleaved in ONE
-              process (bench/loader_interleave.py: the harness's own backend and timed loop; the gpu loader with
-              decoder torchvision, then nvimgcodec where it imports), then the loader alone. Targets: real /
-              synthetic >= 0.90, the loader alone >= 1.5x synthetic training, each window one run of the noise rule.
+              process (bench/loader_interleave.py: the harness's own backend and timed loop), beside the GPU
+              sampler (scripts/telemetry/gpu_sampler.py); each decoder of --decoders in turn, its own share and
+              verdict: torchvision first, then nvimgcodec (where it imports) in the time torchvision leaves, at the
+              default budget little or none: a decoder that got no pair is inconclusive, out of time (never
+              failed), and the second command, on the warm machine, measures it (~4 min; stage 1 alone gets 200 s):
+                  bash bench/gpu_proof.sh --stages 1 --decoders nvimgcodec
+              Then the loader alone. Targets: real / synthetic >= 0.90, the loader alone >= 1.5x synthetic
+              training, each window one run of the noise rule. The row's detail: the loader's counters, the decode
+              process's seconds per phase, the JPEG engines' mean utilisation (where the samples have it).
   2 suite     kit check-env --local --require-gpu; kit bench --suite gpu-proof (ResNet50 bs256 tf32 and amp-nhwc,
               VGG16 amp-nhwc bs128; 3 interleaved repeats; SIGINT at its share of the stage: its finished runs stay
               in a partial results.json, read as a whole one; without results.json the figures come from the logs);
@@ -17,35 +24,48 @@ and copies what it made (logs included) to its folder under the output folder ($
               (bench/yardstick.py) at each setting, ONE PROCESS PER REPEAT (each process's one window one run of the
               noise rule, as each harness process is). Targets: harness / yardstick >= 0.97; ResNet50 amp-nhwc
               >= 4500 images/s on an H100, 4950 on an H200 (the GPU named by the kit's capture).
-  3 program   if time is left: kit bench --suite gpu-proof-dle: NVIDIA DLE's PyTorch ResNet50 v1.5 (.models/, at its
-              pin) beside the harness, AMP NHWC bs256 synthetic, 2 repeats each; target harness / program >= 0.95.
-  4 telemetry if time is left: the GPU sampler's own cost to a run (bench/sampler_overhead.py, few pairs).
-  5 compiled  if time is left: torch.compile, harness compiled / yardstick compiled, ResNet50 amp-nhwc bs256, one
-              process each (a figure, its noise untested).
-  6 host      if time is left: the gpu loader's host work on this machine's CPU (bench/decode_overlap.py --stages
-              step: decode stood in, a small-op thread beside it / alone, target >= 0.97) and what a thread
-              wake-up costs there: the CPU evidence of the real-data issue, on the GPU host's own CPU.
+Stages 3-6 run "if time is left": only where the budget holds them beyond the planned stages and the margin, so
+NOT at the default budget (the plan says "will not run at this budget"); asked alone (--stages 3) they run:
+  3 program   kit bench --suite gpu-proof-dle: NVIDIA DLE's PyTorch ResNet50 v1.5 (.models/, at its pin) beside
+              the harness, AMP NHWC bs256 synthetic, 2 repeats each; target harness / program >= 0.95.
+  4 telemetry the GPU sampler's own cost to a run (bench/sampler_overhead.py, few pairs).
+  5 compiled  torch.compile, harness compiled / yardstick compiled, ResNet50 amp-nhwc bs256, one process each (a
+              figure, its noise untested).
+  6 host      the gpu loader's host work on this machine's CPU (bench/decode_overlap.py --stages step: decode
+              stood in, a small-op thread beside it / alone, target >= 0.97) and what a thread wake-up costs there.
 Last, no GPU time: the kit's best ResNet50 figure / MLPerf Training v4.0's per-GPU figure for that GPU (MLPERF_V40).
 Verdicts use the kit's noise rule (kit.results.stats): met or missed only when the interval lies wholly on one side
-of the target; otherwise inconclusive (said, with why). Ends with one table (stage, figure, target, verdict), also in
-OUT/summary.md (rewritten as each stage ends). Exit 0: every target met; 1: a target missed or a stage failed; 2:
-this machine cannot run the check; 3: nothing missed, but something inconclusive, untested or skipped.
+of the target; otherwise inconclusive (said, with why).
+What comes back: the stages write under --work (a scratch folder, not under the output folder); after every stage,
+at SIGTERM/SIGINT and at the end, OUT (the output folder, $OUT when set) gets, each written whole then renamed:
+gpu-proof.tar.gz (the work: logs, run.json, captures, telemetry, windows.jsonl, nvidia-smi's outputs; plots and
+HTML dropped as rebuilt, then the largest files while it is over 15 MiB; its MANIFEST.json lists what it holds and
+what was dropped), results.json (the rows: stage, what, figure, target, verdict, detail; the plan; the timings)
+and summary.md (one table: stage, figure, target, verdict); gpu_proof.sh adds console.log. Four files, no folder:
+within the GPU machine's 8 files of 16 MiB, 2 folders deep. Exit 0: every target met; 1: a target missed or a
+stage failed; 2: this machine cannot run the check; 3: nothing missed, but something inconclusive, untested or
+skipped; 128 + the signal's number (143, 130) when stopped by SIGTERM or SIGINT, after packing what it had.
 Budgets (STAGES) come from the per-process costs the H200 visit recorded (tests/fixtures/gpu-runs/h200-20261128):
 the planned stages with the preflight leave --margin-s (60 s) of the 510 s unplanned, for overruns (a stopped
-process's grace, a stage's wrap-up); the "if time is left" stages run only on what the planned ones left unused.
+process's grace, a stage's wrap-up).
 --device cpu is a dry run of the script on a CPU (with a stand-in nvidia-smi and small suites: tests/test_gpu_proof.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
+import io
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,9 +89,10 @@ class Stage:
 # generator processes make the 4096 JPEGs in ~10 s; kit check-env ~5 s, bundle + verify ~15 s.
 STAGES = {
     "1": Stage("loader", 85, 45,
-               "JPEG tree (~10 s) + one process (~25 s start and cuDNN autotuning): up to 6 synthetic/real window "
-               "pairs with torchvision's nvJPEG, 4 with nvimgcodec, 3 windows of the loader alone each",
-               "fewer pairs (nvimgcodec's first: it gets 40% of what is left), then the loader-alone windows"),
+               "JPEG tree (~10 s) + one process (~25 s start and cuDNN autotuning) beside the GPU sampler: "
+               "each decoder in turn, its own share and verdict",
+               "fewer pairs, then the loader-alone windows; a decoder left no time for a pair is inconclusive, "
+               "out of time"),
     "2": Stage("suite", 350, 200,
                "kit check-env (~5 s); kit bench: 9 harness processes (~170 s); bundle + verify (~15 s); the "
                "yardstick: 3 rounds of one process per setting (~19 s each, 2 rounds = 114 s kept for them)",
@@ -87,6 +108,9 @@ STAGES = {
                "work beside a small-op thread (decode stood in), and what a thread wake-up costs here",
                "skipped", planned=False),
 }
+LOADER_ALONE_S = 200  # stage 1's timeout when it is the only planned stage (the second command on a warm machine)
+SECOND_COMMAND = "bash bench/gpu_proof.sh --stages 1 --decoders nvimgcodec"  # ~4 min, start and preflight included
+DECODERS = ("torchvision", "nvimgcodec")
 PREFLIGHT_S = 15  # nvidia-smi's outputs saved and PyTorch's CUDA probed before the first stage
 MARGIN_S = 60  # never planned into: a stopped process's grace (gpu_stages.GRACE_S) and each stage's wrap-up
 BUDGET_S = 510
@@ -99,12 +123,20 @@ DLE_FILES = ("DeepLearningExamples/PyTorch/Classification/ConvNets/main.py", "dl
 MLPERF_V40 = {"H200": 7950.0, "H100": 7160.0}
 MLPERF_GPUS = 8
 COMPILED_TAG, COMPILED_STEPS = "amp-nhwc-compiled", (10, 20)  # stage 5: ResNet50 at the loader stage's shape
+# What the GPU machine sends back from OUT: at most 8 files of 16 MiB, none more than 2 folders down. OUT holds
+# these four (and a .part while one is rewritten); the work is packed into PACK, kept under PACK_LIMIT.
+PACK, RESULTS, SUMMARY, CONSOLE = "gpu-proof.tar.gz", "results.json", "summary.md", "console.log"
+PACK_LIMIT = 15 * 2**20  # under the 16 MiB a returned file may hold
+REBUILT = (".png", ".svg", ".pdf", ".html")  # plots and pages, made again from what is kept (kit report)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="gpu_proof.sh", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
                    help="output folder (default $OUT, else bench/out/gpu-proof-<time>)")
+    p.add_argument("--work", type=Path, default=None,
+                   help="scratch folder the stages write to, packed into OUT/gpu-proof.tar.gz after every stage "
+                        "(default: a new gpu-proof-work-<time> in the temporary folder; not under OUT)")
     p.add_argument("--budget-s", type=float, default=BUDGET_S, help=f"seconds for everything (default {BUDGET_S})")
     p.add_argument("--margin-s", type=float, default=MARGIN_S,
                    help=f"seconds of the budget no stage plans into (default {MARGIN_S})")
@@ -115,6 +147,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--suite", default="gpu-proof", help="stage 2's suite (name or YAML)")
     p.add_argument("--yardstick-repeats", type=int, default=3, help="yardstick processes per setting")
     p.add_argument("--images", type=int, default=4096, help="stage 1's JPEGs")
+    p.add_argument("--decoders", default=",".join(DECODERS),
+                   help=f"stage 1's decoders, in turn (default {','.join(DECODERS)}: the later ones in the time "
+                        "the earlier ones leave)")
     p.add_argument("--loader-pairs", type=int, default=6, help="window pairs per decoder, at most")
     p.add_argument("--loader-batch", type=int, default=256)
     p.add_argument("--loader-image-size", type=int, default=224)
@@ -137,12 +172,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error("--loader-steps and --telemetry-pairs: two integers, comma-separated")
     if min(a.yardstick_repeats, a.loader_pairs, a.images, a.loader_measure) < 1 or a.budget_s < 1:
         p.error("--yardstick-repeats, --loader-pairs, --images, the measured steps and --budget-s must be >= 1")
-    a.out = a.out or gs.REPO / "bench" / "out" / f"gpu-proof-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    a.decoders = [d.strip() for d in a.decoders.split(",") if d.strip()]
+    if not a.decoders or set(a.decoders) - set(DECODERS) or len(set(a.decoders)) < len(a.decoders):
+        p.error(f"--decoders: pick from {', '.join(DECODERS)}, each once, got {','.join(a.decoders) or 'none'}")
+    stamp = f"{dt.datetime.now():%Y%m%d-%H%M%S}"
+    a.out = (a.out or gs.REPO / "bench" / "out" / f"gpu-proof-{stamp}").absolute()
+    a.work = (a.work or Path(tempfile.gettempdir()) / f"gpu-proof-work-{stamp}").absolute()
+    if a.work.resolve().is_relative_to(a.out.resolve()) or a.out.resolve().is_relative_to(a.work.resolve()):
+        p.error(f"--work {a.work} and the output folder {a.out}: neither may be inside the other")
     return a
 
 
 def plan(a: argparse.Namespace) -> str:
-    """What will run, each stage's budget, what it drops when short: printed and kept before anything runs."""
+    """What will run, each stage's budget, what it drops when short, and the stages that will not run at this
+    budget: printed and kept before anything runs."""
     planned = [k for k in a.stages if STAGES[k].planned]
     spent = PREFLIGHT_S + sum(cap(a, k) for k in planned)
     lines = [f"gpu-proof plan: budget {a.budget_s:.0f} s = preflight {PREFLIGHT_S} s + planned stages "
@@ -150,17 +193,54 @@ def plan(a: argparse.Namespace) -> str:
     if a.budget_s - spent < a.margin_s:
         lines.append(f"  (the planned stages overrun the margin by {a.margin_s - (a.budget_s - spent):.0f} s: the "
                      "last ones get less, down to their least, or are skipped)")
+    not_run = schedule(a)
     for key in a.stages:
         st = STAGES[key]
+        if not_run[key]:
+            lines.append(f"  {key} {st.title:<9}    —    {not_run[key]}")
+            continue
         when = (f"if short: {st.short}; skipped under {st.least:.0f} s" if st.planned else
                 f"only if time is left ({st.least:.0f} s beyond the margin), else {st.short}")
-        lines.append(f"  {key} {st.title:<9} {cap(a, key):>4.0f} s  runs: {st.runs}; {when}")
+        runs = f"{st.runs} ({decoder_plan(a, key)})" if key == "1" else st.runs
+        lines.append(f"  {key} {st.title:<9} {cap(a, key):>4.0f} s  runs: {runs}; {when}")
     lines.append("  then, no GPU time: the kit's best ResNet50 figure / MLPerf v4.0's per-GPU figure")
     return "\n".join(lines)
 
 
+def decoder_plan(a: argparse.Namespace, key: str) -> str:
+    """Stage 1's decoders in the plan: the first with its pairs, the later ones in the time it leaves."""
+    first, *later = a.decoders
+    said = f"{first}: up to {a.loader_pairs} synthetic/real window pairs, then 3 windows of the loader alone"
+    if later:
+        said += (f"; then {', '.join(later)} in the time {first} leaves: at {cap(a, key):.0f} s little or none "
+                 f"(a decoder with no pair: inconclusive, out of time; then, on the warm machine: "
+                 f"{SECOND_COMMAND}, ~4 min)")
+    return said
+
+
+def schedule(a: argparse.Namespace) -> dict[str, str]:
+    """Per stage asked: '' when it runs at this budget, else why it will not (an "if time is left" stage that the
+    planned stages leave no room for, beyond the margin, by their budgets): it is then not started at all."""
+    planned = [k for k in a.stages if STAGES[k].planned]
+    spare = a.budget_s - PREFLIGHT_S - sum(cap(a, k) for k in planned) - a.margin_s
+    said = {}
+    for key in a.stages:
+        st = STAGES[key]
+        if st.planned or spare >= st.least:
+            said[key] = ""
+            spare -= 0 if st.planned else cap(a, key)
+        else:
+            said[key] = (f"will not run at this budget: it needs {st.least:.0f} s beyond the margin, the planned "
+                         f"stages leave {max(spare, 0):.0f} s (--budget-s {a.budget_s - spare + st.least:.0f} "
+                         f"would hold it, or --stages {key} alone)")
+    return said
+
+
 def cap(a: argparse.Namespace, key: str) -> float:
-    return a.stage_cap_s or STAGES[key].budget
+    if a.stage_cap_s:
+        return a.stage_cap_s
+    alone = key == "1" and [k for k in a.stages if STAGES[k].planned] == ["1"]
+    return LOADER_ALONE_S if alone else STAGES[key].budget
 
 
 def stage_limit(a: argparse.Namespace, budget: gs.Budget, key: str, later: list[str]) -> float | None:
@@ -248,7 +328,7 @@ def loader_rows(a: argparse.Namespace, out: Path, budget: gs.Budget, limit_s: fl
              "--pairs", str(a.loader_pairs), "--window-warmup", str(a.loader_warmup),
              "--window-steps", str(a.loader_measure)]
     return gs.interleave_stage(out, limit_s - (budget.elapsed() - began), listing=listing, device=a.device,
-                               name=name, extra=extra)
+                               name=name, extra=extra, decoders=a.decoders)
 
 
 def telemetry_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.Row]:
@@ -348,81 +428,242 @@ def mlperf_row(measured: dict[str, float], gpu: str | None) -> gs.Row:
                   "batch 3200 over 8 GPUs, MXNet)")
 
 
+class Stopped(Exception):
+    """SIGTERM or SIGINT: the stage in progress is stopped, and what the run has is packed and written."""
+
+
+def on_signal(signum: int, _frame) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):  # a second one (the same signal to the group, then to us) waits
+        signal.signal(sig, signal.SIG_IGN)
+    raise Stopped(signal.Signals(signum).name)
+
+
+@dataclass
+class Run:
+    """What the output folder says of the run so far."""
+
+    rows: list[gs.Row] = dataclasses.field(default_factory=list)
+    timings: list[dict] = dataclasses.field(default_factory=list)  # {"stage", "title", "seconds"} as each ends
+    state: str = "running"  # then "done", or "stopped by SIGTERM during stage 2" ...
+    exit: int | None = None
+    current: str | None = None  # the stage in progress
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     budget = gs.Budget(a.budget_s)
     a.out.mkdir(parents=True, exist_ok=True)
+    a.work.mkdir(parents=True, exist_ok=True)
     text = plan(a)
-    print(f"gpu-proof: output folder {a.out}\n{text}", flush=True)
-    (a.out / "plan.txt").write_text(text + "\n")
-    save_nvidia_smi(a.out / "nvidia-smi")
-    if problem := machine_problem(a):
-        print(f"gpu-proof: {problem}", file=sys.stderr)
-        (a.out / "summary.md").write_text(f"gpu-proof: not run: {problem}\n")
-        return 2
-    rows: list[gs.Row] = []
-    times: list[str] = []
+    print(f"gpu-proof: output folder {a.out} (the work in {a.work}, packed into {a.out / PACK} after every stage)\n"
+          f"{text}", flush=True)
+    (a.work / "plan.txt").write_text(text + "\n")
+    run = Run()
+    before = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        checkpoint(a, run)
+        save_nvidia_smi(a.work / "nvidia-smi")
+        if problem := machine_problem(a):
+            print(f"gpu-proof: {problem}", file=sys.stderr)
+            run.state, run.exit = f"not run: {problem}", 2
+            return 2
+        stages(a, budget, run)
+        run.state = "done"
+        print("\n" + summary_text(a, run), flush=True)
+        if any(r.bad for r in run.rows):
+            run.exit = 1
+        else:
+            run.exit = 0 if all(r.verdict in (gs.stats.MET, "no target") for r in run.rows) else 3
+        return run.exit
+    except Stopped as stop:
+        run.state = f"stopped by {stop}" + (f" during stage {run.current}" if run.current else "")
+        run.exit = 128 + getattr(signal, str(stop))
+        print(f"\ngpu-proof: {run.state}: packing what the run has into {a.out / PACK}", flush=True)
+        return run.exit
+    finally:
+        for sig in before:  # the last pack is not cut short by a signal
+            signal.signal(sig, signal.SIG_IGN)
+        checkpoint(a, run)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def stages(a: argparse.Namespace, budget: gs.Budget, run: Run) -> None:
+    """The stages in order, each packed and summarised the moment it ends (or is stopped)."""
     measured: dict[str, float] = {}  # ResNet50 figures of this visit, for the MLPerf row
     gpu: str | None = None
-    for i, key in enumerate(a.stages):
+    not_run = schedule(a)
+    to_run = [k for k in a.stages if not not_run[k]]
+    for i, key in enumerate(to_run):
         st = STAGES[key]
-        folder = a.out / f"{key}-{st.title}"
-        limit = stage_limit(a, budget, key, a.stages[i + 1:])
+        folder = a.work / f"{key}-{st.title}"
+        limit = stage_limit(a, budget, key, to_run[i + 1:])
         if limit is None:
             left = budget.left() - a.margin_s
-            rows.append(gs.Row(f"{key} {st.title}", "the stage", "—", "—", "skipped",
-                               f"{max(left, 0):.0f} s left beyond the margin, it needs {st.least:.0f} s"))
+            run.rows.append(gs.Row(f"{key} {st.title}", "the stage", "—", "—", "skipped",
+                                   f"{max(left, 0):.0f} s left beyond the margin, it needs {st.least:.0f} s"))
             print(f"gpu-proof: stage {key} ({st.title}) skipped: {max(left, 0):.0f} s left beyond the "
                   f"{a.margin_s:.0f} s margin, it needs {st.least:.0f} s", flush=True)
-            write_summary(a, rows, times)
+            checkpoint(a, run)
             continue
         print(f"\n===== stage {key}: {st.title} (up to {limit:.0f} s; {budget.left():.0f} s left) =====", flush=True)
         began = time.monotonic()
-        if key == "1":
-            got = loader_rows(a, folder, budget, limit)
-        elif key == "2":
-            got = gs.suite_stage(folder, budget, limit, suite=a.suite, runs_dir=a.runs_dir, device=a.device,
-                                 yardstick_repeats=a.yardstick_repeats, name=f"{key} {st.title}")
+        run.current = key
+        try:
+            got = stage(a, budget, key, folder, limit, measured)
+        except Stopped:
+            run.timings.append({"stage": key, "title": st.title, "seconds": round(time.monotonic() - began, 1)})
+            run.rows += stopped_rows(a, key, folder, time.monotonic() - began)
+            raise
+        if key == "2":
             run_dir = folder / "run"
             gpu = gs.gpu_name(run_dir) if run_dir.is_dir() else gpu
-            figures = gs.run_figures(run_dir) if run_dir.is_dir() else {}
-            measured |= {f"harness {t} bs{b}": gs.stats.median(v) for (fw, m, b, t), v in figures.items()
-                         if fw == "torch" and m == "resnet50" and v}
-        elif key == "3":
-            if problem := program_problem(a):
-                got = [gs.Row(f"{key} {st.title}", "DLE's ResNet50 beside the harness", "—",
-                              f">= {gs.PROGRAM_TARGET}", "failed", problem)]
-                folder.mkdir(parents=True, exist_ok=True)
-                gs.verdict_line(folder, f"{key} {st.title}", got)
-            else:
-                got = gs.program_stage(folder, budget, limit, suite=a.program_suite, runs_dir=a.runs_dir,
-                                       program="DLE", force=program_env(a))
-        elif key == "4":
-            got = telemetry_rows(a, folder, limit)
-        elif key == "6":
-            got = host_rows(a, folder, limit)
-        else:
-            got = compiled_rows(a, folder, budget, limit)
-            harness = json.loads((folder / "figures.json").read_text())["harness"]
-            if harness["figure"]:
-                measured[f"harness {COMPILED_TAG} bs{a.loader_batch}"] = harness["figure"]
-        rows += got
-        times.append(f"stage {key} ({st.title}): {time.monotonic() - began:.0f} s")
-        write_summary(a, rows, times)
-    rows.append(mlperf_row(measured, gpu))
-    write_summary(a, rows, times)
-    print("\n" + (a.out / "summary.md").read_text(), flush=True)
-    if any(r.bad for r in rows):
-        return 1
-    return 0 if all(r.verdict in (gs.stats.MET, "no target") for r in rows) else 3
+        run.current = None
+        run.rows += got
+        run.timings.append({"stage": key, "title": st.title, "seconds": round(time.monotonic() - began, 1)})
+        checkpoint(a, run)
+    run.rows.append(mlperf_row(measured, gpu))
 
 
-def write_summary(a: argparse.Namespace, rows: list[gs.Row], times: list[str]) -> None:
+def stage(a: argparse.Namespace, budget: gs.Budget, key: str, folder: Path, limit: float,
+          measured: dict[str, float]) -> list[gs.Row]:
+    """One stage's rows; the ResNet50 figures it measured added to MEASURED."""
+    st = STAGES[key]
+    if key == "1":
+        return loader_rows(a, folder, budget, limit)
+    if key == "2":
+        got = gs.suite_stage(folder, budget, limit, suite=a.suite, runs_dir=a.runs_dir, device=a.device,
+                             yardstick_repeats=a.yardstick_repeats, name=f"{key} {st.title}")
+        run_dir = folder / "run"
+        figures = gs.run_figures(run_dir) if run_dir.is_dir() else {}
+        measured |= {f"harness {t} bs{b}": gs.stats.median(v) for (fw, m, b, t), v in figures.items()
+                     if fw == "torch" and m == "resnet50" and v}
+        return got
+    if key == "3":
+        if problem := program_problem(a):
+            got = [gs.Row(f"{key} {st.title}", "DLE's ResNet50 beside the harness", "—",
+                          f">= {gs.PROGRAM_TARGET}", "failed", problem)]
+            folder.mkdir(parents=True, exist_ok=True)
+            gs.verdict_line(folder, f"{key} {st.title}", got)
+            return got
+        return gs.program_stage(folder, budget, limit, suite=a.program_suite, runs_dir=a.runs_dir,
+                                program="DLE", force=program_env(a))
+    if key == "4":
+        return telemetry_rows(a, folder, limit)
+    if key == "6":
+        return host_rows(a, folder, limit)
+    got = compiled_rows(a, folder, budget, limit)
+    harness = json.loads((folder / "figures.json").read_text())["harness"]
+    if harness["figure"]:
+        measured[f"harness {COMPILED_TAG} bs{a.loader_batch}"] = harness["figure"]
+    return got
+
+
+def stopped_rows(a: argparse.Namespace, key: str, folder: Path, seconds: float) -> list[gs.Row]:
+    """The rows of a stage stopped by a signal: stage 1's from the windows it wrote so far; else one row."""
+    st = STAGES[key]
+    windows = folder / "windows.jsonl"
+    if key == "1" and windows.is_file():
+        lines = [json.loads(x) for x in windows.read_text().splitlines() if x.startswith("{") and x.endswith("}")]
+        return gs.interleave_rows(f"{key} {st.title}", lines, "stopped by a signal", decoders=a.decoders,
+                                  timed_out=True, telemetry=folder / "gpu.telemetry")
+    return [gs.Row(f"{key} {st.title}", "the stage", "—", "—", "stopped",
+                   f"stopped by a signal after {seconds:.0f} s: what it wrote so far is in {PACK}")]
+
+
+def checkpoint(a: argparse.Namespace, run: Run) -> None:
+    """The work packed, results.json and summary.md, each written whole then renamed into OUT: what comes back is
+    whole at any moment. Never raises: a failure to pack is said, and the run goes on."""
+    try:
+        packed = pack(a.work, a.out / PACK)
+    except OSError as exc:
+        packed = {"error": f"packing {a.work} into {a.out / PACK}: {exc}"}
+        print(f"gpu-proof: {packed['error']}", file=sys.stderr, flush=True)
+    try:
+        replace_text(a.out / RESULTS, json.dumps(results(a, run, packed), indent=1) + "\n")
+        replace_text(a.out / SUMMARY, summary_text(a, run, packed))
+    except OSError as exc:
+        print(f"gpu-proof: writing {a.out}: {exc}", file=sys.stderr, flush=True)
+
+
+def replace_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def pack(work: Path, dest: Path, limit: int = PACK_LIMIT) -> dict:
+    """WORK as DEST (a .tar.gz of folder gpu-proof/, MANIFEST.json first: each file kept, each dropped and why),
+    written beside DEST then renamed. Dropped: plots and pages (REBUILT), then the largest files until the pack
+    fits LIMIT bytes. What it holds, for results.json."""
+    files = []
+    for top, dirs, names in os.walk(work):
+        dirs.sort()
+        files += [Path(top) / n for n in sorted(names)]
+    dropped = [{"path": str(f.relative_to(work)), "bytes": f.lstat().st_size, "why": "rebuilt (a plot or page)"}
+               for f in files if f.suffix.lower() in REBUILT]
+    kept = [f for f in files if f.suffix.lower() not in REBUILT]
+    tmp = dest.with_name(dest.name + ".part")
+    while True:
+        manifest = {"pack": PACK, "made": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    "work": str(work), "limit_bytes": limit,
+                    "files": [{"path": str(f.relative_to(work)), "bytes": f.lstat().st_size} for f in kept],
+                    "dropped": dropped}
+        unreadable = []
+        with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
+            blob = (json.dumps(manifest, indent=1) + "\n").encode()
+            info = tarfile.TarInfo("gpu-proof/MANIFEST.json")
+            info.size, info.mtime = len(blob), int(time.time())
+            tar.addfile(info, io.BytesIO(blob))
+            for f in kept:
+                try:
+                    tar.add(f, f"gpu-proof/{f.relative_to(work)}", recursive=False)
+                except (OSError, tarfile.TarError) as exc:  # a file that went, or changed size, as it was read
+                    unreadable.append({"path": str(f.relative_to(work)), "why": f"unreadable: {exc}"})
+        size = tmp.stat().st_size
+        if size <= limit or not kept:
+            break
+        excess = size - limit  # compressed bytes: drop at least as many uncompressed ones, largest first
+        kept.sort(key=lambda f: f.lstat().st_size)
+        while kept and excess > 0:
+            f = kept.pop()
+            excess -= f.lstat().st_size
+            dropped.append({"path": str(f.relative_to(work)), "bytes": f.lstat().st_size,
+                            "why": f"over the pack's {limit / 2**20:.1f} MiB"})
+        kept.sort()
+    tmp.replace(dest)
+    return {"file": dest.name, "bytes": size, "files": len(kept) - len(unreadable), "dropped": dropped + unreadable}
+
+
+def results(a: argparse.Namespace, run: Run, packed: dict) -> dict:
+    """results.json: the rows, the plan and the timings, machine-readable."""
+    not_run = schedule(a)
+    return {"gpu_proof": 1, "device": a.device, "state": run.state, "exit": run.exit, "budget_s": a.budget_s,
+            "margin_s": a.margin_s, "decoders": a.decoders,
+            "plan": {"text": plan(a).splitlines(),
+                     "stages": [{"stage": k, "title": STAGES[k].title, "budget_s": cap(a, k),
+                                 "planned": STAGES[k].planned, "runs": not not_run[k], "why_not": not_run[k]}
+                                for k in a.stages]},
+            "rows": [dataclasses.asdict(r) for r in run.rows], "timings": run.timings, "pack": packed}
+
+
+def summary_text(a: argparse.Namespace, run: Run, packed: dict | None = None) -> str:
     device = "a dry run on the CPU (stand-in GPU outputs)" if a.device == "cpu" else "the GPU"
-    text = [f"# gpu-proof: {device}", "", gs.table(rows), "", *times,
-            f"total: {sum(float(t.rsplit(': ', 1)[1].split()[0]) for t in times):.0f} s of the stages; "
-            f"budget {a.budget_s:.0f} s (margin {a.margin_s:.0f} s)"]
-    (a.out / "summary.md").write_text("\n".join(text) + "\n")
+    text = [f"# gpu-proof: {device}", "", gs.table(run.rows), "",
+            *[f"stage {t['stage']} ({t['title']}): {t['seconds']:.0f} s" for t in run.timings],
+            f"total: {sum(t['seconds'] for t in run.timings):.0f} s of the stages; budget {a.budget_s:.0f} s "
+            f"(margin {a.margin_s:.0f} s); {run.state}"]
+    if any("out of time" in r.detail and "(nvimgcodec)" in r.what for r in run.rows):
+        text.append(f"nvimgcodec had no time here: next, on the warm machine, {SECOND_COMMAND} (~4 min)")
+    if packed and "error" in packed:
+        text.append(f"not packed: {packed['error']}")
+    elif packed:
+        dropped = packed["dropped"]
+        text.append(f"{packed['file']}: {packed['files']} files, {packed['bytes'] / 2**20:.1f} MiB (the work in "
+                    f"{a.work})" + (f"; dropped {len(dropped)}, listed in its MANIFEST.json: "
+                                     f"{', '.join(d['path'] for d in dropped[:5])}"
+                                     + (" ..." if len(dropped) > 5 else "") if dropped else ""))
+    return "\n".join(text) + "\n"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ subprocesses under timeouts, each stage's measurements, and verdicts against tar
 the figure or ratio lies wholly on one side of it; otherwise the verdict says inconclusive, or untested with one run).
 
 Stages (each returns Rows for the summary table and writes what it measured under its output folder):
-    interleave_stage  real JPEGs against synthetic data in windows of one process (bench/loader_interleave.py)
+    interleave_stage  real JPEGs against synthetic data in windows of one process (bench/loader_interleave.py),
+                      beside the GPU sampler
     suite_stage       kit check-env + kit bench --suite S + kit bundle + kit verify + the torchvision yardstick,
                       one process per repeat
     loader_stage      real JPEGs through a harness loader against synthetic data, interleaved train.py runs
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,8 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from kit.config.suites import load_suite  # noqa: E402
+from kit.core.inputs import InputError  # noqa: E402
 from kit.core.layout import split_tag  # noqa: E402
 from kit.results import stats  # noqa: E402
+from kit.telemetry.reader import read as read_telemetry  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_results import (  # noqa: E402, F401  (the rows and the run directory's figures; gs.Row etc.)
@@ -56,10 +60,13 @@ YARDSTICK_PROCESS_S = 19  # one yardstick process of one window, start included 
 YARDSTICK_ROUNDS_KEPT = 2  # rounds of yardstick processes kit bench leaves the stage time for (a third if it can)
 BUNDLE_S = 20  # kit bundle + kit verify of a one-GPU run
 GRACE_S = 20  # after SIGINT at a timeout, before SIGKILL: the kit ends a run cleanly and writes what it has
+STOP_GRACE_S = 3  # the same when this process itself is stopped (Ctrl-C, SIGTERM): the machine may go soon
 RATIO_TARGET = 0.97  # harness / torchvision yardstick, same setting
 LOADER_TARGET = 0.90  # real JPEGs through the gpu loader / synthetic
 LOADER_ALONE_TARGET = 1.5  # the gpu loader alone / the synthetic training rate
 INTERLEAVE = REPO / "bench" / "loader_interleave.py"
+SAMPLER = REPO / "scripts" / "telemetry" / "gpu_sampler.py"
+SAMPLER_INTERVAL_MS = 200  # the kit's rate beside a run
 PROGRAM_TARGET = 0.95  # harness / the published program, same setting
 PROGRAM_SECTION = "### The kit's harness ÷ the published program, same setting"  # kit.results.program_ratio
 LOADER_CLASSES = 8
@@ -94,18 +101,46 @@ class Done:
     def why(self) -> str:
         if self.returncode is None:
             return f"timed out after {self.seconds:.0f} s"
-        said = (self.stderr.strip() or self.stdout.strip()).splitlines()
-        return f"exit {self.returncode}: {said[-1]}" if said else f"exit {self.returncode} (its output is above)"
+        said = last_error(self.stderr) or last_error(self.stdout)
+        return f"exit {self.returncode}: {said}" if said else f"exit {self.returncode} (its output is above)"
+
+
+EXCEPTION_LINE = re.compile(r"([A-Za-z_]\w*\.)*[A-Za-z_]\w*(: .*)?")  # "ValueError: ...", "torch.OutOfMemoryError"
+
+
+def last_error(text: str) -> str:
+    """What a process said of its end: the exception line of its last Python traceback where it printed one (a
+    library's noise after it, such as nvImageCodec's "[nvjpeg2k_ext] Failed to load", passed over), else its last
+    line; '' when it said nothing."""
+    lines = text.strip().splitlines()
+    tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    if tracebacks:
+        after = lines[tracebacks[-1] + 1:]
+        raised = [line for line in after if line[:1] not in " \t" and EXCEPTION_LINE.fullmatch(line.rstrip())]
+        if raised:
+            return raised[-1].rstrip()
+    return lines[-1] if lines else ""
 
 
 def run(argv: list[str], timeout_s: float, *, capture: bool = False, env: dict | None = None,
-        cwd: Path = REPO) -> Done:
+        cwd: Path = REPO, files: tuple[Path, Path] | None = None) -> Done:
     """ARGV in its own process group, under TIMEOUT_S: then SIGINT to the group (the kit stops as on Ctrl-C and
-    keeps what it has), SIGKILL GRACE_S later. Output is captured (capture) or goes to this process's own."""
+    keeps what it has), SIGKILL GRACE_S later. Output is captured (capture), written as it comes to FILES (stdout,
+    stderr: what a process stopped midway wrote is kept; Done holds it too), or goes to this process's own."""
     print(f"$ {' '.join(argv)}   (timeout {timeout_s:.0f} s)", flush=True)
-    pipe = subprocess.PIPE if capture else None
+    if files:
+        for file in files:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        with open(files[0], "w") as out, open(files[1], "w") as err:
+            done = _run(argv, timeout_s, env, cwd, out, err)
+        return Done(argv, done.returncode, done.seconds, files[0].read_text(errors="replace"),
+                    files[1].read_text(errors="replace"))
+    return _run(argv, timeout_s, env, cwd, subprocess.PIPE if capture else None, subprocess.PIPE if capture else None)
+
+
+def _run(argv: list[str], timeout_s: float, env: dict | None, cwd: Path, stdout, stderr) -> Done:
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe, text=True, start_new_session=True)
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=max(timeout_s, 1))
         return Done(argv, proc.returncode, time.monotonic() - start, out or "", err or "")
@@ -118,7 +153,12 @@ def run(argv: list[str], timeout_s: float, *, capture: bool = False, env: dict |
             out, err = _after_kill(proc)
         print(f"timed out after {timeout_s:.0f} s: {argv[0]} ... stopped", flush=True)
         return Done(argv, None, time.monotonic() - start, out or "", err or "")
-    except BaseException:  # Ctrl-C here: nothing is left running
+    except BaseException:  # Ctrl-C or SIGTERM here: SIGINT (the kit keeps what it has), then nothing left running
+        _signal(proc, signal.SIGINT)
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
         _signal(proc, signal.SIGKILL)
         proc.wait()
         raise
@@ -279,62 +319,121 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
 # ---------------------------------------------------------------------------------------------------------------
 # real JPEGs against synthetic data: windows of one process (interleave_stage), or train.py runs (loader_stage)
 
-def interleave_stage(out: Path, limit_s: float, *, listing: Path, device: str, name: str,
-                     extra: list[str]) -> list[Row]:
-    """bench/loader_interleave.py over LISTING under LIMIT_S (its own budget 10 s less, so it ends its windows
-    itself): its window lines in OUT/windows.jsonl, the harness's log in OUT/harness.log, its stderr in
-    OUT/interleave.stderr.log; the rows of interleave_rows."""
+def interleave_stage(out: Path, limit_s: float, *, listing: Path, device: str, name: str, extra: list[str],
+                     decoders: list[str]) -> list[Row]:
+    """bench/loader_interleave.py over LISTING for DECODERS (in that order) under LIMIT_S (its own budget 10 s less,
+    so it ends its windows itself), beside the GPU sampler (scripts/telemetry/gpu_sampler.py, its samples in
+    OUT/gpu.telemetry): its window lines in OUT/windows.jsonl, the harness's log in OUT/harness.log, its stderr in
+    OUT/interleave.stderr.log, each written as it comes; the rows of interleave_rows."""
     out.mkdir(parents=True, exist_ok=True)
-    done = run([sys.executable, str(INTERLEAVE), "--list", str(listing), "--device", device,
-                "--budget-s", f"{max(limit_s - 10, 5):.0f}", "--log", str(out / "harness.log"), *extra],
-               limit_s, capture=True)
-    (out / "windows.jsonl").write_text(done.stdout)
-    (out / "interleave.stderr.log").write_text(done.stderr)
+    telemetry = out / "gpu.telemetry"
+    done = run([sys.executable, str(SAMPLER), "--out", str(telemetry), "--interval-ms", str(SAMPLER_INTERVAL_MS),
+                "--", sys.executable, str(INTERLEAVE), "--list", str(listing), "--device", device,
+                "--decoders", ",".join(decoders), "--budget-s", f"{max(limit_s - 10, 5):.0f}",
+                "--log", str(out / "harness.log"), *extra],
+               limit_s, files=(out / "windows.jsonl", out / "interleave.stderr.log"))
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    rows = interleave_rows(name, lines, "" if done.ok else done.why())
+    rows = interleave_rows(name, lines, "" if done.ok else done.why(), decoders=decoders,
+                           timed_out=done.returncode is None, telemetry=telemetry)
     verdict_line(out, name, rows)
     return rows
 
 
-def interleave_rows(name: str, lines: list[dict], failure: str = "") -> list[Row]:
-    """Per decoder: real / synthetic over its paired windows (target LOADER_TARGET), and the loader alone /
-    synthetic training (LOADER_ALONE_TARGET), by the noise rule with each window one run; the loader's counters
-    in the detail; a skipped decoder's row says why. FAILURE: why the process ended badly ('' when it did not)."""
+def interleave_rows(name: str, lines: list[dict], failure: str = "", *, decoders: list[str] | None = None,
+                    timed_out: bool = False, telemetry: Path | None = None) -> list[Row]:
+    """Per decoder, each its own verdict: real / synthetic over its paired windows (target LOADER_TARGET), and the
+    loader alone / synthetic training (LOADER_ALONE_TARGET), by the noise rule with each window one run; the
+    loader's counters, the decode process's seconds per phase (where its counters have them) and the JPEG engines'
+    mean utilisation over its real-JPEG windows (TELEMETRY, where its samples have util_jpeg) in the detail. A
+    decoder skipped says why; one that got no pair is inconclusive, out of time (never failed for that); one that
+    raised is failed, naming the exception. DECODERS: those asked (one that never started gets its row too);
+    FAILURE: why the process ended badly ('' when it did not); TIMED_OUT: it was stopped at the stage's end."""
     start = next((x for x in lines if x["kind"] == "start"), None)
     if start is None:
-        return [Row(name, "real JPEGs / synthetic, windows of one process", "—", f">= {LOADER_TARGET}", "failed",
-                    failure or "no window")]
+        why = failure or "no window"
+        return [Row(name, "real JPEGs / synthetic, windows of one process", "—", f">= {LOADER_TARGET}",
+                    stats.INCONCLUSIVE if timed_out else "failed",
+                    f"out of time: {why}, before the first window" if timed_out else why)]
     shape = f"{start['model']} bs{start['batch_size']} {start['precision']}-{start['layout']}"
     rows = []
-    decoders = list(dict.fromkeys(x["decoder"] for x in lines if "decoder" in x))
+    said = list(dict.fromkeys(x["decoder"] for x in lines if "decoder" in x))
     skipped_ones = {x["decoder"] for x in lines if x["kind"] == "skipped"}
-    for decoder in sorted(decoders, key=lambda d: d in skipped_ones):  # the measured ones first
+    order = sorted(said, key=lambda d: d in skipped_ones) + [d for d in decoders or [] if d not in said]
+    for decoder in order:  # the measured ones first, then those skipped, then those never reached
         mine = [x for x in lines if x.get("decoder") == decoder]
         what = f"{shape}: real JPEGs ({decoder}) / synthetic, windows of one process"
+        alone = f"{shape}: the loader alone ({decoder}) / synthetic training"
         skipped = next((x for x in mine if x["kind"] == "skipped"), None)
         if skipped:
             rows.append(Row(name, what, "—", f">= {LOADER_TARGET}", "skipped", skipped["why"]))
             continue
+        raised = next((x for x in mine if x["kind"] == "failed"), None)
+        short = next((x for x in mine if x["kind"] == "out_of_time"), None)
         figures = {kind: [x["images_per_sec"] for x in mine if x["kind"] == kind]
                    for kind in ("synthetic", "real", "loader")}
-        row = ratio_row(name, what, figures["synthetic"], figures["real"], LOADER_TARGET, ("synthetic", "real"))
-        counts = next((x for x in mine if x["kind"] == "counters"), None)
-        if counts is None:
-            row.detail += "; no counters (the process ended first)"
+        paired = min(len(figures["synthetic"]), len(figures["real"]))
+        if raised:
+            row = Row(name, what, "—", f">= {LOADER_TARGET}", "failed", raised["why"])
+        elif not paired and (short or timed_out or not failure):
+            why = short["why"] if short else ("the stage's timeout came first" if timed_out else
+                                              "no pair of windows in its share of the stage")
+            row = Row(name, what, "—", f">= {LOADER_TARGET}", stats.INCONCLUSIVE, f"out of time: {why}")
         else:
+            row = ratio_row(name, what, figures["synthetic"], figures["real"], LOADER_TARGET, ("synthetic", "real"))
+            if failure and row.verdict == "failed":
+                row.detail += f"; {failure}"
+        counts = next((x for x in mine if x["kind"] == "counters"), None)
+        if counts is not None:
             row.detail += (f"; {counts['decode_calls']} decode calls for {counts['decoded_batches']} batches decoded "
                            f"({counts['batches']} taken), {counts['refused_batches']} refused")
-        if failure and row.verdict == "failed":
-            row.detail += f"; {failure}"
+            row.detail += phase_note(counts)
+        elif paired:
+            row.detail += "; no counters (the process ended first)"
+        if paired and telemetry is not None:
+            spans = [(x["t"] - x["seconds"], x["t"]) for x in mine if x["kind"] in ("real", "loader") and "t" in x]
+            row.detail += f"; {jpeg_utilisation(telemetry, spans)}"
         rows.append(row)
-        alone = f"{shape}: the loader alone ({decoder}) / synthetic training"
         if figures["loader"]:
             rows.append(ratio_row(name, alone, figures["synthetic"], figures["loader"], LOADER_ALONE_TARGET,
                                   ("synthetic", "loader alone")))
+        elif row.verdict == "failed":
+            rows.append(Row(name, alone, "—", f">= {LOADER_ALONE_TARGET}", "failed", row.detail.split("; ")[0]))
         else:
             rows.append(Row(name, alone, "—", f">= {LOADER_ALONE_TARGET}", stats.INCONCLUSIVE,
-                            failure or "no loader-alone window: the stage's time ran out before it"))
+                            "no loader-alone window: the stage's time ran out before it"
+                            if paired or not failure else failure))
     return rows
+
+
+PHASES = {"read": "read", "decode": "decode", "crop_resize": "crop/resize", "copy_back": "copy back",
+          "slot_wait": "waiting for a slot"}
+
+
+def phase_note(counts: dict) -> str:
+    """The decode process's seconds per phase from a counters line ('' where it has none)."""
+    phases = counts.get("phases_s")
+    if not isinstance(phases, dict) or not phases:
+        return ""
+    said = ", ".join(f"{PHASES.get(k, k)} {v:.2f} s" for k, v in phases.items() if isinstance(v, (int, float)))
+    whole = counts.get("process_s")
+    return f"; decode process: {said}" + (f" of {whole:.2f} s" if isinstance(whole, (int, float)) else "")
+
+
+def jpeg_utilisation(path: Path, spans: list[tuple[float, float]]) -> str:
+    """The JPEG engines' mean utilisation (the samples' util_jpeg, %) of the first sampled GPU over SPANS (seconds
+    since the epoch), read by the kit's telemetry reader from a gpu_sampler.py file; else why it is not there."""
+    try:
+        telemetry = read_telemetry(path)
+    except InputError as exc:
+        return f"JPEG engine utilisation not recorded ({exc})"
+    first = min((s.gpu for s in telemetry.samples), default=None)
+    values = [s.util_jpeg for s in telemetry.samples if s.gpu == first and getattr(s, "util_jpeg", None) is not None
+              and any(begin <= s.t <= end for begin, end in spans)]
+    if not values:
+        why = telemetry.why or (f"{telemetry.source} samples have no util_jpeg" if telemetry.samples else "no samples")
+        return f"JPEG engine utilisation not recorded ({why})"
+    return f"JPEG engines {sum(values) / len(values):.1f}% busy (mean of {len(values)} samples over its real-JPEG " \
+           "windows)"
 
 
 def jpeg_tree(root: Path, images: int, parts: int, timeout_s: float = 600) -> Path:

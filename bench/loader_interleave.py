@@ -18,14 +18,19 @@ order so that drift hits both sides; after a decoder's pairs, --loader-windows w
 Why one process: real / synthetic is the loader's cost to the same trainer, model, cuDNN algorithms and clocks,
 so a process's start-up differences cancel in the ratio; the kit's noise rule (kit.results.stats.ratio_check) is
 applied over the paired windows of this process (bench/gpu_proof.py), which are the runs of this comparison.
-The pairs a decoder gets stop early when --budget-s cannot hold another (the first decoder may use 60% of what is
-left, the last all of it), so a timeout of the caller never cuts a window.
+Each decoder has its own share of --budget-s, in the order of --decoders: the time those before it left (each
+takes up to its --pairs pairs and --loader-windows, then hands on); its pairs stop early when its share cannot hold
+another, so a timeout of the caller never cuts a window. A decoder whose first pair the time left cannot hold (by
+what the decoder before it took to open, warm up and pair) is not opened: out of time, as is one that got no pair.
 
 stdout: one JSON line per window, as it ends: {"kind": "synthetic"|"real"|"loader", "decoder", "window", "images",
 "seconds", "images_per_sec"}; first {"kind": "start", ...} (the device, the shape), after each decoder's windows
-{"kind": "counters", "decoder", "decode_calls", "decoded_batches", "refused_batches", "batches"} (batches: those
-the windows took), or {"kind": "skipped", "decoder", "why"}. The harness's own KITLOG lines (each window's steps and
-run_stop) go to --log. Exit 0 when every decoder tried gave its windows, 1 otherwise.
+{"kind": "counters", "decoder", "decode_calls", "decoded_batches", "refused_batches", "batches", ...} (batches:
+those the windows took; the rest: the loader's stats(), the decode process's "phases_s" and "process_s" where it
+gives them); a decoder not measured says {"kind": "skipped" (not here), "out_of_time" or "failed" (the exception),
+"decoder", "why"}. Every line carries "t", seconds since the epoch when it was written. The harness's own KITLOG
+lines (each window's steps and run_stop) go to --log. Exit 0 when the windows ran (each decoder's lines say how
+far it got), 1 when the harness itself could not start (a traceback), 2 bad input.
 """
 
 from __future__ import annotations
@@ -45,7 +50,6 @@ import train  # noqa: E402
 from cli import prepare  # noqa: E402
 
 DECODERS = ("torchvision", "nvimgcodec")
-FIRST_SHARE = 0.6  # of the time left, what a decoder that is not the last may use
 # the shape on a CPU (the dry run): the harness's CPU preset of bench/harness_overhead.py, a little smaller
 CPU_SHAPE = {"batch_size": 4, "image_size": 64}
 
@@ -81,8 +85,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def say(**line) -> None:
-    """One JSON line on the real stdout (the harness's lines go to the log)."""
-    sys.__stdout__.write(json.dumps(line) + "\n")
+    """One JSON line on the real stdout (the harness's lines go to the log), stamped t (seconds since the epoch)."""
+    sys.__stdout__.write(json.dumps({**line, "t": round(time.time(), 3)}) + "\n")
     sys.__stdout__.flush()
 
 
@@ -144,46 +148,63 @@ def why_not(a: argparse.Namespace, decoder: str) -> str | None:
     return None
 
 
-def run_decoder(a, args, dist, backend, decoder: str, deadline: float) -> bool:
-    """Pairs of (synthetic, real) windows, then the loader alone, for DECODER until DEADLINE; True when it gave
-    at least one pair."""
+def run_decoder(a, args, dist, backend, decoder: str, deadline: float, need_s: float) -> tuple[int, float]:
+    """Pairs of (synthetic, real) windows, then the loader alone, for DECODER until DEADLINE; NEED_S: what a first
+    pair is likely to take (a decoder before it opened, warmed and paired in that; 0: unknown). (pairs, what its
+    first pair took, opening included). A decoder that cannot start its first pair in time says out_of_time; one
+    that raises says failed (the exception), and the next decoder still runs."""
     import data
 
+    left = deadline - time.monotonic()
+    if need_s and left < need_s:
+        say(kind="out_of_time", decoder=decoder, why=f"{max(left, 0):.0f} s of the stage left for it, a first pair "
+            f"took {need_s:.0f} s")
+        return 0, 0.0
+    began = time.monotonic()
     try:
         loader, real = open_real(a, args, backend, decoder)
     except data.LoaderUnavailable as exc:
         say(kind="skipped", decoder=decoder, why=str(exc))
-        return False
+        return 0, 0.0
+    except Exception as exc:  # noqa: BLE001  (this decoder's verdict: failed, naming it; the next one still runs)
+        say(kind="failed", decoder=decoder, why=f"opening the loader: {type(exc).__name__}: {exc}")
+        return 0, 0.0
     synthetic = feed.open_feed(args, backend, dist)
-    batches, pair_s, pairs = 0, 0.0, 0
+    batches, pair_s, pairs, first_pair_s = 0, 0.0, 0, 0.0
     try:
-        began = time.monotonic()
+        opened = time.monotonic()
         timed_window(args, backend, dist, real)  # the loader's first batches (readers starting), untimed
         batches += args.warmup_steps + args.measure_steps
-        first_s = time.monotonic() - began
+        first_s = time.monotonic() - opened  # the first real window alone: its opening is paid once
         for pair in range(1, a.pairs + 1):
             # room for this pair: the last one's time, or twice the first real window's before any
             if time.monotonic() + (pair_s or 2 * first_s) > deadline:
                 break
-            began = time.monotonic()
+            paired = time.monotonic()
             order = (("synthetic", synthetic), ("real", real))
             for kind, stream in order if pair % 2 else order[::-1]:
                 images, seconds = timed_window(args, backend, dist, stream)
                 batches += (args.warmup_steps + args.measure_steps) * (kind == "real")
                 say(kind=kind, decoder=decoder, window=pair, images=images, seconds=round(seconds, 6),
                     images_per_sec=round(images / seconds, 3))
-            pairs, pair_s = pair, time.monotonic() - began
+            pairs, pair_s = pair, time.monotonic() - paired
+            first_pair_s = first_pair_s or time.monotonic() - began
+        if not pairs:
+            say(kind="out_of_time", decoder=decoder, why=f"no pair of windows fitted its {deadline - began:.0f} s "
+                f"(opening took {opened - began:.0f} s, the first, untimed window {first_s:.0f} s)")
         for window in range(1, a.loader_windows + 1):
-            if time.monotonic() + pair_s / 2 > deadline:
+            if not pairs or time.monotonic() + pair_s / 2 > deadline:
                 break
             images, seconds = loader_window(args, backend, real)
             batches += args.warmup_steps + args.measure_steps
             say(kind="loader", decoder=decoder, window=window, images=images, seconds=round(seconds, 6),
                 images_per_sec=round(images / seconds, 3))
+    except Exception as exc:  # noqa: BLE001  (as above)
+        say(kind="failed", decoder=decoder, why=f"{type(exc).__name__}: {exc}")
     finally:
         real.batches.close()  # the loader's threads and readers stopped (feed.loader_batches' with block)
     say(kind="counters", decoder=decoder, batches=batches, **loader.stats())  # one decode call a batch: the design
-    return pairs > 0
+    return pairs, first_pair_s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,18 +220,18 @@ def main(argv: list[str] | None = None) -> int:
         say(kind="start", device=backend.device, device_name=backend.device_name, torch=backend.version,
             model=a.model, precision=a.precision, layout=a.layout, batch_size=a.batch_size, image_size=a.image_size,
             window_steps=a.window_steps, window_warmup=a.window_warmup, list=str(a.list),
-            start_seconds=round(time.monotonic() - began, 3))
-        ok, runnable = True, []
+            decoders=a.decoders, start_seconds=round(time.monotonic() - began, 3))
+        runnable = []
         for decoder in a.decoders:
             if why := why_not(a, decoder):
                 say(kind="skipped", decoder=decoder, why=why)
             else:
                 runnable.append(decoder)
-        for i, decoder in enumerate(runnable):
-            left = a.budget_s - (time.monotonic() - began)
-            share = left if i == len(runnable) - 1 else left * FIRST_SHARE
-            ok &= run_decoder(a, args, dist, backend, decoder, time.monotonic() + share)
-        return 0 if ok else 1
+        need_s = 0.0
+        for decoder in runnable:  # each in the time those before it left: their pairs are theirs to finish
+            _pairs, took = run_decoder(a, args, dist, backend, decoder, began + a.budget_s, need_s)
+            need_s = need_s or took
+        return 0
     finally:
         sys.stdout = sys.__stdout__
         log.close()

@@ -90,7 +90,7 @@ def mirrors(tmp_path_factory) -> dict:
                                    "TensorFlow/Classification/ConvNets/main.py": "print('not checked out')\n"})
     dllogger = git_mirror(top / "dllogger", {"dllogger/__init__.py": "", "setup.py": ""})
     return {"wheels": wheels, "dle": dle, "dllogger": dllogger,
-            "options": ["--wheels-from", wheels, "--from", f"dle={top / 'dle'}", "--from",
+            "options": ["--with-program", "--wheels-from", wheels, "--from", f"dle={top / 'dle'}", "--from",
                         f"dllogger={top / 'dllogger'}", "--pin", f"dle={dle}", "--pin", f"dllogger={dllogger}"]}
 
 
@@ -121,7 +121,10 @@ def test_a_full_run_makes_both_folders_checks_them_and_says_what_travels(prepare
     assert any(line.split()[0] == ".whl" and line.endswith("MiB") for line in lines), done.stdout
     assert any(line.split()[0] == ".models" and line.endswith("MiB") for line in lines), done.stdout
     assert any(line.startswith("total") and "of the 64 MiB" in line for line in lines), done.stdout
-    assert lines[-2:] == ["carry: .whl .models", "on the GPU machine, in the checkout: bash bench/gpu_proof.sh"]
+    assert lines[-4:] == ["carry: .whl .models", "on the GPU machine, in the checkout: bash bench/gpu_proof.sh",
+                          "  then, where nvimgcodec got no time and the machine is still warm: "
+                          "bash bench/gpu_proof.sh --stages 1 --decoders nvimgcodec",
+                          "  and for NVIDIA DLE's ResNet50 beside the harness: bash bench/gpu_proof.sh --stages 3"]
 
 
 def test_a_second_run_downloads_and_fetches_nothing_and_succeeds(root, tmp_path, mirrors):
@@ -129,14 +132,15 @@ def test_a_second_run_downloads_and_fetches_nothing_and_succeeds(root, tmp_path,
     empty = tmp_path / "empty"
     empty.mkdir()
     # sources that could give nothing: all is there already
-    again = run("--root", root, "--wheels-from", empty, "--from", f"dle={empty}", "--from", f"dllogger={empty}",
+    again = run("--root", root, "--with-program", "--wheels-from", empty, "--from", f"dle={empty}", "--from",
+                f"dllogger={empty}",
                 "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
     assert again.returncode == 0, again.stderr
     assert f".whl: the {len(PINNED)} wheels of gpu_wheels.txt are there already" in again.stdout
     assert f"DeepLearningExamples: at {mirrors['dle']} already" in again.stdout
     assert "carry: .whl .models" in again.stdout
     assert {p.name: p.stat().st_mtime_ns for p in (root / ".whl").iterdir()} == before
-    check = run("--root", root, "--check", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
+    check = run("--root", root, "--check", "--with-program", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
     assert check.returncode == 0 and "carry: .whl .models" in check.stdout, check.stderr
 
 
@@ -213,7 +217,7 @@ def no_main(root: Path) -> str:
 @pytest.mark.parametrize("spoil", [missing, macos, cp311, corrupt, damaged_member, encrypted_member, stray, off_pin, dirty, no_main])
 def test_the_check_fails_naming_what_is_wrong(root, mirrors, spoil):
     said = spoil(root)
-    done = run("--root", root, "--check", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
+    done = run("--root", root, "--check", "--with-program", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
     assert done.returncode == 1, done.stdout
     assert any(line.startswith(said) for line in done.stderr.splitlines()), done.stderr
     assert "carry:" not in done.stdout
@@ -222,19 +226,20 @@ def test_the_check_fails_naming_what_is_wrong(root, mirrors, spoil):
 def test_over_the_carry_limit_fails_with_the_sizes(root, mirrors):
     with open(root / ".models" / "big.bin", "wb") as big:  # sparse: takes no disk
         big.truncate(64 * 2**20)
-    done = run("--root", root, "--check", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
+    done = run("--root", root, "--check", "--with-program", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
     assert done.returncode == 1
     (total,) = [line for line in done.stdout.splitlines() if line.startswith("total")]
-    assert total.split()[1] == done.stderr.split(" hold ")[1].split()[0]  # the same figure in both
-    assert done.stderr.startswith("gpu_prep: .whl and .models hold 6")
-    assert done.stderr.rstrip().endswith("MiB, over the 64 MiB that may travel with the checkout")
+    assert total.split()[1] == done.stderr.split(" make ")[1].split()[0]  # the same figure in both
+    assert done.stderr.startswith("gpu_prep: the checkout's tracked files and .whl and .models make 8")
+    tracked = next(line for line in done.stdout.splitlines() if line.startswith("tracked")).split()[1]
+    assert f"MiB, over the 64 MiB that may travel with the checkout (tracked files {tracked} MiB, .whl " in done.stderr
 
 
 def test_a_pin_the_wheel_mirror_lacks_is_named(mirrors, tmp_path):
     partial = tmp_path / "partial"
     shutil.copytree(mirrors["wheels"], partial)
     (partial / "fabric-3.2.3-py3-none-any.whl").unlink()
-    done = run("--root", tmp_path / "root", *mirrors["options"][2:], "--wheels-from", partial)
+    done = run("--root", tmp_path / "root", mirrors["options"][0], *mirrors["options"][3:], "--wheels-from", partial)
     assert done.returncode == 1
     assert done.stderr.strip() == (f"gpu_prep: fabric==3.2.3: no CPython 3.12 manylinux x86_64 or pure-Python wheel "
                                    f"in {partial}")
@@ -243,8 +248,8 @@ def test_a_pin_the_wheel_mirror_lacks_is_named(mirrors, tmp_path):
 def test_a_source_without_the_pin_is_named_and_leaves_nothing_half_made(mirrors, tmp_path):
     elsewhere = tmp_path / "other"
     git_mirror(elsewhere, {"README.md": "another repository\n"})
-    done = run("--root", tmp_path / "root", *mirrors["options"][:4], "--from", f"dllogger={elsewhere}",
-               *mirrors["options"][6:])
+    done = run("--root", tmp_path / "root", *mirrors["options"][:5], "--from", f"dllogger={elsewhere}",
+               *mirrors["options"][7:])
     where = tmp_path / "root" / ".models" / "dllogger"
     assert done.returncode == 1
     assert done.stderr.startswith(f"prepare_models: {where}: fetching {mirrors['dllogger']} from {elsewhere}: ")
@@ -301,7 +306,9 @@ def test_the_shipped_wheel_list_pins_requirements_lock_versions_and_nvidia_ml_py
             (REPO / "requirements.lock").read_text().splitlines()) if v and not n.startswith("#")}
     assert "nvidia-ml-py" in PINNED
     assert {n: v for n, v in PINNED.items() if n in lock} == {n: lock[n] for n in PINNED if n in lock}
-    assert set(PINNED) - set(lock) == {"nvidia-ml-py", "nvidia-nvimgcodec-cu13", "nvidia-nvjpeg"}
+    # beyond the lock: the GPU machine's own (nvImageCodec is in the lock too, for its CPU backend's tests)
+    assert set(PINNED) - set(lock) == {"nvidia-ml-py", "nvidia-nvjpeg"}
+    assert lock["nvidia-nvimgcodec-cu13"] == PINNED["nvidia-nvimgcodec-cu13"]
 
 
 def test_nvimgcodec_for_cuda_13_travels_pinned_with_the_nvjpeg_it_loads():
@@ -318,7 +325,7 @@ def test_the_nvidia_wheels_pass_the_platform_check_and_a_macos_one_does_not(root
     drop(root, "nvidia_nvimgcodec_cu13")
     path = make_wheel(root / ".whl", "nvidia-nvimgcodec-cu13", str(PINNED["nvidia-nvimgcodec-cu13"]),
                       "py3-none-macosx_11_0_arm64")
-    done = run("--root", root, "--check", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
+    done = run("--root", root, "--check", "--with-program", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
     assert done.returncode == 1
     assert f"gpu_prep: {path}: for py3-none-macosx_11_0_arm64, not CPython 3.12 on manylinux x86_64" in done.stderr
 
@@ -328,7 +335,7 @@ def test_each_wheel_of_a_mib_or_more_is_listed_with_its_size_under_the_folders(r
     old.unlink()
     big = make_wheel(root / ".whl", "nvidia-nvjpeg", str(PINNED["nvidia-nvjpeg"]), NVIDIA_TAGS["nvidia-nvjpeg"],
                      payload=os.urandom(3 * 2**19))  # 1.5 MiB that do not compress
-    done = run("--root", root, "--check", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
+    done = run("--root", root, "--check", "--with-program", "--pin", f"dle={mirrors['dle']}", "--pin", f"dllogger={mirrors['dllogger']}")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith(".whl"))
@@ -342,8 +349,55 @@ def test_each_wheel_of_a_mib_or_more_is_listed_with_its_size_under_the_folders(r
 def test_check_alone_fetches_nothing_and_names_the_missing_folders(tmp_path):
     done = run("--root", tmp_path, "--check")
     assert done.returncode == 1 and not (tmp_path / ".whl").exists() and not (tmp_path / ".models").exists()
+    assert done.stderr.splitlines() == [
+        f"gpu_prep: no {tmp_path / '.whl'}: run bench/gpu_prep.py where PyPI or a wheel mirror (--wheels-from) is "
+        "reachable"]  # .models is not checked without the program (stage 3)
+    done = run("--root", tmp_path, "--check", "--with-program")
+    assert done.returncode == 1 and not (tmp_path / ".whl").exists() and not (tmp_path / ".models").exists()
     assert done.stderr.splitlines()[:2] == [
         f"gpu_prep: no {tmp_path / '.whl'}: run bench/gpu_prep.py where PyPI or a wheel mirror (--wheels-from) is "
         "reachable",
         f"gpu_prep: no {tmp_path / '.models'}: run bench/gpu_prep.py where the sources (or --from mirrors) are "
         "reachable"]
+
+
+def tracked_bytes() -> int:
+    """The bytes of the checkout's tracked files (git ls-files), each as it is on disk."""
+    names = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
+    paths = [REPO / os.fsdecode(n) for n in names.split(b"\0") if n]
+    return sum(p.lstat().st_size for p in paths if p.is_symlink() or p.is_file())
+
+
+def test_without_the_program_models_is_not_made_nor_carried_and_the_tracked_tree_is_counted(mirrors, tmp_path):
+    """The default budget does not run stage 3: only .whl travels, beside the checkout's tracked files, and the
+    total that travels is the two together."""
+    root = tmp_path / "root"
+    done = run("--root", root, "--wheels-from", mirrors["wheels"])
+    assert done.returncode == 0, done.stderr
+    assert not (root / ".models").exists() and (root / ".whl").is_dir()
+    lines = done.stdout.splitlines()
+    sizes = {line.split()[0]: float(line.split()[1]) for line in lines if line.split()[0] in
+             ("tracked", ".whl", ".models", "total")}
+    assert set(sizes) == {"tracked", ".whl", "total"}
+    assert sizes["tracked"] == pytest.approx(tracked_bytes() / 2**20, abs=0.051)
+    assert sizes["total"] == pytest.approx(sizes["tracked"] + sizes[".whl"], abs=0.11)
+    assert "the checkout's tracked files (git ls-files, as checked out)" in done.stdout
+    assert lines[-3:] == ["carry: .whl", "on the GPU machine, in the checkout: bash bench/gpu_proof.sh",
+                          "  then, where nvimgcodec got no time and the machine is still warm: "
+                          "bash bench/gpu_proof.sh --stages 1 --decoders nvimgcodec"]
+
+
+def test_the_tracked_tree_with_the_wheels_over_64_mib_is_refused(mirrors, tmp_path):
+    root = tmp_path / "root"
+    assert run("--root", root, "--wheels-from", mirrors["wheels"]).returncode == 0
+    room = 64 * 2**20 - tracked_bytes() - gpu_prep.size_of(root / ".whl")
+    (old,) = (root / ".whl").glob("nvidia_nvjpeg-*.whl")  # a heavier nvJPEG wheel: what is left, and a MiB more
+    with open(old, "ab") as wheel:
+        wheel.truncate(old.stat().st_size + room + 2**20)  # sparse: takes no disk
+    done = run("--root", root, "--check")
+    assert done.returncode == 1 and "carry:" not in done.stdout
+    (total,) = [line for line in done.stdout.splitlines() if line.startswith("total")]
+    assert 65.0 <= float(total.split()[1]) <= 65.1 and total.endswith("(0.0 MiB left)")
+    assert done.stderr.splitlines()[-1].startswith(
+        f"gpu_prep: the checkout's tracked files and .whl make {total.split()[1]} MiB, over the 64 MiB that may "
+        "travel with the checkout (tracked files ")

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -54,22 +55,46 @@ cases:
 MANY_RUNS = SUITE.replace("repeats: 3", "repeats: 30")
 
 
-def proof(tmp_path: Path, published: Path, *args: str, timeout: float = 600,
-          prepare=None) -> tuple[subprocess.CompletedProcess, Path]:
+def proof_argv(tmp_path: Path, published: Path, *args: str) -> list[str]:
     root = model_code(tmp_path, published)
     (tmp_path / "bin").mkdir(exist_ok=True)
     if not (tmp_path / "bin" / "python").exists():  # DLE's recipe starts a bare `python`
         (tmp_path / "bin" / "python").symlink_to(sys.executable)
     (tmp_path / "suite.yaml").write_text(SUITE)
     (tmp_path / "program.yaml").write_text(PROGRAM_SUITE)
-    if prepare:
-        prepare()
-    out = tmp_path / "out"
-    argv = ["bash", str(REPO / "bench" / "gpu_proof.sh"), "--device", "cpu", "--suite", str(tmp_path / "suite.yaml"),
+    return ["bash", str(REPO / "bench" / "gpu_proof.sh"), "--device", "cpu", "--suite", str(tmp_path / "suite.yaml"),
             "--program-suite", str(tmp_path / "program.yaml"), "--model-code", str(root),
             "--runs-dir", str(tmp_path / "runs"), "--jpeg-dir", str(tmp_path / "jpegs"), "--images", "64",
             "--loader-batch", "4", "--loader-image-size", "64", "--loader-steps", "1,3", "--loader-pairs", "3",
-            *args]
+            "--work", str(tmp_path / "work"), *args]
+
+
+def returned(out: Path, into: Path, console: bool = True) -> Path:
+    """What the GPU machine sends back of OUT, checked against its limits (at most 8 files, none more than 2 folders
+    down, each under 16 MiB, 64 MiB in all): the four files (console.log from gpu_proof.sh, so not where main()
+    ran in this process), the pack opened into INTO; the pack's root folder."""
+    files = [p for p in out.rglob("*") if not p.is_dir()]
+    assert sorted(p.name for p in files) == ["console.log"] * console + ["gpu-proof.tar.gz", "results.json",
+                                                                         "summary.md"], files
+    assert len(files) <= 8 and all(len(p.relative_to(out).parts) <= 3 for p in files)
+    assert all(p.stat().st_size < 16 * 2**20 for p in files) and sum(p.stat().st_size for p in files) <= 64 * 2**20
+    with tarfile.open(out / "gpu-proof.tar.gz") as tar:
+        names = tar.getnames()
+        tar.extractall(into, filter="data")
+    assert names[0] == "gpu-proof/MANIFEST.json" and all(n.startswith("gpu-proof/") for n in names)
+    manifest = json.loads((into / "gpu-proof" / "MANIFEST.json").read_text())
+    assert sorted(f"gpu-proof/{f['path']}" for f in manifest["files"]) == sorted(names[1:])
+    assert not [n for n in names if n.endswith((".html", ".png", ".svg"))]  # rebuilt: dropped, and listed
+    assert all(d["why"] == "rebuilt (a plot or page)" for d in manifest["dropped"]), manifest["dropped"]
+    return into / "gpu-proof"
+
+
+def proof(tmp_path: Path, published: Path, *args: str, timeout: float = 600,
+          prepare=None) -> tuple[subprocess.CompletedProcess, Path]:
+    argv = proof_argv(tmp_path, published, *args)
+    if prepare:
+        prepare()
+    out = tmp_path / "out"
     done = subprocess.run(argv, cwd=tmp_path, env=standin_env(tmp_path, out), capture_output=True, text=True,
                           timeout=timeout)
     return done, out
@@ -105,13 +130,24 @@ def test_the_dry_run_prints_its_plan_first_then_runs_loader_suite_program_in_ord
     done, out = proof(tmp_path, published, "--stages", "3,1,2", "--budget-s", "700", "--margin-s", "0")
     print(f"gpu_proof.sh dry run: {time.monotonic() - began:.0f} s")
     text = done.stdout + done.stderr
+    # what returns from the GPU machine: four files in OUT, the stages' work in the pack
+    work = returned(out, tmp_path / "returned")
+    for stage_log in ("1-loader/harness.log", "1-loader/interleave.stderr.log", "1-loader/windows.jsonl",
+                      "1-loader/gpu.telemetry", "2-suite/run/run.json", "2-suite/verify.txt", "3-program/report.md"):
+        assert (work / stage_log).is_file(), stage_log
+    assert list((work / "2-suite" / "run" / "logs").rglob("*.log")) and list((work / "2-suite" / "run" / "env").iterdir())
+    kept = json.loads((out / "results.json").read_text())
+    assert [[r[k] for k in ("stage", "what", "figure", "target", "verdict", "detail")] for r in kept["rows"]] == \
+        summary_rows(out)
+    assert [t["stage"] for t in kept["timings"]] == ["1", "2", "3"] and kept["state"] == "done" and kept["exit"] == 1
+    assert [(x["stage"], x["runs"]) for x in kept["plan"]["stages"]] == [("1", True), ("2", True), ("3", True)]
     console = (out / "console.log").read_text().splitlines()
     # the plan before anything runs: each stage asked for, its budget, what it runs and drops, in stage order
     assert console[1].startswith("gpu-proof plan: budget 700 s = preflight 15 s + planned stages 435 s"), console[:3]
     assert [line.split()[:3] for line in console[2:5]] == [["1", "loader", "85"], ["2", "suite", "350"],
                                                            ["3", "program", "110"]]
     assert "if short:" in console[2] and "only if time is left (100 s beyond the margin)" in console[4]
-    assert (out / "plan.txt").read_text().splitlines() == console[1:6]
+    assert (work / "plan.txt").read_text().splitlines() == console[1:6] == kept["plan"]["text"]
     stage_lines = [line for line in console if line.startswith("===== stage")]
     assert [line.split()[2] for line in stage_lines] == ["1:", "2:", "3:"]
     assert console.index(stage_lines[0]) > 5 and not any("$ " in line for line in console[:6])
@@ -121,7 +157,7 @@ def test_the_dry_run_prints_its_plan_first_then_runs_loader_suite_program_in_ord
     by_what = {r[1]: r for r in rows}
 
     # stage 1: synthetic and real windows of ONE process, alternating, each window one run of the ratio
-    got = windows(out / "1-loader")
+    got = windows(work / "1-loader")
     assert got[0]["kind"] == "start" and got[0]["device"] == "cpu" and got[0]["batch_size"] == 4
     timed = [w for w in got if w["kind"] in ("synthetic", "real")]
     pairs = len(timed) // 2  # 3 asked; a loaded machine fits fewer in the stage's time (its loader's two processes)
@@ -145,7 +181,7 @@ def test_the_dry_run_prints_its_plan_first_then_runs_loader_suite_program_in_ord
         alone[4] == gpu_stages.stats.INCONCLUSIVE and "no loader-alone window" in alone[5])), alone
     skipped = by_what["resnet50 bs4 amp-nhwc: real JPEGs (nvimgcodec) / synthetic, windows of one process"]
     assert skipped[4] == "skipped" and "the CPU twin decodes with Pillow" in skipped[5]
-    log = (out / "1-loader" / "harness.log").read_text()
+    log = (work / "1-loader" / "harness.log").read_text()
     assert log.count('"event": "run_stop"') >= len(timed) + 1  # the harness's own loop, every window's lines kept
 
     # stage 2: the suite, bundled and verified; this CPU venv has no torchvision: the yardstick's first process
@@ -154,19 +190,19 @@ def test_the_dry_run_prints_its_plan_first_then_runs_loader_suite_program_in_ord
     assert by_what["kit bundle + kit verify"][4] == "met"
     stick = by_what["resnet50 bs2 amp-nhwc: harness / torchvision"]
     assert stick[4] == "failed" and "torchvision is not importable" in stick[5]
-    (setting,) = json.loads((out / "2-suite" / "yardstick.json").read_text())
+    (setting,) = json.loads((work / "2-suite" / "yardstick.json").read_text())
     assert len(setting["processes"]) == 1 and setting["repeats"] == [] and "error" in setting
-    assert [p.name for p in (out / "2-suite" / "yardstick").iterdir()] == ["resnet50_amp-nhwc_1.log"]
+    assert [p.name for p in (work / "2-suite" / "yardstick").iterdir()] == ["resnet50_amp-nhwc_1.log"]
     figure = by_what["resnet50 amp-nhwc: harness images/s"]
     assert figure[3] == ">= 4500" and figure[4] in ("missed", "inconclusive") and "NVIDIA H100 80GB HBM3; runs 3" in figure[5]
-    logged = logged_figures(out / "2-suite" / "run", "*.log")
+    logged = logged_figures(work / "2-suite" / "run", "*.log")
     assert len(logged) == 3 and float(figure[2]) == pytest.approx(median(logged), abs=0.05)
-    assert list((out / "2-suite").glob("*.bundle.tar.gz")) and "CONSISTENT" in (out / "2-suite" / "verify.txt").read_text()
+    assert list((work / "2-suite").glob("*.bundle.tar.gz")) and "CONSISTENT" in (work / "2-suite" / "verify.txt").read_text()
 
     # stage 3: the harness beside the DLE stand-in (its replayed 790 images/s): a ratio, two runs a side
     program = by_what["resnet50 bs2 amp-nhwc: harness / DLE"]
     assert program[4] in ("missed", "inconclusive") and "runs 2 / 2" in program[5]
-    assert gpu_stages.PROGRAM_SECTION in (out / "3-program" / "report.md").read_text()
+    assert gpu_stages.PROGRAM_SECTION in (work / "3-program" / "report.md").read_text()
 
     # the MLPerf row from the suite's figure and the GPU the kit's capture names (no target)
     mlperf = by_what["the kit's best ResNet50 figure / MLPerf v4.0 per GPU (8-GPU result / 8)"]
@@ -174,8 +210,8 @@ def test_the_dry_run_prints_its_plan_first_then_runs_loader_suite_program_in_ord
 
     # the record: raw nvidia-smi outputs, the console, one verdict line per stage, the exit status
     fixture = SHARED / "fixtures" / "nvidia-smi" / "q-x_1xH100-80GB-HBM3_driver580.xml"
-    assert (out / "nvidia-smi" / "q-x.xml").read_bytes() == fixture.read_bytes()
-    assert all((out / d / "verdict.txt").is_file() for d in ("1-loader", "2-suite", "3-program"))
+    assert (work / "nvidia-smi" / "q-x.xml").read_bytes() == fixture.read_bytes()
+    assert all((work / d / "verdict.txt").is_file() for d in ("1-loader", "2-suite", "3-program"))
     assert done.returncode == 1, text[-3000:]  # a target missed (or the yardstick failed)
 
 
@@ -195,6 +231,27 @@ def test_the_default_plan_fits_8_5_minutes_with_60_s_unplanned_and_the_recorded_
     assert [line.split()[:2] for line in text[1:1 + len(gpu_proof.STAGES)]] == [[k, st.title] for k, st in
                                                                              gpu_proof.STAGES.items()]
     assert text[-1].endswith("the kit's best ResNet50 figure / MLPerf v4.0's per-GPU figure")
+
+
+@pytest.mark.parametrize(("args", "running"), [
+    ([], ["1", "2"]),  # the default budget: the "if time is left" stages do not run, and the plan says so
+    (["--budget-s", "700", "--margin-s", "0"], ["1", "2", "3", "4", "6"]),  # 250 s spare: 3 (110), 4 (60), 6 (60)
+    (["--stages", "3"], ["3"]),  # asked alone, the program runs
+    (["--stages", "1", "--decoders", "nvimgcodec"], ["1"]),  # the second command
+])
+def test_the_plan_names_exactly_the_stages_that_run(args, running):
+    a = gpu_proof.parse(["--out", "/nonexistent", *args])
+    lines = {line.split()[0]: line for line in gpu_proof.plan(a).splitlines()[1:-1]}
+    assert [k for k, line in lines.items() if " s  runs: " in line] == running
+    assert all("will not run at this budget" in line for k, line in lines.items() if k not in running)
+    assert [k for k, why in gpu_proof.schedule(a).items() if not why] == running
+    if args == []:  # stage 1 names the second command for nvimgcodec, which gets the time torchvision leaves
+        assert "then nvimgcodec in the time torchvision leaves" in lines["1"]
+        assert f"{gpu_proof.SECOND_COMMAND}, ~4 min" in lines["1"]
+        assert "--budget-s 610 would hold it, or --stages 3 alone" in lines["3"]
+    if "--decoders" in args:  # alone, stage 1 gets 200 s: with preflight and start, about 4 minutes
+        assert lines["1"].split()[2:4] == ["200", "s"] and "nvimgcodec: up to 6" in lines["1"]
+        assert "torchvision" not in lines["1"]
 
 
 def clock_after_first_run(runs_dir: Path, cap_s: float = 600) -> type:
@@ -235,7 +292,7 @@ def test_a_stage_stopped_at_its_timeout_keeps_the_earlier_stages_and_its_finishe
                            "--runs-dir", str(tmp_path / "runs"), "--jpeg-dir", str(tmp_path / "jpegs"),
                            "--images", "64", "--loader-batch", "4", "--loader-image-size", "64",
                            "--loader-steps", "1,3", "--loader-pairs", "2", "--budget-s", "400", "--margin-s", "0",
-                           "--out", str(out)])
+                           "--out", str(out), "--work", str(tmp_path / "work")])
     rows = {r[1]: r for r in summary_rows(out)}
     assert code == 1
     assert rows["resnet50 bs4 amp-nhwc: real JPEGs (torchvision) / synthetic, windows of one process"][2] != "—"
@@ -244,7 +301,7 @@ def test_a_stage_stopped_at_its_timeout_keeps_the_earlier_stages_and_its_finishe
     assert "partial run:" in bench[5] or "no results.json: figures re-derived from the run's logs" in bench[5]
     # with a results.json, the runs run.json records as finished (a log the SIGINT caught between its last line and
     # its record is none); without one, every log's
-    run_dir = out / "2-suite" / "run"
+    run_dir = returned(out, tmp_path / "returned", console=False) / "2-suite" / "run"
     finished = sorted(log for log, entry in json.loads((run_dir / "run.json").read_text())["runs"].items()
                       if entry.get("status") == "ok") if (run_dir / "results.json").is_file() else ["*.log"]
     logged = [figure for path in finished for figure in logged_figures(run_dir, Path(path).name)]
@@ -353,8 +410,10 @@ def test_a_stage_the_budget_cannot_hold_is_skipped_with_a_message(tmp_path, publ
     done, out = proof(tmp_path, published, "--stages", "1,3", "--budget-s", "100", timeout=120)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "stage 1 (loader) skipped: " in done.stdout and "beyond the 60 s margin, it needs 45 s" in done.stdout
-    assert [(r[0], r[4]) for r in summary_rows(out)] == [("1 loader", "skipped"), ("3 program", "skipped"),
-                                                        ("mlperf", "no target")]
+    # stage 3 will not run at this budget: the plan says so, and it is not started (no row)
+    assert "  3 program      —    will not run at this budget: it needs 100 s beyond the margin" in done.stdout
+    assert [(r[0], r[4]) for r in summary_rows(out)] == [("1 loader", "skipped"), ("mlperf", "no target")]
+    returned(out, tmp_path / "returned")
 
 
 def test_a_harness_case_of_other_settings_than_the_programs_is_no_ratio(tmp_path, published):
@@ -417,3 +476,142 @@ def test_a_held_sampler_ends_with_the_process_that_started_it_however_that_ends(
         p.kill()
     assert not alive, "a held process outlived the one that started it"
     assert "dies_with_kit([sys.executable, str(SAMPLER)" in (REPO / "bench" / "sampler_overhead.py").read_text()
+
+
+def test_sigterm_mid_run_leaves_a_whole_pack_of_the_stages_done_so_far(tmp_path, published):
+    """SIGTERM to gpu_proof.sh once stage 2 has started: stage 1's rows and files come back whole in the four
+    files of OUT, the stopped stage says so, the exit status is 128 + 15, and no process of the run is left."""
+    argv = proof_argv(tmp_path, published, "--stages", "1,2", "--loader-pairs", "1")
+    out = tmp_path / "out"
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=standin_env(tmp_path, out), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and proc.poll() is None and not list(tmp_path.glob("runs/*/run.json")):
+            time.sleep(0.5)  # kit bench of stage 2 has made its run directory
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        proc.send_signal(signal.SIGTERM)
+        said, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, said[-3000:]
+    work = returned(out, tmp_path / "returned")
+    assert windows(work / "1-loader")[0]["kind"] == "start" and (work / "1-loader" / "verdict.txt").is_file()
+    kept = json.loads((out / "results.json").read_text())
+    assert kept["state"] == "stopped by SIGTERM during stage 2" and kept["exit"] == 128 + signal.SIGTERM
+    rows = summary_rows(out)
+    assert [r[0] for r in rows] == ["1 loader"] * 3 + ["2 suite"], rows
+    assert rows[0][2] != "—" and rows[-1][4] == "stopped" and "stopped by a signal after" in rows[-1][5]
+    assert "gpu-proof: stopped by SIGTERM during stage 2: packing" in (out / "console.log").read_text()
+    time.sleep(1)
+    left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+    assert not left, left
+
+
+def test_a_decoder_left_no_time_for_a_pair_is_inconclusive_out_of_time_not_failed(tmp_path):
+    """bench/loader_interleave.py on this CPU with a budget no pair fits: the decoder says out_of_time, the process
+    ends 0, and its rows are inconclusive, out of time; a later decoder whose first pair the time left cannot hold
+    is not opened."""
+    listing = gpu_stages.jpeg_tree(tmp_path / "jpegs", 32, 2)
+    done = subprocess.run([sys.executable, str(gpu_stages.INTERLEAVE), "--list", str(listing), "--device", "cpu",
+                           "--decoders", "torchvision", "--budget-s", "1", "--window-steps", "2",
+                           "--window-warmup", "1", "--warmup-steps", "1"], capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(x) for x in done.stdout.splitlines()]
+    assert [x["kind"] for x in lines] == ["start", "out_of_time", "counters"], lines
+    assert lines[1]["why"].startswith("no pair of windows fitted its ") and all("t" in x for x in lines)
+    rows = gpu_stages.interleave_rows("1 loader", lines, decoders=["torchvision"])
+    assert [(r.verdict, r.detail.split(";")[0]) for r in rows] == [
+        ("inconclusive", f"out of time: {lines[1]['why']}"),
+        ("inconclusive", "no loader-alone window: the stage's time ran out before it")]
+    assert not any(r.bad for r in rows)  # so gpu_proof's exit status is 3 for it, not 1
+
+    # torchvision paired; nvimgcodec then had too little time to open: its own verdict, inconclusive
+    start = {"kind": "start", "model": "resnet50", "batch_size": 256, "precision": "amp", "layout": "nhwc"}
+    paired = [{"kind": k, "decoder": "torchvision", "window": i, "images_per_sec": v, "seconds": 1.0, "t": 100.0 + i}
+              for i in range(1, 5) for k, v in (("synthetic", 5600.0 + i), ("real", 5400.0 + i))]
+    later = [{"kind": "out_of_time", "decoder": "nvimgcodec", "why": "3 s of the stage left for it, a first pair "
+              "took 20 s"}]
+    rows = gpu_stages.interleave_rows("1 loader", [start, *paired, *later], decoders=["torchvision", "nvimgcodec"])
+    assert [(r.what.split(": ", 1)[1], r.verdict) for r in rows] == [
+        ("real JPEGs (torchvision) / synthetic, windows of one process", "met"),
+        ("the loader alone (torchvision) / synthetic training", "inconclusive"),
+        ("real JPEGs (nvimgcodec) / synthetic, windows of one process", "inconclusive"),
+        ("the loader alone (nvimgcodec) / synthetic training", "inconclusive")]
+    assert rows[2].detail == "out of time: 3 s of the stage left for it, a first pair took 20 s"
+    # stopped at the stage's timeout before nvimgcodec said anything: out of time too; a decoder that raised: failed
+    rows = gpu_stages.interleave_rows("1 loader", [start, *paired], "timed out after 85 s",
+                                      decoders=["torchvision", "nvimgcodec"], timed_out=True)
+    assert (rows[2].verdict, rows[2].detail) == ("inconclusive", "out of time: the stage's timeout came first")
+    raised = {"kind": "failed", "decoder": "nvimgcodec", "why": "DataError: 400x350 expected, got 350x400"}
+    rows = gpu_stages.interleave_rows("1 loader", [start, *paired, raised], decoders=["torchvision", "nvimgcodec"])
+    assert [(r.verdict, r.detail) for r in rows[2:]] == [("failed", raised["why"]), ("failed", raised["why"])]
+
+
+def test_the_decoders_row_gives_the_decode_processs_phases_and_the_jpeg_engines_utilisation(tmp_path):
+    start = {"kind": "start", "model": "resnet50", "batch_size": 256, "precision": "amp", "layout": "nhwc"}
+    lines = [start] + [{"kind": k, "decoder": "torchvision", "window": i, "images_per_sec": v, "seconds": 2.0,
+                        "t": 1000.0 + 10 * i + (k == "real") * 5} for i in range(1, 4)
+                       for k, v in (("synthetic", 5600.0 + i), ("real", 5000.0 + i))]
+    counters = {"kind": "counters", "decoder": "torchvision", "batches": 60, "decode_calls": 60,
+                "decoded_batches": 60, "refused_batches": 0, "process_s": 12.5,
+                "phases_s": {"read": 1.25, "decode": 6.0, "crop_resize": 2.5, "copy_back": 0.5, "slot_wait": 2.0}}
+    header = {"telemetry": 1, "source": "nvml", "host": "h", "interval_ms": 200, "started": 990.0,
+              "gpus": [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-1", "max_sm_mhz": 1980, "max_mem_mhz": 3201,
+                        "limit_w": 700}]}
+    sample = {"gpu": 0, "sm_mhz": 1980, "mem_mhz": 3201, "power_w": 600, "limit_w": 700, "energy_mj": 1,
+              "temp_c": 50, "util_gpu": 90, "util_mem": 40, "mem_used_mib": 1000, "reasons": 0}
+    # in the real windows (t 1013-1015, 1023-1025, 1033-1035): 40, 60; outside: 99 (not counted)
+    with_jpeg = [{**sample, "t": t, "energy_mj": t, "util_jpeg": u} for t, u in ((1014.0, 40), (1024.0, 60),
+                                                                                  (1019.0, 99))]
+    recorded = tmp_path / "gpu.telemetry"
+    recorded.write_text("\n".join(json.dumps(x) for x in [header, *with_jpeg]) + "\n")
+    (row, _alone) = gpu_stages.interleave_rows("1 loader", [*lines, counters], telemetry=recorded)
+    assert ("; decode process: read 1.25 s, decode 6.00 s, crop/resize 2.50 s, copy back 0.50 s, waiting for a "
+            "slot 2.00 s of 12.50 s; JPEG engines 50.0% busy (mean of 2 samples over its real-JPEG windows)") in row.detail
+    # samples without the field (an older sampler), and counters without phases: said, or left out
+    recorded.write_text("\n".join(json.dumps(x) for x in [header, *[{**sample, "t": t, "energy_mj": t}
+                                                                      for t in (1014.0, 1024.0)]]) + "\n")
+    plain = {k: v for k, v in counters.items() if k not in ("phases_s", "process_s")}
+    (row, _alone) = gpu_stages.interleave_rows("1 loader", [*lines, plain], telemetry=recorded)
+    assert row.detail.endswith("0 refused; JPEG engine utilisation not recorded (nvml samples have no util_jpeg)")
+
+
+def test_a_failure_names_the_exception_not_the_noise_printed_after_it():
+    """A real Python process that prints nvImageCodec's import noise before and after (atexit) its traceback."""
+    noise = "[nvjpeg2k_ext] Failed to load"
+    script = ("import atexit, sys\n"
+              f"atexit.register(lambda: print({noise!r}, file=sys.stderr))\n"
+              f"print({noise!r}, file=sys.stderr)\n"
+              "try:\n    {}['size']\n"
+              "except KeyError as exc:\n    raise ValueError('the size table has 400x350, got 350x400') from exc\n")
+    done = gpu_stages.run([sys.executable, "-c", script], 60, capture=True)
+    assert done.stderr.strip().splitlines()[-1] == noise and done.stderr.count("Traceback") == 2
+    assert done.why() == "exit 1: ValueError: the size table has 400x350, got 350x400"
+    quiet = gpu_stages.run([sys.executable, "-c", f"import sys; print({noise!r}); sys.exit('no GPU here')"], 60,
+                           capture=True)
+    assert quiet.why() == "exit 1: no GPU here"  # no traceback: the last line
+    mute = gpu_stages.run([sys.executable, "-c", "import sys; sys.exit(4)"], 60, capture=True)
+    assert mute.why() == "exit 4 (its output is above)"
+
+
+def test_the_pack_drops_what_is_rebuilt_then_the_largest_files_and_lists_them(tmp_path):
+    work = tmp_path / "work"
+    (work / "1-loader").mkdir(parents=True)
+    (work / "1-loader" / "windows.jsonl").write_text('{"kind": "start"}\n')
+    (work / "2-suite" / "run" / "plots").mkdir(parents=True)
+    (work / "2-suite" / "run" / "report.html").write_text("<html></html>")
+    (work / "2-suite" / "run" / "plots" / "a.png").write_bytes(b"png")
+    (work / "2-suite" / "big.bin").write_bytes(os.urandom(300_000))  # does not compress
+    (work / "2-suite" / "small.bin").write_bytes(os.urandom(50_000))
+    packed = gpu_proof.pack(work, tmp_path / "gpu-proof.tar.gz", limit=200_000)
+    assert packed["bytes"] <= 200_000 and packed["files"] == 2
+    assert [(d["path"], d["why"]) for d in packed["dropped"]] == [
+        ("2-suite/run/report.html", "rebuilt (a plot or page)"), ("2-suite/run/plots/a.png", "rebuilt (a plot or page)"),
+        ("2-suite/big.bin", "over the pack's 0.2 MiB")]
+    with tarfile.open(tmp_path / "gpu-proof.tar.gz") as tar:
+        assert sorted(tar.getnames()) == ["gpu-proof/1-loader/windows.jsonl", "gpu-proof/2-suite/small.bin",
+                                          "gpu-proof/MANIFEST.json"]
+        manifest = json.loads(tar.extractfile("gpu-proof/MANIFEST.json").read())
+    assert manifest["dropped"] == packed["dropped"] and not list(tmp_path.glob("*.part"))
