@@ -509,10 +509,12 @@ def stages(a: argparse.Namespace, budget: gs.Budget, run: Run) -> None:
         print(f"\n===== stage {key}: {st.title} (up to {limit:.0f} s; {budget.left():.0f} s left) =====", flush=True)
         began = time.monotonic()
         run.current = key
+        runs_before = set(a.runs_dir.iterdir()) if a.runs_dir.is_dir() else set()
         try:
             got = stage(a, budget, key, folder, limit, measured)
         except Stopped:
             run.timings.append({"stage": key, "title": st.title, "seconds": round(time.monotonic() - began, 1)})
+            keep_stopped_run(a.runs_dir, runs_before, folder)
             run.rows += stopped_rows(a, key, folder, time.monotonic() - began)
             raise
         if key == "2":
@@ -557,6 +559,17 @@ def stage(a: argparse.Namespace, budget: gs.Budget, key: str, folder: Path, limi
     if harness["figure"]:
         measured[f"harness {COMPILED_TAG} bs{a.loader_batch}"] = harness["figure"]
     return got
+
+
+def keep_stopped_run(runs_dir: Path, before: set[Path], folder: Path) -> None:
+    """The run directory a stopped stage's kit bench was writing (its finished runs, logs and captures), into the
+    stage's FOLDER as run/ where the stage had not copied it yet: packed with the rest."""
+    made = gs.new_run_dir(runs_dir, before) if runs_dir.is_dir() else None
+    if made is not None and not (folder / "run").exists():
+        try:
+            gs.keep(made, folder / "run")
+        except OSError as exc:  # shutil.Error too: a file that went as it was copied
+            print(f"gpu-proof: keeping {made}: {exc}", file=sys.stderr, flush=True)
 
 
 def stopped_rows(a: argparse.Namespace, key: str, folder: Path, seconds: float) -> list[gs.Row]:

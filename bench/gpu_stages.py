@@ -194,7 +194,7 @@ def kit(args: list[str], timeout_s: float, capture: bool = False) -> Done:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# stage 1: the suite, bundled and verified, beside the torchvision yardstick
+# stage 2: the suite, bundled and verified, beside the torchvision yardstick
 
 def yardstick_settings(suite_name: str) -> list[tuple[str, int, str, int, int, int]]:
     """(model, batch, tag, image size, warm-up, measured steps) of the suite's 1-GPU synthetic harness cases that

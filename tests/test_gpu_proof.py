@@ -480,7 +480,8 @@ def test_a_held_sampler_ends_with_the_process_that_started_it_however_that_ends(
 
 def test_sigterm_mid_run_leaves_a_whole_pack_of_the_stages_done_so_far(tmp_path, published):
     """SIGTERM to gpu_proof.sh once stage 2 has started: stage 1's rows and files come back whole in the four
-    files of OUT, the stopped stage says so, the exit status is 128 + 15, and no process of the run is left."""
+    files of OUT, the stopped stage says so and its kit bench run directory comes back too, the exit status is
+    128 + 15, and no process of the run is left."""
     argv = proof_argv(tmp_path, published, "--stages", "1,2", "--loader-pairs", "1")
     out = tmp_path / "out"
     proc = subprocess.Popen(argv, cwd=tmp_path, env=standin_env(tmp_path, out), stdout=subprocess.PIPE,
@@ -497,6 +498,7 @@ def test_sigterm_mid_run_leaves_a_whole_pack_of_the_stages_done_so_far(tmp_path,
     assert proc.returncode == 128 + signal.SIGTERM, said[-3000:]
     work = returned(out, tmp_path / "returned")
     assert windows(work / "1-loader")[0]["kind"] == "start" and (work / "1-loader" / "verdict.txt").is_file()
+    assert json.loads((work / "2-suite" / "run" / "run.json").read_text())  # the stopped kit bench's, packed
     kept = json.loads((out / "results.json").read_text())
     assert kept["state"] == "stopped by SIGTERM during stage 2" and kept["exit"] == 128 + signal.SIGTERM
     rows = summary_rows(out)

@@ -13,6 +13,7 @@ libjpeg-turbo's by a few levels more; that is not measurable here (no GPU).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -360,14 +361,20 @@ def test_the_trainers_python_a_batch_is_a_few_calls_whatever_the_batch(entries, 
             for _ in range(2):  # the second starts an upload whatever the timing of the first
                 next(ld)
                 wait_until(lambda: settled(ld) == 3)
-            assert ld._process._uploading is not None and ld._process.ready() == 2  # next() then does not wait
-            calls = []
-            sys.setprofile(lambda frame, event, arg, seen=calls: seen.append(event in ("call", "c_call")))
-            try:
-                next(ld)
-            finally:
-                sys.setprofile(None)
-            counts.append(sum(calls))
+            samples = []
+            for _ in range(3):  # the fewest of three: a collection's finalizers may run inside one (a loaded run)
+                wait_until(lambda: settled(ld) == 3)
+                assert ld._process._uploading is not None and ld._process.ready() == 2  # next() then does not wait
+                calls = []
+                gc.disable()
+                sys.setprofile(lambda frame, event, arg, seen=calls: seen.append(event in ("call", "c_call")))
+                try:
+                    next(ld)
+                finally:
+                    sys.setprofile(None)
+                    gc.enable()
+                samples.append(sum(calls))
+            counts.append(min(samples))
     assert counts[0] == counts[1] < 80, counts  # 62 here; the decode itself makes ~240 a batch (bench-decode)
 
 
