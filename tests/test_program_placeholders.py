@@ -16,7 +16,7 @@ from kit.results.sections import program_placeholder_section
 from kit.run.command import SCRIPTS, launch_argv
 
 LAUNCHER = SCRIPTS / "reference" / "launch.py"
-PLACEHOLDERS = SCRIPTS / "reference" / "placeholders"
+PLACEHOLDERS = SCRIPTS / "reference" / "placeholders" / "nvidia.dali"  # DALI's folder of them (launch.placeholder_root)
 # what DLE's dataloaders.py does at import, then what the run asks for: synthetic data (never DALI) or DALI
 PROGRAM = """\
 import sys
@@ -41,14 +41,15 @@ if sys.argv[1] == "dali-gpu":
 """
 
 
-def launch(tmp_path: Path, backend: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+def launch(tmp_path: Path, backend: str, env: dict | None = None,
+           modules: tuple[str, ...] = ("nvidia.dali",)) -> tuple[subprocess.CompletedProcess, dict]:
     code = tmp_path / "code"
     code.mkdir(exist_ok=True)
     (code / "main.py").write_text(PROGRAM)
     record = tmp_path / "run" / "x.cmd.json"
     argv = [sys.executable, "main.py", backend]
     line = [sys.executable, str(LAUNCHER), "--record", str(record), "--meta", json.dumps({"argv": argv}),
-            "--cwd", str(code), "--placeholder", "nvidia.dali", "--", *argv]
+            "--cwd", str(code), *(a for m in modules for a in ("--placeholder", m)), "--", *argv]
     done = subprocess.run(line, capture_output=True, text=True, timeout=60, env=env)
     return done, json.loads(record.read_text())
 
@@ -71,7 +72,8 @@ def test_using_the_placeholder_stops_the_program_naming_the_module(tmp_path):
     assert meta["placeholders"][0]["placeholder"]
 
 
-def test_a_host_with_the_module_gets_no_placeholder(tmp_path):
+def real_dali(tmp_path: Path) -> None:
+    """A DALI of the host's (the names the program imports) under tmp_path/site."""
     real = tmp_path / "site" / "nvidia" / "dali"
     (real / "plugin").mkdir(parents=True)
     (real / "__init__.py").write_text("")
@@ -80,10 +82,27 @@ def test_a_host_with_the_module_gets_no_placeholder(tmp_path):
     (real / "pipeline.py").write_text("class Pipeline:\n    pass\n")
     (real / "ops.py").write_text("ImageDecoder = dict\n")
     (real / "types.py").write_text("RGB = 1\n")
+
+
+def test_a_host_with_the_module_gets_no_placeholder(tmp_path):
+    real_dali(tmp_path)
     done, meta = launch(tmp_path, "dali-gpu", env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "site")})
     assert done.returncode == 0, done.stderr
     assert meta["placeholders"] == [{"module": "nvidia.dali", "placeholder": None, "why": None}]
     assert str(PLACEHOLDERS) not in meta["environ"]["PYTHONPATH"]
+
+
+def test_a_host_with_dali_but_no_horovod_keeps_its_own_dali(tmp_path):
+    """DLE TensorFlow and MXNet ask for both: only the missing one's folder goes on the path, so the host's DALI
+    is the one the program uses (the DALI placeholder would stop a DALI backend)."""
+    real_dali(tmp_path)
+    done, meta = launch(tmp_path, "dali-gpu", env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "site")},
+                        modules=("nvidia.dali", "horovod.mxnet"))
+    assert done.returncode == 0, done.stderr
+    horovod = SCRIPTS / "reference" / "placeholders" / "horovod"
+    assert [(e["module"], e["placeholder"]) for e in meta["placeholders"]] == [("nvidia.dali", None),
+                                                                              ("horovod.mxnet", str(horovod))]
+    assert meta["environ"]["PYTHONPATH"].split(":") == [str(horovod), str(tmp_path / "site")]
 
 
 def test_dle_pytorch_asks_for_the_dali_placeholder_and_the_report_says_where_it_stood_in(tmp_path):

@@ -165,7 +165,7 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
     assert sidecar["argv"] == build(job, code_root=str(root)).argv == ["python", "./main.py", *ARGV]
     assert "PYTHONPATH" not in sidecar["env"] and sidecar["pythonpath"] == [str(root / "dllogger")]
     # what the program got: no DALI here, so the kit's import placeholder first (DLE's dataloaders.py needs its names)
-    placeholders = SCRIPTS / "reference" / "placeholders"
+    placeholders = SCRIPTS / "reference" / "placeholders" / "nvidia.dali"
     assert sidecar["environ"]["PYTHONPATH"] == f"{placeholders}:{root / 'dllogger'}:{site}"
     assert [(e["module"], e["placeholder"]) for e in sidecar["placeholders"]] == [("nvidia.dali", str(placeholders))]
     assert "imports nvidia.dali, which the Python of" in (run_dir / "report.md").read_text()

@@ -13,8 +13,9 @@ untracked, hidden files; TOP: the checkout's top folder, which git's safe.direct
 the patch's sha256, and the whole environment the program gets (values of secret-looking names redacted): each
 --pythonpath DIR goes before the PYTHONPATH this process inherited on its host.
 --placeholder MODULE: a module the program imports when it loads but never calls in the kit's modes (DLE: DALI).
-When the program's Python cannot import it, placeholders/ beside this file goes first on its PYTHONPATH (names to
-import, an error naming the module if used) and the record's "placeholders" says so, with why.
+When the program's Python cannot import it, its folder of placeholders/ beside this file (one a placeholder package:
+nvidia.dali/, horovod/) goes first on its PYTHONPATH (names to import, an error naming the module if used) and the
+record's "placeholders" says so, with why; a module the program's Python imports is never shadowed.
 --work-copy NAME copies MODEL_DIR to ./NAME (a fresh copy each run; the checkout stays untouched),
 applies --patch there (every context line must match at its stated line: no offset, no fuzz) and
 copies each --add file into it (DLPerf ran PLSC's train.py from inside the checkout). Then this
@@ -66,9 +67,21 @@ PLACEHOLDERS = Path(__file__).resolve().parent / "placeholders"
 PROBE_S = 60
 
 
+def placeholder_root(module: str) -> Path | None:
+    """The folder of PLACEHOLDERS that provides MODULE: one a placeholder package, named by the longest prefix of
+    the module's dotted name that has one (nvidia.dali/, horovod/), so that a module the host has is never
+    shadowed by another's placeholder."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        root = PLACEHOLDERS / ".".join(parts[:n])
+        if root.is_dir():
+            return root
+    return None
+
+
 def placeholders(modules: list[str], program: str, cwd: Path) -> list[dict]:
-    """Each MODULE the program's Python (PROGRAM when it is a python, else this one) cannot import is given by
-    PLACEHOLDERS, put first on PYTHONPATH; what was found, for the record."""
+    """Each MODULE the program's Python (PROGRAM when it is a python, else this one) cannot import is given by its
+    placeholder folder (placeholder_root), put first on PYTHONPATH; what was found, for the record."""
     name = Path(program).name
     python = (shutil.which(program) or program) if name.startswith("python") else sys.executable
     out = []
@@ -80,10 +93,13 @@ def placeholders(modules: list[str], program: str, cwd: Path) -> list[dict]:
             why = None if done.returncode == 0 else said[-1]
         except (OSError, subprocess.TimeoutExpired) as exc:
             why = f"{python} -c 'import {module}': {exc}"
-        if why is not None and str(PLACEHOLDERS) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-            os.environ["PYTHONPATH"] = os.pathsep.join([str(PLACEHOLDERS),
-                                                        *filter(None, [os.environ.get("PYTHONPATH")])])
-        out.append({"module": module, "placeholder": None if why is None else str(PLACEHOLDERS), "why": why})
+        root = placeholder_root(module) if why is not None else None
+        if why is not None and root is None:
+            why += f"; the kit has no placeholder for {module} ({PLACEHOLDERS})"
+        path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if root is not None and str(root) not in path:
+            os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *path])
+        out.append({"module": module, "placeholder": None if root is None else str(root), "why": why})
     return out
 
 

@@ -11,7 +11,9 @@ class DLEMXNet(Program):
         "ngc-mxnet", "mxnet", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (MXNet)", "dle",
         "DeepLearningExamples", "MxNet/Classification/RN50v1.5", "dle-mxnet",
         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/MxNet/scripts/mxnet_test_all.sh",
-        data_format="recordio", synthetic="--data-backend synthetic", tagged_output=True)
+        data_format="recordio", synthetic="--data-backend synthetic", tagged_output=True,
+        # train.py imports dali.py (DALI at load) and horovod.mxnet; log_utils.py calls hvd.rank() whatever the kvstore
+        placeholders=("nvidia.dali", "horovod.mxnet"))
     output_flags = ("-o",)
 
     def recipe(self, job: RefJob, cluster: Cluster, data_dir: str | None,

@@ -11,7 +11,9 @@ class DLETensorFlow(Program):
         "ngc-tensorflow", "tensorflow", "resnet50", "NVIDIA DeepLearningExamples ResNet50 v1.5 (TensorFlow 1)", "dle",
         "DeepLearningExamples", "TensorFlow/Classification/ConvNets", "dle-tf1",
         "PaddlePaddle/Perf ResNet50V1.5/OtherReports/TensorFlow/scripts/{tf_test_all.sh,tf_test_dist_all.sh}",
-        data_format="tfrecord", synthetic="no --data_dir", tagged_output=True)
+        data_format="tfrecord", synthetic="no --data_dir", tagged_output=True,
+        # utils/dali_utils.py imports DALI at load (main.py -> utils); main.py's hvd.init(True) imports Horovod
+        placeholders=("nvidia.dali", "horovod.tensorflow"))
     output_flags = ("--results_dir",)
 
     def recipe(self, job: RefJob, cluster: Cluster, data_dir: str | None,

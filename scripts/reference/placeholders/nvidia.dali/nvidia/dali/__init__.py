@@ -26,4 +26,8 @@ def module_getattr(prefix: str):
     return getattr_
 
 
+# as the real package does, the submodules load with it: `dali.pipeline.Pipeline` after `from nvidia import
+# dali` (DLE TensorFlow's utils/dali_utils.py); module __getattr__ would otherwise answer a class for them
+from nvidia.dali import ops, pipeline, plugin, tfrecord, types  # noqa: E402, F401
+
 __getattr__ = module_getattr("")

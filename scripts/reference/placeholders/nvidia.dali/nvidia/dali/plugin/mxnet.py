@@ -1,0 +1,3 @@
+from nvidia.dali import absent
+
+DALIClassificationIterator = absent("plugin.mxnet.DALIClassificationIterator")
