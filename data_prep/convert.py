@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convert an ImageNet-shaped train tree into the format a published program reads, with a manifest.
 
-    convert.py SRC OUT --to paddle|folder|tfrecord|recordio [--shards N] [--synset-words FILE] [--json]
+    convert.py SRC OUT --to paddle|folder|fleetx|tfrecord|recordio [--shards N] [--synset-words FILE] [--json]
 
 SRC: a train directory (`<wnid>/<image>`; a directory holding `train/` is taken as its parent), or a
 PaddleClas train list (`train/<wnid>/<file> <label>` lines, as make_train_list.py writes) to convert just
@@ -11,10 +11,15 @@ the images it names with its labels. OUT is written whole or not at all:
               the list); labels 0..999
     folder    OUT/train/<wnid>/<file>                        DLE PyTorch (ImageFolder / DALI file reader
               on OUT/train): labels are the sorted folder index 0..999
+    fleetx    OUT/train.txt + OUT/train/<wnid>/<file>        FleetX VGG16 (get_train_dataloader(OUT): the list
+              OUT/train.txt, `<wnid>/<file> <label>` relative to OUT/train; every "JPEG" in a path written
+              "jpeg", list and file alike, as FleetX rewrites the listed path before opening it); labels 0..999
     tfrecord  OUT/train-00000-of-NNNNN ...                   DLE TensorFlow (--data_dir OUT, `train-*`):
               tf.train.Example records, labels 1..1000 (DLE subtracts 1)
     recordio  OUT/train.rec + train.idx (+ train.lst)        DLE MXNet (--data-root OUT), im2rec
-              --pass-through layout: IRHeader + the JPEG bytes, labels 0..999
+              + OUT/val.rec + val.idx (+ val.lst)            --pass-through layout: IRHeader + the JPEG bytes,
+              labels 0..999; val from a val/<wnid>/ tree (--val): DLE MXNet's runner always passes
+              --data-val OUT/val.rec, which train.py opens even with --mode train
 
 plus OUT/manifest.json (manifest.py: files with size and sha256, images per class). Images are linked
 (hard links: the tree costs no space; rsync sends them as files) where the file system allows, else copied.
@@ -47,17 +52,20 @@ import recordio  # noqa: E402
 import source as source_mod  # noqa: E402
 import tfrecord  # noqa: E402
 from source import SourceError, find_val, read_source, read_synset_words, read_val  # noqa: E402
-from writers import HashingFile, Written, write_recordio, write_tfrecord, write_tree  # noqa: E402
+from writers import HashingFile, Written, fleetx_path, write_recordio, write_tfrecord, write_tree  # noqa: E402
 
 PROG = "convert.py"
-FORMATS = ("paddle", "folder", "tfrecord", "recordio")
+FORMATS = ("paddle", "folder", "fleetx", "tfrecord", "recordio")
 READERS = {
     "paddle": "PaddleClas (DataLoader.Train.dataset: image_root <dir>/, cls_label_path <dir>/train_list.txt)",
     "folder": "NVIDIA DLE PyTorch ConvNets (<dir>/train/<wnid>/)",
+    "fleetx": "FleetX VGG16 (get_train_dataloader(<dir>): <dir>/train.txt, images under <dir>/train, JPEG as jpeg)",
     "tfrecord": "NVIDIA DLE TensorFlow ConvNets (--data_dir <dir>, files train-*)",
     "recordio": "NVIDIA DLE MXNet RN50v1.5 (--data-root <dir>: train.rec, train.idx)",
 }
-LABEL_OFFSETS = {"paddle": 0, "folder": 0, "tfrecord": tfrecord.LABEL_OFFSET, "recordio": recordio.LABEL_OFFSET}
+LABEL_OFFSETS = {"paddle": 0, "folder": 0, "fleetx": 0, "tfrecord": tfrecord.LABEL_OFFSET,
+                 "recordio": recordio.LABEL_OFFSET}
+VAL_FORMATS = ("folder", "recordio")  # the formats with a validation split (--val)
 TFRECORD_SHARDS = 1024  # build_imagenet_data.py's train shards (fewer when there are fewer images)
 
 
@@ -92,20 +100,35 @@ def check_out(out: Path, src: Path) -> None:
                              "directory") from None
 
 
+def check_fleetx_names(source: source_mod.Source) -> None:
+    """Two images whose paths differ only in "JPEG" / "jpeg" would be one file for FleetX."""
+    seen: dict[str, Path] = {}
+    for im in source.images:
+        path = fleetx_path(im.wnid, im.name)
+        if path in seen:
+            raise InputError(f"{im.path}: FleetX reads it as {path}, as it reads {seen[path]} (it writes every "
+                             "'JPEG' in a path 'jpeg'); rename one")
+        seen[path] = im.path
+
+
 def convert(src: Path, out: Path, fmt: str, *, shards: int = TFRECORD_SHARDS, synset_words: Path | None = None,
             workers: int | None = None, fsync: bool = False, val: Path | str | None = "auto") -> dict:
     """Write OUT for FMT from SRC; return the manifest (raises InputError / OSError, leaving nothing behind).
-    val (folder only): a val/<wnid>/ tree to link as OUT/val; "auto": the val/ beside SRC's train/, if any."""
+    val (folder, recordio): a val/<wnid>/ tree to link as OUT/val, or write as OUT/val.rec; "auto": the val/
+    beside SRC's train/, if any."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
     source = read_source(src)
     if not source.images:
         raise InputError(f"{source.where}: no images")
     if val == "auto":
-        val = find_val(src) if fmt == "folder" else None
-    elif val is not None and fmt != "folder":
-        raise InputError(f"--val is for the folder format (DLE PyTorch reads <data>/val), not {fmt}")
+        val = find_val(src) if fmt in VAL_FORMATS else None
+    elif val is not None and fmt not in VAL_FORMATS:
+        raise InputError(f"--val is for the folder and recordio formats (DLE PyTorch reads <data>/val, DLE MXNet "
+                         f"<data>/val.rec), not {fmt}")
     val_source = read_val(Path(val), source) if val is not None else None
+    if fmt == "fleetx":
+        check_fleetx_names(source)
     words = read_synset_words(synset_words)
     out = Path(os.path.abspath(out))
     check_out(out, Path(source.where))
@@ -117,12 +140,12 @@ def convert(src: Path, out: Path, fmt: str, *, shards: int = TFRECORD_SHARDS, sy
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        if fmt in ("paddle", "folder"):
+        if fmt in ("paddle", "folder", "fleetx"):
             written = write_tree(source, tmp, fmt, workers, fsync, val_source)
         elif fmt == "tfrecord":
             written = write_tfrecord(source, tmp, shards, words, workers, fsync)
         else:
-            written = write_recordio(source, tmp, workers, fsync)
+            written = write_recordio(source, tmp, workers, fsync, val_source)
         offset = LABEL_OFFSETS[fmt]
         manifest = {
             "schema_version": manifest_mod.SCHEMA_VERSION, "tool": manifest_mod.TOOL, "format": fmt,
@@ -132,7 +155,7 @@ def convert(src: Path, out: Path, fmt: str, *, shards: int = TFRECORD_SHARDS, sy
                         for wnid, index in source.classes.items()],
             "files": sorted(written.files, key=lambda f: f["path"]),
         }
-        if fmt == "folder":
+        if fmt in VAL_FORMATS:
             manifest["val"] = {"images": sum(written.val_counts.values()), "classes": len(written.val_counts)}
         mf = HashingFile(tmp / manifest_mod.NAME, fsync)
         mf.write(manifest_mod.dumps(manifest))
@@ -204,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: the wnid)")
     parser.add_argument("--val", default="auto",
                         help="folder: a val/<wnid>/ tree to link as OUT/val (DLE PyTorch's main.py opens <data>/val "
-                             "even with --training-only); default: the val/ beside SRC's train/ if there is one; "
-                             "'none': no val")
+                             "even with --training-only); recordio: to write as OUT/val.rec + val.idx (DLE MXNet "
+                             "opens them even with --mode train); default: the val/ beside SRC's train/ if there is "
+                             "one; 'none': no val")
     parser.add_argument("--workers", type=int, default=None, help="image reading threads (default: min(4, CPUs))")
     parser.add_argument("--fsync", action="store_true",
                         help="flush every written file to disk before it is renamed (durable against power loss; "
@@ -246,14 +270,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.out} ({args.to}): {summary['images']} images in {summary['classes']} classes, "
               f"{summary['files']} files, {summary['bytes']} bytes; labels {result['label_offset']}.."
               f"{result['label_offset'] + len(result['classes']) - 1}")
-        if args.to in ("paddle", "folder"):
+        if args.to in ("paddle", "folder", "fleetx"):
             print(f"images linked {result['linked']}, copied {result['copied']}")
-        if args.to == "folder":
+        if args.to in VAL_FORMATS:
             if result["val"]["images"]:
                 print(f"val: {result['val']['images']} images in {result['val']['classes']} classes")
-            else:
+            elif args.to == "folder":
                 print("warning: no val/ tree (--val DIR): DLE PyTorch's main.py opens <data>/val even with "
                       "--training-only and stops without it")
+            else:
+                print("warning: no val/ tree (--val DIR), so no val.rec: DLE MXNet's runner passes --data-val "
+                      "<data>/val.rec, which train.py opens even with --mode train")
         print(f"manifest sha256 {manifest_sha}")
     return 0
 

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Verify a convert.py output directory against its manifest.json and the format's own structure.
 
-    verify.py DIR --format paddle|folder|tfrecord|recordio [--sizes-only] [--json]
+    verify.py DIR --format paddle|folder|fleetx|tfrecord|recordio [--sizes-only] [--json]
 
 Checks, verify_list.py-style:
   - the manifest: written by convert.py for this format; every file it lists is there with its size and
     sha256 (--sizes-only: sizes); files it does not list that the program would read are problems
     (a stale `train-*` shard, an image or class folder more under train/), others are reported as extra;
   - the format, read back: paddle: the list (verify_list.py: lines, files, one label per folder) and its
-    labels; folder: the class folders and images; tfrecord: every record's framing (and CRC-32C where the
+    labels; fleetx: the same for train.txt, its paths under train/ (and none with "JPEG", which FleetX would
+    open as "jpeg"); folder: the class folders and images; tfrecord: every record's framing (and CRC-32C where the
     google-crc32c package is installed) and, where `protobuf` is installed, every Example's label; recordio:
-    every record's framing and IRHeader, and train.idx's ids and offsets; for both, each image's bytes are
-    a whole JPEG/PNG (imagecheck.py). Images per class must equal the manifest's.
+    every record's framing and IRHeader, and train.idx's ids and offsets (val.rec / val.idx too); for both,
+    each image's bytes are a whole JPEG/PNG (imagecheck.py). Images per class must equal the manifest's.
 Prints the counts and the manifest's sha256 (compare it across hosts).
 
 Exit codes: 0 all checks hold; 1 a check failed; 2 no usable manifest or directory (one-line error).
@@ -34,7 +35,7 @@ import tfrecord  # noqa: E402
 import verify_list  # noqa: E402
 
 PROG = "verify.py"
-FORMATS = ("paddle", "folder", "tfrecord", "recordio")
+FORMATS = ("paddle", "folder", "fleetx", "tfrecord", "recordio")
 SHOW = 10
 
 
@@ -68,14 +69,16 @@ def _check_image(name: str, data: bytes, problems: list[str]) -> None:
         problems.append(str(exc))
 
 
-def read_paddle(out: Path, manifest: dict, problems: list[str], notes: list[str]) -> collections.Counter:
-    list_path = out / "train_list.txt"
+def read_paddle(out: Path, manifest: dict, problems: list[str], notes: list[str],
+                list_name: str = "train_list.txt", root: str = "") -> collections.Counter:
+    """The list's lines, files (under OUT/ROOT) and labels; images per wnid."""
+    list_path = out / list_name
     try:
         entries = verify_list.parse_list(list_path, list_path.read_bytes())
     except (OSError, verify_list.MalformedList) as exc:
         problems.append(f"{list_path}: {exc}")
         return collections.Counter()
-    result = verify_list.verify(list_path, out, entries)
+    result = verify_list.verify(list_path, out / root, entries)
     if result["missing"]:
         problems.append(f"{list_path}: {result['missing']} listed file(s) missing (first: "
                         f"{', '.join(result['missing_first'][:3])})")
@@ -88,6 +91,17 @@ def read_paddle(out: Path, manifest: dict, problems: list[str], notes: list[str]
             problems.append(f"{list_path}:{lineno}: label {label} for {wnid}, the manifest says {labels.get(wnid)}")
             break
     return collections.Counter(path.split("/")[-2] for _, path, _ in entries if "/" in path)
+
+
+def read_fleetx(out: Path, manifest: dict, problems: list[str], notes: list[str]) -> collections.Counter:
+    """train.txt, paths relative to train/; FleetX opens each with "JPEG" replaced by "jpeg"."""
+    counts = read_paddle(out, manifest, problems, notes, "train.txt", "train")
+    text = (out / "train.txt").read_text(errors="replace") if (out / "train.txt").is_file() else ""
+    renamed = [line for line in text.splitlines() if "JPEG" in line.split(" ")[0]]
+    if renamed:
+        problems.append(f"{out / 'train.txt'}: {len(renamed)} path(s) with 'JPEG', which FleetX opens as 'jpeg' "
+                        f"(first: {renamed[0]})")
+    return counts
 
 
 def read_folder(out: Path, manifest: dict, problems: list[str], notes: list[str]) -> collections.Counter:
@@ -152,7 +166,20 @@ def read_tfrecord(out: Path, manifest: dict, problems: list[str], notes: list[st
 
 
 def read_recordio(out: Path, manifest: dict, problems: list[str], notes: list[str]) -> collections.Counter:
-    rec, idx = out / "train.rec", out / "train.idx"
+    """train.rec/.idx (images per label), and val.rec/.idx: DLE MXNet's runner always passes --data-val val.rec."""
+    want_val = (manifest.get("val") or {}).get("images", 0)
+    if want_val or (out / "val.rec").exists():
+        val = _read_rec(out, "val", problems)
+        if sum(val.values()) != want_val:
+            problems.append(f"{out / 'val.rec'}: {sum(val.values())} records, the manifest says {want_val} val images")
+    else:
+        notes.append("no val.rec: DLE MXNet's runner passes --data-val <data-root>/val.rec, which train.py opens "
+                     "even with --mode train")
+    return _read_rec(out, "train", problems)
+
+
+def _read_rec(out: Path, split: str, problems: list[str]) -> collections.Counter:
+    rec, idx = out / f"{split}.rec", out / f"{split}.idx"
     counts = collections.Counter()
     starts = []
     try:
@@ -184,16 +211,18 @@ def read_recordio(out: Path, manifest: dict, problems: list[str], notes: list[st
     if pairs != starts:
         bad = next((i for i, (a, b) in enumerate(zip(pairs, starts, strict=False)) if a != b),
                    min(len(pairs), len(starts)))
-        problems.append(f"{idx}:{bad + 1}: does not match train.rec's records ({len(pairs)} lines, "
+        problems.append(f"{idx}:{bad + 1}: does not match {rec.name}'s records ({len(pairs)} lines, "
                         f"{len(starts)} records)")
     return counts
 
 
-READERS = {"paddle": (read_paddle, "wnid"), "folder": (read_folder, "wnid"), "tfrecord": (read_tfrecord, "label"),
-           "recordio": (read_recordio, "label")}
+READERS = {"paddle": (read_paddle, "wnid"), "folder": (read_folder, "wnid"), "fleetx": (read_fleetx, "wnid"),
+           "tfrecord": (read_tfrecord, "label"), "recordio": (read_recordio, "label")}
 # files not in the manifest that the program would read too: a problem, not just an extra
 READ_BY_PROGRAM = {"tfrecord": lambda p: p.startswith("train-"), "folder": lambda p: p.startswith(("train/", "val/")),
-                   "recordio": lambda p: p in ("train.rec", "train.idx"), "paddle": lambda p: p == "train_list.txt"}
+                   "paddle": lambda p: p == "train_list.txt",
+                   "recordio": lambda p: p in ("train.rec", "train.idx", "val.rec", "val.idx"),
+                   "fleetx": lambda p: p == "train.txt"}
 
 
 def verify(out: Path, fmt: str, hashes: bool = True) -> dict:

@@ -1,8 +1,9 @@
 """Writing each format into a (temporary) output directory from the loaded images.
 
     write_tree(source, dir, "paddle" | "folder", workers, fsync)     train/<wnid>/<file> links (+ train_list.txt)
+    write_tree(source, dir, "fleetx", workers, fsync)                train/<wnid>/<file, JPEG as jpeg> + train.txt
     write_tfrecord(source, dir, shards, words, workers, fsync)      train-NNNNN-of-NNNNN
-    write_recordio(source, dir, workers, fsync)                      train.rec, train.idx, train.lst
+    write_recordio(source, dir, workers, fsync, val)                 train.rec, .idx, .lst (+ val.rec, .idx, .lst)
 
 Each returns Written: the files (path, bytes, sha256, records), images per class, the newest source mtime.
 Files are written under a temporary name and renamed when complete; their sha256 is computed as they are
@@ -28,6 +29,13 @@ from source import Loaded, Source, loaded
 TFRECORD_SEED = 12345  # build_imagenet_data.py: random.seed(12345) before shuffling the files
 RECORDIO_SEED = 100  # im2rec.py --list: random.seed(100) before shuffling the list
 LIST_NAME = "train_list.txt"  # paddle: PaddleClas cls_label_path
+FLEETX_LIST = "train.txt"  # fleetx: VGG16.get_train_dataloader reads <dir>/train.txt, images under <dir>/train
+
+
+def fleetx_path(wnid: str, name: str) -> str:
+    """An image's path in FleetX's train.txt and under OUT/train: relative to train/, with every "JPEG" as "jpeg"
+    (FleetX's reader_creator rewrites the listed path so before it opens it; DALI's file reader opens it as listed)."""
+    return f"{wnid}/{name}".replace("JPEG", "jpeg")
 
 
 @dataclass
@@ -100,12 +108,13 @@ def _place(item: Loaded, dest: Path, written: Written) -> None:
 
 
 def write_tree(source: Source, tmp: Path, fmt: str, workers: int, fsync: bool, val: Source | None = None) -> Written:
-    """paddle / folder: OUT/train/<wnid>/<file> (+ OUT/train_list.txt for paddle; + OUT/val/<wnid>/<file>
-    for folder with a VAL tree: DLE PyTorch's main.py builds its validation loader from <data>/val even with
-    --training-only)."""
+    """paddle / folder / fleetx: OUT/train/<wnid>/<file> (+ OUT/train_list.txt for paddle; + OUT/train.txt for
+    fleetx, whose files are named as fleetx_path gives; + OUT/val/<wnid>/<file> for folder with a VAL tree: DLE
+    PyTorch's main.py builds its validation loader from <data>/val even with --training-only)."""
     written = Written()
     for item in loaded(source.images, True, workers):
-        rel = f"train/{item.image.wnid}/{item.image.name}"
+        im = item.image
+        rel = "train/" + (fleetx_path(im.wnid, im.name) if fmt == "fleetx" else f"{im.wnid}/{im.name}")
         _place(item, tmp / rel, written)
         written.files.append({"path": rel, "bytes": len(item.data), "sha256": item.sha256})
         written.saw(item)
@@ -120,6 +129,11 @@ def write_tree(source: Source, tmp: Path, fmt: str, workers: int, fsync: bool, v
         out = HashingFile(tmp / LIST_NAME, fsync)
         out.write("".join(lines).encode("utf-8"))
         out.close(written, LIST_NAME, lines=len(lines))
+    elif fmt == "fleetx":
+        lines = [f"{fleetx_path(im.wnid, im.name)} {im.label}\n" for im in source.images]
+        out = HashingFile(tmp / FLEETX_LIST, fsync)
+        out.write("".join(lines).encode("utf-8"))
+        out.close(written, FLEETX_LIST, lines=len(lines))
     return written
 
 
@@ -147,21 +161,33 @@ def write_tfrecord(source: Source, tmp: Path, shards: int, words: dict[str, str]
     return written
 
 
-def write_recordio(source: Source, tmp: Path, workers: int, fsync: bool) -> Written:
+def write_recordio(source: Source, tmp: Path, workers: int, fsync: bool, val: Source | None = None) -> Written:
+    """train.rec/.idx/.lst (+ val.rec/.idx/.lst from a VAL tree: DLE MXNet's runner always passes train.py
+    --data-val <data-root>/val.rec, and train.py opens it even with --mode train), each as im2rec makes them."""
     written = Written()
+    _write_rec(source, tmp, "train", workers, fsync, written, written.counts)
+    if val is not None:
+        _write_rec(val, tmp, "val", workers, fsync, written, written.val_counts)
+    return written
+
+
+def _write_rec(source: Source, tmp: Path, split: str, workers: int, fsync: bool, written: Written,
+               counts: collections.Counter) -> None:
     ids = list(enumerate(source.images))  # im2rec --list: ids in sorted order, then the list is shuffled
     random.Random(RECORDIO_SEED).shuffle(ids)
-    rec = HashingFile(tmp / "train.rec", fsync)
+    rec = HashingFile(tmp / f"{split}.rec", fsync)
     idx, lst = [], []  # small lines: written in one piece after the records (25 MB each for full ImageNet)
     stream = loaded([im for _, im in ids], False, workers)
     for (image_id, im), item in zip(ids, stream, strict=True):
         offset = rec.write(recordio.frame(recordio.pack(im.label + recordio.LABEL_OFFSET, image_id, item.data)))
         idx.append(recordio.idx_line(image_id, offset))
         lst.append(recordio.lst_line(image_id, im.label + recordio.LABEL_OFFSET, f"{im.wnid}/{im.name}"))
-        written.saw(item)
-    rec.close(written, "train.rec", records=len(ids))
-    for name, lines in (("train.idx", idx), ("train.lst", lst)):
+        counts[im.wnid] += 1
+        if split == "train":
+            written.source_bytes += len(item.data)
+        written.newest_ns = max(written.newest_ns, item.mtime_ns)
+    rec.close(written, f"{split}.rec", records=len(ids))
+    for name, lines in ((f"{split}.idx", idx), (f"{split}.lst", lst)):
         out = HashingFile(tmp / name, fsync)
         out.write("".join(lines).encode("utf-8"))
         out.close(written, name, lines=len(lines))
-    return written

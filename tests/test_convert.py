@@ -236,9 +236,11 @@ def test_every_image_reads_back_with_its_bytes_and_label(source, tmp_path, fmt):
     assert verify.returncode == 0, verify.stdout + verify.stderr
     result = json.loads(verify.stdout)
     assert result["ok"] and result["problems"] == [] and result["images"] == 16
-    assert result["notes"] == (["no val/: DLE PyTorch's main.py opens <data>/val even with --training-only"]
-                               if fmt == "folder" else [])
-    if fmt == "folder":
+    assert result["notes"] == {
+        "folder": ["no val/: DLE PyTorch's main.py opens <data>/val even with --training-only"],
+        "recordio": ["no val.rec: DLE MXNet's runner passes --data-val <data-root>/val.rec, which train.py opens even "
+                     "with --mode train"]}.get(fmt, [])
+    if fmt in ("folder", "recordio"):
         assert "warning: no val/ tree (--val DIR)" in proc.stdout
 
 
@@ -272,12 +274,18 @@ def test_images_are_copied_where_links_are_impossible(source, tmp_path):
         shutil.rmtree(other)
 
 
-def test_folder_links_the_val_tree_beside_train_for_dle_pytorch(source, tmp_path):
+def tree_with_val(source: Path, tmp_path: Path) -> Path:
+    """An ImageNet-like root: SOURCE as train/, and a val/ of one image in each of train's classes."""
     root = tmp_path / "ILSVRC2012"
     shutil.copytree(source, root / "train")
     for wnid in ("n01440764", "n01443537", "n01484850"):
         (root / "val" / wnid).mkdir(parents=True)
         shutil.copy(source / "n01484850" / "n01484850_2.JPEG", root / "val" / wnid / f"ILSVRC2012_val_{wnid}.JPEG")
+    return root
+
+
+def test_folder_links_the_val_tree_beside_train_for_dle_pytorch(source, tmp_path):
+    root = tree_with_val(source, tmp_path)
     proc = convert(root / "train", tmp_path / "folder", "folder")  # the val/ beside train/ is found
     assert "val: 3 images in 3 classes" in proc.stdout
     out = tmp_path / "folder"
@@ -297,7 +305,70 @@ def test_folder_links_the_val_tree_beside_train_for_dle_pytorch(source, tmp_path
     assert_refused(run(CONVERT, root, tmp_path / "bad", "--to", "folder"), f"{root / 'val'}: its class folders "
                    "are not the train tree's (missing: n01484850)")
     assert_refused(run(CONVERT, root, tmp_path / "bad", "--to", "tfrecord", "--val", root / "val"),
-                   "--val is for the folder format")
+                   "--val is for the folder and recordio formats")
+
+
+def test_recordio_writes_val_records_from_the_val_tree_for_dle_mxnet(source, tmp_path):
+    """DLE MXNet's runner always passes --data-val <data-root>/val.rec and val.idx: the val/ beside train/ is
+    written as they are, as im2rec makes the train records (ids shuffled with seed 100, train's labels)."""
+    root = tree_with_val(source, tmp_path)
+    proc = convert(root / "train", tmp_path / "rio", "recordio")  # the val/ beside train/ is found
+    assert "val: 3 images in 3 classes" in proc.stdout
+    out = tmp_path / "rio"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["val"] == {"images": 3, "classes": 3} and manifest["images"] == 16
+    assert {"val.rec", "val.idx", "val.lst"} <= {f["path"] for f in manifest["files"]}
+    val = {}
+    lst = {int(i): p for i, _, p in (line.split("\t") for line in (out / "val.lst").read_text().splitlines())}
+    idx = [tuple(map(int, line.split("\t"))) for line in (out / "val.idx").read_text().splitlines()]
+    records = recordio_records(out / "val.rec")
+    assert [off for _, off in idx] == [off for off, _ in records]
+    for (image_id, _), (_, data) in zip(idx, records, strict=True):
+        _, label, rid, _ = struct.unpack_from("<IfQQ", data)
+        assert rid == image_id
+        val[lst[image_id]] = (int(label), data[24:])
+    want = (source / "n01484850" / "n01484850_2.JPEG").read_bytes()
+    assert val == {f"{w}/ILSVRC2012_val_{w}.JPEG": (i, want) for i, w in
+                   enumerate(("n01440764", "n01443537", "n01484850"))}
+    result = json.loads(run(VERIFY, out, "--format", "recordio", "--json").stdout)
+    assert result["ok"] and result["notes"] == []
+    (out / "val.rec").unlink()
+    verify_fails(out, "recordio", "1 file(s) missing")
+    convert(root / "train", tmp_path / "noval", "recordio", "--val", "none")
+    assert not (tmp_path / "noval" / "val.rec").exists()
+
+
+def test_fleetx_list_and_images_as_fleetx_reads_them(source, tmp_path):
+    """fleetx: OUT/train.txt with `<wnid>/<file> <label>` relative to OUT/train, every "JPEG" written "jpeg" in
+    the list and the file names alike (FleetX rewrites the listed path so); the images hard links."""
+    out = tmp_path / "fleetx"
+    proc = convert(source, out, "fleetx")
+    assert "images linked 16, copied 0" in proc.stdout
+    lines = (out / "train.txt").read_text().splitlines()
+    want = source_images(source)
+    renamed = {k.replace("JPEG", "jpeg"): k for k in want}
+    got = {}
+    for line in lines:
+        path, label = line.split(" ")
+        assert not path.startswith("train/") and "JPEG" not in path and path.endswith(".jpeg"), line
+        got[path] = (int(label), (out / "train" / path).read_bytes())
+        assert (out / "train" / path).stat().st_ino == (source / renamed[path]).stat().st_ino
+    assert got == {k: want[v] for k, v in renamed.items()} and len(lines) == 16
+    assert lines == sorted(lines, key=lambda ln: (int(ln.split()[1]), ln))  # class order, as the paddle list
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["format"] == "fleetx" and manifest["label_offset"] == 0 and manifest["images"] == 16
+    assert {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} == \
+        {f["path"] for f in manifest["files"]} | {"manifest.json"}
+    result = json.loads(run(VERIFY, out, "--format", "fleetx", "--json").stdout)
+    assert result["ok"] and result["problems"] == [], result
+    (out / "train" / lines[0].split()[0]).unlink()
+    verify_fails(out, "fleetx", "1 listed file(s) missing")
+
+    clash = tmp_path / "clash"
+    shutil.copytree(source, clash)
+    shutil.copy(clash / "n01440764" / "n01440764_2.JPEG", clash / "n01440764" / "n01440764_2.jpeg")
+    assert_refused(run(CONVERT, clash, tmp_path / "bad", "--to", "fleetx"), "FleetX reads it as "
+                   "n01440764/n01440764_2.jpeg")
 
 
 def test_labels_agree_across_formats(source, tmp_path):

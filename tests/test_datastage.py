@@ -247,7 +247,7 @@ def converted(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> dict[s
     """Each format made from the synthetic tree by data_prep/convert.py (tfrecord in 3 shards)."""
     out = tmp_path_factory.mktemp("converted")
     made = {}
-    for fmt in ("paddle", "folder", "tfrecord", "recordio"):
+    for fmt in ("paddle", "fleetx", "folder", "tfrecord", "recordio"):
         extra = ["--shards", "3"] if fmt == "tfrecord" else []
         proc = subprocess.run([sys.executable, str(CONVERT), str(dataset.parent / "train"), str(out / fmt),
                                "--to", fmt, *extra], capture_output=True, text=True)
@@ -260,7 +260,7 @@ def local_files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("fmt", ["paddle", "folder", "tfrecord", "recordio"])
+@pytest.mark.parametrize("fmt", ["paddle", "fleetx", "folder", "tfrecord", "recordio"])
 def test_format_is_staged_to_data_dir_format_on_both_hosts_and_verified(ssh_hosts, tmp_path, converted, fmt):
     from kit.config.programs import RefJob
     from kit.config.reference import data_path
@@ -281,8 +281,9 @@ def test_format_is_staged_to_data_dir_format_on_both_hosts_and_verified(ssh_host
     assert compare(statuses) == []
     assert {(h, what) for h, what, _ in events} >= {(h, w) for h in HOSTS for w in ("rsync", "rsynced", "verified")}
     # where the reference runs read this format under the host's data root
-    framework = {"paddle": "paddle", "folder": "torch", "tfrecord": "tensorflow", "recordio": "mxnet"}[fmt]
-    job = RefJob(framework, "resnet50", "fp32", 64, 1)
+    framework, model = {"paddle": ("paddle", "resnet50"), "fleetx": ("paddle", "vgg16"), "folder": ("torch", "resnet50"),
+                        "tfrecord": ("tensorflow", "resnet50"), "recordio": ("mxnet", "resnet50")}[fmt]
+    job = RefJob(framework, model, "fp32", 64, 1)
     assert data_path(hosts[0].data_dir, job) == str(Path(hosts[0].data_dir) / fmt)
 
 

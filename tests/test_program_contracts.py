@@ -12,6 +12,8 @@ import ast
 import hashlib
 import importlib.util
 import os
+import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -228,13 +230,15 @@ def test_paddleclas_flags_config_keys_and_script(code_root: Path) -> None:
     assert check_commands(kit_commands("paddle", "resnet50", code_root), check) > 0
 
 
-def make_staged(tmp_path: Path, fmt: str, *options: str) -> Path:
+def make_staged(tmp_path: Path, fmt: str, *options: str, val: bool = False) -> Path:
     """A tiny ImageNet-shaped tree converted by the kit's data_prep to `fmt` under <root>/<fmt>/ (the layout
-    reference.data_path points a program at); returns the root."""
+    reference.data_path points a program at); returns the root. val: the tree has a val/ (train's images) too."""
     src, root = tmp_path / "src", tmp_path / "root"
     if not src.exists():
         subprocess.run([sys.executable, str(REPO / "data_prep" / "make_synthetic_imagenet.py"), str(src),
                         "--classes", "2", "--images-per-class", "2", "--size", "32"], check=True, capture_output=True)
+        if val:
+            shutil.copytree(src / "train", src / "val")
     root.mkdir(exist_ok=True)
     subprocess.run([sys.executable, str(REPO / "data_prep" / "convert.py"), str(src), str(root / fmt), "--to", fmt, *options],
                    check=True, capture_output=True)
@@ -380,6 +384,46 @@ def test_fleetx_flags_script_and_package_calls(code_root: Path) -> None:
     assert "self.loss = loss" in {ast.unparse(n) for n in ast.walk(vgg["__init__"])}
 
 
+def test_fleetx_reads_the_list_and_images_the_kit_stages(code_root: Path, tmp_path: Path) -> None:
+    """VGG16.get_train_dataloader(data_dir) reads `data_dir + '/train.txt'`; reader_creator takes the images' folder
+    as the list's name less '.txt' (`<data_dir>/train`), rewrites "JPEG" to "jpeg" in each listed path and joins it
+    to that folder; DALI (--auto) reads the list as written under file_root/train: every image of the kit's staged
+    list is found both ways, with its label."""
+    fleetx = code_root / "FleetX" / "python" / "fleetx"
+    model = function_defs(fleetx / "applications" / "model.py", "VGG16")
+    loader = {ast.unparse(n) for n in ast.walk(model["get_train_dataloader"])}
+    assert "filelist = local_path + '/train.txt'" in loader
+    reader = {ast.unparse(n) for n in ast.walk(ast.parse((fleetx / "dataset" / "image_dataset.py").read_text()))}
+    assert {"data_dir = filelist[:-4]", "img_path, label = line.split()",
+            "img_path = img_path.replace('JPEG', 'jpeg')", "img_path = os.path.join(data_dir, img_path)"} <= reader
+    dali = {ast.unparse(n) for n in ast.walk(ast.parse((fleetx / "dataset" / "dali.py").read_text()))}
+    assert {"file_root = filelist[:-i]", "file_root = os.path.join(file_root, 'train')"} <= dali
+    driver = (SCRIPTS / "fleetx" / "vgg16_benchmark.py").read_text()
+    assert "data_dir = os.path.relpath(args.data_dir) if args.auto else args.data_dir" in driver
+
+    def dali_file_root(filelist: str) -> str:
+        """dali.build: the first i from 0 with filelist[-i] == '/' (i 0 is index 0: '' for an absolute path)."""
+        return next(filelist[:-i] for i in range(len(filelist)) if filelist[-i] == "/")
+    root = make_staged(tmp_path, "fleetx")
+    for job in suite_jobs("paddle", "vgg16"):
+        cmd = reference.build(job, Cluster(0, tuple(f"h{i}" for i in range(job.nodes))), code_root=str(code_root),
+                              data_dir=reference.data_path(str(root), job), scripts_dir=str(SCRIPTS))
+        data_dir = cmd.argv[cmd.argv.index("--data-dir") + 1]
+        if "--auto" in cmd.argv:  # as the driver passes it: relative to the program's working directory
+            data_dir = os.path.relpath(data_dir, cmd.cwd)
+        filelist = data_dir + "/train.txt"
+        lines = Path(cmd.cwd, filelist).read_text().splitlines()
+        assert len(lines) == 4, filelist
+        for line in lines:
+            img_path, label = line.split()
+            int(label)
+            path = os.path.join(filelist[:-4], img_path.replace("JPEG", "jpeg"))
+            assert Path(cmd.cwd, path).is_file(), f"{line!r}: FleetX opens {path}, which the kit did not stage"
+            if "--auto" in cmd.argv:
+                dali = os.path.join(dali_file_root(filelist), "train", img_path)
+                assert Path(cmd.cwd, dali).is_file(), f"{line!r}: DALI's file reader opens {dali}: not there"
+
+
 # -- NVIDIA DLE PyTorch ResNet50 ----------------------------------------------------------------------------------------
 
 def test_dle_pytorch_flags_and_scripts(code_root: Path) -> None:
@@ -499,14 +543,33 @@ def test_dle_mxnet_flags_through_benchmark_runner_and_train(code_root: Path) -> 
     assert check_commands(kit_commands("mxnet", "resnet50", code_root), check) > 0
 
 
-def test_dle_mxnet_reads_the_train_records_the_kit_stages(code_root: Path, tmp_path: Path) -> None:
-    """./runner passes train.py `<--data-root>/train.rec` and `train.idx`; the kit's `recordio` format writes both."""
+def test_dle_mxnet_reads_the_train_and_val_records_the_kit_stages(code_root: Path, tmp_path: Path) -> None:
+    """./runner always passes train.py `<--data-root>/train.rec`, `train.idx`, `val.rec` and `val.idx`; with
+    --data-val set, both the DALI backends (dali.py get_rec_iter: HybridValPipe, built) and the mxnet one (data.py
+    get_rec_iter: mx.io.ImageRecordIter) open the val records, whatever --mode: the kit's `recordio` format, from a
+    tree with val/, writes all four, each record an IRHeader whose id is in the .idx at its offset."""
     rn50 = code_root / "DeepLearningExamples" / "MxNet" / "Classification" / "RN50v1.5"
     code = {ast.unparse(n) for n in ast.walk(ast.parse((rn50 / "runner").read_text()))}
-    assert {"str(opts.data_root / 'train.rec')", "str(opts.data_root / 'train.idx')"} <= code
-    root = make_staged(tmp_path, "recordio")
+    names = ("train.rec", "train.idx", "val.rec", "val.idx")
+    assert {f"str(opts.data_root / '{name}')" for name in names} <= code
+    dali = {ast.unparse(n) for n in ast.walk(ast.parse((rn50 / "dali.py").read_text()))}
+    assert {"rec_path=args.data_val", "valpipes[0].build()"} <= dali
+    data = {ast.unparse(n) for n in ast.walk(ast.parse((rn50 / "data.py").read_text()))}
+    assert {"path_imgrec=args.data_val", "path_imgidx=args.data_val_idx"} <= data
+    root = make_staged(tmp_path, "recordio", val=True)
     for job in suite_jobs("mxnet", "resnet50"):
         cmd = reference.build(job, Cluster(0, ("h0",)), code_root=str(code_root),
                               data_dir=reference.data_path(str(root), job))
         data_root = Path(cmd.argv[cmd.argv.index("--data-root") + 1])
-        assert (data_root / "train.rec").is_file() and (data_root / "train.idx").is_file(), cmd.argv
+        for split in ("train", "val"):
+            rec, idx = data_root / f"{split}.rec", data_root / f"{split}.idx"
+            assert rec.is_file() and idx.is_file(), (cmd.argv, split)
+            offsets = dict(tuple(map(int, line.split("\t"))) for line in idx.read_text().splitlines())
+            assert len(offsets) == 4, idx
+            with open(rec, "rb") as fh:
+                for image_id, offset in offsets.items():
+                    fh.seek(offset)
+                    magic, lrec = struct.unpack("<II", fh.read(8))
+                    assert magic == 0xCED7230A, f"{rec}@{offset}: no RecordIO record"
+                    _flag, _label, rid, _id2 = struct.unpack("<IfQQ", fh.read(24))
+                    assert rid == image_id, f"{idx}: id {image_id} at {offset}, the record says {rid}"

@@ -67,6 +67,9 @@ def run_multinode(net, tmp_path: Path, suite: str, root: Path) -> tuple[Path, di
     data = tmp_path / "data" / "paddle"  # the hosts' data in PaddleClas's format (data_prep), what both read
     (data / "train" / "n01440764").mkdir(parents=True)
     (data / "train_list.txt").write_text("train/n01440764/n01440764_1.JPEG 0\ntrain/n01440764/n01440764_2.JPEG 0\n")
+    fleetx = tmp_path / "data" / "fleetx"  # FleetX's own: train.txt, paths under train/, .jpeg (data_prep fleetx)
+    (fleetx / "train" / "n01440764").mkdir(parents=True)
+    (fleetx / "train.txt").write_text("n01440764/n01440764_1.jpeg 0\nn01440764/n01440764_2.jpeg 0\n")
     inventory = write_inventory(net, tmp_path, ssh={"connect_timeout": 3}, gpus=1, python=sys.executable,
                                 model_code=str(root))
     (tmp_path / "paddle.yaml").write_text(suite)
@@ -162,7 +165,7 @@ def test_reference_paddleclas_on_two_hosts_through_paddle_launch(paddle_hosts, t
 def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle_hosts, tmp_path):
     net = paddle_hosts
     h1, h2 = net.hosts[:2]
-    data = tmp_path / "data" / "paddle"
+    data = tmp_path / "data" / "fleetx"
     job = RefJob("paddle", "vgg16", "fp32", 32, 1, 2)
     pub, kit = methods(implementation("paddle", "vgg16"), job)
     # seed 000's rule: skip 20 steps, the mean of the next 100, steps/s x global batch; the kit's: samples / time
@@ -192,7 +195,7 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
         assert me["cwd"] == sidecar["ran_in"] == sidecar["scratch"]["path"]  # a mirror of FleetX/python, removed
         assert not Path(me["cwd"]).exists() and sidecar["cwd"] == str(root / "FleetX" / "python")
         assert (me["epochs"], me["batch_size"], me["data_dir"], me["data"]) == (10, 32, str(data),
-                                                                                 ["train", "train_list.txt"])
+                                                                                 ["train", "train.txt"])
         assert "all_reduce" in me["collective_ops"]  # fleet's collective optimizer transpiled the driver's program
         env = me["env"]
         assert (env["PADDLE_TRAINER_ID"], env["PADDLE_TRAINERS_NUM"], env["POD_IP"]) == (str(rank), "2", host.address)
@@ -209,7 +212,7 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
         assert argv == recipe.argv and argv[5:11] == ["--master", f"{h1.address}:{port}", "--nnodes", "2", "--rank",
                                                       str(rank)]
         assert sidecar["env"] == recipe.env == {"PYTHONPATH": ".", "POD_IP": host.address, "NCCL_SOCKET_IFNAME": "eth0"}
-        assert sidecar["data"] == {"mode": "imagenet", "format": "paddle", "path": str(data), "synthetic": None}
+        assert sidecar["data"] == {"mode": "imagenet", "format": "fleetx", "path": str(data), "synthetic": None}
         assert env["PADDLE_LOG_DIR"].endswith(f"/{host.name}/{folder}/launcher")
         logs = sorted(p.name for p in (here / "launcher").glob("workerlog.*"))
         assert logs == ["workerlog.0"], sorted(p.name for p in here.rglob("*"))  # this host's one rank
@@ -220,7 +223,7 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
                                        "samples/s, median of 1 run(s)")  # seed 000's rule: steps/s x global batch
     assert f"| 2n1g | 1 | {figure:.2f} | {figure:.2f} | {figure:.2f} | 0.00% |" in section  # one case: no scaling
     assert "node_num" not in section
-    assert f"| fleetx/vgg16/bz32/2n1g/vgg16_b32_fp32_1 | paddle data at {data} |" in report
+    assert f"| fleetx/vgg16/bz32/2n1g/vgg16_b32_fp32_1 | fleetx data at {data} |" in report
 
 
 @pytest.mark.parametrize("precision", ["fp32", "amp", "auto"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kit.cli.common import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, add_hosts_file, inventory
 
-FORMATS = ("paddle", "folder", "tfrecord", "recordio")  # kit.hosts.stage.FORMATS (imported lazily there)
+FORMATS = ("paddle", "fleetx", "folder", "tfrecord", "recordio")  # kit.hosts.stage.FORMATS (imported lazily there)
 
 
 def add_parser(sub) -> None:

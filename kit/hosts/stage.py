@@ -52,7 +52,7 @@ from kit.hosts.fanout import on_all, values
 LIST_NAME = "train_list.txt"
 IMAGE_TREE = "train"  # the subtree of the list's directory that images=True sends
 VERIFY_TOOL = REPO_ROOT / "data_prep" / "verify_list.py"
-FORMATS = ("paddle", "folder", "tfrecord", "recordio")  # data_prep/convert.py --to; <data_dir>/<format>/
+FORMATS = ("paddle", "fleetx", "folder", "tfrecord", "recordio")  # data_prep/convert.py --to; <data_dir>/<format>/
 MANIFEST_NAME = "manifest.json"
 # verify.py and the modules it imports (found beside it on the host)
 FORMAT_TOOLS = tuple(REPO_ROOT / "data_prep" / name for name in (

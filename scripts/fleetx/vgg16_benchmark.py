@@ -9,6 +9,9 @@ script fixes batch 32 and FP32 and downloads its data from HDFS; here --batch-si
 third table, the auto-parallel mode: a DistributedStrategy with `auto = True` and nothing else set (Paddle picks
 the strategies itself), and DALI reading the data (FleetX's `use_dali=True` loader and fit), as the seed says.
 FleetX prints steps/s ('speed: ...'); the kit multiplies by the global batch recorded beside the log.
+The data is the kit's `fleetx` format (data_prep/convert.py): <data-dir>/train.txt, paths relative to train/.
+With --auto it is passed to FleetX relative to the working directory: FleetX's DALI loader (dataset/dali.py build)
+finds the list's folder by scanning the path from index 0, so an absolute path gives it '' and it reads ./train.
 
 Written against the Paddle 2.0 API (paddle.static, paddle.optimizer, paddle.regularizer; the published script's
 paddle.fluid is gone from Paddle >= 2.6), so it runs from Paddle 2.0 to 3.x:
@@ -23,6 +26,7 @@ paddle.fluid is gone from Paddle >= 2.6), so it runs from Paddle 2.0 to 3.x:
 
 import argparse
 import contextlib
+import os
 import sys
 
 import fleetx as X
@@ -53,7 +57,8 @@ def main() -> None:
         paddle.enable_static()
         fleet.init(is_collective=True)
         model = X.applications.VGG16()
-        loader = model.get_train_dataloader(args.data_dir, batch_size=args.batch_size, use_dali=args.auto)
+        data_dir = os.path.relpath(args.data_dir) if args.auto else args.data_dir  # DALI: see the docstring
+        loader = model.get_train_dataloader(data_dir, batch_size=args.batch_size, use_dali=args.auto)
         dist_strategy = auto_strategy() if args.auto else published_strategy(args.amp)
         optimizer = paddle.optimizer.Momentum(learning_rate=args.lr, momentum=args.momentum,
                                               weight_decay=paddle.regularizer.L2Decay(0.0001))

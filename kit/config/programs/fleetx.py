@@ -11,7 +11,7 @@ class FleetX(Program):
         "fleetx", "paddle", "vgg16", "FleetX VGG16 (fleet collective)", "fleetx", "FleetX", "python", "fleetx-vgg",
         "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py",
         # auto: seed 000's auto-parallel table (DistributedStrategy.auto = True alone, DALI reading the data)
-        data_format="paddle", modes=("auto",), needs_dali=("auto",))
+        data_format="fleetx", modes=("auto",), needs_dali=("auto",))
 
     def recipe(self, job: RefJob, cluster: Cluster, data_dir: str | None,
                scripts_dir: str) -> tuple[list[str], dict[str, str]]:
