@@ -327,8 +327,6 @@ def loader_rows(a: argparse.Namespace, out: Path, budget: gs.Budget, limit_s: fl
     extra = ["--batch-size", str(a.loader_batch), "--image-size", str(a.loader_image_size), "--workers", str(cores),
              "--pairs", str(a.loader_pairs), "--window-warmup", str(a.loader_warmup),
              "--window-steps", str(a.loader_measure)]
-    if a.device == "cpu":  # the dry run: no cuDNN to autotune, one untimed step before the windows
-        extra += ["--warmup-steps", "1"]
     return gs.interleave_stage(out, limit_s - (budget.elapsed() - began), listing=listing, device=a.device,
                                name=name, extra=extra, decoders=a.decoders)
 

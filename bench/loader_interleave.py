@@ -177,8 +177,9 @@ def run_decoder(a, args, dist, backend, decoder: str, deadline: float, need_s: f
         batches += args.warmup_steps + args.measure_steps
         first_s = time.monotonic() - opened  # the first real window alone: its opening is paid once
         for pair in range(1, a.pairs + 1):
-            # room for this pair: the last one's time, or twice the first real window's before any
-            if time.monotonic() + (pair_s or 2 * first_s) > deadline:
+            # room for this pair: the last one's time, or before any the first real window's (its readers'
+            # start and first batches make it longer than a steady window: about a pair's two)
+            if time.monotonic() + (pair_s or first_s) > deadline:
                 break
             paired = time.monotonic()
             order = (("synthetic", synthetic), ("real", real))
