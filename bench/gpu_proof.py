@@ -73,6 +73,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_stages as gs  # noqa: E402
 
+from kit.core.files import write_text  # noqa: E402  (atomic: a temporary beside it, one rename)
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -124,7 +126,7 @@ MLPERF_V40 = {"H200": 7950.0, "H100": 7160.0}
 MLPERF_GPUS = 8
 COMPILED_TAG, COMPILED_STEPS = "amp-nhwc-compiled", (10, 20)  # stage 5: ResNet50 at the loader stage's shape
 # What the GPU machine sends back from OUT: at most 8 files of 16 MiB, none more than 2 folders down. OUT holds
-# these four (and a .part while one is rewritten); the work is packed into PACK, kept under PACK_LIMIT.
+# these four (and a temporary while one is rewritten); the work is packed into PACK, kept under PACK_LIMIT.
 PACK, RESULTS, SUMMARY, CONSOLE = "gpu-proof.tar.gz", "results.json", "summary.md", "console.log"
 PACK_LIMIT = 15 * 2**20  # under the 16 MiB a returned file may hold
 REBUILT = (".png", ".svg", ".pdf", ".html")  # plots and pages, made again from what is kept (kit report)
@@ -593,16 +595,10 @@ def checkpoint(a: argparse.Namespace, run: Run) -> None:
         packed = {"error": f"packing {a.work} into {a.out / PACK}: {exc}"}
         print(f"gpu-proof: {packed['error']}", file=sys.stderr, flush=True)
     try:
-        replace_text(a.out / RESULTS, json.dumps(results(a, run, packed), indent=1) + "\n")
-        replace_text(a.out / SUMMARY, summary_text(a, run, packed))
+        write_text(a.out / RESULTS, json.dumps(results(a, run, packed), indent=1) + "\n")
+        write_text(a.out / SUMMARY, summary_text(a, run, packed))
     except OSError as exc:
         print(f"gpu-proof: writing {a.out}: {exc}", file=sys.stderr, flush=True)
-
-
-def replace_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def pack(work: Path, dest: Path, limit: int = PACK_LIMIT) -> dict:
