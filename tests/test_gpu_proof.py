@@ -503,7 +503,9 @@ def test_sigterm_mid_run_leaves_a_whole_pack_of_the_stages_done_so_far(tmp_path,
     assert kept["state"] == "stopped by SIGTERM during stage 2" and kept["exit"] == 128 + signal.SIGTERM
     rows = summary_rows(out)
     assert [r[0] for r in rows] == ["1 loader"] * 3 + ["2 suite"], rows
-    assert rows[0][2] != "—" and rows[-1][4] == "stopped" and "stopped by a signal after" in rows[-1][5]
+    measured = rows[0][2] != "—"  # a loaded machine may fit no pair in stage 1's time: then it says so, whole
+    assert measured or (rows[0][4] == gpu_stages.stats.INCONCLUSIVE and "out of time" in rows[0][5]), rows[0]
+    assert rows[-1][4] == "stopped" and "stopped by a signal after" in rows[-1][5]
     assert "gpu-proof: stopped by SIGTERM during stage 2: packing" in (out / "console.log").read_text()
     time.sleep(1)
     left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
