@@ -15,6 +15,9 @@ tag DLE's requirements.txt names). KEY=SOURCE fetches a model_code key (dle, pad
     --from dle=/work/.mirror/NVIDIA+DeepLearningExamples/repo --from dllogger=/work/.mirror/NVIDIA+dllogger/repo
 KEY=COMMIT checks out that full commit instead of the pin (another commit of a program, or a mirror whose history
 lacks the pin); the kit then runs it only with `kit bench --force`, which records it.
+SOURCE may also be an archive of the program's paths at the pin (../shared/programs/*.tar.gz: one top folder holding
+them): it is unpacked, and kept only if its files are the pinned tree's (scripts/reference/trees/<key>.txt), which is
+how the kit then judges that copy too (no git history needed).
 A checkout already at its pin is kept; one at another commit is an error (nothing is overwritten). A DEST inside
 this repository that git does not ignore is added to .git/info/exclude.
 """
@@ -26,13 +29,15 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from kit.config import programs  # noqa: E402
 from kit.images.spec import current_pins  # noqa: E402
+from kit.run import plan  # noqa: E402
 
 # a local source (path or file://) serves a blob-less fetch and any commit only when its upload-pack allows it
 UPLOAD_PACK = "git -c uploadpack.allowFilter=true -c uploadpack.allowAnySHA1InWant=true upload-pack"
@@ -115,6 +120,42 @@ def checkout(where: Path, source: str, commit: str, folders: list[str]) -> None:
     print(f"{where}: {source} at {commit}" + (f" ({', '.join(folders)})" if folders else ""))
 
 
+def is_archive(source: str) -> bool:
+    return source.endswith((".tar.gz", ".tgz")) and Path(source).is_file()
+
+
+def unpack(where: Path, archive: str, commit: str, key: str) -> None:
+    """`where` as the archive's one top folder, kept only if its files are the pinned tree's; a `where` already there
+    is judged the same way and kept or refused."""
+    listing = plan.pinned_listing(key)
+    if listing is None or listing.commit != commit:
+        raise SystemExit(f"prepare_models: {archive}: the kit lists no tree of {key} at {commit} to check an "
+                         f"archive against (scripts/reference/trees/{key}.txt); use a git source")
+    if where.exists():
+        if differs := plan.code_state.differences(plan.code_state.files_state(str(where), listing), commit):
+            raise SystemExit(f"prepare_models: {where} exists and is not {key} at {commit}: {'; '.join(differs)}")
+        print(f"{where}: at {commit} already (its files)")
+        return
+    part = where.with_name(f".{where.name}.part")
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir(parents=True)
+    try:
+        with tarfile.open(archive) as tar:
+            tops = {PurePosixPath(m.name).parts[0] for m in tar.getmembers()}
+            if len(tops) != 1:
+                raise SystemExit(f"prepare_models: {archive}: expected one top folder, found {sorted(tops)[:5]}")
+            tar.extractall(part, filter="data")
+        (top,) = tops
+        if differs := plan.code_state.differences(plan.code_state.files_state(str(part / top), listing), commit):
+            raise SystemExit(f"prepare_models: {archive} is not {key} at {commit}: {'; '.join(differs)}")
+        (part / top).rename(where)
+    except (OSError, tarfile.TarError) as exc:
+        raise SystemExit(f"prepare_models: {archive}: {exc}") from None
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
+    print(f"{where}: {archive} at {commit} ({', '.join(listing.paths)}: {len(listing)} files, each the pinned one)")
+
+
 def exclude(dest: Path) -> None:
     """Keep DEST out of git (and so out of commits) when it lies inside this repository."""
     try:
@@ -163,7 +204,11 @@ def prepare(dest: Path, checkouts: list[Checkout], sources: dict[str, str]) -> N
     """Each checkout under `dest`, fetched from its repository or `sources[key]`."""
     exclude(dest)
     for c in checkouts:
-        checkout(dest / c.folder, sources.get(c.key, c.repo), c.commit, list(c.subdirs))
+        source = sources.get(c.key, c.repo)
+        if is_archive(source):
+            unpack(dest / c.folder, source, c.commit, c.key)
+        else:
+            checkout(dest / c.folder, source, c.commit, list(c.subdirs))
 
 
 def main() -> int:
@@ -171,7 +216,7 @@ def main() -> int:
     parser.add_argument("programs", nargs="*", default=DEFAULT_PROGRAMS, metavar="FRAMEWORK/MODEL")
     parser.add_argument("--dest", type=Path, default=REPO / ".models")
     parser.add_argument("--from", dest="sources", action="append", default=[], type=source_value, metavar="KEY=SOURCE",
-                        help="fetch KEY (dle, dllogger, ...) from SOURCE (a URL, a local mirror or clone)")
+                        help="fetch KEY (dle, dllogger, ...) from SOURCE (a URL, a local mirror or clone, an archive)")
     parser.add_argument("--pin", dest="pins", action="append", default=[], type=pin_value, metavar="KEY=COMMIT",
                         help="check out COMMIT for KEY instead of its pin (kit bench then needs --force)")
     args = parser.parse_args()

@@ -80,6 +80,12 @@ class RefCommand:
         return where + "".join(f"{e} " for e in env) + shlex.join(self.argv)
 
 
+def listing_file(key: str) -> str:
+    """The pinned tree's listing of a model_code key or package folder, relative to scripts/ (code_state.py: a copy
+    that is no checkout is at the pin when its files are these)."""
+    return f"reference/trees/{key}.txt"
+
+
 def checkout_dir(root: str, impl: Impl) -> str:
     """The top folder of the program's git checkout under a model-code root (its code is `impl.subdir` inside)."""
     return "/".join(p for p in (root.rstrip("/"), impl.checkout) if p)

@@ -44,6 +44,7 @@ REF_RE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*$")
 TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 PKG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+~:_-]*$")
+TREE_PATH_RE = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 URL_RE = re.compile(r"^https://[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]+$")
 
 
@@ -54,6 +55,7 @@ class ModelCode:
     commit: str
     path: str
     source: str
+    trees: tuple[tuple[str, str], ...] = ()  # (path, git tree at the commit) of each path the kit runs
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class ImageSpec:
         data = {
             "name": self.name, "generation": self.generation, "base": self.base.__dict__,
             "versions": self.versions, "apt": self.apt, "pip": self.pip, "pip_index": self.pip_index,
-            "model_code": [m.__dict__ for m in self.model_code],
+            "model_code": [{k: v for k, v in m.__dict__.items() if k != "trees"} for m in self.model_code],
         }  # fmt: skip
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
@@ -236,14 +238,19 @@ def _model_code(name: str, entry, path: Path) -> ModelCode:
     where = f"model_code.{name}"
     if not isinstance(entry, LineDict):
         raise ConfigError(path, "expected a mapping", None, where)
-    _only(entry, {"repo", "commit", "path", "source"}, path)
+    _only(entry, {"repo", "commit", "path", "source", "trees"}, path)
     commit = _str(entry, "commit", path, where=where)
     if not COMMIT_RE.match(commit):
         raise ConfigError(path, "a commit is the full 40-hex SHA-1 (no branch, tag or short SHA)",
                           entry.line_of("commit"), f"{where}.commit")
+    trees = optional(entry, "trees", dict, path, {}) or {}
+    for key in trees:
+        if not isinstance(key, str) or not TREE_PATH_RE.match(key) or {".", ".."} & set(key.split("/")):
+            raise ConfigError(path, f"{key!r} is not a relative path", trees.line_of(key), f"{where}.trees")
+        _str(trees, key, path, COMMIT_RE, f"{where}.trees")
     return ModelCode(name, _str(entry, "repo", path, URL_RE, where), commit,
                      _str(entry, "path", path, re.compile(r"^/[A-Za-z0-9._/-]+$"), where),
-                     _str(entry, "source", path, where=where))
+                     _str(entry, "source", path, where=where), tuple((k, trees[k]) for k in trees))
 
 
 def _str_map(entry: LineDict, key: str, path: Path, where: str, key_re: re.Pattern) -> dict[str, str]:

@@ -159,7 +159,11 @@ SAMPLER = "telemetry/gpu_sampler.py"  # relative to scripts/: samples the GPUs b
 # figure beside a sampler at 100 ms, 0.9% at 200 ms (make bench-telemetry; docs/measurement.md, "Why 200 ms")
 SAMPLE_INTERVAL_MS = 200
 # what a host needs from scripts/ to run every published program (staged to <work_dir>/kit-scripts)
-SCRIPT_FILES = (LAUNCHER, "reference/code_state.py", reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py")
+# (and the pinned trees' listings, the import placeholders)
+SCRIPT_FILES = (LAUNCHER, "reference/code_state.py", reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py",
+                *sorted(p.relative_to(SCRIPTS).as_posix() for folder in ("trees", "placeholders")
+                        for p in (SCRIPTS / "reference" / folder).rglob("*")
+                        if p.is_file() and "__pycache__" not in p.parts))
 
 
 @dataclass(frozen=True)
@@ -220,6 +224,8 @@ def launch_argv(python: str, scripts_dir: str, cmd: reference.RefCommand, job: r
     argv = [python, f"{scripts_dir}/{LAUNCHER}", "--record", record, "--meta", json.dumps(meta, sort_keys=True),
             "--cwd", cmd.cwd]
     argv += ["--checkout", cmd.checkout] if cmd.checkout else []
+    if (SCRIPTS / reference.listing_file(cmd.impl.code)).is_file():
+        argv += ["--listing", f"{scripts_dir}/{reference.listing_file(cmd.impl.code)}"]
     for folder in cmd.pythonpath:
         argv += ["--pythonpath", folder]
     for module in cmd.impl.placeholders:

@@ -17,10 +17,11 @@ from pathlib import Path, PurePosixPath
 from kit.config import programs, reference, settings
 from kit.config.cases import Case, Suite
 from kit.config.runtimes import runtime
-from kit.core.catalogue import load
+from kit.core.catalogue import HARNESS_DIR, load
 from kit.core.layout import run_folder
 from kit.images.spec import current_pins, pin_of
 
+SCRIPTS = HARNESS_DIR.parent
 code_state = load("code_state", "reference")  # whether a checkout is at its pin: ONE implementation, beside launch.py
 
 
@@ -65,17 +66,24 @@ def missing_code(case: Case, root: str) -> str | None:
             f"--dest ROOT {case.framework}/{case.model}`; the images have them under {reference.CODE_ROOT})")
 
 
-def checkouts(case: Case, root: str) -> list[tuple[str, str, str]]:
-    """(path, its checkout's top folder, pinned commit) of each checkout the case's program runs from here: its code,
-    and the packages beside it (Impl.packages) where they are (one missing here may be installed in the host's
-    Python instead)."""
+def checkouts(case: Case, root: str) -> list[tuple[str, str, str, str]]:
+    """(path, its checkout's top folder, pinned commit, listing key) of each checkout the case's program runs from
+    here: its code, and the packages beside it (Impl.packages) where they are (one missing here may be installed in
+    the host's Python instead)."""
     impl = reference.implementation(case.framework, case.model)
-    found = [(code_dir(case, root), reference.checkout_dir(root, impl), pinned_commit(case))]
+    found = [(code_dir(case, root), reference.checkout_dir(root, impl), pinned_commit(case), impl.code)]
     for package in impl.packages:
         where = f"{root.rstrip('/')}/{package.folder}"
         if Path(where).is_dir():
-            found.append((where, where, package.commit))
+            found.append((where, where, package.commit, package.folder))
     return found
+
+
+def pinned_listing(key: str):
+    """The pinned tree's files of a model_code key or package folder (scripts/reference/trees/<key>.txt), which a
+    copy that is no checkout of its own is judged by; None where the kit has none."""
+    path = SCRIPTS / reference.listing_file(key)
+    return code_state.read_listing(path.read_text()) if path.is_file() else None
 
 
 def pinned_commit(case: Case) -> str:
@@ -102,8 +110,9 @@ def local_mismatches(suite: Suite, model_code: str) -> list[dict]:
     found = []
     for case in suite.cases:
         if case.impl == "reference" and case.nodes == 1 and not missing_code(case, model_code):
-            for where, top, pin in checkouts(case, model_code):
-                if differs := code_mismatch(case, where, top, code_state.state(where, top, pin), pin):
+            for where, top, pin, key in checkouts(case, model_code):
+                st = code_state.state(where, top, pin, pinned_listing(key))
+                if differs := code_mismatch(case, where, top, st, pin):
                     found.append(differs)
     return found
 

@@ -6,11 +6,19 @@ pre-flight refuses with it, on this machine (state) or on a host through a POSIX
     st = state(where, top, pin)      # {"commit": ..., "clean": bool, "modified": [...], ...}
     differences(st, pin)             # [] at the pin; else what differs, one phrase each
 
+A copy that is no checkout of its own (an unpacked archive, a sparse copy) is at the pin when the files under the
+pinned paths are those of the pinned tree: `state(..., listing=read_listing(text))` compares them with the tree's
+listing (scripts/reference/trees/<code>.txt, `git ls-tree -r` lines), so a changed, missing or added file names
+itself, and tree_id() recomputes git's tree hash of a path from it.
+
 `top` is the checkout's top folder: git's safe.directory names it, so a checkout another user owns is read too.
 Standard library only; never imports the kit.
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
 
 TIMEOUT_S = 30  # per git command
 SHOWN = 5  # names listed per kind in a message; the record keeps them all
@@ -74,14 +82,21 @@ def judge(said: dict[str, tuple[int, str]], pin: str | None = None) -> dict:
     return st
 
 
-def state(where: str, top: str, pin: str | None = None) -> dict:
-    """The state of the checkout `top` that the program runs from at `where`, read on this machine."""
-    return judge(run_probes(where, top, pin), pin)
+def state(where: str, top: str, pin: str | None = None, listing: Listing | None = None) -> dict:
+    """The state of the checkout `top` that the program runs from at `where`, read on this machine; with the pinned
+    tree's `listing`, a copy that is no checkout of its own (git finds none, or another one around it) is judged by
+    its files instead (files_state)."""
+    st = judge(run_probes(where, top, pin), pin)
+    if listing is not None and (not st["commit"] or "outside" in st):
+        return files_state(top, listing)
+    return st
 
 
 def differences(st: dict, pin: str | None, where: str = "", top: str = "") -> list[str]:
     """What keeps the checkout from being at `pin` (paths relative to its top), one phrase each; [] when at it.
     The caller names the checkout and the pin."""
+    if st.get("files_of"):
+        return _file_differences(st, pin)
     if not st.get("commit"):
         return ["not a git checkout (or git cannot read it)"]
     out = []
@@ -101,6 +116,131 @@ def differences(st: dict, pin: str | None, where: str = "", top: str = "") -> li
         out.append(f"HEAD {st['commit'][:7]} is not the pin")
     elif out:
         out.append(f"HEAD {st['commit'][:7]} is the pin")
+    return out
+
+
+# ---- a copy without git: its files against the pinned tree's listing ----------------------------------------------
+
+
+class Listing(dict):
+    """path -> (mode, blob id) of every file of a commit's tree under the paths a program runs (`git ls-tree -r`),
+    with the commit and those paths."""
+
+    def __init__(self, commit: str, paths: tuple[str, ...], files: dict[str, tuple[str, str]]):
+        super().__init__(files)
+        self.commit, self.paths = commit, paths
+
+
+def read_listing(text: str) -> Listing:
+    """A listing file: `# commit SHA`, `# paths P ...`, then `MODE blob SHA<TAB>PATH` lines; ValueError naming the
+    line that is none of these."""
+    commit, paths, files = "", (), {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith("# commit "):
+            commit = line.split()[2]
+        elif line.startswith("# paths "):
+            paths = tuple(line.split()[2:])
+        elif line and not line.startswith("#"):
+            head, tab, path = line.partition("\t")
+            words = head.split()
+            if not tab or len(words) != 3 or words[1] != "blob" or len(words[2]) != 40:
+                raise ValueError(f"line {n}: expected 'MODE blob SHA<TAB>PATH', got {line[:80]!r}")
+            files[path] = (words[0], words[2])
+    if not commit or not paths:
+        raise ValueError("no '# commit SHA' or '# paths P ...' line")
+    return Listing(commit, paths, files)
+
+
+def write_listing(listing: Listing) -> str:
+    lines = [f"# commit {listing.commit}", f"# paths {' '.join(listing.paths)}"]
+    return "\n".join([*lines, *(f"{m} blob {i}\t{p}" for p, (m, i) in sorted(listing.items()))]) + "\n"
+
+
+def blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def file_entry(path: str) -> tuple[str, str]:
+    """(git's mode, blob id) of a file or symbolic link as git would store it."""
+    if os.path.islink(path):
+        return "120000", blob_id(os.fsencode(os.readlink(path)))
+    with open(path, "rb") as f:
+        data = f.read()
+    return ("100755" if os.stat(path).st_mode & 0o100 else "100644"), blob_id(data)
+
+
+def tree_id(files: dict[str, tuple[str, str]], under: str) -> str:
+    """git's object id of `under` (a folder: its tree; a file: its blob) computed from a listing's entries."""
+    if under in files:
+        return files[under][1]
+    nested: dict = {}
+    for path, entry in files.items():
+        if path.startswith(under.rstrip("/") + "/"):
+            *folders, name = path[len(under.rstrip("/")) + 1:].split("/")
+            node = nested
+            for folder in folders:
+                node = node.setdefault(folder + "/", {})
+            node[name] = entry
+
+    def tree(node: dict) -> str:
+        body = b""
+        for key in sorted(node):  # git orders a folder as its name with a slash
+            value = node[key]
+            if isinstance(value, dict):
+                body += b"40000 " + key[:-1].encode() + b"\0" + bytes.fromhex(tree(value))
+            else:
+                body += value[0].encode() + b" " + key.encode() + b"\0" + bytes.fromhex(value[1])
+        return hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+
+    if not nested:
+        raise KeyError(f"{under}: no file under it in the listing")
+    return tree(nested)
+
+
+def files_under(top: str, paths: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """path -> (mode, blob id) of every file under each of `paths` in `top`, as git would add them; Python's own
+    caches (__pycache__/*.pyc, written by any run) are not the program's."""
+    found = {}
+    for path in paths:
+        full = os.path.join(top, path)
+        if os.path.islink(full) or os.path.isfile(full):
+            found[path] = file_entry(full)
+            continue
+        for folder, dirs, names in os.walk(full):  # a linked folder is listed as a link, never followed
+            rel = os.path.relpath(folder, top).replace(os.sep, "/")
+            for name in [d for d in dirs if os.path.islink(os.path.join(folder, d))] + names:
+                if not (name.endswith(".pyc") and os.path.basename(folder) == "__pycache__"):
+                    found[f"{rel}/{name}"] = file_entry(os.path.join(folder, name))
+    return found
+
+
+def files_state(top: str, listing: Listing) -> dict:
+    """The state record of a copy judged by its files: the listing's commit where every file under its paths is
+    the pinned tree's, else None and what differs (modified, deleted, untracked)."""
+    try:
+        found = files_under(top, listing.paths)
+    except OSError as exc:
+        return {"commit": None, "files_of": listing.commit, "clean": False, "unreadable": str(exc),
+                **{k: [] for k in KINDS}}
+    kinds = {"modified": sorted(p for p in listing if p in found and found[p] != listing[p]),
+             "deleted": sorted(p for p in listing if p not in found),
+             "untracked": sorted(p for p in found if p not in listing), "hidden": []}
+    clean = not any(kinds.values())
+    return {"commit": listing.commit if clean else None, "files_of": listing.commit, "clean": clean,
+            "paths": list(listing.paths), **kinds}
+
+
+def _file_differences(st: dict, pin: str | None) -> list[str]:
+    out = [f"cannot be read: {st['unreadable']}"] if st.get("unreadable") else []
+    for kind in ("modified", "deleted", "untracked"):
+        names = st.get(kind) or []
+        if names:
+            more = f" (+{len(names) - SHOWN} more)" if len(names) > SHOWN else ""
+            out.append(f"{', '.join(names[:SHOWN])}{more} {kind}")
+    if pin and st["files_of"] != pin:
+        out.append(f"its files were judged against {st['files_of'][:7]}, not the pin")
+    elif out:
+        out.append(f"not a checkout: its files differ from the tree of the pin {st['files_of'][:7]}")
     return out
 
 
@@ -138,3 +278,18 @@ def read_shell(output: str) -> dict[str, dict[str, tuple[int, str]]]:
             codes.setdefault(tag, {})[name] = int(value[1:])
     return {tag: {name: (rc, "\n".join(texts.get(tag, {}).get(name, []))) for name, rc in named.items()}
             for tag, named in codes.items()}
+
+
+def main(argv: list[str]) -> int:
+    """`code_state.py listing TOP COMMIT PATH...`: the listing file of a copy of COMMIT's PATHs at TOP (a maintainer
+    who moves a pin writes scripts/reference/trees/<code>.txt with it, from a clean checkout)."""
+    if len(argv) < 4 or argv[0] != "listing":
+        print("usage: code_state.py listing TOP COMMIT PATH...", file=__import__("sys").stderr)
+        return 2
+    top, commit, paths = argv[1], argv[2], tuple(argv[3:])
+    print(write_listing(Listing(commit, paths, files_under(top, paths))), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(__import__("sys").argv[1:]))

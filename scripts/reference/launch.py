@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start one published benchmark program exactly as given, after recording it beside its log.
 
-    python3 launch.py --record LOG_STEM.cmd.json --meta JSON --cwd MODEL_DIR [--checkout TOP] \
+    python3 launch.py --record LOG_STEM.cmd.json --meta JSON --cwd MODEL_DIR [--checkout TOP] [--listing FILE] \
         [--pythonpath DIR ...] [--placeholder MODULE ...] [--scratch [--unlinked NAME ...]] \
         [--work-copy NAME --patch FILE --add FILE ...] \
         [--collect PATH ...] -- ARGV...
@@ -9,7 +9,9 @@
 --meta is the kit's description of the run (kit.config.reference.record: argv, env, methods, ...); ARGV must
 equal its "argv". The record adds what only this host knows: time, host name, the model code's git
 commit and whether its tree is clean at it ("model_code_state", code_state.py beside this file: modified, deleted,
-untracked, hidden files; TOP: the checkout's top folder, which git's safe.directory names; default MODEL_DIR),
+untracked, hidden files; TOP: the checkout's top folder, which git's safe.directory names; default MODEL_DIR;
+with --listing, the pinned tree's files (trees/<code>.txt beside this file), a TOP that is no checkout of its own,
+such as an unpacked archive, is judged by its files against them),
 the patch's sha256, and the whole environment the program gets (values of secret-looking names redacted): each
 --pythonpath DIR goes before the PYTHONPATH this process inherited on its host.
 --placeholder MODULE: a module the program imports when it loads but never calls in the kit's modes (DLE: DALI).
@@ -52,6 +54,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # code_state.py travels beside this file
+from code_state import read_listing  # noqa: E402
 from code_state import state as code_state  # noqa: E402
 
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL", "AUTH", "COOKIE")
@@ -268,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--meta", required=True)
     p.add_argument("--cwd", type=Path, required=True)
     p.add_argument("--checkout", type=Path)
+    p.add_argument("--listing", type=Path)
     p.add_argument("--pythonpath", action="append", default=[])
     p.add_argument("--placeholder", action="append", default=[])
     p.add_argument("--scratch", action="store_true")
@@ -285,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"launch.py: model code not found: {args.cwd} (pinned image, or a host's model_code root)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        listing = read_listing(args.listing.read_text()) if args.listing else None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        print(f"launch.py: {args.listing}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.pythonpath:  # the program's packages first, then what its host's Python finds
         os.environ["PYTHONPATH"] = os.pathsep.join([*args.pythonpath, *filter(None, [os.environ.get("PYTHONPATH")])])
     placed = placeholders(args.placeholder, command[0], args.cwd)
@@ -301,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     except (PatchError, OSError, ValueError) as exc:
         print(f"launch.py: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    found = code_state(str(args.cwd), str(args.checkout or args.cwd))
+    found = code_state(str(args.cwd), str(args.checkout or args.cwd), listing=listing)
     meta.update({
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host": socket.gethostname(),
