@@ -163,3 +163,16 @@ def test_pins_yaml_trees_must_be_paths_and_full_hashes(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_pins(bad)
     assert "'../ppcls' is not a relative path" in str(err.value)
+
+
+def test_a_copy_inside_another_checkout_is_judged_by_its_files_not_that_checkout(tmp_path):
+    """bench/prepare_models.py's default folder is .models/ inside the kit's own checkout (ignored there): git finds
+    the kit's checkout around an unpacked archive, whose commit says nothing of the program's."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("/models/\n")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "kit"],
+                   check=True)
+    top = prepared(tmp_path, "dllogger", "torch/resnet50")
+    st = code_state.state(str(top), str(top), pinned_commit("dllogger"), plan.pinned_listing("dllogger"))
+    assert st["files_of"] == st["commit"] == pinned_commit("dllogger") and st["clean"]

@@ -84,12 +84,13 @@ def judge(said: dict[str, tuple[int, str]], pin: str | None = None) -> dict:
 
 def state(where: str, top: str, pin: str | None = None, listing: Listing | None = None) -> dict:
     """The state of the checkout `top` that the program runs from at `where`, read on this machine; with the pinned
-    tree's `listing`, a copy that is no checkout of its own (git finds none, or another one around it) is judged by
-    its files instead (files_state)."""
-    st = judge(run_probes(where, top, pin), pin)
-    if listing is not None and (not st["commit"] or "outside" in st):
+    tree's `listing`, a `top` that is not the top of a git work tree (an unpacked archive, maybe inside another
+    checkout) is judged by its files instead (files_state)."""
+    said = run_probes(where, top, pin)
+    rc, found = said["checkout"]
+    if listing is not None and not (rc == 0 and os.path.realpath(found.strip()) == os.path.realpath(top)):
         return files_state(top, listing)
-    return st
+    return judge(said, pin)
 
 
 def differences(st: dict, pin: str | None, where: str = "", top: str = "") -> list[str]:
