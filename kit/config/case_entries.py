@@ -113,7 +113,7 @@ def expand_entry(entry: LineDict, defaults: LineDict, path: Path, hardware: str 
         case = Case(**values, extra=extra, line=entry.line)
         if impl == "reference":
             try:
-                programs.check(case.ref_job())
+                programs.check(case.ref_job(hardware))
             except programs.ReferenceError as exc:
                 raise ConfigError(path, str(exc), entry.line_of(where), where) from None
         cases.append(case)

@@ -127,9 +127,10 @@ class Case:
             return self.framework
         return programs.implementation(self.framework, self.model).name
 
-    def ref_job(self) -> programs.RefJob:
+    def ref_job(self, device: str = "gpu") -> programs.RefJob:
+        """The program's job; `device` the suite's hardware (on a CPU the case's image side goes with it)."""
         return programs.RefJob(self.framework, self.model, self.precision, self.batch_size, self.gpus_per_node,
-                                self.nodes, self.data)
+                                self.nodes, self.data, device, self.image_size if device == "cpu" else None)
 
     @property
     def processes(self) -> int:

@@ -127,6 +127,8 @@ def build(job: RefJob, cluster: Cluster = ONE_HOST, *, code_root: str | None = N
     cwd = "/".join(p for p in (checkout, impl.subdir) if p)
     prog = program(impl)
     argv, env = prog.recipe(job, cluster, data_dir, scripts_dir)
+    if job.device == "cpu" and argv:
+        argv, env = prog.on_cpu(argv, env, job)
     copy = prog.work_copy
     work_copy, patch, add = (copy.folder, copy.patch, copy.add) if copy else (None, None, ())
     if cluster.nic and argv:
@@ -174,6 +176,7 @@ def record(cmd: RefCommand, job: RefJob, cluster: Cluster) -> dict:
         "impl": cmd.impl.name, "title": cmd.impl.title, "source": cmd.impl.source,
         "framework": job.framework, "model": job.model, "precision": job.precision, "batch_size": job.batch_size,
         "nodes": job.nodes, "gpus_per_node": job.gpus_per_node, "rank": cluster.rank,
+        "device": job.device, "image_size": job.image_size,
         "cwd": cmd.cwd, "argv": cmd.argv, "env": redact(cmd.env), "pythonpath": list(cmd.pythonpath),
         "command": cmd.shell(),
         "log_format": cmd.impl.log_format,
@@ -191,8 +194,10 @@ def rebuild(meta: dict) -> RefCommand:
     """What the recipe builds for the job and placement a sidecar records (kit verify compares the two);
     ReferenceError/KeyError/TypeError/ValueError when the record does not name a job this kit knows."""
     data = meta.get("data") or {}
+    size = meta.get("image_size")  # records before the CPU recipes have neither: a GPU job
     job = RefJob(meta["framework"], meta["model"], meta["precision"], int(meta["batch_size"]),
-                 int(meta["gpus_per_node"]), int(meta["nodes"]), data.get("mode"))
+                 int(meta["gpus_per_node"]), int(meta["nodes"]), data.get("mode"), str(meta.get("device", "gpu")),
+                 None if size is None else int(size))
     place = meta["cluster"]
     cluster = Cluster(int(meta["rank"]), tuple(str(h) for h in place["hosts"]), int(place["port"]), place.get("nic"))
     return build(job, cluster, code_root=str(meta["code_root"]), data_dir=data.get("path"),

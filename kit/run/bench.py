@@ -6,6 +6,7 @@ re-runs only runs whose log is missing or gave no figure (kit.run.records).
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -103,6 +104,11 @@ def resolve_train_list(run_dir: Path, suite: Suite, train_list: str | Path | Non
         return None
     if given := check_train_list(suite, train_list, cases):
         return given
+    return str(synthetic_tree(run_dir) / "train_list.txt")
+
+
+def synthetic_tree(run_dir: Path) -> Path:
+    """The run's synthetic JPEG tree (train/, train_list.txt), made once."""
     tree = run_dir.resolve() / "data" / "synthetic-imagenet"
     if not (tree / "train_list.txt").is_file():
         tool = REPO_ROOT / "data_prep" / "make_synthetic_imagenet.py"
@@ -111,7 +117,26 @@ def resolve_train_list(run_dir: Path, suite: Suite, train_list: str | Path | Non
         made = subprocess.run([sys.executable, str(tool), str(tree), *args], capture_output=True, text=True)
         if made.returncode != 0:
             raise BenchError(f"could not make the synthetic JPEG tree: {made.stderr.strip()}")
-    return str(tree / "train_list.txt")
+    return tree
+
+
+def resolve_data_dir(run_dir: Path, suite: Suite, cases: list, data_dir: str | None) -> str | None:
+    """The root of the data the published programs of `cases` read (<root>/<format>/, kit.config.reference.
+    data_path): the one given (KIT_DATA_DIR), else on a CPU suite each format they read written from the run's
+    synthetic JPEG tree into <run_dir>/data/ (data_prep/convert.py), else None (their publishers' default paths)."""
+    formats = sorted({f for c in cases if c.impl == "reference" and c.data == "imagenet"
+                      and (f := reference.implementation(c.framework, c.model).data_format)})
+    if data_dir or not formats or suite.hardware != "cpu":
+        return str(Path(data_dir).resolve()) if data_dir else None
+    root, tree = run_dir.resolve() / "data", synthetic_tree(run_dir)
+    for fmt in formats:
+        if not (root / fmt / "manifest.json").is_file():
+            made = subprocess.run([sys.executable, str(REPO_ROOT / "data_prep" / "convert.py"), "--to", fmt,
+                                   str(tree / "train"), str(root / fmt)], capture_output=True, text=True)
+            if made.returncode != 0:
+                raise BenchError(f"could not write the {fmt} data from the synthetic JPEG tree: "
+                                 f"{made.stderr.strip()[-500:]}")
+    return str(root)
 
 
 def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, runner: LocalRunner | None = None,
@@ -132,9 +157,10 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
     model_code = runner.model_code if runner else None
     runs, skipped = preflight(chosen, train_list, model_code or model_code_root(), force)
     records.refuse_beside_live(run_dir)
-    runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, chosen, train_list,
-                                                                          [r.case for r in runs]),
-                                  images=images, hardware=suite.hardware)
+    cases = [r.case for r in runs]
+    runner = runner or LocalRunner(run_dir, train_list=resolve_train_list(run_dir, chosen, train_list, cases),
+                                   images=images, hardware=suite.hardware,
+                                   data_dir=resolve_data_dir(run_dir, suite, cases, os.environ.get("KIT_DATA_DIR")))
     new = {expansion.FROZEN_KEY: expansion.freeze(suite)} | selection.recorded_in(suite)
     meta = records.open_run_meta(run_dir, suite, host=records.host_description(), **new)
     meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]

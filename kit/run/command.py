@@ -250,7 +250,7 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
     boxed = site.container is not None
     here = site.in_image() if boxed else site
     if case.impl == "reference":
-        job = case.ref_job()
+        job = case.ref_job(hardware)
         cluster = reference.Cluster(rank, tuple(s.address for s in sites), port, site.nic)
         ref = reference.build(job, cluster, code_root=here.model_code, scripts_dir=here.scripts,
                               data_dir=reference.data_path(site.data_dir, job))

@@ -33,11 +33,13 @@ class BenchError(RunError):
 class LocalRunner(Runner):
     def __init__(self, run_dir: Path, python: str = sys.executable, threads_per_host: int | None = None,
                  train_list: str | None = None, images: dict[str, str] | None = None,
-                 model_code: str | None = None, hardware: str = "cpu", runtime: ContainerRuntime = DOCKER):
+                 model_code: str | None = None, hardware: str = "cpu", runtime: ContainerRuntime = DOCKER,
+                 data_dir: str | None = None):
         self.run_dir = Path(run_dir).resolve()
         self.python = python
         self.threads_per_host = threads_per_host or cpu_count()
         self.train_list = train_list
+        self.data_dir = data_dir  # the published programs' data root (<data_dir>/<format>/); None: their defaults
         self.images = images or {}  # framework -> image reference (in `runtime`); empty: native
         self.runtime = runtime
         self.model_code = model_code or model_code_root()
@@ -58,6 +60,8 @@ class LocalRunner(Runner):
             mounts = [Mount(str(self.run_dir), str(self.run_dir))]
             if case.impl == "reference":
                 mounts.append(Mount(str(SCRIPTS), reference.SCRIPTS_DIR, read_only=True))
+                if self.data_dir and not Path(self.data_dir).resolve().is_relative_to(self.run_dir):
+                    mounts.append(Mount(self.data_dir, self.data_dir, read_only=True))
             elif self.train_list:
                 data = str(Path(self.train_list).parent)
                 mounts.append(Mount(data, data, read_only=True))
@@ -65,7 +69,7 @@ class LocalRunner(Runner):
                                   shm_size="2g" if case.impl == "harness" else "16g", workdir=str(self.run_dir),
                                   runtime=self.runtime)
         return Site(loopback=True, python=self.python, model_code=self.model_code,
-                    train_list=self.train_list, cpu_threads=self.threads_per_host,
+                    train_list=self.train_list, data_dir=self.data_dir, cpu_threads=self.threads_per_host,
                     launcher_logs=str(self.run_dir / "launcher" / run.folder),
                     sidecar=str(sidecar_path(self.run_dir / run.log_rel)), container=container,
                     telemetry=str(telemetry_path(self.run_dir / run.log_rel)) if self.hardware == "gpu" else None)

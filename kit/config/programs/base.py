@@ -84,6 +84,8 @@ class RefJob:
     gpus_per_node: int
     nodes: int = 1
     data: str | None = None  # imagenet | synthetic (Impl.synthetic); None: imagenet where the program reads a dataset
+    device: str = "gpu"  # the suite's hardware: on a CPU, the program's CPU recipe where it has one (Program.on_cpu)
+    image_size: int | None = None  # a CPU case's image side; None: the program's own
 
     def __post_init__(self) -> None:
         if self.data is None:
@@ -153,6 +155,11 @@ class Program:
         """(the publisher's reduction where one is published, the kit's): the kit's drops the same warm-up and takes
         the harmonic mean of per-step throughputs (samples / time, as the harness does), in global samples/s."""
         raise NotImplementedError
+
+    def on_cpu(self, argv: list[str], env: dict[str, str], job: RefJob) -> tuple[list[str], dict[str, str]]:
+        """(argv, env) of the published command switched to the CPU (launcher-side only: its files stay at the pin);
+        unchanged where the kit has no CPU recipe for it (its stand-ins run on CPUs as they are)."""
+        return argv, env
 
     def synthetic(self, argv: list[str]) -> list[str]:
         """The published argv switched to its own synthetic-data mode (Impl.synthetic)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kit.config.programs.base import STATIC, Cluster, Impl, Program, RanAs, RefJob, paddle_launch
+from kit.config.programs.base import STATIC, Cluster, Impl, Program, RanAs, ReferenceError, RefJob, paddle_launch
 from kit.results.extract import Method
 
 
@@ -12,7 +12,7 @@ class PaddleClas(Program):
         "paddleclas",
         "PaddlePaddle/Perf@e7a07c4d ResNet50V1.5 logs (launch Configuration); PaddlePaddle/benchmark PaddleClas",
         # ppcls/static/train.py: save_model into Global.output_dir (./output/) at every save_interval epoch, 0 included
-        data_format="paddle", saves=("output",))
+        data_format="paddle", saves=("output",), placeholders=("visualdl",))
 
     def recipe(self, job: RefJob, cluster: Cluster, data_dir: str | None,
                scripts_dir: str) -> tuple[list[str], dict[str, str]]:
@@ -41,6 +41,21 @@ class PaddleClas(Program):
             "PADDLE_TRAINERS": ",".join(cluster.hosts), "PADDLE_TRAINER_ID": str(cluster.rank),
             "POD_IP": cluster.here, "PADDLE_PORT": str(cluster.port), "TRAINER_PORTS_NUM": str(job.gpus_per_node),
         }
+
+    def check(self, job: RefJob) -> None:
+        if job.device == "cpu" and job.precision != "fp32":
+            raise ReferenceError(f"PaddleClas on a CPU trains fp32 only ({job.precision}: "
+                                 "ResNet50_amp_O2_ultra.yaml's pure FP16 needs a GPU)")
+
+    def on_cpu(self, argv: list[str], env: dict[str, str], job: RefJob) -> tuple[list[str], dict[str, str]]:
+        # -o keys the pinned code reads (tests/test_program_contracts.py): the device; a log line every step
+        # (ppcls/static/program.py reads a top-level print_interval, not Global.print_batch_step); the image side in
+        # the program's input shape and its crop. Paddle 3's PIR programs break fleet's minimize in the pinned
+        # trainer (clone() TypeError), so the CPU Paddle builds the old program IR, as the Paddle 2.x it was run on.
+        size = job.image_size or 224
+        cpu = ["Global.device=cpu", "print_interval=1", f"Global.image_shape=[3,{size},{size}]",
+               f"DataLoader.Train.dataset.transform_ops.1.RandCropImage.size={size}"]
+        return [*argv, *(a for o in cpu for a in ("-o", o))], {**env, "FLAGS_enable_pir_api": "0"}
 
     def methods(self, job: RefJob) -> tuple[Method | None, Method]:
         # per-card ips: scaled by the GPUs
