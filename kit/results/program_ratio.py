@@ -2,10 +2,11 @@
 the same thing — framework, model, batch per GPU, nodes, GPUs per node, precision, data, image size, classes, and
 the layout and mode the program runs in (its recipe decides them; the caller says what they are: `ran_as`).
 
-Every program case with a figure is accounted for: paired (one row per harness case of the same setting), or
-listed as not compared with the reason — its layout or mode is not known to the kit (the program's own config
-decides), or no harness case of that setting has a figure, naming the nearest one and what differs. A ratio of
-cases that differ in any of these would compare different work, so none is shown.
+A program whose mode no harness mode is (Paddle's static graph) pairs with the harness mode that builds the same kind
+of program (KIN), and its row names both. Every program case with a figure is accounted for: paired (one row per
+harness case of the same setting), or listed as not compared with the reason — its layout or mode is not known to
+the kit (the program's own config decides), or no harness case of that setting has a figure, naming the nearest one
+and what differs. A ratio of cases that differ in any of these would compare different work, so none is shown.
 
 Pure: reads the report's medians and the suite's cases (kit.config.cases.Case, read by attribute).
 """
@@ -14,6 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+# a program's mode that no harness mode is -> (the harness mode that builds the same kind of program, why): a row
+# against it names both modes
+KIN = {"static": ("compiled", "the harness's compiled Paddle is paddle.jit.to_static: a static program run by Paddle's "
+                              "executor, as the program's static graph is (built from the eager network, not by hand)")}
 SAME = ("framework", "model", "batch_size", "nodes", "gpus_per_node", "precision", "data", "image_size", "num_classes")
 HEADING = "### The kit's harness ÷ the published program, same setting"  # bench/gpu_stages.py looks for it
 NOT_COMPARED = "### Published programs not compared with the harness"
@@ -26,14 +31,16 @@ def program_ratio_section(report, suite, ran_as: Callable) -> str:
     .layout, .mode, .why, .known)."""
     medians = {g.key.case_key(c.name): c.median for g in report.groups for c in g.cases}
     harness = [c for c in suite.cases if c.impl == "harness" and c.key in medians]
-    rows, refused = [], []
+    rows, refused, kin = [], [], set()
     for program in (c for c in suite.cases if c.impl == "reference" and c.key in medians):
         ran = ran_as(program.ref_job())
         paired = [case for case in harness if ran.known and not _differences(case, program, ran)]
         for case in paired:
             ours, theirs = medians[case.key], medians[program.key]
             loader = f" (harness loader: {case.loader})" if case.loader else ""
-            rows.append(f"| {_setting(program, ran)}{loader} | {case.key} | {ours:.2f} | {program.key} | "
+            if case.mode != ran.mode:
+                kin.add(ran.mode)
+            rows.append(f"| {_setting(program, ran, case)}{loader} | {case.key} | {ours:.2f} | {program.key} | "
                         f"{theirs:.2f} | {ours / theirs:.3f} |")
         if not paired:
             refused.append(f"- {program.key} ({medians[program.key]:.2f}): {_why_not(program, ran, harness)}")
@@ -44,6 +51,7 @@ def program_ratio_section(report, suite, ran_as: Callable) -> str:
                 "program's by its publisher's reduction of its log; medians over the runs.", "",
                 "| setting | harness case | harness | program case | program | harness ÷ program |",
                 "| --- | --- | --- | --- | --- | --- |", *rows]
+        out += [f"{mode} (harness: {KIN[mode][0]}): {KIN[mode][1]}." for mode in sorted(kin)]
     if refused:
         out += ["", NOT_COMPARED, "",
                 "A ratio only of the same work: framework, model, batch per GPU, nodes, GPUs per node, precision, "
@@ -56,6 +64,8 @@ def _differences(case, program, ran) -> list[str]:
     """What a harness case runs otherwise than the program: 'layout nhwc (program: nchw)', ..."""
     mine = {k: getattr(case, k) for k in SAME} | {"layout": case.layout, "mode": case.mode}
     theirs = {k: getattr(program, k) for k in SAME} | {"layout": ran.layout, "mode": ran.mode}
+    if KIN.get(ran.mode, ("",))[0] == case.mode:
+        theirs["mode"] = case.mode  # the harness's kin of the program's mode (KIN): the row names both
     return [f"{k.replace('_', ' ')} {mine[k]} (program: {theirs[k]})" for k in mine if mine[k] != theirs[k]]
 
 
@@ -70,6 +80,7 @@ def _why_not(program, ran, harness: list) -> str:
             f"{nearest.key}, differs in {', '.join(_differences(nearest, program, ran))}")
 
 
-def _setting(case, ran) -> str:
+def _setting(case, ran, harness=None) -> str:
+    mode = ran.mode if harness is None or harness.mode == ran.mode else f"{ran.mode} (harness: {harness.mode})"
     return (f"{case.framework} {case.model}, batch {case.batch_size}/GPU, {case.case_dir}, {case.precision}, "
-            f"{ran.layout}, {ran.mode}, {case.data} data")
+            f"{ran.layout}, {mode}, {case.data} data")

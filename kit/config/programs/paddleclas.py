@@ -62,10 +62,12 @@ class PaddleClas(Program):
         return Method(skip=10, scale=job.gpus), Method(skip=10, reduce="harmonic_mean", scale=job.gpus)
 
     def ran_as(self, job: RefJob) -> RanAs:
-        config = "ResNet50_amp_O2_ultra.yaml" if job.precision == "amp" else "ResNet50.yaml"
-        return RanAs(None, STATIC, f"PaddleClas trains a static graph (ppcls/static/train.py), which no harness mode "
-                                   f"is; its layout is {config}'s Arch.data_format at the pinned checkout, which the "
-                                   "kit does not read")
-
+        """A static graph; its layout is its config's Arch.data_format at the pin: ResNet50_amp_O2_ultra.yaml says
+        NHWC, ResNet50.yaml none, so ResNet's default NCHW (ppcls/arch/backbone/legendary_models/resnet.py)."""
+        if job.precision == "amp":
+            return RanAs("nhwc", STATIC, "PaddleClas trains a static graph (ppcls/static/train.py); "
+                                         "ResNet50_amp_O2_ultra.yaml's Arch.data_format is NHWC")
+        return RanAs("nchw", STATIC, "PaddleClas trains a static graph (ppcls/static/train.py); ResNet50.yaml sets "
+                                     "no Arch.data_format, so ResNet's default NCHW (legendary_models/resnet.py)")
 
 PROGRAM = PaddleClas()
