@@ -177,13 +177,16 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
     assert [p for p in (*run_dir.rglob("*"), *root.rglob("*")) if p.name.endswith(".pth.tar")] == []
     assert sidecar["data"] == {"mode": "synthetic", "format": None, "path": None, "synthetic": "--data-backend syntetic"}
     key = "ngc-pytorch/resnet50/bz2/1n1g/amp"
-    assert meta["model_code_forced"] == [  # a stand-in tree is no checkout of the pins: it ran with --force
-        {"host": "local", "case": key, "path": str(root / CONVNETS), "head": None, "pin": pin_of("dle"),
-         "reason": f"{root / 'DeepLearningExamples'}: not a git checkout (or git cannot read it); docker/pins.yaml "
-                   f"pins {pin_of('dle')} (case {key})"},
-        {"host": "local", "case": key, "path": str(root / "dllogger"), "head": None, "pin": DLLOGGER.commit,
-         "reason": f"{root / 'dllogger'}: not a git checkout (or git cannot read it); docker/pins.yaml pins "
-                   f"{DLLOGGER.commit} (case {key})"}]
+    # a stand-in tree is not the pins' files (judged by them: no checkout): it ran with --force
+    forced = meta["model_code_forced"]
+    assert [(f["host"], f["case"], f["path"], f["head"], f["pin"]) for f in forced] == [
+        ("local", key, str(root / CONVNETS), None, pin_of("dle")),
+        ("local", key, str(root / "dllogger"), None, DLLOGGER.commit)]
+    for f, top in zip(forced, (root / "DeepLearningExamples", root / "dllogger"), strict=True):
+        assert f["reason"].startswith(f"{top}: ") and f["reason"].endswith(
+            f"; not a checkout: its files differ from the tree of the pin {f['pin'][:7]}; docker/pins.yaml pins "
+            f"{f['pin']} (case {key})"), f["reason"]
+    assert "PyTorch/Classification/ConvNets/main.py modified" in forced[0]["reason"]
 
     # the parse: DLLogger's train.total_ips lines by the publisher's method (mean after 9 iterations)
     program = entries["ngc-pytorch"]["samples_per_sec"]
@@ -366,7 +369,7 @@ def test_dle_pytorch_layout_is_its_own_synthetic_benchmarks_under_amp():
     assert layout_and_mode(RefJob("torch", "resnet50", "amp", 256, 1, 1, "synthetic")) == ("nhwc", "eager")
     assert layout_and_mode(RefJob("torch", "resnet50", "amp", 256, 1, 1, "imagenet")) == ("nchw", "eager")
     assert layout_and_mode(RefJob("torch", "resnet50", "fp32", 256, 1, 1, "synthetic")) == ("nchw", "eager")
-    assert layout_and_mode(RefJob("paddle", "resnet50", "amp", 256, 1, 1)) is None  # its config decides
+    assert layout_and_mode(RefJob("paddle", "resnet50", "amp", 256, 1, 1)) == ("nhwc", "static")  # its config's
     assert "--memory-format" not in argv("amp", "imagenet") + argv("fp32", "synthetic")
     eight = argv("amp", "synthetic", 8)
     assert eight[:5] == ["python", "./multiproc.py", "--nproc_per_node", "8", "./main.py"]
@@ -401,7 +404,8 @@ def test_the_ratio_pairs_only_cases_of_the_same_setting(tmp_path):
                                               "paddleclas/resnet50/bz256/1n1g/amp (3100.00)"]
     assert refused[0][1].endswith("the nearest, torch/resnet50/bz256/1n1g/amp-nhwc, differs in batch size 256 "
                                   "(program: 128)")
-    assert refused[1][1].startswith("PaddleClas trains a static graph")
+    assert refused[1][1].endswith("the nearest, paddle/resnet50/bz256/1n1g/amp-nhwc, differs in data synthetic "
+                                  "(program: imagenet), mode eager (program: static)")
     assert program_ratio_section(NS(groups=groups[:1]), suite, ran_as) == ""
 
 
