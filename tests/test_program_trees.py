@@ -176,3 +176,27 @@ def test_a_copy_inside_another_checkout_is_judged_by_its_files_not_that_checkout
     top = prepared(tmp_path, "dllogger", "torch/resnet50")
     st = code_state.state(str(top), str(top), pinned_commit("dllogger"), plan.pinned_listing("dllogger"))
     assert st["files_of"] == st["commit"] == pinned_commit("dllogger") and st["clean"]
+
+
+def test_a_hosts_copy_is_judged_by_the_files_its_check_lists(tmp_path):
+    """The needs script an SSH or Slurm host runs (kit.run.needs) lists an unpacked archive's files with git
+    hash-object, no repository needed: at the pin it passes; a changed, an executable and an added file are named,
+    as this machine's pre-flight names them."""
+    from kit.run.needs import needs_script, read_needs
+
+    prepared(tmp_path, "PaddleClas", "paddle/resnet50")
+    case, root = paddleclas_case(), str(tmp_path / "models")
+
+    def host() -> tuple[list[str], list[dict]]:
+        out = subprocess.run(["sh", "-c", needs_script([(case.key, case)], None, root)], capture_output=True,
+                             text=True, check=True, timeout=300).stdout
+        return read_needs([(case.key, case)], out)
+
+    assert host() == ([], [])
+    top = tmp_path / "models" / "PaddleClas"
+    (top / "ppcls" / "static" / "train.py").write_text("changed\n")
+    os.chmod(top / "tools" / "train.py", 0o755)
+    (top / "ppcls" / "new file.py").write_text("")
+    problems, (found,) = host()
+    assert problems == [] and found["reason"] == plan.local_mismatches(_suite_of(case), root)[0]["reason"]
+    assert "ppcls/static/train.py, tools/train.py modified; ppcls/new file.py untracked" in found["reason"]

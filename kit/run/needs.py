@@ -6,9 +6,11 @@
 
 The script prints one tab-separated line per finding: `nodata <case> <path>`, `nocode <case> <path>`, and for
 every checkout it found `checkout <case> <path> <top>` and its git answers (scripts/reference/code_state.py: the
-same probes and judgement as this machine's pre-flight and the launcher's record). The SSH runner runs it over
-each host's connection, the Slurm runner as one step on every node of the allocation; both read it back here and settle
-what every host lacks here: the runs refused, or the checkouts off their pins run forced (--force).
+same probes and judgement as this machine's pre-flight and the launcher's record), with its files under the pinned
+paths where the kit lists the pinned tree (a copy that is no checkout, such as an unpacked archive, is judged by
+them). The SSH runner runs it over each host's connection, the Slurm runner as one step on every node of the
+allocation; both read it back here and settle what every host lacks here: the runs refused, or the checkouts off
+their pins run forced (--force).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from kit.config import reference
 from kit.config.cases import Case
 from kit.hosts.connect import quote_cmd
-from kit.run.plan import code_dir, code_mismatch, code_state, describe_mismatch, pinned_commit
+from kit.run.plan import code_dir, code_mismatch, code_state, describe_mismatch, pinned_commit, pinned_listing
 
 Programs = list[tuple[str, Case]]  # (case key, case), the published-program cases of the runs
 
@@ -34,8 +36,10 @@ def needs_script(programs: Programs, data_dir: str | None, model_code: str | Non
             where = code_dir(case, root)
             impl = reference.implementation(case.framework, case.model)
             top = reference.checkout_dir(root, impl)
+            listing = pinned_listing(impl.code)
+            probes = code_state.shell(key, where, top, pinned_commit(case), listing.paths if listing else ())
             lines.append(f"if [ -d {quote_cmd([where])} ]; then printf 'checkout\\t%s\\t%s\\t%s\\n' "
-                         f"{quote_cmd([key, where, top])}\n{code_state.shell(key, where, top, pinned_commit(case))}\n"
+                         f"{quote_cmd([key, where, top])}\n{probes}\n"
                          f"else printf 'nocode\\t%s\\t%s\\n' {quote_cmd([key, where])}; fi")
     return "\n".join([*lines, "exit 0", ""])
 
@@ -57,7 +61,9 @@ def read_needs(programs: Programs, output: str) -> tuple[list[str], list[dict]]:
         elif what == "checkout" and len(fields) == 3 and fields[0] in cases:
             key, where, top = fields
             pin = pinned_commit(cases[key])
-            if differs := code_mismatch(cases[key], where, top, code_state.judge(answers.get(key, {}), pin), pin):
+            listing = pinned_listing(reference.implementation(cases[key].framework, cases[key].model).code)
+            st = code_state.judge_host(answers.get(key, {}), top, pin, listing)
+            if differs := code_mismatch(cases[key], where, top, st, pin):
                 mismatches.append(differs)
     return problems, mismatches
 

@@ -87,10 +87,15 @@ def state(where: str, top: str, pin: str | None = None, listing: Listing | None 
     tree's `listing`, a `top` that is not the top of a git work tree (an unpacked archive, maybe inside another
     checkout) is judged by its files instead (files_state)."""
     said = run_probes(where, top, pin)
-    rc, found = said["checkout"]
-    if listing is not None and not (rc == 0 and os.path.realpath(found.strip()) == os.path.realpath(top)):
+    if listing is not None and not own_checkout(said, top, os.path.realpath):
         return files_state(top, listing)
     return judge(said, pin)
+
+
+def own_checkout(said: dict[str, tuple[int, str]], top: str, resolve=lambda p: p.rstrip("/")) -> bool:
+    """Whether git says `top` is the top of a work tree (else a copy judged by its files, given a listing)."""
+    rc, found = said.get("checkout", (-1, ""))
+    return rc == 0 and resolve(found.strip()) == resolve(top)
 
 
 def differences(st: dict, pin: str | None, where: str = "", top: str = "") -> list[str]:
@@ -223,6 +228,11 @@ def files_state(top: str, listing: Listing) -> dict:
     except OSError as exc:
         return {"commit": None, "files_of": listing.commit, "clean": False, "unreadable": str(exc),
                 **{k: [] for k in KINDS}}
+    return files_record(listing, found)
+
+
+def files_record(listing: Listing, found: dict[str, tuple[str, str]]) -> dict:
+    """files_state's record from the files found (path -> (mode, blob id)), on this machine or a host."""
     kinds = {"modified": sorted(p for p in listing if p in found and found[p] != listing[p]),
              "deleted": sorted(p for p in listing if p not in found),
              "untracked": sorted(p for p in found if p not in listing), "hidden": []}
@@ -252,11 +262,50 @@ def _quote(word: str) -> str:
     return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
-def shell(tag: str, where: str, top: str, pin: str | None = None) -> str:
+# the files under TOP's PATHs as `git ls-tree -r` lists them (mode, blob id by `git hash-object`, which needs no
+# repository; a link's blob is its target's text), Python's caches left out: files_under's answer, on a host
+FILES_SH = r"""cd "$1" || exit 1; shift
+find "$@" \( -type f -o -type l \) -print | while IFS= read -r f; do
+  case "$f" in */__pycache__/*.pyc) continue;; esac
+  if [ -L "$f" ]; then m=120000; h=$(printf '%s' "$(readlink "$f")" | git hash-object --stdin)
+  elif [ -n "$(find "$f" -perm -u+x)" ]; then m=100755; h=$(git hash-object -- "$f")
+  else m=100644; h=$(git hash-object -- "$f"); fi
+  printf '%s blob %s\t%s\n' "$m" "$h" "$f"
+done"""
+
+
+def read_files(text: str) -> dict[str, tuple[str, str]]:
+    """FILES_SH's answer -> path -> (mode, blob id); a line it did not write is left out (then judged missing)."""
+    found = {}
+    for line in text.splitlines():
+        head, tab, path = line.partition("\t")
+        words = head.split()
+        if tab and len(words) == 3 and words[1] == "blob" and len(words[2]) == 40:
+            found[path] = (words[0], words[2])
+    return found
+
+
+def judge_host(said: dict[str, tuple[int, str]], top: str, pin: str | None, listing: Listing | None) -> dict:
+    """A host's answers to `shell` judged as `state` judges this machine's: by its files where `top` is no work
+    tree's top and a listing is known (their probe must have answered), else by git."""
+    if listing is not None and not own_checkout(said, top):
+        rc, text = said.get("files", (-1, ""))
+        if rc != 0:
+            return {"commit": None, "files_of": listing.commit, "clean": False,
+                    "unreadable": f"the host could not list its files (exit {rc})", **{k: [] for k in KINDS}}
+        return files_record(listing, read_files(text))
+    return judge(said, pin)
+
+
+def shell(tag: str, where: str, top: str, pin: str | None = None, paths: tuple[str, ...] = ()) -> str:
     """sh lines printing each probe's output as `code<TAB>TAG<TAB>NAME<TAB>+LINE` and its exit status as
-    `code<TAB>TAG<TAB>NAME<TAB>=N` (TAG: no tab or newline); `timeout` bounds each git command where it exists."""
+    `code<TAB>TAG<TAB>NAME<TAB>=N` (TAG: no tab or newline); `timeout` bounds each git command where it exists.
+    With `paths` (a listing's), also the files under them (FILES_SH), for a copy that is no checkout."""
     lines = ["if command -v timeout >/dev/null 2>&1; then T='timeout " + str(TIMEOUT_S) + "'; else T=; fi"]
-    for name, argv in probes(where, top, pin).items():
+    named = probes(where, top, pin)
+    if paths:
+        named["files"] = ["sh", "-c", FILES_SH, "sh", top, *paths]
+    for name, argv in named.items():
         keep = " | grep -v '^H '" if name == "flags" else ""  # only flagged entries travel back
         head = f"printf 'code\\t%s\\t%s\\t' {_quote(tag)} {name}"
         lines.append(f"o=$($T {' '.join(map(_quote, argv))} 2>/dev/null); r=$?; printf '%s\\n' \"$o\"{keep} | "
