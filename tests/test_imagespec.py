@@ -442,6 +442,14 @@ def test_labels_of_cpu_exact():
         "io.kit.pins.pip.torch": "2.13.0",
         "io.kit.pins.pip.numpy": "2.4.6",
         "io.kit.pins.pip.pillow": "13.0.0",
+        "io.kit.pins.pip.opencv-python-headless": "5.1.0.95",
+        "io.kit.pins.pip.scikit-learn": "1.9.1",
+        "io.kit.pins.pip.six": "1.17.0",
+        "io.kit.pins.pip.tqdm": "4.70.1",
+        "io.kit.pins.pip.easydict": "1.14",
+        "io.kit.pins.pip.requests": "2.34.2",
+        "io.kit.pins.pip.pyyaml": "6.0.3",
+        "io.kit.pins.pip.matplotlib": "3.11.2",
     }
 
 
@@ -468,7 +476,10 @@ def test_cpu_dockerfile_last_run_verifies_every_pin():
     assert flag_values(tokens, "--expect") == [f"{k}={v}" for k, v in spec.versions.items()]
     assert flag_values(tokens, "--expect") == ["python=3.11.2", "paddle=3.3.1", "torch=2.13.0+cpu"]
     assert flag_values(tokens, "--dist") == [f"{d}=={v}" for d, v in spec.pip.items()]
-    assert flag_values(tokens, "--dist") == ["paddlepaddle==3.3.1", "torch==2.13.0", "numpy==2.4.6", "pillow==13.0.0"]
+    assert flag_values(tokens, "--dist") == ["paddlepaddle==3.3.1", "torch==2.13.0", "numpy==2.4.6", "pillow==13.0.0",
+                                             "opencv-python-headless==5.1.0.95", "scikit-learn==1.9.1", "six==1.17.0",
+                                             "tqdm==4.70.1", "easydict==1.14", "requests==2.34.2", "PyYAML==6.0.3",
+                                             "matplotlib==3.11.2"]  # PaddleClas's imports
     assert flag_values(tokens, "--record") == [VERIFIED_RECORD]
     assert flag_values(tokens, "--git") == []
     # every token after the script is a flag and its value

@@ -105,3 +105,37 @@ def test_the_report_sets_the_harness_beside_paddleclas_and_the_bundle_verifies(b
     assert "static" in cells[0] and "compiled" in cells[0], row
     result = verify(bd.make_bundle(run_dir, tmp_path / "run.tar.gz", submitter="Lab", system_name="box"))
     assert [v for v in result.violations if v.rule.startswith("program_")] == [], result.violations
+
+
+def test_the_real_paddleclas_trains_in_the_cpu_image_from_this_machines_copy(docker_engine, cpu_image, tmp_path,
+                                                                              monkeypatch):
+    """kit bench --runtime docker: the pinned cpu image (PaddleClas's imports pinned in it) runs the program from
+    this machine's copy mounted over the image's /opt/models, judged at the pin by its files inside the container
+    (no git there), its data mounted with the run."""
+    from test_images import run_containers
+
+    archive = next((SHARED / "programs").glob("PaddleClas-*.tar.gz"))
+    subprocess.run([sys.executable, str(REPO / "bench" / "prepare_models.py"), "--dest", str(tmp_path / "models"),
+                    "--from", f"paddleclas={archive}", "paddle/resnet50"], check=True, capture_output=True,
+                   timeout=300)
+    (tmp_path / "suite.yaml").write_text(SUITE.replace("  - {framework: paddle, model: resnet50, impl: harness, "
+                                                       "mode: compiled, layout: nchw, warmup_steps: 10, "
+                                                       "measure_steps: 8}\n", ""))
+    monkeypatch.setenv("KIT_MODEL_CODE", str(tmp_path / "models"))
+    monkeypatch.delenv("KIT_DATA_DIR", raising=False)
+    assert main(["bench", "--suite", str(tmp_path / "suite.yaml"), "--runs-dir", str(tmp_path / "runs"),
+                 "--runtime", "docker"]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    (entry,) = meta["runs"].values()
+    assert entry["status"] == "ok" and entry["samples_per_sec"] > 0 and "model_code_forced" not in meta
+    (log,) = run_dir.glob("logs/paddleclas/resnet50/bz4/1n1g/*.log")
+    assert log.read_text().startswith("# kit bench: docker run") and cpu_image.ref in log.read_text().splitlines()[0]
+    assert len(IPS.findall(log.read_text())) >= 16
+    sidecar = json.loads(log.with_suffix(".cmd.json").read_text())
+    assert sidecar["code_root"] == "/opt/models" and sidecar["cwd"] == "/opt/models/PaddleClas"
+    assert sidecar["model_code_commit"] == PIN and sidecar["model_code_state"]["files_of"] == PIN
+    assert [(p["module"], p["placeholder"]) for p in sidecar["placeholders"]] == [
+        ("visualdl", "/opt/kit/scripts/reference/placeholders/visualdl")]
+    assert not (tmp_path / "models" / "PaddleClas" / "output").exists()
+    assert run_containers(docker_engine, run_dir.name) == []

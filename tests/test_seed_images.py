@@ -19,7 +19,8 @@ from kit.run import plan as plan_mod
 
 REPO = Path(__file__).resolve().parents[1]
 PINS = load_pins()
-H100_REFUSAL = "PLSC imports paddle.fluid; image paddle/h100 pins Paddle 2.6.2, which has none"
+H100_REFUSAL = ("PLSC imports paddle.fluid APIs that Paddle 2.5 removed; image paddle/h100 pins Paddle 2.6.2, which "
+                "has none of them")
 
 SUITE = """\
 schema_version: 1
@@ -45,10 +46,10 @@ class Host:
         self.name, self.gpus, self.runtime, self.address = name, gpus, runtime, name
 
 
-def test_plsc_needs_fluid_and_the_fleetx_driver_does_not():
-    assert programs.implementation("paddle", "arcface").needs_fluid
-    assert programs.implementation("paddle", "arcface").short == "PLSC"
-    assert not programs.implementation("paddle", "vgg16").needs_fluid  # scripts/fleetx/vgg16_benchmark.py
+def test_plsc_and_fleetx_need_fluid_and_paddleclas_does_not():
+    plsc, fleetx = programs.implementation("paddle", "arcface"), programs.implementation("paddle", "vgg16")
+    assert plsc.needs_fluid and plsc.fluid_gone == (2, 5) and plsc.short == "PLSC"  # incubate.fleet, transpiler
+    assert fleetx.needs_fluid and fleetx.fluid_gone == (2, 6)  # the fleetx package: paddle.fluid, framework, core
     assert not programs.implementation("paddle", "resnet50").needs_fluid
 
 
@@ -59,9 +60,16 @@ def test_h100_plan_refuses_plsc_with_the_reason():
     plsc = [c for c in h100.cases if c.model == "arcface" and c.impl == "reference"]
     assert plsc and all(why[c.key] == H100_REFUSAL for c in plsc)
     assert not any(r.case.model == "arcface" and r.case.impl == "reference" for r in runs)
-    for name in ("v100", "a100"):  # Paddle 2.5 still has paddle.fluid
-        s = suites.load_suite(name)
-        assert not any(plan_mod.image_refusal(c, s) for c in s.cases if c.precision != "auto")
+    # Paddle 2.5 retired the paddle.fluid APIs PLSC imports (incubate.fleet, transpiler): v100 runs PLSC in seed
+    # 002's Paddle 1.8.5 image; a100's refuses it (CUDA 10.2 has no A100 code); the rest runs in Paddle 2.5
+    v100, a100 = suites.load_suite("v100"), suites.load_suite("a100")
+    assert not any(plan_mod.image_refusal(c, v100) for c in v100.cases if c.precision != "auto")
+    assert {plan_mod.image_of(c, v100).key for c in v100.cases if c.model == "arcface" and c.impl == "reference"
+            } == {"paddle/seed002"}
+    refused = {c.key: plan_mod.image_refusal(c, a100) for c in a100.cases if c.precision != "auto"}
+    assert {k: v for k, v in refused.items() if v} == {
+        c.key: H100_REFUSAL.replace("h100", "a100").replace("2.6.2", "2.5.0")
+        for c in a100.cases if c.model == "arcface" and c.impl == "reference"}
 
 
 def test_fleetx_auto_parallel_needs_dali_and_v100_runs_it_in_seed000s_image():
@@ -90,8 +98,10 @@ def test_an_image_with_fluid_lifts_the_refusal(tmp_path):
     assert all(plan_mod.image_of(c, suite).key == "paddle/seed002" for c in plsc)
     fleetx = next(c for c in suite.cases if c.model == "vgg16")
     assert plan_mod.image_of(fleetx, suite).key == "paddle/h100"  # no image: the suite's generation, as before
+    assert plan_mod.image_refusal(fleetx, suite) == ("FleetX imports paddle.fluid APIs that Paddle 2.6 removed; image "
+                                                     "paddle/h100 pins Paddle 2.6.2, which has none of them")
     _runs, skipped = plan_mod.plan(suite, "/nonexistent-model-code")
-    assert not any("paddle.fluid" in why for _c, why in skipped)
+    assert [c.model for c, why in skipped if "paddle.fluid" in why] == ["vgg16"]  # PLSC's refusal lifted
 
 
 def test_an_image_without_the_programs_code_is_refused(tmp_path):

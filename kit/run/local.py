@@ -62,6 +62,8 @@ class LocalRunner(Runner):
                 mounts.append(Mount(str(SCRIPTS), reference.SCRIPTS_DIR, read_only=True))
                 if self.data_dir and not Path(self.data_dir).resolve().is_relative_to(self.run_dir):
                     mounts.append(Mount(self.data_dir, self.data_dir, read_only=True))
+                if self.model_code != reference.CODE_ROOT:  # this machine's checkouts over the image's, as a host's
+                    mounts.append(Mount(self.model_code, reference.CODE_ROOT, read_only=True))
             elif self.train_list:
                 data = str(Path(self.train_list).parent)
                 mounts.append(Mount(data, data, read_only=True))

@@ -143,8 +143,10 @@ def image_refusal(case: Case, suite: Suite) -> str | None:
     impl = programs.implementation(case.framework, case.model)
     paddle = spec.versions.get("paddle")
     release = _release(paddle) if paddle else None
-    if impl.needs_fluid and release is not None and release[:2] >= programs.FLUID_REMOVED:
-        return f"{impl.short} imports paddle.fluid; image {spec.key} pins Paddle {paddle}, which has none"
+    if impl.needs_fluid and release is not None and release[:2] >= impl.fluid_gone:
+        gone = ".".join(map(str, impl.fluid_gone))
+        return (f"{impl.short} imports paddle.fluid APIs that Paddle {gone} removed; image {spec.key} pins Paddle "
+                f"{paddle}, which has none of them")
     if case.precision in impl.needs_dali and not spec.versions.get("dali"):
         return f"{impl.short} {case.precision} reads its data with DALI; {_no_dali(spec)}"
     if spec.model_code and impl.code not in {m.name for m in spec.model_code}:

@@ -51,7 +51,8 @@ class Impl:
     data_format: str | None = None  # the format it reads (data_prep/convert.py --to), under <data_dir>/<format>/
     synthetic: str | None = None  # its own synthetic-data mode, as the program spells it; None: it has none
     tagged_output: bool = False  # its ranks' output goes through Open MPI's tagging (mpirun, horovodrun)
-    needs_fluid: bool = False  # it imports paddle.fluid, which Paddle >= FLUID_REMOVED no longer has (kit.run.plan)
+    needs_fluid: bool = False  # it imports paddle.fluid, which Paddle >= fluid_gone no longer has (kit.run.plan)
+    fluid_gone: tuple[int, int] = FLUID_REMOVED  # the first Paddle release without the fluid modules it imports
     modes: tuple[str, ...] = ()  # precisions beyond fp32/amp that name a mode of this program
     needs_dali: tuple[str, ...] = ()  # the precisions (modes) in which it reads its data with DALI
     packages: tuple[Package, ...] = ()  # checked out beside its code, on its PYTHONPATH (kit.config.reference)

@@ -11,7 +11,10 @@ class FleetX(Program):
         "fleetx", "paddle", "vgg16", "FleetX VGG16 (fleet collective)", "fleetx", "FleetX", "python", "fleetx-vgg",
         "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py",
         # auto: seed 000's auto-parallel table (DistributedStrategy.auto = True alone, DALI reading the data)
-        data_format="fleetx", modes=("auto",), needs_dali=("auto",))
+        data_format="fleetx", modes=("auto",), needs_dali=("auto",),
+        # the kit's driver is Paddle 2 API, but the fleetx package it imports loads paddle.fluid (its framework,
+        # core; fleetx/applications/*.py at the pin), which Paddle 2.6 removed
+        needs_fluid=True)
 
     def recipe(self, job: RefJob, cluster: Cluster, data_dir: str | None,
                scripts_dir: str) -> tuple[list[str], dict[str, str]]:

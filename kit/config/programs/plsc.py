@@ -23,8 +23,9 @@ class PLSC(Program):
         "plsc", "paddle", "arcface", "PLSC ArcFace, ResNet50 backbone (DLPerf)", "plsc", "PLSC", "", "plsc",
         "Oneflow-Inc/DLPerf PaddlePaddle/PLSC/{README.md,scripts/runner.sh,scripts/train.py}",
         synthetic="random 3x112x112 samples: DLPerf's train.py reads no dataset",
-        # plsc/entry.py: `import paddle.fluid as fluid` (read at PaddlePaddle/PLSC@01995771; 9bba9c90 is as old)
-        needs_fluid=True)
+        # plsc/entry.py at the pin imports paddle.fluid.incubate.fleet (collective, role_maker) and
+        # paddle.fluid.transpiler: Paddle 2.5 retired 1116 paddle.fluid APIs (its release note), those among them
+        needs_fluid=True, fluid_gone=(2, 5))
     # its patched work copy is the run's evidence, checkpoint-free: the patch ends it before its pass saves
     work_copy = WorkCopy("plsc-patched", PLSC_PATCH, ("plsc/train.py",))
 
