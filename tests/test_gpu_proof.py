@@ -111,6 +111,11 @@ def summary_rows(out: Path) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
 
 
+def measured_or_out_of_time(row: list[str]) -> bool:
+    """A stage-1 row with a figure, or (a loaded machine fitted no pair in the stage's time) one that says so."""
+    return row[2] != "—" or (row[4] == gpu_stages.stats.INCONCLUSIVE and "out of time" in row[5])
+
+
 def windows(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "windows.jsonl").read_text().splitlines()]
 
@@ -295,7 +300,8 @@ def test_a_stage_stopped_at_its_timeout_keeps_the_earlier_stages_and_its_finishe
                            "--out", str(out), "--work", str(tmp_path / "work")])
     rows = {r[1]: r for r in summary_rows(out)}
     assert code == 1
-    assert rows["resnet50 bs4 amp-nhwc: real JPEGs (torchvision) / synthetic, windows of one process"][2] != "—"
+    loader = rows["resnet50 bs4 amp-nhwc: real JPEGs (torchvision) / synthetic, windows of one process"]
+    assert measured_or_out_of_time(loader), loader
     bench = rows[f"kit bench --suite {tmp_path / 'many.yaml'}"]
     assert bench[4] == "failed" and bench[5].startswith("timed out after"), bench
     assert "partial run:" in bench[5] or "no results.json: figures re-derived from the run's logs" in bench[5]
@@ -503,8 +509,7 @@ def test_sigterm_mid_run_leaves_a_whole_pack_of_the_stages_done_so_far(tmp_path,
     assert kept["state"] == "stopped by SIGTERM during stage 2" and kept["exit"] == 128 + signal.SIGTERM
     rows = summary_rows(out)
     assert [r[0] for r in rows] == ["1 loader"] * 3 + ["2 suite"], rows
-    measured = rows[0][2] != "—"  # a loaded machine may fit no pair in stage 1's time: then it says so, whole
-    assert measured or (rows[0][4] == gpu_stages.stats.INCONCLUSIVE and "out of time" in rows[0][5]), rows[0]
+    assert measured_or_out_of_time(rows[0]), rows[0]
     assert rows[-1][4] == "stopped" and "stopped by a signal after" in rows[-1][5]
     assert "gpu-proof: stopped by SIGTERM during stage 2: packing" in (out / "console.log").read_text()
     time.sleep(1)

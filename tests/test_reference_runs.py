@@ -88,10 +88,12 @@ def test_reference_ngc_pytorch_on_two_hosts_from_fab_run_multinode(ssh_hosts, tm
     pin = pinned_commit(next(iter(load_suite(run_dir / "suite.yaml").cases)))
     where = str(tmp_path / "models" / CONVNETS)
     key, top = "ngc-pytorch/resnet50/bz256/2n1g/fp32", tmp_path / "models" / "DeepLearningExamples"
-    assert meta["model_code_forced"] == [  # the stand-in tree is no checkout of the pin: run only with --force
-        {"host": h, "case": key, "path": where, "head": None, "pin": pin,
-         "reason": f"{top}: not a git checkout (or git cannot read it); docker/pins.yaml pins {pin} (case {key})"}
-        for h in ("h1", "h2")]
+    forced = meta["model_code_forced"]  # the stand-in tree is not the pin's files: run only with --force
+    assert [(m["host"], m["case"], m["path"], m["head"], m["pin"]) for m in forced] == [
+        (h, key, where, None, pin) for h in ("h1", "h2")]
+    assert all(m["reason"].startswith(f"{top}: PyTorch/Classification/ConvNets/main.py") and m["reason"].endswith(
+        f"not a checkout: its files differ from the tree of the pin {pin[:7]}; docker/pins.yaml pins {pin} (case "
+        f"{key})") for m in forced), forced
     for rank, host in enumerate(("h1", "h2")):
         folder = run_dir / "hosts" / host / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1"
         said = [json.loads(line.split(" ", 2)[2]) for line in (folder / "stdout.log").read_text().splitlines()

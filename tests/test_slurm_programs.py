@@ -100,7 +100,8 @@ def test_slurm_reference_paddleclas_across_two_nodes(slurm_cluster, tmp_path, mo
     assert main(cluster(tmp_path, suite, "--force")) == 0
     run_dir, meta, entry = the_run(tmp_path, per_card * 2)
     assert [m["host"] for m in meta["model_code_forced"]] == ["h2", "h3"]
-    assert all("not a git checkout" in m["reason"] for m in meta["model_code_forced"])  # each node's own check
+    assert all("not a checkout: its files differ from the tree of the pin" in m["reason"]  # each node's own check
+               for m in meta["model_code_forced"])
     assert entry["slurm"]["step_state"] == "COMPLETED" and entry["slurm"]["container"] == "native"
     addresses = [slurm_cluster.net.host(n).address for n in ("h2", "h3")]
     for rank, node in enumerate(("h2", "h3")):
