@@ -11,7 +11,7 @@ class PaddleNLPBert(Program):
         "paddlenlp-bert", "paddle", "bert", "PaddleNLP BERT-base pre-training (static graph, seq len 128)",
         "paddlenlp", "PaddleNLP", "", "paddlenlp-bert",
         "PaddlePaddle/Perf@e7a07c4d Bert/logs/*_LOG/PaddleNLP_bert_base_seqlen128_* (the command each log ends with)",
-        pinned=False, data_format="wikicorpus_en_seqlen128")
+        data_format="wikicorpus_en_seqlen128")
     one_node_only = "the 32-GPU BERT log (2021) records no launch command"
     output_flags = ("--output_dir",)
 

@@ -11,7 +11,7 @@ class PaddleSegHRNetW18(Program):
         "paddleseg-hrnetw18", "paddle", "hrnetw18", "PaddleSeg FCN-HRNetW18, Cityscapes 1024x512 (test_tipc)",
         "paddleseg", "PaddleSeg", "", "paddleseg",
         "PaddlePaddle/Perf@e7a07c4d HRNetW18/logs/paddle/PaddleSeg_fcn_hrnetw18_* (the command each log records)",
-        pinned=False, data_format="cityscapes")
+        data_format="cityscapes")
     one_node_only = "the 32-GPU HRNetW18 logs (2021) record no launch command"
     output_flags = ("--save_dir",)
 
