@@ -925,10 +925,17 @@ def test_paddlenlp_bert_argv_is_the_logged_command(published, rel):
     assert bool(ns["use_amp"]) == (job.precision == "amp")
 
 
-def test_paddlenlp_is_refused_for_runs_until_its_code_is_pinned():
+def test_paddlenlp_and_paddleseg_are_pinned_where_the_perf_readmes_check_them_out(published):
+    """docker/pins.yaml's commits are the ones the Perf READMEs' 拉取代码 step checks out (byte copies here)."""
+    from kit.images.spec import current_pins
+
+    code = current_pins().model_code
+    for key, readme in (("paddlenlp", "Bert/README.md"), ("paddlenlp", "Transformer/README.md"),
+                        ("paddleseg", "HRNetW18/README.md")):
+        folder = code[key].path.rsplit("/", 1)[1]
+        assert f"cd {folder} && git checkout {code[key].commit}" in (published / PM / readme).read_text()
     job = RefJob("paddle", "bert", "amp", 96, 8)
-    with pytest.raises(reference.ReferenceError, match="PaddleNLP is not pinned in docker/pins.yaml"):
-        build(job)
+    assert build(job).argv == build(job, recipe_only=True).argv and build(job).cwd == "/opt/models/PaddleNLP"
     with pytest.raises(reference.ReferenceError, match="32-GPU BERT log .2021. records no launch command"):
         build(RefJob("paddle", "bert", "amp", 96, 8, 4), Cluster(0, ("a", "b", "c", "d")), recipe_only=True)
 
@@ -988,8 +995,7 @@ def test_paddleseg_hrnetw18_argv_is_the_logged_command(published, rel, monkeypat
         assert parsed.training_script == config["training_script"] == "tools/train.py"
         assert parsed.training_script_args == ast.literal_eval(config["training_script_args"])
         assert str(parsed.devices) == config["devices"]
-    with pytest.raises(reference.ReferenceError, match="PaddleSeg is not pinned"):
-        build(job)
+    assert build(job).argv == cmd.argv  # pinned now (docker/pins.yaml model_code.paddleseg)
 
 
 @pytest.mark.parametrize("rel", PADDLENLP_BERT_LOGS + NGC_BERT_LOGS + TRANSFORMER_LOGS + PADDLESEG_LOGS)
