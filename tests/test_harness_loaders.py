@@ -722,24 +722,25 @@ def test_close_ends_readers_blocked_sending_an_answer_at_once(tmp_path: Path, wa
     for number in range(4):
         readers.submit(number, number, [str(path)], [0], [100], ("numpy", "zeros", (1 << 21,)))
     time.sleep(1.0)  # every reader has made its answer and is blocked sending it
-    t0 = time.monotonic()
     readers.close()
-    assert time.monotonic() - t0 < 1.0
     assert all(p.poll() is not None for p in procs)
+    # each ended on its own (EPIPE in send), none killed past REAP_S: a wall-clock bound would fail a loaded host
+    assert [p.returncode for p in procs] == [0, 0], [p.returncode for p in procs]
 
 
 @pytest.mark.parametrize("ahead", [0, 2])
-def test_close_at_batch_256_and_224_px_with_answers_in_flight_takes_under_a_second(big_entries, watched,
-                                                                                   ahead: int) -> None:
+def test_close_at_batch_256_and_224_px_with_answers_in_flight_kills_no_process(big_entries, watched,
+                                                                            ahead: int) -> None:
     ld = twin(big_entries, batch_size=256, image_size=224, workers=2, decode_ahead=ahead)
     pids = [ld._process.pid] if ahead else [p.pid for p in ld._readers._procs]
+    procs = [ld._process._proc] if ahead else list(ld._readers._procs)
     next(ld)
     time.sleep(1.0)  # the readers answer the batches asked ahead; the decode process decodes
-    t0 = time.monotonic()
     ld.close()
-    took = time.monotonic() - t0
-    assert took < 1.0, took
     assert not any(alive(pid) for pid in pids)
+    # at once: each ended on its own (the decode process on SIGTERM, readers on EPIPE/EOF), none killed past its
+    # wait (CLOSE_S, REAP_S), which is what a close that waits ends in; an event, not a wall-clock bound
+    assert [p.returncode for p in procs] == [0] * len(procs), [p.returncode for p in procs]
 
 
 class FailingCudart:

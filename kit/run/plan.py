@@ -17,11 +17,11 @@ from pathlib import Path, PurePosixPath
 from kit.config import programs, reference, settings
 from kit.config.cases import Case, Suite
 from kit.config.runtimes import runtime
-from kit.core.catalogue import HARNESS_DIR, load
+from kit.core.catalogue import load
 from kit.core.layout import run_folder
 from kit.images.spec import current_pins, pin_of
+from kit.run.command import SCRIPTS
 
-SCRIPTS = HARNESS_DIR.parent
 code_state = load("code_state", "reference")  # whether a checkout is at its pin: ONE implementation, beside launch.py
 
 
