@@ -20,6 +20,10 @@ them): it is unpacked, and kept only if its files are the pinned tree's (scripts
 how the kit then judges that copy too (no git history needed).
 A checkout already at its pin is kept; one at another commit is an error (nothing is overwritten). A DEST inside
 this repository that git does not ignore is added to .git/info/exclude.
+NAME=ARCHIVE stages a saved program a program would download at run time (FleetX VGG16: vgg16_nchw, from the URL
+docker/pins.yaml names) into DEST/saved-programs/, when the archive's sha256 is the one pins.yaml records; where it
+records none yet, the operator states it with --sha256 NAME=HEX (recorded as theirs). Each file is hashed into a
+record beside it, which the program's driver checks before it runs.
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ from pathlib import Path, PurePosixPath
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from kit.config import programs  # noqa: E402
+from kit.core.catalogue import load  # noqa: E402
 from kit.images.spec import current_pins  # noqa: E402
 from kit.run import plan  # noqa: E402
+
+saved_programs = load("saved_programs", "reference")
 
 # a local source (path or file://) serves a blob-less fetch and any commit only when its upload-pack allows it
 UPLOAD_PACK = "git -c uploadpack.allowFilter=true -c uploadpack.allowAnySHA1InWant=true upload-pack"
@@ -64,6 +71,14 @@ def _pair(text: str, expected: str) -> tuple[str, str]:
 def source_value(text: str) -> tuple[str, str]:
     """argparse type of --from KEY=SOURCE."""
     return _pair(text, "KEY=SOURCE, e.g. dle=/path/to/a/mirror")
+
+
+def sha256_value(text: str) -> tuple[str, str]:
+    """argparse type of --sha256 NAME=HEX."""
+    name, digest = _pair(text, "NAME=SHA256, e.g. vgg16_nchw=<64 lowercase hex digits>")
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise argparse.ArgumentTypeError(f"{text!r}: a sha256 is 64 lowercase hex digits")
+    return name, digest
 
 
 def pin_value(text: str) -> tuple[str, str]:
@@ -211,6 +226,57 @@ def prepare(dest: Path, checkouts: list[Checkout], sources: dict[str, str]) -> N
             checkout(dest / c.folder, source, c.commit, list(c.subdirs))
 
 
+def saved_wanted(names: list[str], given: set[str]) -> dict:
+    """NAME: (program, SavedProgram, its pin) of each saved program the programs `names` load; SystemExit where
+    `given` names one they do not."""
+    code_pins = current_pins().model_code
+    wanted = {}
+    for name in names:
+        impl = programs.implementation(*name.split("/", 1))
+        pins = {p.name: p for p in code_pins[impl.code].saved_programs}
+        for saved in impl.saved_programs:
+            wanted[saved.name] = (impl, saved, pins.get(saved.name))
+    if unknown := given - set(wanted):
+        raise SystemExit(f"prepare_models: --saved-program/--sha256 {', '.join(sorted(unknown))}: not loaded by "
+                         f"{', '.join(names)} (saved programs: {', '.join(sorted(wanted)) or 'none'})")
+    return wanted
+
+
+def stage_saved_programs(dest: Path, wanted: dict, archives: dict[str, str], stated: dict[str, str]) -> None:
+    """Each saved program `wanted`, staged from `archives` (NAME: file) where given and checked by sha256 (pins.yaml's,
+    else the one `stated`); one not given is checked if staged, else named with its URL."""
+    root = dest / programs.SAVED_PROGRAMS_DIR
+    for name, (impl, saved, pin) in wanted.items():
+        if pin is None:
+            raise SystemExit(f"prepare_models: {impl.title} loads {name}, which docker/pins.yaml does not list "
+                             f"(model_code.{impl.code}.saved_programs)")
+        try:
+            if name not in archives:
+                record = saved_programs.check(root, saved.into, name)
+            elif pin.sha256 and name in stated and stated[name] != pin.sha256:
+                raise SystemExit(f"prepare_models: --sha256 {name}={stated[name]} is not the {pin.sha256} "
+                                 f"docker/pins.yaml records")
+            elif pin.sha256 or name in stated:
+                record = saved_programs.stage(
+                    Path(archives[name]), root, saved.into, name, saved.reads, pin.sha256 or stated[name],
+                    "docker/pins.yaml" if pin.sha256 else "the operator (--sha256; docker/pins.yaml records none)")
+            else:
+                found = saved_programs.sha256_of(Path(archives[name]))
+                raise SystemExit(f"prepare_models: docker/pins.yaml records no sha256 for {name} ({pin.url}): "
+                                 f"check where {archives[name]} came from, then state its sha256 ({found}) with "
+                                 f"--sha256 {name}=SHA256")
+        except saved_programs.SavedProgramError as exc:
+            if name in archives:
+                raise SystemExit(f"prepare_models: {exc}") from None
+            print(f"{impl.title} loads its saved program {name}, which is not staged ({exc}): download {pin.url}, "
+                  f"then --saved-program {name}=THE_FILE")
+            continue
+        except OSError as exc:
+            raise SystemExit(f"prepare_models: {archives[name]}: {exc.strerror}") from None
+        print(f"{root / saved.into / name}: {record['archive']} (sha256 {record['archive_sha256']} from "
+              f"{record['sha256_from']}; {len(record['files'])} files)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("programs", nargs="*", default=DEFAULT_PROGRAMS, metavar="FRAMEWORK/MODEL")
@@ -219,13 +285,19 @@ def main() -> int:
                         help="fetch KEY (dle, dllogger, ...) from SOURCE (a URL, a local mirror or clone, an archive)")
     parser.add_argument("--pin", dest="pins", action="append", default=[], type=pin_value, metavar="KEY=COMMIT",
                         help="check out COMMIT for KEY instead of its pin (kit bench then needs --force)")
+    parser.add_argument("--saved-program", dest="archives", action="append", default=[], type=source_value,
+                        metavar="NAME=ARCHIVE", help="stage a program's saved program (vgg16_nchw) from ARCHIVE")
+    parser.add_argument("--sha256", dest="stated", action="append", default=[], type=sha256_value,
+                        metavar="NAME=SHA256", help="the archive's sha256, where docker/pins.yaml records none")
     args = parser.parse_args()
-    sources, pins = dict(args.sources), dict(args.pins)
+    sources, pins, archives, stated = dict(args.sources), dict(args.pins), dict(args.archives), dict(args.stated)
     checkouts = planned(args.programs, pins)
     for option, given in (("--from", sources), ("--pin", pins)):
         if error := unknown_keys(option, given, checkouts, args.programs):
             raise SystemExit(error)
+    wanted = saved_wanted(args.programs, set(archives) | set(stated))
     prepare(args.dest, checkouts, sources)
+    stage_saved_programs(args.dest, wanted, archives, stated)
     print(f"model code for {', '.join(args.programs)} under {args.dest.resolve()} (KIT_MODEL_CODE)")
     return 0
 

@@ -157,3 +157,24 @@ def redeclare_suite(run_dir: Path, text: str) -> None:
     if FROZEN_KEY in meta:
         meta[FROZEN_KEY] = freeze(load_suite(run_dir / "suite.yaml"))
     (run_dir / "run.json").write_text(json.dumps(meta))
+
+
+@pytest.fixture
+def vgg16_saved_program(tmp_path: Path) -> tuple[Path, str]:
+    """(an archive shaped as FleetX's vgg16_nchw.tar.gz, its sha256): one top folder vgg16_nchw/ with the files
+    FleetX's util.load_program opens (their contents made here: no copy of the real one is reachable here)."""
+    import hashlib
+    import io
+    import tarfile
+
+    from kit.config.programs import implementation
+
+    (saved,) = implementation("paddle", "vgg16").saved_programs
+    archive = tmp_path / f"{saved.name}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in (*saved.reads, "acc"):
+            body = b"softmax_with_cross_entropy_0.tmp_1" if name == "loss_name" else f"{name}\n".encode()
+            info = tarfile.TarInfo(f"{saved.name}/{name}")
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return archive, hashlib.sha256(archive.read_bytes()).hexdigest()

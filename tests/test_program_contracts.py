@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import tarfile
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,10 @@ from conftest import REPO, SHARED
 from kit.config import reference
 from kit.config.reference import Cluster, RefCommand
 from kit.config.suites import available, load_suite
+from kit.core.catalogue import load
+from kit.images.spec import current_pins
+
+saved_programs = load("saved_programs", "reference")
 
 PROGRAMS = SHARED / "programs"
 SCRIPTS = REPO / "scripts"
@@ -422,6 +427,60 @@ def test_fleetx_reads_the_list_and_images_the_kit_stages(code_root: Path, tmp_pa
             if "--auto" in cmd.argv:
                 dali = os.path.join(dali_file_root(filelist), "train", img_path)
                 assert Path(cmd.cwd, dali).is_file(), f"{line!r}: DALI's file reader opens {dali}: not there"
+
+
+def test_fleetx_loads_the_saved_program_the_kit_stages_and_downloads_nothing(code_root: Path, tmp_path: Path,
+                                                                             vgg16_saved_program) -> None:
+    """FleetX's VGG16() (NCHW, its default) looks in sysconfig's purelib + '/fleetx/applications/vgg16_nchw', the
+    folder the kit's driver points it at; util.load_program always opens the files the kit checks an archive for;
+    download_model's URL at the pinned version is the one pins.yaml names. Run for real on the staged folder,
+    download_model (its own code, compiled from model.py) fetches nothing on either worker; unstaged, it would
+    wget that URL."""
+    fleetx = code_root / "FleetX" / "python" / "fleetx"
+    model_py = fleetx / "applications" / "model.py"
+    init = function_defs(model_py, "VGG16")["__init__"]
+    said = {ast.unparse(n) for n in ast.walk(init)}
+    (saved,) = reference.implementation("paddle", "vgg16").saved_programs
+    assert {"fleet_path = sysconfig.get_paths()['purelib'] + '/fleetx/applications/'", "model_name = 'vgg16_nchw'",
+            "download_model(fleet_path, model_name)"} <= said and saved.into == "fleetx/applications"
+    assert [ast.literal_eval(d) for d in init.args.defaults] == ["NCHW"] and saved.name == "vgg16_nchw"
+    driver = ast.parse((SCRIPTS / "fleetx" / "vgg16_benchmark.py").read_text())
+    assert "SAVED_PROGRAM, INTO = ('vgg16_nchw', 'fleetx/applications')" in {ast.unparse(n) for n in driver.body}
+
+    load_program = next(n for n in ast.parse((fleetx / "applications" / "util.py").read_text()).body
+                        if isinstance(n, ast.FunctionDef) and n.name == "load_program")
+    opened = {n.args[0].right.value.lstrip("/") for n in ast.walk(load_program) if isinstance(n, ast.Call)
+              and ast.unparse(n.func) == "open" and isinstance(n.args[0], ast.BinOp)}
+    guarded = {n.args[0].right.value.lstrip("/") for n in ast.walk(load_program) if isinstance(n, ast.Call)
+               and ast.unparse(n.func) == "os.path.exists"}
+    assert opened - guarded == set(saved.reads) and guarded == {"acc", "lr_name", "checkpoint"}
+
+    version = {}
+    exec((fleetx / "version.py").read_text(), version)
+    (pin,) = current_pins().model_code["fleetx"].saved_programs
+    assert pin.name == saved.name
+    source = ast.parse(model_py.read_text())
+    download = next(n for n in source.body if isinstance(n, ast.FunctionDef) and n.name == "download_model")
+    commands = []
+
+    def system(command: str) -> int:
+        commands.append(command)
+        return 0
+    fake_os = types.SimpleNamespace(path=os.path, system=system)
+    for first in (True, False):
+        namespace = {"os": fake_os, "time": types.SimpleNamespace(sleep=lambda s: pytest.fail("waits forever")),
+                     "utils": types.SimpleNamespace(is_first_worker=lambda first=first: first),
+                     "fleetx_version": version["fleetx_version"]}
+        exec(compile(ast.Module([download], []), str(model_py), "exec"), namespace)
+        staged = tmp_path / "staged"
+        saved_programs.stage(vgg16_saved_program[0], staged, saved.into, saved.name, saved.reads,
+                             vgg16_saved_program[1], "this test")
+        namespace["download_model"](f"{staged}/{saved.into}/", saved.name)
+        assert commands == []
+        if first:
+            namespace["download_model"](f"{tmp_path}/empty/{saved.into}/", saved.name)
+            assert commands[0] == f"wget -P {tmp_path}/empty/{saved.into}/ --no-check-certificate {pin.url}"
+            commands.clear()
 
 
 # -- NVIDIA DLE PyTorch ResNet50 ----------------------------------------------------------------------------------------

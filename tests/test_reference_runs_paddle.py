@@ -26,12 +26,14 @@ import pytest
 from nethosts import write_inventory
 
 from kit.config.reference import Cluster, RefJob, build, implementation, methods
+from kit.core.catalogue import load
 from kit.core.yamlio import load_yaml
 from kit.results.extract import Method
 
 REPO = Path(__file__).resolve().parent.parent
 FAB = REPO / ".venv" / "bin" / "fab"
 STANDIN = Path(__file__).resolve().parent / "standin"
+saved_programs = load("saved_programs", "reference")
 PADDLECLAS_LOG = "perf-v100/paddle/paddle_gpu32_fp32_bs256.txt"  # rank 0's output of the 4-node, 32-GPU run
 SUITE = """\
 schema_version: 1
@@ -63,12 +65,13 @@ def paddle_hosts(ssh_hosts):
         (host.bin_dir / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
 
 
-def run_multinode(net, tmp_path: Path, suite: str, root: Path) -> tuple[Path, dict]:
+def run_multinode(net, tmp_path: Path, suite: str, root: Path, ok: bool = True):
+    """(the run directory, its one run's entry); with `ok` False, what the refused command said."""
     data = tmp_path / "data" / "paddle"  # the hosts' data in PaddleClas's format (data_prep), what both read
-    (data / "train" / "n01440764").mkdir(parents=True)
+    (data / "train" / "n01440764").mkdir(parents=True, exist_ok=True)
     (data / "train_list.txt").write_text("train/n01440764/n01440764_1.JPEG 0\ntrain/n01440764/n01440764_2.JPEG 0\n")
     fleetx = tmp_path / "data" / "fleetx"  # FleetX's own: train.txt, paths under train/, .jpeg (data_prep fleetx)
-    (fleetx / "train" / "n01440764").mkdir(parents=True)
+    (fleetx / "train" / "n01440764").mkdir(parents=True, exist_ok=True)
     (fleetx / "train.txt").write_text("n01440764/n01440764_1.jpeg 0\nn01440764/n01440764_2.jpeg 0\n")
     inventory = write_inventory(net, tmp_path, ssh={"connect_timeout": 3}, gpus=1, python=sys.executable,
                                 model_code=str(root))
@@ -76,6 +79,11 @@ def run_multinode(net, tmp_path: Path, suite: str, root: Path) -> tuple[Path, di
     out = subprocess.run([str(FAB), "-H", "h1,h2", "run_multinode", "--suite", str(tmp_path / "paddle.yaml"),
                           "--hosts-file", str(inventory), "--force", "--runs-dir", str(tmp_path / "runs")],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    if not ok:
+        assert out.returncode == 2 and "nothing started" in out.stderr, (out.stdout + out.stderr)[-4000:]
+        assert not list((tmp_path / "runs").rglob("*.log"))
+        shutil.rmtree(tmp_path / "runs")
+        return out.stdout + out.stderr
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
     (run_dir,) = list((tmp_path / "runs").iterdir())
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
@@ -162,7 +170,10 @@ def test_reference_paddleclas_on_two_hosts_through_paddle_launch(paddle_hosts, t
     assert f"| paddleclas/resnet50/bz256/2n1g/resnet50_b256_fp32_1 | paddle data at {data} |" in report
 
 
-def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle_hosts, tmp_path):
+def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle_hosts, tmp_path,
+                                                                          vgg16_saved_program):
+    """Refused on every host while its saved program is not staged (FleetX would download it); staged, every rank
+    loads it from the staged folder, checked by the driver."""
     net = paddle_hosts
     h1, h2 = net.hosts[:2]
     data = tmp_path / "data" / "fleetx"
@@ -177,6 +188,15 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
 
     root = tmp_path / "models"
     shutil.copytree(STANDIN / "fleetx" / "fleetx", root / "FleetX" / "python" / "fleetx")
+    refused = run_multinode(net, tmp_path, SUITE.format(model="vgg16", batch=32, references=""), root, ok=False)
+    staged = root / "saved-programs" / "fleetx" / "applications" / "vgg16_nchw"
+    for host in ("h1", "h2"):
+        assert re.search(rf"{host}.*FleetX VGG16 \(fleet collective\): its saved program vgg16_nchw is not staged "
+                         rf"\({re.escape(str(staged))}\.json is missing; the program would download it from "
+                         r"https://fleet\.bj\.bcebos\.com/models/0\.0\.5/vgg16_nchw\.tar\.gz", refused), refused
+    archive, sha256 = vgg16_saved_program
+    saved_programs.stage(archive, root / "saved-programs", "fleetx/applications", "vgg16_nchw",
+                         implementation("paddle", "vgg16").saved_programs[0].reads, sha256, "this test")
     run_dir, entry = run_multinode(net, tmp_path, SUITE.format(model="vgg16", batch=32, references=""), root)
 
     assert entry["status"] == "ok", entry
@@ -197,6 +217,9 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
         assert (me["epochs"], me["batch_size"], me["data_dir"], me["data"]) == (10, 32, str(data),
                                                                                  ["train", "train.txt"])
         assert "all_reduce" in me["collective_ops"]  # fleet's collective optimizer transpiled the driver's program
+        assert me["saved_program"] == {"path": str(staged), "loss_name": "softmax_with_cross_entropy_0.tmp_1"}
+        assert (f"vgg16_benchmark.py: FleetX's saved program vgg16_nchw from {staged} (vgg16_nchw.tar.gz, sha256 "
+                f"{sha256} from this test)") in stdout
         env = me["env"]
         assert (env["PADDLE_TRAINER_ID"], env["PADDLE_TRAINERS_NUM"], env["POD_IP"]) == (str(rank), "2", host.address)
         assert env["PADDLE_MASTER"].split(":")[0] == h1.address and env["PYTHONPATH"] == "."
@@ -227,17 +250,23 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
 
 
 @pytest.mark.parametrize("precision", ["fp32", "amp", "auto"])
-def test_fleetx_driver_strategy_per_mode_in_real_paddle(tmp_path, precision):
+def test_fleetx_driver_strategy_per_mode_in_real_paddle(tmp_path, precision, vgg16_saved_program):
     """One worker of the kit's FleetX driver, as its recipe builds the command (no launcher on one GPU), on this
-    venv's Paddle: the published strategy for fp32/amp, seed 000's auto-parallel mode (auto alone, DALI) for auto."""
+    venv's Paddle: the published strategy for fp32/amp, seed 000's auto-parallel mode (auto alone, DALI) for auto;
+    its saved program from the folder --saved-programs names."""
     job = RefJob("paddle", "vgg16", precision, 2, 1, 1)
     cmd = build(job, scripts_dir=str(REPO / "scripts"), data_dir=str(tmp_path))
     env = {**cmd.env, "PYTHONPATH": str(STANDIN / "fleetx"), "PATH": "/usr/bin:/bin"}
-    argv = [sys.executable if a == "python" else a for a in cmd.argv] + ["--epochs", "1"]
+    archive, sha256 = vgg16_saved_program
+    saved_programs.stage(archive, tmp_path / "staged", "fleetx/applications", "vgg16_nchw",
+                         implementation("paddle", "vgg16").saved_programs[0].reads, sha256, "this test")
+    argv = [sys.executable if a == "python" else a for a in cmd.argv]
+    argv += ["--epochs", "1", "--saved-programs", str(tmp_path / "staged")]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     (me,) = said(out.stdout, "fleetx")
     auto = precision == "auto"
     assert me["strategy"] == {"auto": auto, "amp": precision == "amp", "fuse_bn_act_ops": not auto}
     assert me["dali"] == {"loader": auto, "fit": auto}
+    assert me["saved_program"]["path"] == str(tmp_path / "staged" / "fleetx" / "applications" / "vgg16_nchw")
     assert len(re.findall(r"^epoch id: 0, step\d+, ", out.stdout, re.MULTILINE)) == 12

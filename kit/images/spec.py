@@ -56,6 +56,15 @@ class ModelCode:
     path: str
     source: str
     trees: tuple[tuple[str, str], ...] = ()  # (path, git tree at the commit) of each path the kit runs
+    saved_programs: tuple[SavedProgramPin, ...] = ()  # what its code downloads at run time, staged by the kit
+
+
+@dataclass(frozen=True)
+class SavedProgramPin:
+    name: str
+    url: str  # where the program itself fetches it
+    sha256: str | None  # of the archive; None: not recorded yet (the operator states it when staging)
+    source: str
 
 
 @dataclass(frozen=True)
@@ -104,7 +113,8 @@ class ImageSpec:
         data = {
             "name": self.name, "generation": self.generation, "base": self.base.__dict__,
             "versions": self.versions, "apt": self.apt, "pip": self.pip, "pip_index": self.pip_index,
-            "model_code": [{k: v for k, v in m.__dict__.items() if k != "trees"} for m in self.model_code],
+            "model_code": [{k: v for k, v in m.__dict__.items() if k not in ("trees", "saved_programs")}
+                           for m in self.model_code],
         }  # fmt: skip
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
@@ -238,7 +248,7 @@ def _model_code(name: str, entry, path: Path) -> ModelCode:
     where = f"model_code.{name}"
     if not isinstance(entry, LineDict):
         raise ConfigError(path, "expected a mapping", None, where)
-    _only(entry, {"repo", "commit", "path", "source", "trees"}, path)
+    _only(entry, {"repo", "commit", "path", "source", "trees", "saved_programs"}, path)
     commit = _str(entry, "commit", path, where=where)
     if not COMMIT_RE.match(commit):
         raise ConfigError(path, "a commit is the full 40-hex SHA-1 (no branch, tag or short SHA)",
@@ -250,7 +260,25 @@ def _model_code(name: str, entry, path: Path) -> ModelCode:
         _str(trees, key, path, COMMIT_RE, f"{where}.trees")
     return ModelCode(name, _str(entry, "repo", path, URL_RE, where), commit,
                      _str(entry, "path", path, re.compile(r"^/[A-Za-z0-9._/-]+$"), where),
-                     _str(entry, "source", path, where=where), tuple((k, trees[k]) for k in trees))
+                     _str(entry, "source", path, where=where), tuple((k, trees[k]) for k in trees),
+                     _saved_programs(entry, path, where))
+
+
+def _saved_programs(entry: LineDict, path: Path, where: str) -> tuple[SavedProgramPin, ...]:
+    listed = optional(entry, "saved_programs", dict, path, {}) or {}
+    out = []
+    for name in listed:
+        at = f"{where}.saved_programs.{name}"
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", ".."):
+            raise ConfigError(path, f"{name!r} is not a folder name", listed.line_of(name), at)
+        pin = listed[name]
+        if not isinstance(pin, LineDict):
+            raise ConfigError(path, "expected a mapping", listed.line_of(name), at)
+        _only(pin, {"url", "sha256", "source"}, path)
+        out.append(SavedProgramPin(name, _str(pin, "url", path, URL_RE, at),
+                                   _str(pin, "sha256", path, re.compile(r"^[0-9a-f]{64}$"), at, required=False),
+                                   _str(pin, "source", path, where=at)))
+    return tuple(out)
 
 
 def _str_map(entry: LineDict, key: str, path: Path, where: str, key_re: re.Pattern) -> dict[str, str]:

@@ -160,7 +160,8 @@ SAMPLER = "telemetry/gpu_sampler.py"  # relative to scripts/: samples the GPUs b
 SAMPLE_INTERVAL_MS = 200
 # what a host needs from scripts/ to run every published program (staged to <work_dir>/kit-scripts)
 # (and the pinned trees' listings, the import placeholders)
-SCRIPT_FILES = (LAUNCHER, "reference/code_state.py", reference.PLSC_PATCH, "plsc/train.py", "fleetx/vgg16_benchmark.py",
+SCRIPT_FILES = (LAUNCHER, "reference/code_state.py", "reference/saved_programs.py", reference.PLSC_PATCH,
+                "plsc/train.py", "fleetx/vgg16_benchmark.py",
                 *sorted(p.relative_to(SCRIPTS).as_posix() for folder in ("trees", "placeholders")
                         for p in (SCRIPTS / "reference" / folder).rglob("*")
                         if p.is_file() and "__pycache__" not in p.parts))

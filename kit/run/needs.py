@@ -20,7 +20,16 @@ from collections.abc import Callable
 from kit.config import reference
 from kit.config.cases import Case
 from kit.hosts.connect import quote_cmd
-from kit.run.plan import code_dir, code_mismatch, code_state, describe_mismatch, pinned_commit, pinned_listing
+from kit.run.plan import (
+    code_dir,
+    code_mismatch,
+    code_state,
+    describe_mismatch,
+    pinned_commit,
+    pinned_listing,
+    saved_program_advice,
+    saved_program_records,
+)
 
 Programs = list[tuple[str, Case]]  # (case key, case), the published-program cases of the runs
 
@@ -41,6 +50,8 @@ def needs_script(programs: Programs, data_dir: str | None, model_code: str | Non
             lines.append(f"if [ -d {quote_cmd([where])} ]; then printf 'checkout\\t%s\\t%s\\t%s\\n' "
                          f"{quote_cmd([key, where, top])}\n{probes}\n"
                          f"else printf 'nocode\\t%s\\t%s\\n' {quote_cmd([key, where])}; fi")
+            lines += [f"[ -f {quote_cmd([record])} ] || printf 'nosaved\\t%s\\t%s\\t%s\\n' "
+                      f"{quote_cmd([key, name, record])}" for name, record in saved_program_records(case, root)]
     return "\n".join([*lines, "exit 0", ""])
 
 
@@ -58,6 +69,9 @@ def read_needs(programs: Programs, output: str) -> tuple[list[str], list[dict]]:
                             f"then fab stage_data; or data: synthetic where the program has it)")
         elif what == "nocode" and len(fields) == 2 and fields[0] in cases:
             problems.append(f"no model code at {fields[1]} (case {fields[0]}; set the host's model_code)")
+        elif what == "nosaved" and len(fields) == 3 and fields[0] in cases:
+            impl = reference.implementation(cases[fields[0]].framework, cases[fields[0]].model)
+            problems.append(f"{saved_program_advice(impl, [tuple(fields[1:])])} (case {fields[0]})")
         elif what == "checkout" and len(fields) == 3 and fields[0] in cases:
             key, where, top = fields
             pin = pinned_commit(cases[key])

@@ -10,12 +10,14 @@ under the model-code root (KIT_MODEL_CODE, else the images' /opt/models).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kit.config import programs, reference, settings
 from kit.config.cases import Case, Suite
+from kit.config.programs import SAVED_PROGRAMS_DIR, Impl
 from kit.config.runtimes import runtime
 from kit.core.catalogue import load
 from kit.core.layout import run_folder
@@ -64,6 +66,28 @@ def missing_code(case: Case, root: str) -> str | None:
     return (f"{impl.title}: model code not found at {where} (a checkout of {pin.repo} at {pin.commit}; set "
             f"KIT_MODEL_CODE to the root of the pinned checkouts, made by `python3 bench/prepare_models.py "
             f"--dest ROOT {case.framework}/{case.model}`; the images have them under {reference.CODE_ROOT})")
+
+
+def saved_program_records(case: Case, root: str) -> list[tuple[str, str]]:
+    """(name, where its staged record is) of each saved program the case's program loads (Impl.saved_programs)."""
+    impl = reference.implementation(case.framework, case.model)
+    return [(s.name, f"{root.rstrip('/')}/{SAVED_PROGRAMS_DIR}/{s.into}/{s.name}.json") for s in impl.saved_programs]
+
+
+def missing_saved(case: Case, root: str, found: Callable[[str], bool] = os.path.isfile) -> str | None:
+    """Why the case's program cannot run from this root (a saved program it loads is not staged there), or None."""
+    absent = [(name, where) for name, where in saved_program_records(case, root) if not found(where)]
+    if not absent:
+        return None
+    impl = reference.implementation(case.framework, case.model)
+    return saved_program_advice(impl, absent)
+
+
+def saved_program_advice(impl: Impl, absent: list[tuple[str, str]]) -> str:
+    urls = {p.name: p.url for p in current_pins().model_code[impl.code].saved_programs}
+    return "; ".join(f"{impl.title}: its saved program {name} is not staged ({where} is missing; the program would "
+                     f"download it from {urls.get(name, 'the web')} while it starts): stage it with `python3 "
+                     f"bench/prepare_models.py --saved-program {name}=ARCHIVE`" for name, where in absent)
 
 
 def checkouts(case: Case, root: str) -> list[tuple[str, str, str, str]]:
@@ -185,7 +209,7 @@ def plan(suite: Suite, model_code: str, force: bool = False) -> tuple[list[Plann
             skipped.append((case, why))
         elif case.nodes > 1:
             skipped.append((case, f"{case.nodes} nodes: run it with `fab -H ... run_multinode`"))
-        elif case.impl == "reference" and (why := missing_code(case, model_code)):
+        elif case.impl == "reference" and (why := missing_code(case, model_code) or missing_saved(case, model_code)):
             skipped.append((case, why))
         elif case.key in differs:
             skipped.append((case, "; ".join(describe_mismatch(m) for m in differs[case.key])

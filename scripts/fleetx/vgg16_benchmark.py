@@ -9,6 +9,10 @@ script fixes batch 32 and FP32 and downloads its data from HDFS; here --batch-si
 third table, the auto-parallel mode: a DistributedStrategy with `auto = True` and nothing else set (Paddle picks
 the strategies itself), and DALI reading the data (FleetX's `use_dali=True` loader and fit), as the seed says.
 FleetX prints steps/s ('speed: ...'); the kit multiplies by the global batch recorded beside the log.
+VGG16() loads its saved program from <site-packages>/fleetx/applications/vgg16_nchw and downloads it from the web
+when it is not there; here it is read from a folder staged beforehand (bench/prepare_models.py --saved-program,
+checked by sha256), by default <root>/saved-programs beside the checkout the fleetx package comes from. Its files
+are re-hashed before FleetX looks, and a program that is not staged stops the run before anything is fetched.
 The data is the kit's `fleetx` format (data_prep/convert.py): <data-dir>/train.txt, paths relative to train/.
 With --auto it is passed to FleetX relative to the working directory: FleetX's DALI loader (dataset/dali.py build)
 finds the list's folder by scanning the path from index 0, so an absolute path gives it '' and it reads ./train.
@@ -28,10 +32,17 @@ import argparse
 import contextlib
 import os
 import sys
+import types
+from pathlib import Path
 
 import fleetx as X
 import paddle
 import paddle.distributed.fleet as fleet
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reference"))
+import saved_programs  # noqa: E402
+
+SAVED_PROGRAM, INTO = "vgg16_nchw", "fleetx/applications"  # VGG16(data_layout="NCHW") at the pin
 
 
 def program_ir():
@@ -51,7 +62,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--lr", type=float, default=0.00001, help="FleetX parse_train_configs default")
     parser.add_argument("--momentum", type=float, default=0.99, help="FleetX parse_train_configs default")
+    parser.add_argument("--saved-programs", type=Path, default=None,
+                        help="the staged saved programs (default: saved-programs beside the fleetx checkout)")
     args = parser.parse_args()
+    use_staged_program(args.saved_programs or default_saved_programs())
 
     with program_ir():
         paddle.enable_static()
@@ -65,6 +79,25 @@ def main() -> None:
         optimizer = fleet.distributed_optimizer(optimizer, strategy=dist_strategy)
         optimizer.minimize(model.loss)
         X.MultiGPUTrainer().fit(model, loader, epoch=args.epochs, use_dali=args.auto)
+
+
+def default_saved_programs() -> Path:
+    """<root>/saved-programs for the fleetx package of <root>/FleetX/python/fleetx (through the links of a scratch
+    folder too)."""
+    return Path(X.__file__).resolve().parents[3] / "saved-programs"
+
+
+def use_staged_program(root: Path) -> None:
+    """Point FleetX's model loader at `root` as its site-packages, once the staged program there checks out."""
+    try:
+        record = saved_programs.check(root, INTO, SAVED_PROGRAM)
+    except saved_programs.SavedProgramError as exc:
+        sys.exit(f"vgg16_benchmark.py: FleetX's saved program {exc} (FleetX would download it now; stage it "
+                 f"first: bench/prepare_models.py --saved-program {SAVED_PROGRAM}=ARCHIVE paddle/vgg16)")
+    model = sys.modules["fleetx.applications.model"]
+    model.sysconfig = types.SimpleNamespace(get_paths=lambda: {"purelib": str(root)})
+    print(f"vgg16_benchmark.py: FleetX's saved program {SAVED_PROGRAM} from {root / INTO / SAVED_PROGRAM} "
+          f"({record['archive']}, sha256 {record['archive_sha256']} from {record['sha256_from']})", flush=True)
 
 
 def auto_strategy():

@@ -30,6 +30,7 @@ from kit.config.programs.base import (
     FLUID_REMOVED,
     IMPLS,
     PRECISIONS,
+    SAVED_PROGRAMS_DIR,
     SCRIPTS_DIR,
     STATIC,
     XLA,
@@ -40,6 +41,7 @@ from kit.config.programs.base import (
     RanAs,
     ReferenceError,
     RefJob,
+    SavedProgram,
     WorkCopy,
     default_data,
 )
@@ -49,9 +51,9 @@ from kit.config.programs.plsc import PLSC_PATCH
 
 __all__ = [
     "BERT_SEQUENCES_PER_STEP", "BY_NAME", "CODE_DIRS", "CODE_ROOT", "DLLOGGER", "FLUID_REMOVED", "IMPLS",
-    "PLSC_PATCH", "PRECISIONS", "PROGRAMS", "SCRIPTS_DIR", "STATIC", "UNPINNED_CODE_DIRS", "XLA", "Cluster", "Impl",
-    "Package", "Program", "RanAs", "RefJob", "ReferenceError", "WorkCopy", "check", "combinations", "default_data",
-    "implementation", "layout_and_mode", "program", "ran_as",
+    "PLSC_PATCH", "PRECISIONS", "PROGRAMS", "SAVED_PROGRAMS_DIR", "SCRIPTS_DIR", "STATIC", "UNPINNED_CODE_DIRS",
+    "XLA", "Cluster", "Impl", "Package", "Program", "RanAs", "RefJob", "ReferenceError", "SavedProgram", "WorkCopy",
+    "check", "combinations", "default_data", "implementation", "layout_and_mode", "program", "ran_as",
 ]
 
 _ALL: list[Program] = [

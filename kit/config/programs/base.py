@@ -15,6 +15,7 @@ FLUID_REMOVED = (2, 6)  # paddle.fluid is gone from Paddle 2.6 on (scripts/fleet
 STATIC = "static"  # a static graph built and run by the framework's executor (Paddle's static mode, fluid)
 XLA = "xla"  # TensorFlow 1's graph, compiled by XLA
 MPI_LAUNCHERS = (["mpirun"], ["mpiexec"])
+SAVED_PROGRAMS_DIR = "saved-programs"  # under a model-code root: what programs download at run time, staged
 
 
 # (framework, model) -> Impl of every registered program: filled by kit.config.programs from its list of modules
@@ -34,6 +35,18 @@ class Package:
     repo: str
     commit: str
     source: str  # where the program names it
+
+
+@dataclass(frozen=True)
+class SavedProgram:
+    """What a program's code downloads at run time unless it finds it where it looks (FleetX's VGG16 program): the
+    kit stages it beforehand under <model-code root>/saved-programs/<into>/<name>/ from an archive checked by sha256
+    (docker/pins.yaml model_code.<code>.saved_programs; bench/prepare_models.py --saved-program), and the program is
+    pointed there."""
+
+    name: str
+    into: str  # the folder under site-packages where the program looks for it
+    reads: tuple[str, ...]  # the files of it the program always opens
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,7 @@ class Impl:
     # what it saves where it runs besides the outputs the kit collects (its checkpoints): in its scratch folder these
     # names are never links into the checkout, so an earlier run's leftover there is not written through
     saves: tuple[str, ...] = ()
+    saved_programs: tuple[SavedProgram, ...] = ()
 
     @property
     def short(self) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kit.config.programs.base import STATIC, Cluster, Impl, Program, RanAs, RefJob, paddle_launch
+from kit.config.programs.base import STATIC, Cluster, Impl, Program, RanAs, RefJob, SavedProgram, paddle_launch
 from kit.results.extract import Method
 
 
@@ -14,7 +14,12 @@ class FleetX(Program):
         data_format="fleetx", modes=("auto",), needs_dali=("auto",),
         # the kit's driver is Paddle 2 API, but the fleetx package it imports loads paddle.fluid (its framework,
         # core; fleetx/applications/*.py at the pin), which Paddle 2.6 removed
-        needs_fluid=True)
+        needs_fluid=True,
+        # VGG16() loads it from <purelib>/fleetx/applications/, else downloads it (applications/model.py; the files
+        # util.load_program always opens); the driver points it at <root>/saved-programs beside the fleetx checkout
+        saved_programs=(SavedProgram("vgg16_nchw", "fleetx/applications", (
+            "startup_program", "main_program", "para_info", "input_names", "loss_name", "unique_name_guard",
+            "stop_gradient")),))
 
     def recipe(self, job: RefJob, cluster: Cluster, data_dir: str | None,
                scripts_dir: str) -> tuple[list[str], dict[str, str]]:

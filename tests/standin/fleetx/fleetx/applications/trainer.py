@@ -32,7 +32,7 @@ class MultiGPUTrainer:
         print("stand-in fleetx " + json.dumps({
             **fleetx.GROUP, "worker_index": fleet.worker_index(), "worker_num": fleet.worker_num(),
             "argv": sys.argv, "cwd": os.getcwd(), "epochs": epoch, "batch_size": model.batch_size,
-            "data_dir": model.data_dir, "data": data, "collective_ops": collective,
+            "data_dir": model.data_dir, "data": data, "collective_ops": collective, "saved_program": model.saved_program,
             "dali": {"loader": model.use_dali, "fit": use_dali}, "strategy": strategy(),
             "env": {k: os.environ.get(k) for k in (
                 "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS", "PADDLE_CURRENT_ENDPOINT",
