@@ -11,6 +11,7 @@ import argparse
 import ast
 import hashlib
 import importlib.util
+import io
 import os
 import shutil
 import struct
@@ -30,6 +31,7 @@ from kit.config.reference import Cluster, RefCommand
 from kit.config.suites import available, load_suite
 from kit.core.catalogue import load
 from kit.images.spec import current_pins
+from kit.results.parsers import ParseError, parse_text
 
 saved_programs = load("saved_programs", "reference")
 
@@ -600,6 +602,27 @@ def test_dle_mxnet_flags_through_benchmark_runner_and_train(code_root: Path) -> 
         assert not unknown, f"train.py does not take {unknown}"
 
     assert check_commands(kit_commands("mxnet", "resnet50", code_root), check) > 0
+
+
+def test_dle_mxnet_benchmark_that_failed_exits_0_with_nan_and_the_kit_calls_it_failed(code_root: Path) -> None:
+    """benchmark.py catches a failed training (no DLLogger report: `except Exception`), sets every metric to NaN and
+    still prints its table and exits 0. Its own table code, run here on that result: the kit's parse of what it
+    printed gives no figure, naming the line (a failed run, whatever the exit code)."""
+    rn50 = code_root / "DeepLearningExamples" / "MxNet" / "Classification" / "RN50v1.5"
+    tree = ast.parse((rn50 / "benchmark.py").read_text())
+    assert "res['metrics'][str(n)][str(bs)][metric] = float('nan')" in {ast.unparse(n) for n in ast.walk(tree)}
+    start = next(i for i, n in enumerate(tree.body) if ast.unparse(n) == "column_len = 11")
+    table = ast.Module(tree.body[start:start + 2], [])  # column_len, then the loop that prints every metric's table
+    assert ast.unparse(table.body[1]).startswith("for m in res['metric_keys']:")
+    printed = io.StringIO()
+    res = {"metric_keys": ["train.ips"], "metrics": {"1": {"256": {"train.ips": float("nan")}}}}
+    exec(compile(table, str(rn50 / "benchmark.py"), "exec"),
+         {"res": res, "args": argparse.Namespace(ngpus=[1], batch_sizes=[256]),
+          "sys": types.SimpleNamespace(stderr=printed)})
+    assert "nan" in printed.getvalue()
+    with pytest.raises(ParseError, match="throughput value is nan \\(the run diverged or failed\\)") as caught:
+        parse_text("Traceback (most recent call last):\n" + printed.getvalue(), "rn50.log", "dle-mxnet")
+    assert caught.value.line == 5
 
 
 def test_dle_mxnet_reads_the_train_and_val_records_the_kit_stages(code_root: Path, tmp_path: Path) -> None:
