@@ -15,7 +15,16 @@ import time
 
 import pytest
 
-from kit.results.parsers import FORMATS, PER_STEP, SUMMARY, ParseError, detect_format, get_format, parse_text
+from kit.results.parsers import (
+    FORMATS,
+    PER_STEP,
+    SUMMARY,
+    ParseError,
+    detect_format,
+    get_format,
+    parse_text,
+    refuse_non_finite_loss,
+)
 from kit.results.parsers.logtext import read_log_text
 
 ORIGINAL_FORMATS = {"tf2-keras-timehistory", "dle-pytorch", "dle-tf1", "dle-mxnet", "paddleclas"}
@@ -593,3 +602,18 @@ def test_parse_speed_on_a_large_log_stays_linear():
         parsed = parse_text(text, "big.log", name)
         elapsed = time.perf_counter() - start
         assert parsed.records and elapsed < 2.0, (name, elapsed)
+
+
+@pytest.mark.parametrize("line, said", [
+    ("DLL 2022-06-13 - (0, 12) train.loss : nan train.ips : 120.0", "train.loss : nan"),
+    ('{"step": 3, "loss": NaN, "ips": 12}', 'loss": NaN'),
+    ("[Train][Epoch 1/2][Iter: 3/9]lr: 0.1, Loss: inf, top1: 0.0", "Loss: inf"),
+    ("Epoch[0] Batch [20] Train-loss=-Infinity", "Train-loss=-Infinity"),
+    ("step 3, total_loss: 'NAN'", "total_loss: 'NAN"),
+])
+def test_a_non_finite_loss_is_found_in_each_spelling(line, said):
+    text = "INFO: loss: 6.9 at step 1, info=inf elsewhere, cross: nan, boss=nan\n" + line + "\n"
+    with pytest.raises(ParseError, match="no figure: the run trained on a non-finite loss") as info:
+        refuse_non_finite_loss(text, "x.log")
+    assert info.value.line == 2 and f"({said})" in str(info.value)
+    refuse_non_finite_loss(text.replace(line, "loss: 6.5, Loss=inference, LOSS: nano"), "x.log")  # none here
