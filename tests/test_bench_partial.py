@@ -142,3 +142,15 @@ def test_results_are_rewritten_after_each_run_and_complete_only_at_the_end(tmp_p
     assert (run_dir / "report.md").read_text().splitlines()[2] == "complete: all 2 planned runs finished."
     bundle = make_bundle(run_dir, tmp_path / "complete.bundle.tar.gz")
     assert main(["verify", str(bundle)]) == 0, "a complete run verifies as before"
+
+    # a log deleted afterwards: the run is no longer complete, whatever run.json says, and the report names it
+    (log,) = [name for name, entry in meta["runs"].items() if entry["repeat"] == 2]
+    (run_dir / log).unlink()
+    main(["report", str(run_dir)])
+    line = (run_dir / "report.md").read_text().splitlines()[2]
+    assert line == (f"incomplete: 1 of 2 planned runs have their log; run.json records 1 more as finished whose log "
+                     f"is gone: {QUICK} #2 ({log}).")
+    assert read_json(run_dir / "results.json")["completion"]["state"] == "incomplete"
+    assert read_json(run_dir / "results.json")["completion"]["gone"] == [{"case": QUICK, "repeat": 2, "log": log}]
+    with pytest.raises(BundleError, match="incomplete: 1 of 2 planned runs have their log"):
+        make_bundle(run_dir, tmp_path / "gone.bundle.tar.gz")

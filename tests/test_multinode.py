@@ -79,7 +79,9 @@ def test_fab_run_multinode_runs_one_job_on_both_hosts_at_once(ssh_hosts, tmp_pat
     assert start_line["ranks"] == 2 and start_line["global_batch"] == 4 and start_line["host"] == "h1"
     for host in ("h1", "h2"):
         assert (run_dir / "hosts" / host / "paddle/resnet50/bz2/2n1g/fp32/1/stdout.log").is_file()
-    assert (run_dir / "report.md").is_file()
+    assert (run_dir / "report.md").read_text().splitlines()[2] == "complete: all 1 planned runs finished."
+    assert [p["log"] for p in meta["planned_runs"]] == list(meta["runs"]) and "finished" in meta  # as kit bench's
+    assert meta["expanded_suite"]["cases"][0]["nodes"] == 2
     assert all("train.py" in entry["hosts"][h]["command"] for h in ("h1", "h2")), "each host's command is kept"
     # the auditor's view: rank 1's line is found in h2's gathered log; both hosts' captures re-parse and agree
     from kit.audit import rules
@@ -248,10 +250,18 @@ def test_cluster_runs_single_node_cases_on_the_first_host_and_two_node_cases_on_
     assert hosts_of == {"paddle/resnet50/bz2/1n1g/fp32": ["h1"], "paddle/resnet50/bz2/2n1g/fp32": ["h1", "h2"]}
     report = (run_dir / "report.md").read_text()
     assert "| 1 | 1 |" in report and "| 2 | 2 |" in report
+    # both host groups' runs planned in one run.json, finished once both ran
+    assert sorted(p["case"] for p in meta["planned_runs"]) == sorted(hosts_of) and "finished" in meta
+    assert report.splitlines()[2] == "complete: all 2 planned runs finished."
     # gather_logs brings every host's raw logs back, and rank 0's DLPerf log if it went missing
     lost = run_dir / "logs/paddle/resnet50/bz2/2n1g/resnet50_b2_fp32_1.log"
     lost.unlink()
+    main(["report", str(run_dir)])
+    assert (run_dir / "report.md").read_text().splitlines()[2].startswith(
+        "incomplete: 1 of 2 planned runs have their log; run.json records 1 more as finished whose log is gone: "
+        "paddle/resnet50/bz2/2n1g/fp32 #1")
     out = subprocess.run([str(FAB), "-H", "h1,h2", "gather_logs", "--run-dir", str(run_dir), "--hosts-file",
                           str(inventory)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"restored {lost}" in out.stdout and lost.is_file()
+    assert (run_dir / "report.md").read_text().splitlines()[2] == "complete: all 2 planned runs finished."

@@ -90,8 +90,11 @@ def test_slurm_paddle_data_parallel_across_two_nodes(slurm_cluster, tmp_path, mo
     for node in ("h2", "h3"):
         assert (run_dir / "hosts" / node / FOLDER / "stdout.log").is_file()
         assert "train.py" in entry["hosts"][node]["command"]
-    assert (run_dir / "slurm" / FOLDER / "step.sh").is_file() and (run_dir / "report.md").is_file()
-    assert json.loads((run_dir / "run.json").read_text())["scheduler"] == "slurm"
+    assert (run_dir / "slurm" / FOLDER / "step.sh").is_file()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["scheduler"] == "slurm" and "finished" in meta and meta["expanded_suite"]["cases"][0]["nodes"] == 2
+    assert [p["log"] for p in meta["planned_runs"]] == list(meta["runs"])  # completion recorded as kit bench's
+    assert (run_dir / "report.md").read_text().splitlines()[2] == "complete: all 1 planned runs finished."
     # check_env's probes ran on each node in one step: raw outputs, captures and the verdict as for SSH hosts
     assert json.loads((run_dir / "env" / "verdict.json").read_text())["ok"] is True
     for node in ("h2", "h3"):
@@ -107,6 +110,7 @@ def test_slurm_case_past_its_time_limit_is_cancelled(slurm_cluster, tmp_path, mo
     assert main(kit_cluster(tmp_path, LONG.replace("timeout_s: 240", "timeout_s: 30"))) == 1
     run_dir, entry = entry_of(tmp_path)
     assert entry["status"] == "timeout" and entry["slurm"]["step_state"] == "TIMEOUT", entry
+    assert json.loads((run_dir / "results.json").read_text())["completion"]["state"] == "complete"  # ended, failed
     assert entry["slurm"]["sacct"]["state"] == "CANCELLED"  # the kit's timeout came first: it scancelled the step
     nothing_left(slurm_cluster)
     assert '"event": "step"' in (run_dir / "hosts" / "h2" / FOLDER / "stdout.log").read_text()  # rank 0 logs steps

@@ -76,6 +76,11 @@ def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console
         console.print(f"kit: interrupted; every host's processes were stopped. Continue with: {resume_hint} "
                       f"--resume {run_dir}", soft_wrap=True, markup=False)
         return 130
+    from kit.run import bench, records
+
+    if (Path(run_dir) / "run.json").is_file():  # every group ran: complete where every planned run left its log
+        records.finish_run_meta(run_dir)
+        files = bench.write_report(run_dir, suite)
     names = sorted({n for g in groups for n in g} | {h.host for o in outcomes for h in o.hosts})
     table = Table(title="per host")
     for column in ("run", "status", *names):

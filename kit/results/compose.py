@@ -16,7 +16,7 @@ and their images comes from the caller, always the same three (kit.run.bench.com
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kit.core.inputs import InputError, parse_json
 from kit.results.extract import HARNESS_METHOD
@@ -83,6 +83,12 @@ def standing_of(run_dir: Path, report: Report, suite, ran_as: Callable) -> str:
     return summary_markdown(answer)
 
 
+def log_in_run(run_dir: Path, log: str) -> bool:
+    """Whether run.json's relative log path names a file inside the run directory (never a path out of it)."""
+    rel = PurePosixPath(log)
+    return not rel.is_absolute() and ".." not in rel.parts and (Path(run_dir) / rel).is_file()
+
+
 def completion_of(run_dir: Path) -> Completion | None:
     """The runs kit bench planned (run.json planned_runs), those run.json records as ended, and whether the bench
     reached its end (run.json finished); None for a run directory that records no plan (older runs, kit multinode)."""
@@ -94,6 +100,9 @@ def completion_of(run_dir: Path) -> Completion | None:
     recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
     runs = [(str(p.get("case")), p["repeat"], str(p.get("log"))) for p in planned
             if isinstance(p, dict) and isinstance(p.get("repeat"), int)]
+    ended = [(case, repeat, log) for case, repeat, log in runs if log in recorded]
+    there = [(case, repeat, log) for case, repeat, log in ended if log_in_run(run_dir, log)]
     return Completion(planned=[(case, repeat) for case, repeat, _ in runs],
-                      finished=[(case, repeat) for case, repeat, log in runs if log in recorded],
-                      complete="finished" in meta)
+                      finished=[(case, repeat) for case, repeat, _ in there],
+                      complete="finished" in meta and len(there) == len(runs),
+                      gone=[run for run in ended if run not in there])

@@ -135,8 +135,9 @@ class Completion:
     """Which of the runs `kit bench` planned ended (run.json planned_runs against its recorded runs), and whether the
     bench reached its normal end (run.json `finished`): until then a run directory is partial, kill -9 included."""
     planned: list[tuple[str, int]]  # (case key, repeat), in the order they run
-    finished: list[tuple[str, int]]
+    finished: list[tuple[str, int]]  # recorded as ended, with their log in the run directory
     complete: bool
+    gone: list[tuple[str, int, str]] = field(default_factory=list)  # recorded as ended, their log not there: (.., log)
 
     MISSING_SHOWN = 20  # the report's line names this many; results.json lists every one
 
@@ -146,8 +147,13 @@ class Completion:
         return [run for run in self.planned if run not in done]
 
     def line(self) -> str:
-        if self.complete:
+        if self.complete and not self.gone:
             return f"complete: all {len(self.planned)} planned runs finished."
+        if self.gone:
+            named = ", ".join(f"{case} #{repeat} ({log})" for case, repeat, log in self.gone[:self.MISSING_SHOWN])
+            more = f" and {len(self.gone) - self.MISSING_SHOWN} more" if len(self.gone) > self.MISSING_SHOWN else ""
+            return (f"incomplete: {len(self.finished)} of {len(self.planned)} planned runs have their log; run.json "
+                    f"records {len(self.gone)} more as finished whose log is gone: {named}{more}.")
         missing = self.missing
         named = ", ".join(f"{case} #{repeat}" for case, repeat in missing[:self.MISSING_SHOWN])
         more = f" and {len(missing) - self.MISSING_SHOWN} more" if len(missing) > self.MISSING_SHOWN else ""
@@ -157,8 +163,10 @@ class Completion:
     def to_dict(self) -> dict:
         def runs(which):
             return [{"case": case, "repeat": repeat} for case, repeat in which]
-        return {"state": "complete" if self.complete else "partial", "planned": len(self.planned),
-                "finished": runs(self.finished), "missing": runs(self.missing)}
+        state = "incomplete" if self.gone else "complete" if self.complete else "partial"
+        return {"state": state, "planned": len(self.planned), "finished": runs(self.finished),
+                "missing": runs(self.missing)} | (
+            {"gone": [{"case": c, "repeat": r, "log": log} for c, r, log in self.gone]} if self.gone else {})
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from kit.config import expansion
 from kit.config.cases import Suite
 from kit.config.inventory import HostConfig, Inventory
 from kit.hosts import probe
@@ -73,7 +74,9 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     if docker_hosts:
         runner.images = deliver_images(inv, docker_hosts, suite, runs, Path(run_dir), image, progress)
     forced = runner.stage(runs, force)
-    meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts], **selection.recorded_in(suite))
+    meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts],
+                                 **{expansion.FROZEN_KEY: expansion.freeze(suite)}, **selection.recorded_in(suite))
+    records.note_planned(meta, runs, add=True)  # `kit cluster`'s host groups each add theirs; finished at the end
     records.note_skipped(run_dir, meta, refused)
     records.note_forced(run_dir, meta, forced)
     records.note_warning(run_dir, meta, cudnn_warning(suite, progress))

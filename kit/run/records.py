@@ -340,14 +340,21 @@ def run_settings(run_dir: Path, run: PlannedRun) -> dict:
     return declared | {"ran": read_what_ran(Path(run_dir) / run.log_rel)}
 
 
-def note_planned(meta: dict, runs: list[PlannedRun]) -> None:
-    """The runs this bench is to do into run.json `planned_runs`, and the directory partial (no `finished`) until
-    finish_run_meta: a bench stopped by any means, kill -9 included, leaves it so (kit.results.compose)."""
-    meta["planned_runs"] = [{"case": r.case.key, "repeat": r.repeat, "log": str(r.log_rel)} for r in runs]
+def note_planned(meta: dict, runs: list[PlannedRun], add: bool = False) -> None:
+    """The runs this bench is to do into run.json `planned_runs` (add: beside those planned already, as each host
+    group of `kit cluster` plans its own), and the directory partial (no `finished`) until finish_run_meta: a bench
+    stopped by any means, kill -9 included, leaves it so (kit.results.compose)."""
+    planned = list(meta.get("planned_runs") or []) if add else []
+    known = {p.get("log") for p in planned if isinstance(p, dict)}
+    planned += [{"case": r.case.key, "repeat": r.repeat, "log": str(r.log_rel)} for r in runs
+                if str(r.log_rel) not in known]
+    meta["planned_runs"] = planned
     meta.pop("finished", None)
 
 
-def finish_run_meta(run_dir: Path, meta: dict) -> None:
+def finish_run_meta(run_dir: Path, meta: dict | None = None) -> None:
+    """run.json `finished`: the bench reached its end (meta: run.json as this process holds it, else as on disk)."""
+    meta = meta if meta is not None else parse_json((Path(run_dir) / "run.json").read_bytes())
     meta["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     save_run_meta(run_dir, meta)
 

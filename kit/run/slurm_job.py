@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kit.config import expansion
 from kit.config.cases import Suite
 from kit.config.inventory import SlurmConfig
 from kit.run import records
@@ -36,7 +37,8 @@ def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, pol
         progress("plan", "not run", f"{key}: {why}")
     runs = [r for r in planned if r.case.key not in refused and not records.is_done(run_dir, r)]
     meta = records.open_run_meta(run_dir, suite, scheduler="slurm", partition=cfg.partition,
-                                 **selection.recorded_in(suite))
+                                 **{expansion.FROZEN_KEY: expansion.freeze(suite)}, **selection.recorded_in(suite))
+    records.note_planned(meta, [r for r in planned if r.case.key not in refused], add=True)
     records.note_skipped(run_dir, meta, refused)
     if runner.mode != "native":
         records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
