@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from kit.cli.common import EXIT_OK
-from kit.core.inputs import InputError
+from kit.core.inputs import InputError, read_json_object
 
 
 def add_parser(sub) -> None:
@@ -19,9 +19,22 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="the answer as JSON")
 
 
+def run_results(run_dir: Path) -> dict:
+    """The run's results as `kit report` computes them now from its logs (a run directory: run.json, suite.yaml,
+    logs/), so both commands give one figure; else results.json as written."""
+    from kit.cli.report import _is_run_dir
+
+    if not _is_run_dir(run_dir):
+        return read_json_object(run_dir / "results.json", "results.json")
+    from kit.run.bench import compose_report
+    from kit.run.frozen import run_suite
+
+    return compose_report(run_dir, run_suite(run_dir)[0]).to_dict()
+
+
 def cmd_standing(args: argparse.Namespace) -> int:
     from kit.results.published import published_figures
-    from kit.results.standing import standing, to_dict, to_markdown
+    from kit.results.standing import stand, to_dict, to_markdown
     if not (args.run / "results.json").is_file():
         raise InputError(args.run, "not a run directory with results.json (run `kit report` on it first)")
     if args.count < 1:
@@ -32,7 +45,7 @@ def cmd_standing(args: argparse.Namespace) -> int:
         from kit.config.suites import load_suite
         from kit.results.compose import suite_knowledge
         references, settings = suite_knowledge(load_suite(args.run / "suite.yaml"), programs.ran_as)
-    answer = standing(args.run, published_figures(), references, settings, args.count)
+    answer = stand(args.run, run_results(args.run), published_figures(), references, settings, args.count)
     print(json.dumps(to_dict(answer), indent=2) if args.json else to_markdown(answer), end="" if not args.json
           else "\n")
     return EXIT_OK
