@@ -64,6 +64,9 @@ def _system_names(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return args.submitter or submitter, args.system_name or system_name
 
 
+DERIVED_RULES = ("results_recomputed", "report_recomputed", "derived_files_recomputed")  # what `kit report` rewrites
+
+
 def cmd_bundle(args: argparse.Namespace) -> int:
     from kit.audit.bundle import make_bundle
     from kit.audit.verify import verify
@@ -82,6 +85,10 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         print("kit bundle: the bundle does NOT verify:", file=sys.stderr)
         for v in result.violations:
             print(printable(f"  [{v.rule}] {v.where}: {v.message}"), file=sys.stderr)
+        if stale := sorted({v.where.split(":")[0] for v in result.violations if v.rule in DERIVED_RULES}):
+            print(printable(f"kit bundle: {', '.join(stale)} differ from what this kit writes from the run's logs "
+                            f"(written by an earlier kit, or edited): `kit report {args.run_dir}` writes them again "
+                            "from the logs; then bundle it (--force to replace this bundle)"), file=sys.stderr)
         return EXIT_MISMATCH
     return EXIT_OK
 
