@@ -50,8 +50,9 @@ from kit.audit.unpack import (  # noqa: F401  (re-exported: the bundle's reader)
     unpack,
 )
 from kit.core.files import stamped, write_json, write_text
-from kit.core.inputs import parse_json
+from kit.core.inputs import InputError, parse_json
 from kit.core.revision import source_revision
+from kit.core.rundir import has_run_meta, read_run_meta
 from kit.core.runlock import LOCK_NAME, holder, is_busy
 from kit.results.compose import completion_of
 from kit.results.html import HTML_NAME
@@ -162,7 +163,7 @@ def software_stack(run_dir: Path, pins_file: Path | None) -> dict[str, str]:
             for name in ("cuda", "cudnn", "nccl", "dali", "python"):
                 if versions.get(name):
                     stack[name] = " / ".join(sorted({*stack.get(name, "").split(" / "), versions[name]} - {""}))
-    host = _json_object(run_dir / "run.json", "run.json").get("host")
+    host = read_run_meta(run_dir).get("host")
     if "python" not in stack and isinstance(host, dict) and isinstance(host.get("python"), str):
         stack["python"] = host["python"]
     return stack
@@ -226,12 +227,15 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
                 progress=None) -> Path:
     """Write <out> (default: <run_dir>.bundle.tar.gz); the run directory is only read."""
     run_dir = Path(run_dir).resolve()
-    if not (run_dir / "run.json").is_file() or not (run_dir / "logs").is_dir():
+    if not has_run_meta(run_dir) or not (run_dir / "logs").is_dir():
         raise BundleError(f"{run_dir}: not a run directory (needs run.json and logs/)")
     out = output_path(Path(out) if out else run_dir.parent / f"{run_dir.name}.bundle.tar.gz", run_dir, force)
     rules_version = rules_version or newest()
     pins_file = pins_file or REPO_ROOT / "docker" / "pins.yaml"
-    meta = _json_object(run_dir / "run.json", run_dir / "run.json")
+    try:
+        meta = read_run_meta(run_dir)
+    except InputError as exc:
+        raise BundleError(str(exc)) from None
     if is_busy(run_dir):
         raise BundleError(f"{run_dir}: a kit process still writes it ({holder(run_dir)}); bundle it when it ends")
     if not (run_dir / "results.json").is_file():

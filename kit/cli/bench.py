@@ -139,14 +139,15 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, image
 def _run_warnings(run_dir: Path, run, outcome) -> list[str]:
     """kit.results.noise's warnings for the run as run_bench just recorded it in run.json: a busy host, a figure
     close to its loader's own rate."""
-    from kit.core.inputs import parse_json
+    from kit.core.inputs import InputError
+    from kit.core.rundir import read_run_meta, run_entries
     from kit.results import noise
 
     try:
-        meta = parse_json((Path(run_dir) / "run.json").read_bytes())
-    except (OSError, ValueError):
+        meta = read_run_meta(run_dir)
+    except InputError:
         return []
-    entry = (meta.get("runs") or {}).get(str(run.log_rel)) if isinstance(meta, dict) else None
+    entry = run_entries(meta).get(str(run.log_rel))
     if not isinstance(entry, dict):
         return []
     found = [noise.busy_warning(entry.get("host_load"))]

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from kit.cli.common import EXIT_MISMATCH, EXIT_OK, UsageError, add_hosts_file, hosts_file, inventory, progress_console
+from kit.core.rundir import has_run_meta
 
 
 def add_parser(sub) -> None:
@@ -78,7 +79,7 @@ def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console
         return 130
     from kit.run import bench, records
 
-    if (Path(run_dir) / "run.json").is_file():  # every group ran: complete where every planned run left its log
+    if has_run_meta(run_dir):  # every group ran: complete where every planned run left its log
         records.finish_run_meta(run_dir)
         files = bench.write_report(run_dir, suite)
     names = sorted({n for g in groups for n in g} | {h.host for o in outcomes for h in o.hosts})

@@ -10,6 +10,7 @@ from pathlib import Path
 from kit.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_method_flags, method_from, progress_console
 from kit.core import runlock
 from kit.core.inputs import InputError
+from kit.core.rundir import has_run_meta
 
 
 def add_parser(sub) -> None:
@@ -23,7 +24,7 @@ def add_parser(sub) -> None:
 
 def _is_run_dir(source: Path) -> bool:
     """A run directory of `kit bench` / `kit cluster`: run.json, suite.yaml and logs/."""
-    return (source / "logs").is_dir() and (source / "run.json").is_file() and (source / "suite.yaml").is_file()
+    return (source / "logs").is_dir() and has_run_meta(source) and (source / "suite.yaml").is_file()
 
 
 def _default_method(args: argparse.Namespace) -> bool:

@@ -29,6 +29,7 @@ from pathlib import Path
 from kit.cli.common import UsageError, progress_console
 from kit.core.inputs import InputError, KitError, parse_json, read_json_object
 from kit.core.layout import host_captures
+from kit.core.rundir import read_run_meta, run_entries
 
 
 def add_parser(sub) -> None:
@@ -157,7 +158,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     from kit.run import bench
     from kit.run.frozen import Selection, run_suite
 
-    meta = parse_json(original.joinpath("run.json").read_bytes())
+    meta = read_run_meta(original)
     figures = rp.figures_by_case(parse_json(original.joinpath("results.json").read_bytes()))
     chosen = _choose(sorted(figures), args.cases, args.sample, args.seed)
     suite = load_suite(original / "suite.yaml")
@@ -238,6 +239,5 @@ def _run(args: argparse.Namespace, original: Path, suite, selection, inv, consol
 
 def _failed_runs(run_dir: Path) -> list[str]:
     """'case repeat N: reason' of each run the reproduction's run.json records without a figure."""
-    runs = parse_json((run_dir / "run.json").read_bytes()).get("runs") or {}
     return [f"{e.get('case')} repeat {e.get('repeat')}: {e.get('status')}: {e.get('reason')}"
-            for e in runs.values() if isinstance(e, dict) and e.get("status") != "ok"]
+            for e in run_entries(read_run_meta(run_dir)).values() if e.get("status") != "ok"]

@@ -52,6 +52,7 @@ from pathlib import Path
 
 from kit.core.inputs import InputError, parse_json, read_input
 from kit.core.layout import GroupKey, RunLog, case_name, classify
+from kit.core.rundir import has_run_meta, read_run_meta
 from kit.results import noise, stats
 
 DEFAULT_FACTOR, DEFAULT_ALPHA = 1.1, 0.002  # asv compare --factor default; asv is_different p_threshold
@@ -152,11 +153,8 @@ def load_results(path) -> Results:
     except ValueError as exc:
         raise InputError(path, f"not JSON ({exc})") from None
     results = parse_results(data, path)
-    if (meta := path.parent / "run.json").is_file():  # a run directory's: how loaded its host was
-        try:
-            results.host_load = host_loads(parse_json(read_input(meta, "run.json")))
-        except ValueError as exc:
-            raise InputError(meta, f"not JSON ({exc})") from None
+    if has_run_meta(path.parent):  # a run directory's: how loaded its host was
+        results.host_load = host_loads(read_run_meta(path.parent))
     return results
 
 

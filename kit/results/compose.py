@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from kit.core.inputs import InputError, parse_json
+from kit.core.inputs import InputError
+from kit.core.rundir import read_run_meta, run_entries
 from kit.results.extract import HARNESS_METHOD
 from kit.results.program_ratio import program_ratio_section
 from kit.results.published import published_figures
@@ -92,12 +93,11 @@ def log_in_run(run_dir: Path, log: str) -> bool:
 def completion_of(run_dir: Path) -> Completion | None:
     """The runs kit bench planned (run.json planned_runs), those run.json records as ended, and whether the bench
     reached its end (run.json finished); None for a run directory that records no plan (older runs, kit multinode)."""
-    path = Path(run_dir) / "run.json"
-    meta = parse_json(path.read_bytes()) if path.is_file() else {}
-    planned = meta.get("planned_runs") if isinstance(meta, dict) else None
-    if not isinstance(planned, list):
+    meta = read_run_meta(run_dir, missing_ok=True)
+    planned = meta.get("planned_runs")
+    if planned is None:
         return None
-    recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
+    recorded = run_entries(meta)
     runs = [(str(p.get("case")), p["repeat"], str(p.get("log"))) for p in planned
             if isinstance(p, dict) and isinstance(p.get("repeat"), int)]
     ended = [(case, repeat, log) for case, repeat, log in runs if log in recorded]

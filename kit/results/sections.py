@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kit.core.inputs import parse_json
 from kit.core.layout import SIDECAR_SUFFIX, find_logs, host_captures
+from kit.core.rundir import read_run_meta
 from kit.results import noise
 from kit.results.parsers.kitlog import RECORDED, read_run_start, read_what_ran
 
@@ -289,8 +290,7 @@ def provenance_lines(meta: dict) -> list[str]:
 
 def settings_section(run_dir: Path, suite) -> str:
     """What was run, on what: the lines a reader needs before trusting the tables."""
-    meta = parse_json((run_dir / "run.json").read_bytes()) if (run_dir / "run.json").is_file() else {}
-    meta = meta if isinstance(meta, dict) else {}
+    meta = read_run_meta(run_dir, missing_ok=True)
     host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
     starts = _run_starts(run_dir)
     lines = [f"Suite `{suite.name}` ({suite.description})."]

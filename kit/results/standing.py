@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kit.core.inputs import read_json_object
 from kit.core.layout import case_key, host_captures, split_tag
+from kit.core.rundir import read_run_meta
 from kit.results import noise
 from kit.results.gpu_telemetry import BUSY_SHARE, THROTTLED_SHARE
 from kit.results.published import Gpu, Published, gpu_of, nearest
@@ -187,7 +188,7 @@ def stand(run_dir: Path, results: dict, figures: list[Published], references: di
           settings: dict | None = None, count: int = 3) -> Standing:
     """standing() of results already in hand (results.json's dict: kit.results.report.Report.to_dict)."""
     run_dir = Path(run_dir)
-    meta = read_json_object(run_dir / "run.json", "run.json") if (run_dir / "run.json").is_file() else {}
+    meta = read_run_meta(run_dir, missing_ok=True)
     recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
     smi = _smi(run_dir)
     first_gpu = next(iter(smi.get("gpus") or []), {})

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kit.core.rundir import has_run_meta
 from kit.run.frozen import run_meta
 from kit.run.plan import PlannedRun
 
@@ -22,7 +23,7 @@ def history(runs_dir: Path, hostname: str | None = None) -> tuple[dict[str, list
     MOST_RUN_DIRS), and how many directories gave any."""
     host = hostname or socket.gethostname()
     runs_dir = Path(runs_dir)
-    dirs = sorted((p for p in runs_dir.iterdir() if (p / "run.json").is_file()), key=lambda p: p.name,
+    dirs = sorted((p for p in runs_dir.iterdir() if has_run_meta(p)), key=lambda p: p.name,
                   reverse=True)[:MOST_RUN_DIRS] if runs_dir.is_dir() else []
     found: dict[str, list[float]] = {}
     used = 0

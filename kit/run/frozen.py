@@ -15,8 +15,9 @@ from pathlib import Path
 from kit.config.cases import Suite
 from kit.config.expansion import FROZEN_KEY, thaw
 from kit.config.suites import load_suite
-from kit.core.inputs import KitError, parse_json
+from kit.core.inputs import InputError, KitError
 from kit.core.layout import find_logs
+from kit.core.rundir import read_run_meta
 
 SELECTION_KEY = "selection"
 
@@ -26,12 +27,11 @@ class SelectionError(KitError):
 
 
 def run_meta(run_dir: Path) -> dict:
-    path = Path(run_dir) / "run.json"
+    """run.json, or {} where it is absent or unreadable (the suite then comes from suite.yaml)."""
     try:
-        meta = parse_json(path.read_bytes()) if path.is_file() else {}
-    except (OSError, ValueError):
+        return read_run_meta(run_dir, missing_ok=True)
+    except InputError:
         return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def run_suite(run_dir: Path) -> tuple[Suite, str]:

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kit.config.inventory import HostConfig, Inventory
-from kit.core.inputs import parse_json
 from kit.core.layout import log_of_run_folder, sidecar_name, telemetry_name
+from kit.core.rundir import read_run_meta
 from kit.hosts.connect import connect
 from kit.hosts.fanout import on_all, values
 from kit.run.plan import PlannedRun
@@ -69,7 +69,7 @@ def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Pat
     hosts = [inv.get(name) for name in host_names]
     values(on_all(hosts, lambda h: _fetch(inv, h, posixpath.join(h.work_dir, "runs", run_dir.name, h.name),
                                           run_dir / "hosts" / h.name)))
-    meta = parse_json((run_dir / "run.json").read_bytes()) if (run_dir / "run.json").is_file() else {}
+    meta = read_run_meta(run_dir, missing_ok=True)
     rank0 = (meta.get("hosts") or host_names)[0]
     restored = []
     for stdout in sorted((run_dir / "hosts" / rank0).rglob("stdout.log")):

@@ -23,12 +23,12 @@ from kit import __version__
 from kit.config import reference
 from kit.config.cases import Suite
 from kit.config.suites import load_suite, posing_as_builtin
-from kit.core import runlock
+from kit.core import rundir, runlock
 from kit.core.catalogue import contract, harness_sha256
-from kit.core.files import write_json
-from kit.core.inputs import KitError, parse_json
+from kit.core.inputs import InputError, KitError, parse_json
 from kit.core.layout import RunLog, classify, sidecar_name, telemetry_name
 from kit.core.revision import source_revision
+from kit.core.rundir import has_run_meta, read_run_meta, run_entries, run_meta_path
 from kit.core.runenv import run_environment
 from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
@@ -92,7 +92,7 @@ def discard_unstarted(run_dir: Path) -> bool:
     """Remove a run directory this process made where no run started in it (no run.json): a refused start leaves
     no empty folder behind. False (and nothing removed) where a run started."""
     run_dir = Path(run_dir)
-    if (run_dir / "run.json").exists():
+    if run_meta_path(run_dir).exists():
         return False
     runlock.release(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -158,12 +158,10 @@ def refuse_beside_live(run_dir: Path) -> None:
 
 
 def _suite_unchanged(run_dir: Path) -> None:
-    recorded = None
-    if (run_dir / "run.json").is_file():
-        try:
-            recorded = parse_json((run_dir / "run.json").read_bytes()).get("suite_sha256")
-        except (OSError, ValueError, AttributeError) as exc:
-            raise RunDirError(f"cannot resume: {run_dir / 'run.json'}: {exc}") from None
+    try:
+        recorded = read_run_meta(run_dir, missing_ok=True).get("suite_sha256")
+    except InputError as exc:
+        raise RunDirError(f"cannot resume: {exc}") from None
     if recorded and hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest() != recorded:
         raise RunDirError(f"cannot resume: {run_dir / 'suite.yaml'} was edited after the run started (run.json "
                           "recorded another sha256); start a new run with the edited suite instead")
@@ -207,8 +205,8 @@ def is_done(run_dir: Path, run: PlannedRun) -> bool:
     gone or gives no figure."""
     log = run_dir / run.log_rel
     try:
-        entry = parse_json((Path(run_dir) / "run.json").read_bytes()).get("runs", {}).get(str(run.log_rel))
-    except (OSError, ValueError, AttributeError):
+        entry = run_entries(read_run_meta(run_dir, missing_ok=True)).get(str(run.log_rel))
+    except InputError:
         entry = None
     finished = isinstance(entry, dict) and entry.get("status") == "ok"
     if isinstance(entry, dict) and entry.get("status") not in (None, "ok"):
@@ -260,9 +258,8 @@ def clear_for_rerun(run_dir: Path, run: PlannedRun) -> None:
 
 def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
     """run.json as it is (resume), or a new one with the provenance every run directory carries."""
-    path = Path(run_dir) / "run.json"
-    if path.is_file():
-        return parse_json(path.read_bytes())
+    if has_run_meta(run_dir):
+        return read_run_meta(run_dir)
     return {
         "kit_version": __version__,
         "suite": suite.name,
@@ -280,7 +277,7 @@ def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
 
 
 def save_run_meta(run_dir: Path, meta: dict) -> None:
-    write_json(Path(run_dir) / "run.json", meta, "run.json")
+    rundir.save_run_meta(run_dir, meta)
 
 
 def note_skipped(run_dir: Path, meta: dict, refused: dict[str, str]) -> None:
@@ -354,7 +351,7 @@ def note_planned(meta: dict, runs: list[PlannedRun], add: bool = False) -> None:
 
 def finish_run_meta(run_dir: Path, meta: dict | None = None) -> None:
     """run.json `finished`: the bench reached its end (meta: run.json as this process holds it, else as on disk)."""
-    meta = meta if meta is not None else parse_json((Path(run_dir) / "run.json").read_bytes())
+    meta = meta if meta is not None else read_run_meta(run_dir)
     meta["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     save_run_meta(run_dir, meta)
 

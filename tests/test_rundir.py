@@ -1,0 +1,73 @@
+"""run.json has one reader and one writer (kit/core/rundir.py): no other module of the kit opens it by its name (the
+audit's evidence aside, which judges a bundle's copy rule by rule), and a run.json of the wrong shape is one error
+naming the file and the key."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from kit.core.inputs import InputError
+from kit.core.rundir import read_run_meta, run_entries, save_run_meta
+
+# where run.json is named on purpose: its reader, the table of schema versions, the audit's own evidence and rules
+ALLOWED = {"kit/core/rundir.py", "kit/core/files.py", "kit/audit/evidence.py"}
+AUDIT_RULES = "kit/audit/rules/"
+
+
+def path_uses(tree: ast.AST) -> list[int]:
+    """Lines where "run.json" is made into a path: joined (/), passed to Path(), joinpath() or open()."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            parts = (node.left, node.right)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("Path", "joinpath", "open"):
+            parts = tuple(node.args)
+        else:
+            continue
+        found += [node.lineno for p in parts if isinstance(p, ast.Constant) and p.value == "run.json"]
+    return found
+
+
+def test_no_module_but_the_reader_opens_run_json():
+    offenders = []
+    for path in sorted((REPO / "kit").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel in ALLOWED or rel.startswith(AUDIT_RULES):
+            continue
+        offenders += [f"{rel}:{line}" for line in path_uses(ast.parse(path.read_text()))]
+    assert offenders == [], f"read or write run.json through kit.core.rundir: {offenders}"
+    # the scan finds what it looks for
+    assert path_uses(ast.parse('p = run_dir / "run.json"\nq = Path(d, "run.json")\nr = d.joinpath("run.json")')) == [
+        1, 2, 3]
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"runs": []}', "run.json: runs: expected an object, found list"),
+    ('{"runs": {"logs/a.log": "ok"}}', "run.json: runs.logs/a.log: expected an object, found str"),
+    ('{"planned_runs": {"a": 1}}', "run.json: planned_runs: expected a list, found dict"),
+    ('{"planned_runs": [1]}', "run.json: planned_runs.0: expected an object, found int"),
+    ('{"expanded_suite": "x"}', "run.json: expanded_suite: expected an object, found str"),
+    ('[1, 2]', "run.json: expected a JSON object"),
+    ('{"runs": {', "run.json: not JSON"),
+])
+def test_a_run_json_of_the_wrong_shape_is_one_error_naming_file_and_key(tmp_path, text, said):
+    (tmp_path / "run.json").write_text(text)
+    with pytest.raises(InputError) as caught:
+        read_run_meta(tmp_path)
+    assert str(caught.value).startswith(f"{tmp_path}/{said}")
+
+
+def test_missing_written_and_read_back(tmp_path):
+    assert read_run_meta(tmp_path, missing_ok=True) == {}
+    with pytest.raises(InputError, match="run.json: no such file"):
+        read_run_meta(tmp_path)
+    save_run_meta(tmp_path, {"runs": {"logs/a.log": {"status": "ok"}}, "planned_runs": []})
+    meta = read_run_meta(tmp_path)
+    assert run_entries(meta) == {"logs/a.log": {"status": "ok"}}
+    assert json.loads(Path(tmp_path, "run.json").read_text())["schema_version"] == 1
+    assert not list(tmp_path.glob(".run.json.*"))  # written through a temporary name, renamed
