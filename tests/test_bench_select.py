@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_bench import TINY_SUITE, TINY_SUITE_BASE, only_run_dir, write_suite
 
+from kit.audit.rules.engine import load_rules, newest
 from kit.cli import main
 from kit.config.expansion import FROZEN_KEY, freeze, thaw
 from kit.config.suites import load_suite
@@ -204,3 +205,19 @@ def test_estimate_counts_timeouts_where_no_earlier_run(tmp_path):
     suite = load_suite(write_suite(tmp_path))
     found = estimate(_runs(suite), tmp_path / "no-runs")
     assert (found.known_runs, found.unknown_runs, found.bound) == (0, 4, 4 * suite.cases[0].timeout_s)
+
+
+def test_fewer_measured_steps_than_verify_asks_is_said_before_anything_runs(tmp_path, capsys):
+    """The number is the newest rule set's (measured_steps), said with the suite's file and line in the dry run and
+    the real run alike; a suite that measures enough hears nothing."""
+    suite = write_suite(tmp_path, TINY_SUITE_BASE)
+    assert main(["bench", "--suite", str(suite), "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
+    err = capsys.readouterr().err
+    (minimum,) = [r.args["minimum"] for r in load_rules() if r.name == "measured_steps"]
+    assert err.count("kit bench: warning: ") == 1 and (
+        f"kit bench: warning: {suite}:7: measure_steps: 2 (case {PADDLE}) is fewer than the {minimum} measured steps "
+        f"kit verify's rule set {newest()} asks of a harness run (measured_steps): the runs go ahead, their bundle "
+        "will not verify") in err
+    write_suite(tmp_path, TINY_SUITE_BASE.replace("measure_steps: 2", f"measure_steps: {minimum}"))
+    assert main(["bench", "--suite", str(suite), "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
+    assert "warning" not in capsys.readouterr().err

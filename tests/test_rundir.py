@@ -1,6 +1,6 @@
-"""run.json has one reader and one writer (kit/core/rundir.py): no other module of the kit opens it by its name (the
-audit's evidence aside, which judges a bundle's copy rule by rule), and a run.json of the wrong shape is one error
-naming the file and the key."""
+"""run.json, results.json and the programs' command records have one reader each (kit/core/rundir.py): no other
+module of the kit opens them by name or globs for the records (the audit's evidence aside, which judges a bundle's
+copies rule by rule), and a run.json of the wrong shape is one error naming the file and the key."""
 
 from __future__ import annotations
 
@@ -14,22 +14,28 @@ from conftest import REPO
 from kit.core.inputs import InputError
 from kit.core.rundir import read_run_meta, run_entries, save_run_meta
 
-# where run.json is named on purpose: its reader, the table of schema versions, the audit's own evidence and rules
-ALLOWED = {"kit/core/rundir.py", "kit/core/files.py", "kit/audit/evidence.py"}
+# where the records are named on purpose: their reader, the table of schema versions, the audit's own evidence,
+# rules and reproduction check (each judges a bundle's copy on its own terms)
+ALLOWED = {"kit/core/rundir.py", "kit/core/files.py", "kit/audit/evidence.py", "kit/audit/pair.py"}
 AUDIT_RULES = "kit/audit/rules/"
+NAMES = ("run.json", "results.json")
 
 
 def path_uses(tree: ast.AST) -> list[int]:
-    """Lines where "run.json" is made into a path: joined (/), passed to Path(), joinpath() or open()."""
+    """Lines where run.json or results.json is made into a path (joined with /, passed to Path(), joinpath() or
+    open()), or command records are globbed for (SIDECAR_SUFFIX in a glob)."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             parts = (node.left, node.right)
         elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("Path", "joinpath", "open"):
             parts = tuple(node.args)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("glob", "rglob"):
+            found += [node.lineno] if "SIDECAR_SUFFIX" in ast.unparse(node) or ".cmd.json" in ast.unparse(node) else []
+            continue
         else:
             continue
-        found += [node.lineno for p in parts if isinstance(p, ast.Constant) and p.value == "run.json"]
+        found += [node.lineno for p in parts if isinstance(p, ast.Constant) and p.value in NAMES]
     return found
 
 
@@ -40,10 +46,10 @@ def test_no_module_but_the_reader_opens_run_json():
         if rel in ALLOWED or rel.startswith(AUDIT_RULES):
             continue
         offenders += [f"{rel}:{line}" for line in path_uses(ast.parse(path.read_text()))]
-    assert offenders == [], f"read or write run.json through kit.core.rundir: {offenders}"
+    assert offenders == [], f"read or write these records through kit.core.rundir: {offenders}"
     # the scan finds what it looks for
-    assert path_uses(ast.parse('p = run_dir / "run.json"\nq = Path(d, "run.json")\nr = d.joinpath("run.json")')) == [
-        1, 2, 3]
+    assert path_uses(ast.parse('p = run_dir / "run.json"\nq = Path(d, "results.json")\nr = d.joinpath("run.json")\n'
+                               'for s in logs.rglob("*" + SIDECAR_SUFFIX): pass')) == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("text, said", [
@@ -71,3 +77,23 @@ def test_missing_written_and_read_back(tmp_path):
     assert run_entries(meta) == {"logs/a.log": {"status": "ok"}}
     assert json.loads(Path(tmp_path, "run.json").read_text())["schema_version"] == 1
     assert not list(tmp_path.glob(".run.json.*"))  # written through a temporary name, renamed
+
+
+def test_command_records_read_one_by_one_or_all_the_readable_ones(tmp_path):
+    from kit.core.rundir import read_results, read_sidecar, sidecars
+
+    logs = tmp_path / "logs" / "paddleclas" / "resnet50" / "bz4" / "1n1g"
+    logs.mkdir(parents=True)
+    (logs / "resnet50_b4_fp32_1.cmd.json").write_text('{"impl": "paddleclas", "started": "2026-12-04T03:00:00"}')
+    (logs / "resnet50_b4_fp32_2.cmd.json").write_text('{"impl": ')  # a record cut short
+    (tmp_path / "hosts" / "h1").mkdir(parents=True)
+    (tmp_path / "hosts" / "h1" / "resnet50_b4_fp32_1.cmd.json").write_text('{"host": "h1"}')
+    assert read_sidecar(logs / "resnet50_b4_fp32_1.log")["impl"] == "paddleclas"
+    with pytest.raises(InputError, match="resnet50_b4_fp32_2.cmd.json: not JSON"):
+        read_sidecar(logs / "resnet50_b4_fp32_2.log")
+    assert [(p.name, r) for p, r in sidecars(tmp_path)] == [
+        ("resnet50_b4_fp32_1.cmd.json", {"host": "h1"}),
+        ("resnet50_b4_fp32_1.cmd.json", {"impl": "paddleclas", "started": "2026-12-04T03:00:00"})]
+    (tmp_path / "results.json").write_text("[]")
+    with pytest.raises(InputError, match="results.json: expected a JSON object"):
+        read_results(tmp_path)

@@ -52,7 +52,7 @@ from kit.audit.unpack import (  # noqa: F401  (re-exported: the bundle's reader)
 from kit.core.files import stamped, write_json, write_text
 from kit.core.inputs import InputError, parse_json
 from kit.core.revision import source_revision
-from kit.core.rundir import has_run_meta, read_run_meta
+from kit.core.rundir import has_results, has_run_meta, read_run_meta
 from kit.core.runlock import LOCK_NAME, holder, is_busy
 from kit.results.compose import completion_of
 from kit.results.html import HTML_NAME
@@ -238,7 +238,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
         raise BundleError(str(exc)) from None
     if is_busy(run_dir):
         raise BundleError(f"{run_dir}: a kit process still writes it ({holder(run_dir)}); bundle it when it ends")
-    if not (run_dir / "results.json").is_file():
+    if not has_results(run_dir):
         raise BundleError(f"{run_dir}: an unfinished run (no results.json: kit bench stopped before its report); "
                           f"finish it with `kit bench --resume {run_dir}`, then bundle it")
     completion = completion_of(run_dir)

@@ -29,7 +29,7 @@ from pathlib import Path
 from kit.cli.common import UsageError, progress_console
 from kit.core.inputs import InputError, KitError, parse_json, read_json_object
 from kit.core.layout import host_captures
-from kit.core.rundir import read_run_meta, run_entries
+from kit.core.rundir import read_results, read_run_meta, run_entries
 
 
 def add_parser(sub) -> None:
@@ -159,7 +159,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     from kit.run.frozen import Selection, run_suite
 
     meta = read_run_meta(original)
-    figures = rp.figures_by_case(parse_json(original.joinpath("results.json").read_bytes()))
+    figures = rp.figures_by_case(read_results(original))
     chosen = _choose(sorted(figures), args.cases, args.sample, args.seed)
     suite = load_suite(original / "suite.yaml")
     selection = Selection(select=tuple(chosen))
@@ -183,7 +183,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     console.print(f"kit reproduce: {len(chosen)} case(s) of {args.bundle} on {where}; {past.line()}",
                   soft_wrap=True, markup=False)
     run_dir = _run(args, original, suite, selection, inv, console, meta)
-    here = rp.figures_by_case(parse_json((run_dir / "results.json").read_bytes()))
+    here = rp.figures_by_case(read_results(run_dir))
     this_system = system_description(run_dir, None, "reproduction", where)
     system = rp.system_differences(original_system, this_system, suite.hardware == "cpu") + (
         [] if suite.hardware == "cpu" else rp.power_limit_differences([*host_captures(original).values()],

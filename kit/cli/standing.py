@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from kit.cli.common import EXIT_OK
-from kit.core.inputs import InputError, read_json_object
+from kit.core.inputs import InputError
+from kit.core.rundir import has_results, read_results
 
 
 def add_parser(sub) -> None:
@@ -25,7 +26,7 @@ def run_results(run_dir: Path) -> dict:
     from kit.cli.report import _is_run_dir
 
     if not _is_run_dir(run_dir):
-        return read_json_object(run_dir / "results.json", "results.json")
+        return read_results(run_dir)
     from kit.run.bench import compose_report
     from kit.run.frozen import run_suite
 
@@ -35,7 +36,7 @@ def run_results(run_dir: Path) -> dict:
 def cmd_standing(args: argparse.Namespace) -> int:
     from kit.results.published import published_figures
     from kit.results.standing import stand, to_dict, to_markdown
-    if not (args.run / "results.json").is_file():
+    if not has_results(args.run):
         raise InputError(args.run, "not a run directory with results.json (run `kit report` on it first)")
     if args.count < 1:
         raise InputError(args.run, f"--count must be >= 1, got {args.count}")

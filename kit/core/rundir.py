@@ -1,10 +1,14 @@
-"""A run directory's run.json: the one reader and writer every layer uses (the audit's evidence aside: it judges a
-bundle's copy rule by rule, whatever shape a hostile one has).
+"""A run directory's records, each with one reader (and writer) every layer uses: run.json, results.json and the
+published programs' command records (<log stem>.cmd.json). The audit's evidence aside: it judges a bundle's copies
+rule by rule, whatever shape a hostile one has.
 
     meta = read_run_meta(run_dir)                 # its object; InputError naming file and key when it is not one
     meta = read_run_meta(run_dir, missing_ok=True)  # {} where the directory has none
     save_run_meta(run_dir, meta)                  # atomic, schema_version stamped (kit.core.files)
     runs = run_entries(meta)                      # {log: entry} of the runs it records, each an object
+    results = read_results(run_dir)               # results.json (kit report writes it: kit.results.exporters)
+    record = read_sidecar(log)                    # the command record beside a program's log; InputError
+    for path, record in sidecars(run_dir): ...    # every readable command record under logs/ and hosts/
 
 The keys other modules index into are checked for their kind when read, so a reader never meets a list where it
 expects an object: `runs` (an object of objects), `planned_runs`, `skipped_cases` (lists of objects), `hosts` (a
@@ -13,12 +17,15 @@ list), `expanded_suite` (an object).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from kit.core.files import write_json
 from kit.core.inputs import InputError, read_json_object
+from kit.core.layout import SIDECAR_SUFFIX, sidecar_name
 
 RUN_JSON = "run.json"
+RESULTS_JSON = "results.json"
 _OBJECT, _LIST = (dict, "an object"), (list, "a list")
 SHAPES = {"runs": _OBJECT, "planned_runs": _LIST, "skipped_cases": _LIST, "hosts": _LIST,
           "expanded_suite": _OBJECT}
@@ -59,3 +66,33 @@ def save_run_meta(run_dir: Path | str, meta: dict) -> Path:
 def run_entries(meta: dict) -> dict[str, dict]:
     """The runs run.json records, by log path (read_run_meta checked each is an object)."""
     return meta.get("runs") or {}
+
+
+def results_path(run_dir: Path | str) -> Path:
+    return Path(run_dir) / RESULTS_JSON
+
+
+def has_results(run_dir: Path | str) -> bool:
+    return results_path(run_dir).is_file()
+
+
+def read_results(run_dir: Path | str) -> dict:
+    """results.json of `run_dir` (the report's figures as written); InputError naming it when it is no JSON object."""
+    return read_json_object(results_path(run_dir), RESULTS_JSON)
+
+
+def read_sidecar(log: Path | str) -> dict:
+    """The command record beside a published program's log (scripts/reference/launch.py); InputError naming it."""
+    log = Path(log)
+    path = log if log.name.endswith(SIDECAR_SUFFIX) else log.with_name(sidecar_name(log.name))
+    return read_json_object(path, "command record")
+
+
+def sidecars(run_dir: Path | str, tops: tuple[str, ...] = ("logs", "hosts")) -> Iterator[tuple[Path, dict]]:
+    """(path, record) of every command record under the run's `tops`, in path order; one that does not read as a
+    JSON object is left out (a report section shows what the others say)."""
+    for path in sorted(p for top in tops for p in (Path(run_dir) / top).rglob("*" + SIDECAR_SUFFIX)):
+        try:
+            yield path, read_json_object(path, "command record")
+        except InputError:
+            continue

@@ -50,9 +50,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from kit.core.inputs import InputError, parse_json, read_input
+from kit.core.inputs import InputError, read_json_object
 from kit.core.layout import GroupKey, RunLog, case_name, classify
-from kit.core.rundir import has_run_meta, read_run_meta
+from kit.core.rundir import RESULTS_JSON, has_run_meta, read_run_meta, results_path
 from kit.results import noise, stats
 
 DEFAULT_FACTOR, DEFAULT_ALPHA = 1.1, 0.002  # asv compare --factor default; asv is_different p_threshold
@@ -147,12 +147,8 @@ def load_results(path) -> Results:
     if not path.exists():
         raise InputError(path, "no such run directory or results.json")
     if path.is_dir():
-        path = path / "results.json"
-    try:
-        data = parse_json(read_input(path, "results.json"))
-    except ValueError as exc:
-        raise InputError(path, f"not JSON ({exc})") from None
-    results = parse_results(data, path)
+        path = results_path(path)
+    results = parse_results(read_json_object(path, RESULTS_JSON), path)
     if has_run_meta(path.parent):  # a run directory's: how loaded its host was
         results.host_load = host_loads(read_run_meta(path.parent))
     return results

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from kit.core.inputs import InputError
 from kit.core.rundir import read_run_meta, run_entries
 from kit.results.extract import HARNESS_METHOD
+from kit.results.parsers import harnesslog
 from kit.results.program_ratio import program_ratio_section
 from kit.results.published import published_figures
 from kit.results.report import LAYOUT, Completion, Report, build_report, framework_rows, ratio_pair
@@ -39,8 +40,13 @@ from kit.results.standing import stand, summary_markdown
 def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callable,
                    program_stacks: Callable[[object, set[str]], list[str]], layout: int = LAYOUT) -> Report:
     """The run's report in LAYOUT (kit.results.report.LAYOUTS): its logs by their own rules (the harness's, each
-    program's publisher's), titled with the run's folder, and its settings sections."""
-    run_dir = Path(run_dir)
+    program's publisher's), titled with the run's folder, and its settings sections; each harness log read once."""
+    with harnesslog.cached():
+        return _compose_report(Path(run_dir), suite, method_for, ran_as, program_stacks, layout)
+
+
+def _compose_report(run_dir: Path, suite, method_for: Callable, ran_as: Callable,
+                    program_stacks: Callable[[object, set[str]], list[str]], layout: int) -> Report:
     report = build_report(run_dir / "logs", HARNESS_METHOD, method_for=method_for, layout=layout)
     frameworks, rows = framework_rows(report)
     report.pair = ratio_pair(frameworks, rows, {c.log_framework: c.framework for c in suite.cases})

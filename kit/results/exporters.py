@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from kit.core.files import write_text
+from kit.core.rundir import RESULTS_JSON
 from kit.results import stats
 from kit.results.extract import Method, format_number
 from kit.results.gpu_telemetry import TELEMETRY_COLUMNS, telemetry_cells, telemetry_markdown
@@ -235,7 +236,7 @@ def to_json(report: Report) -> str:
 
 OUTPUT_NAMES = {
     "markdown": "report.md",
-    "json": "results.json",
+    "json": RESULTS_JSON,
     "csv": "results.csv",
     "throughput_png": "throughput.png",
     "png": "scaling.png",

@@ -7,8 +7,9 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from kit.core.inputs import parse_json
-from kit.core.layout import RunLog, classify, host_captures, run_folder, sidecar_name, telemetry_name
+from kit.core.inputs import InputError
+from kit.core.layout import RunLog, classify, host_captures, run_folder, telemetry_name
+from kit.core.rundir import read_sidecar
 from kit.results import stats
 from kit.results.extract import pick_rank
 from kit.results.parsers import PER_STEP, ParseError, parse_log
@@ -65,9 +66,9 @@ def program_window(log: Path, logs_root: Path, figure, times: list[float]) -> tu
 def _started(log: Path) -> float | None:
     """The epoch second the run's command record (scripts/reference/launch.py) says it started, or None."""
     try:
-        started = parse_json(log.with_name(sidecar_name(log.name)).read_bytes()).get("started")
+        started = read_sidecar(log).get("started")
         return dt.datetime.fromisoformat(started).timestamp() if isinstance(started, str) else None
-    except (OSError, ValueError, AttributeError, TypeError):
+    except (InputError, ValueError, TypeError):
         return None
 
 

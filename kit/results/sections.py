@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.core.inputs import parse_json
 from kit.core.layout import SIDECAR_SUFFIX, find_logs, host_captures
-from kit.core.rundir import read_run_meta
+from kit.core.rundir import read_run_meta, sidecars
 from kit.results import noise
 from kit.results.parsers.kitlog import RECORDED, read_run_start, read_what_ran
 
@@ -110,11 +109,8 @@ def program_data_section(logs: Path) -> str:
     """What each published program's run read: the host's data in the program's format, or its own synthetic
     mode (from the <log stem>.cmd.json records beside the logs)."""
     rows = []
-    for sidecar in sorted(Path(logs).rglob("*" + SIDECAR_SUFFIX)):
-        try:
-            data = parse_json(sidecar.read_bytes()).get("data") or {}
-        except (OSError, ValueError, AttributeError):
-            continue
+    for sidecar, record in sidecars(logs, ("",)):
+        data = record.get("data") or {}
         if not isinstance(data, dict):
             continue
         if data.get("mode") == "synthetic":
@@ -134,15 +130,11 @@ def program_placeholder_section(run_dir: Path) -> str:
     """One line per module a published program imports but its host lacked, for which the kit's import placeholder
     stood in (scripts/reference/placeholders), from every host's command record."""
     stood: dict[str, set[str]] = {}  # module -> the runs' hosts
-    for sidecar in sorted(p for top in ("logs", "hosts") for p in (Path(run_dir) / top).rglob("*" + SIDECAR_SUFFIX)):
-        try:
-            meta = parse_json(sidecar.read_bytes())
-            placed = meta.get("placeholders") or []
-            for entry in placed:
-                if isinstance(entry, dict) and entry.get("placeholder"):
-                    stood.setdefault(str(entry.get("module")), set()).add(str(meta.get("host") or "?"))
-        except (OSError, ValueError, AttributeError, TypeError):
-            continue
+    for _sidecar, meta in sidecars(run_dir):
+        placed = meta.get("placeholders")
+        for entry in placed if isinstance(placed, list) else []:
+            if isinstance(entry, dict) and entry.get("placeholder"):
+                stood.setdefault(str(entry.get("module")), set()).add(str(meta.get("host") or "?"))
     return "".join(f"\nThe published program imports {module}, which the Python of {', '.join(sorted(hosts))} "
                    f"lacks: the kit's import placeholder stood in (scripts/reference/placeholders); the program never "
                    f"calls it in the modes the kit runs, and would stop naming it if it did.\n"
@@ -153,11 +145,8 @@ def program_scratch_section(run_dir: Path) -> str:
     """One line on what the published programs saved where they ran (checkpoints): the scratch folders outside
     the run directory that scripts/reference/launch.py made and removed, from every host's command record."""
     folders: dict[str, dict] = {}  # by path: rank 0's record is also beside its log
-    for sidecar in sorted(p for top in ("logs", "hosts") for p in (Path(run_dir) / top).rglob("*" + SIDECAR_SUFFIX)):
-        try:
-            scratch = parse_json(sidecar.read_bytes()).get("scratch")
-        except (OSError, ValueError, AttributeError):
-            continue
+    for _sidecar, record in sidecars(run_dir):
+        scratch = record.get("scratch")
         if isinstance(scratch, dict) and isinstance(scratch.get("path"), str):
             folders[scratch["path"]] = scratch
     if not folders:

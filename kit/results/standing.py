@@ -16,9 +16,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.core.inputs import read_json_object
 from kit.core.layout import case_key, host_captures, split_tag
-from kit.core.rundir import read_run_meta
+from kit.core.rundir import read_results, read_run_meta
 from kit.results import noise
 from kit.results.gpu_telemetry import BUSY_SHARE, THROTTLED_SHARE
 from kit.results.published import Gpu, Published, gpu_of, nearest
@@ -180,7 +179,7 @@ def standing(run_dir: Path, figures: list[Published], references: dict | None = 
     Reference objects for it (kit.config.cases.Reference); settings: case key -> what the caller knows that run.json
     does not record (a published program's layout and data, from its recipe)."""
     run_dir = Path(run_dir)
-    results = read_json_object(run_dir / "results.json", "results.json")
+    results = read_results(run_dir)
     return stand(run_dir, results, figures, references, settings, count)
 
 

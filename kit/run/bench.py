@@ -24,6 +24,7 @@ from kit.hosts import probe
 from kit.images.parity import program_stacks
 from kit.results import compose
 from kit.results.html import write_report_files
+from kit.results.parsers import harnesslog
 from kit.results.report import Report
 from kit.run import hostload, records
 from kit.run.command import HARNESS
@@ -145,7 +146,9 @@ def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, run
     """The suite's runs (its cases `selection` keeps) into run_dir, holding its lock (one writer) until they end."""
     runlock.acquire(run_dir)
     try:
-        return _run_bench(Path(run_dir), suite, progress, runner, train_list, images, force, selection or Selection())
+        with harnesslog.cached():  # the report rewritten after each run reads only the logs new since
+            return _run_bench(Path(run_dir), suite, progress, runner, train_list, images, force,
+                              selection or Selection())
     finally:
         runlock.release(run_dir)
 
@@ -218,4 +221,5 @@ def compose_report(run_dir: Path, suite: Suite) -> Report:
 
 def write_report(run_dir: Path, suite: Suite, plots: bool = True) -> list[Path]:
     """The run's report files (report.md, results.json/csv, the plots) and report.html beside them."""
-    return write_report_files(compose_report(run_dir, suite), run_dir, plots)
+    with harnesslog.cached():  # each harness log read once for the sections and the plots
+        return write_report_files(compose_report(run_dir, suite), run_dir, plots)

@@ -25,10 +25,10 @@ from kit.config.cases import Suite
 from kit.config.suites import load_suite, posing_as_builtin
 from kit.core import rundir, runlock
 from kit.core.catalogue import contract, harness_sha256
-from kit.core.inputs import InputError, KitError, parse_json
+from kit.core.inputs import InputError, KitError
 from kit.core.layout import RunLog, classify, sidecar_name, telemetry_name
 from kit.core.revision import source_revision
-from kit.core.rundir import has_run_meta, read_run_meta, run_entries, run_meta_path
+from kit.core.rundir import has_run_meta, read_run_meta, read_sidecar, run_entries, run_meta_path
 from kit.core.runenv import run_environment
 from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
@@ -178,7 +178,7 @@ def telemetry_path(log: Path) -> Path:
 def reference_figures(log: Path) -> dict:
     """{'kit': samples/s by the kit's method, 'publisher': by the publisher's (None where none is published)}
     from a reference run's log and its sidecar; ParseError/MethodError when the log gives no figure."""
-    meta = parse_json(sidecar_path(log).read_bytes())
+    meta = read_sidecar(log)
     parsed = parse_log(log, meta["log_format"])
     kit = compute_figure(parsed, Method.from_mapping(meta["kit_method"])).value
     pub = meta.get("publisher_method")
