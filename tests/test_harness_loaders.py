@@ -932,19 +932,23 @@ def test_a_jpeg_with_exif_orientation_decodes_to_the_shape_its_header_says(tmp_p
 
 def test_the_decode_process_seconds_per_phase_cover_its_wall_time(entries, watched) -> None:
     """stats(): seconds reading, decoding, cropping and resizing, copying back and waiting for a slot, which sum
-    to the decode process's wall time within 10%; a slow consumer shows as the process waiting for slots."""
+    to the decode process's wall time within 10%; a slow consumer shows as the process waiting for slots (the
+    consumer's step taken only once every slot is full, so that whole step is the process's wait, however loaded
+    the host)."""
     with twin(entries, batch_size=8, image_size=64, decode_ahead=2) as ld:
         for _ in range(5):
             next(ld)
-            time.sleep(0.6)  # the consumer's training step, longer than a batch's decode
-        wait_until(lambda: settled(ld) == 3)
+            wait_until(lambda: settled(ld) == 3, 120)  # every slot full: the process can only wait now
+            time.sleep(0.6)  # the consumer's training step
         ld._process.ready()
         stats = ld.stats()
     phases, wall = stats["phases_s"], stats["process_s"]
     assert list(phases) == ["read", "decode", "crop_resize", "copy_back", "slot_wait"]
     assert all(phases[k] > 0 for k in phases) and wall > 0.5, stats
     assert sum(phases.values()) == pytest.approx(wall, rel=0.10), stats
-    assert phases["slot_wait"] > 0.3 * wall, stats  # much of it waiting for the consumer
+    # the stats come with each batch the process hands over: the waits before the last two batches (the consumer's
+    # second and third steps) are in them whole, later ones not yet; a loaded host only lengthens them
+    assert phases["slot_wait"] >= 2 * 0.6 * 0.9, stats
     with twin(entries, batch_size=8, image_size=64, decode_ahead=0) as inline:
         assert inline.stats()["process_s"] == 0 and sum(inline.stats()["phases_s"].values()) == 0
         for _ in range(2):
