@@ -167,8 +167,8 @@ def test_the_dry_run_prints_its_plan_first_then_runs_loader_suite_program_in_ord
     timed = [w for w in got if w["kind"] in ("synthetic", "real")]
     pairs = len(timed) // 2  # 3 asked; a loaded machine fits fewer in the stage's time (its loader's two processes)
     assert pairs >= 2 and [w["kind"] for w in timed] == (["synthetic", "real", "real", "synthetic"] * 2)[: 2 * pairs]
-    assert all(w["images"] == 12 and w["images_per_sec"] == pytest.approx(12 / w["seconds"], rel=1e-3)
-               for w in timed)
+    assert all(w["images"] == 12 and w["images_per_sec"] == pytest.approx(12 / w["seconds"], rel=1e-3, abs=5e-4)
+               for w in timed)  # written with 3 decimals: on a loaded host a window can be 0.14 images/s
     real = by_what["resnet50 bs4 amp-nhwc: real JPEGs (torchvision) / synthetic, windows of one process"]
     median = gpu_stages.stats.median
     ratio = median([w["images_per_sec"] for w in timed if w["kind"] == "real"]) / median(
