@@ -1,12 +1,31 @@
-"""Rewriting a harness log's :::KITLOG lines in a test (a forgery, or a log as a newer harness writes it)."""
+"""The harness and its :::KITLOG lines in a test: running train.py, reading its records, rewriting a log's lines (a
+forgery, or a log as a newer harness writes it)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 MARK = ":::KITLOG "
+REPO = Path(__file__).resolve().parents[1]
+TRAIN = REPO / "scripts" / "harness" / "train.py"
+
+
+def harness(*args: str, env: dict | None = None, launcher: list[str] | None = None,
+            timeout: int = 300) -> subprocess.CompletedProcess:
+    """scripts/harness/train.py ARGS in this Python (after `launcher`, e.g. a distributed launcher's module), from
+    the repository's top, the environment plus `env`."""
+    return subprocess.run([sys.executable, *(launcher or []), str(TRAIN), *args], capture_output=True, text=True,
+                          timeout=timeout, env=os.environ | (env or {}), cwd=REPO)
+
+
+def kitlines(text: str) -> list[dict]:
+    """The objects of the :::KITLOG lines of a harness's output."""
+    return [json.loads(line.split(MARK, 1)[1]) for line in text.splitlines() if MARK in line]
 
 
 def rewrite_kitlog(log: Path, edit: Callable[[dict], dict | Iterable[dict]]) -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from kitlogs import harness, kitlines
 
 from kit.results.extract import Method, compute_figure
 from kit.results.parsers import ParseError, parse_log
@@ -23,16 +23,6 @@ HARNESS = REPO / "scripts" / "harness" / "train.py"
 SYNTHETIC = REPO / "data_prep" / "make_synthetic_imagenet.py"
 EXPECTED_PARAMS = {"resnet50": 25_557_032, "vgg16": 138_357_544}
 TINY = ["--image-size", "32", "--batch-size", "2", "--warmup-steps", "1", "--measure-steps", "2", "--threads", "1"]
-
-
-def harness(*args: str, env: dict | None = None, launcher: list[str] | None = None, timeout: int = 300):
-    cmd = [sys.executable, *(launcher or []), str(HARNESS), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ | (env or {}),
-                          cwd=REPO)
-
-
-def kitlines(text: str) -> list[dict]:
-    return [json.loads(line.split(":::KITLOG ", 1)[1]) for line in text.splitlines() if ":::KITLOG " in line]
 
 
 def write_log(tmp_path: Path, text: str, name: str = "run.log") -> Path:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kitlogs import harness, kitlines
 
 from kit.audit.rules.closed import _decode_problems
 from kit.results.parsers import parse_log
@@ -461,15 +462,6 @@ def test_dali_parameters_say_the_same_augmentation_and_shard(entries) -> None:
 
 
 # -- train.py -------------------------------------------------------------------------------------------------------
-
-
-def harness(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(HARNESS / "train.py"), *args], capture_output=True, text=True,
-                          timeout=300, cwd=REPO)
-
-
-def kitlines(text: str) -> list[dict]:
-    return [json.loads(line.split(":::KITLOG ", 1)[1]) for line in text.splitlines() if ":::KITLOG " in line]
 
 
 @pytest.mark.parametrize(("framework", "layout"), [("torch", "nhwc"), ("paddle", "nchw")])

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+import kitlogs
 import numpy as np
 import pytest
+from kitlogs import kitlines
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "scripts" / "harness"
@@ -208,12 +209,7 @@ VISION_STEPS = ["--warmup-steps", "1", "--measure-steps", "2"]
 
 
 def harness(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(TRAIN), *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env=os.environ | {"OMP_NUM_THREADS": "1"})
-
-
-def kitlines(text: str) -> list[dict]:
-    return [json.loads(line.split(":::KITLOG ", 1)[1]) for line in text.splitlines() if ":::KITLOG " in line]
+    return kitlogs.harness(*args, env={"OMP_NUM_THREADS": "1"}, timeout=timeout)
 
 
 def run_model(framework: str, name: str, *extra: str) -> list[dict]:
