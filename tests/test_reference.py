@@ -1014,3 +1014,24 @@ def test_perf_models_publisher_methods_give_the_published_figures(published, tmp
     tolerance = 1e-5 if cmd.impl.name == "ngc-pytorch-bert" else entry["rel_tol"]
     assert figures["publisher"] == pytest.approx(entry["published"], rel=tolerance)
     assert figures["kit"] > 0
+
+
+def test_every_kit_script_a_program_runs_is_its_own_and_staged_to_hosts():
+    """A file of scripts/ that a program's command names (a driver; a patch its work copy applies) is in its
+    Program.scripts, and so in what every host is given (SCRIPT_FILES); each exists."""
+    from kit.config import programs
+    from kit.config.suites import available, load_suite
+    from kit.run.command import SCRIPT_FILES
+
+    jobs = {c.ref_job() for name in available() for c in load_suite(name).cases if c.impl == "reference"}
+    named: dict[str, set[str]] = {}
+    for job in sorted(jobs, key=repr):
+        cmd = build(job, Cluster(0, tuple(f"h{i}" for i in range(job.nodes))), scripts_dir="/S")
+        prog = programs.program(cmd.impl)
+        used = {a.removeprefix("/S/") for a in cmd.argv if a.startswith("/S/")}
+        used |= {cmd.patch, *cmd.add} - {None} if cmd.work_copy else set()
+        named.setdefault(cmd.impl.name, set()).update(used)
+        assert used <= set(prog.scripts), (job, used - set(prog.scripts))
+    assert named["fleetx"] == {"fleetx/vgg16_benchmark.py"} and named["plsc"] >= {"plsc/train.py"}
+    for prog in programs.PROGRAMS.values():
+        assert set(prog.scripts) <= set(SCRIPT_FILES) and all((SCRIPTS / s).is_file() for s in prog.scripts)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kit import REPO_ROOT
-from kit.config import reference
+from kit.config import programs, reference
 from kit.config.cases import Case
 from kit.config.runtimes import DOCKER, ContainerRun, ContainerRuntime, Mount
 from kit.config.runtimes.base import MEMLOCK_ULIMIT, STACK_ULIMIT
@@ -158,10 +158,10 @@ SAMPLER = "telemetry/gpu_sampler.py"  # relative to scripts/: samples the GPUs b
 # exact at any rate, clocks and throttle reasons hold for seconds; a CPU run keeping every core busy lost 1.7% of its
 # figure beside a sampler at 100 ms, 0.9% at 200 ms (make bench-telemetry; docs/measurement.md, "Why 200 ms")
 SAMPLE_INTERVAL_MS = 200
-# what a host needs from scripts/ to run every published program (staged to <work_dir>/kit-scripts)
-# (and the pinned trees' listings, the import placeholders)
-SCRIPT_FILES = (LAUNCHER, "reference/code_state.py", "reference/saved_programs.py", reference.PLSC_PATCH,
-                "plsc/train.py", "fleetx/vgg16_benchmark.py",
+# what a host needs from scripts/ to run every published program (staged to <work_dir>/kit-scripts): the launcher,
+# what judges a checkout, each program's own scripts, the pinned trees' listings and the import placeholders
+SCRIPT_FILES = (LAUNCHER, "reference/code_state.py",
+                *sorted({s for p in programs.PROGRAMS.values() for s in p.scripts}),
                 *sorted(p.relative_to(SCRIPTS).as_posix() for folder in ("trees", "placeholders")
                         for p in (SCRIPTS / "reference" / folder).rglob("*")
                         if p.is_file() and "__pycache__" not in p.parts))

@@ -160,6 +160,9 @@ class Program:
     one_node_only: str | None = None  # why it runs on one node only: the recorded logs of more nodes give no command
     output_flags: tuple[str, ...] = ()  # flags naming what it writes besides its output (collected by the kit)
     work_copy: WorkCopy | None = None
+    # the kit's own files under scripts/ its commands run besides the launcher (drivers, patches, their helpers):
+    # staged to every host that may run it (kit.run.command.SCRIPT_FILES)
+    scripts: tuple[str, ...] = ()
 
     def recipe(self, job: RefJob, cluster: Cluster, data_dir: str | None,
                scripts_dir: str) -> tuple[list[str], dict[str, str]]:

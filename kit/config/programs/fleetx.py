@@ -7,6 +7,7 @@ from kit.results.extract import Method
 
 
 class FleetX(Program):
+    scripts = ("fleetx/vgg16_benchmark.py", "reference/saved_programs.py")  # its driver, and what checks the staged
     impl = Impl(
         "fleetx", "paddle", "vgg16", "FleetX VGG16 (fleet collective)", "fleetx", "FleetX", "python", "fleetx-vgg",
         "PaddlePaddle/FleetX benchmark/paddle/vgg_benchmark.py (strategy), scripts/fleetx/vgg16_benchmark.py",

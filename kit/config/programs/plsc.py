@@ -28,6 +28,7 @@ class PLSC(Program):
         needs_fluid=True, fluid_gone=(2, 5))
     # its patched work copy is the run's evidence, checkpoint-free: the patch ends it before its pass saves
     work_copy = WorkCopy("plsc-patched", PLSC_PATCH, ("plsc/train.py",))
+    scripts = (PLSC_PATCH, "plsc/train.py")
 
     def recipe(self, job: RefJob, cluster: Cluster, data_dir: str | None,
                scripts_dir: str) -> tuple[list[str], dict[str, str]]:
