@@ -165,29 +165,31 @@ def test_the_dry_run_prints_its_plan_first_then_runs_loader_suite_program_in_ord
     got = windows(work / "1-loader")
     assert got[0]["kind"] == "start" and got[0]["device"] == "cpu" and got[0]["batch_size"] == 4
     timed = [w for w in got if w["kind"] in ("synthetic", "real")]
-    pairs = len(timed) // 2  # 3 asked; a loaded machine fits fewer in the stage's time (its loader's two processes)
-    assert pairs >= 2 and [w["kind"] for w in timed] == (["synthetic", "real", "real", "synthetic"] * 2)[: 2 * pairs]
+    pairs = len(timed) // 2  # 3 asked; a loaded machine fits fewer in the stage's time (on a loaded CI host: none)
+    assert [w["kind"] for w in timed][: 2 * pairs] == (["synthetic", "real", "real", "synthetic"] * 2)[: 2 * pairs]
     assert all(w["images"] == 12 and w["images_per_sec"] == pytest.approx(12 / w["seconds"], rel=1e-3, abs=5e-4)
                for w in timed)  # written with 3 decimals: on a loaded host a window can be 0.14 images/s
     real = by_what["resnet50 bs4 amp-nhwc: real JPEGs (torchvision) / synthetic, windows of one process"]
-    median = gpu_stages.stats.median
-    ratio = median([w["images_per_sec"] for w in timed if w["kind"] == "real"]) / median(
-        [w["images_per_sec"] for w in timed if w["kind"] == "synthetic"])
-    assert real[2] == f"{ratio:.3f}" and real[3] == ">= 0.9" and f"runs {pairs} / {pairs}" in real[5]
-    assert real[4] in ("met", "missed", "inconclusive")
-    (counts,) = [w for w in got if w["kind"] == "counters"]
-    # one decode call a batch (all JPEGs the twin's stand-in decodes but the CMYK ones), none refused
-    assert counts["refused_batches"] == 0 and 0 < counts["decode_calls"] <= counts["decoded_batches"]
-    assert counts["decoded_batches"] >= counts["batches"]  # and those decoded ahead
-    assert (f"{counts['decode_calls']} decode calls for {counts['decoded_batches']} batches decoded "
-            f"({counts['batches']} taken)") in real[5]
-    alone = by_what["resnet50 bs4 amp-nhwc: the loader alone (torchvision) / synthetic training"]
-    assert alone[3] == ">= 1.5" and (re.search(rf"runs [1-3] / {pairs};", alone[5]) or (
-        alone[4] == gpu_stages.stats.INCONCLUSIVE and "no loader-alone window" in alone[5])), alone
+    assert measured_or_out_of_time(real), real
+    if pairs:  # what a pair of windows gives (a host loaded past fitting one in the stage says so above)
+        median = gpu_stages.stats.median
+        ratio = median([w["images_per_sec"] for w in timed if w["kind"] == "real"]) / median(
+            [w["images_per_sec"] for w in timed if w["kind"] == "synthetic"])
+        assert real[2] == f"{ratio:.3f}" and real[3] == ">= 0.9" and f"runs {pairs} / {pairs}" in real[5]
+        assert real[4] in ("met", "missed", "inconclusive")
+        (counts,) = [w for w in got if w["kind"] == "counters"]
+        # one decode call a batch (all JPEGs the twin's stand-in decodes but the CMYK ones), none refused
+        assert counts["refused_batches"] == 0 and 0 < counts["decode_calls"] <= counts["decoded_batches"]
+        assert counts["decoded_batches"] >= counts["batches"]  # and those decoded ahead
+        assert (f"{counts['decode_calls']} decode calls for {counts['decoded_batches']} batches decoded "
+                f"({counts['batches']} taken)") in real[5]
+        alone = by_what["resnet50 bs4 amp-nhwc: the loader alone (torchvision) / synthetic training"]
+        assert alone[3] == ">= 1.5" and (re.search(rf"runs [1-3] / {pairs};", alone[5]) or (
+            alone[4] == gpu_stages.stats.INCONCLUSIVE and "no loader-alone window" in alone[5])), alone
+        log = (work / "1-loader" / "harness.log").read_text()
+        assert log.count('"event": "run_stop"') >= len(timed) + 1  # the harness's own loop, every window's lines
     skipped = by_what["resnet50 bs4 amp-nhwc: real JPEGs (nvimgcodec) / synthetic, windows of one process"]
     assert skipped[4] == "skipped" and "the CPU twin decodes with Pillow" in skipped[5]
-    log = (work / "1-loader" / "harness.log").read_text()
-    assert log.count('"event": "run_stop"') >= len(timed) + 1  # the harness's own loop, every window's lines kept
 
     # stage 2: the suite, bundled and verified; this CPU venv has no torchvision: the yardstick's first process
     # says so and the setting is not started again; the stand-in nvidia-smi names an H100, so the H100 target
