@@ -175,16 +175,20 @@ def test_the_dry_run_prints_its_plan_first_then_runs_loader_suite_program_in_ord
         median = gpu_stages.stats.median
         ratio = median([w["images_per_sec"] for w in timed if w["kind"] == "real"]) / median(
             [w["images_per_sec"] for w in timed if w["kind"] == "synthetic"])
-        assert real[2] == f"{ratio:.3f}" and real[3] == ">= 0.9" and f"runs {pairs} / {pairs}" in real[5]
+        kinds = [w["kind"] for w in timed]  # a stage that ends mid-pair leaves one window more of one kind
+        assert real[2] == f"{ratio:.3f}" and real[3] == ">= 0.9"
+        assert f"runs {kinds.count('real')} / {kinds.count('synthetic')}" in real[5], real
         assert real[4] in ("met", "missed", "inconclusive")
-        (counts,) = [w for w in got if w["kind"] == "counters"]
-        # one decode call a batch (all JPEGs the twin's stand-in decodes but the CMYK ones), none refused
-        assert counts["refused_batches"] == 0 and 0 < counts["decode_calls"] <= counts["decoded_batches"]
-        assert counts["decoded_batches"] >= counts["batches"]  # and those decoded ahead
-        assert (f"{counts['decode_calls']} decode calls for {counts['decoded_batches']} batches decoded "
-                f"({counts['batches']} taken)") in real[5]
+        counters = [w for w in got if w["kind"] == "counters"]
+        for counts in counters:  # written when the decoder's windows end (the stage's timeout may come first)
+            # one decode call a batch (all JPEGs the twin's stand-in decodes but the CMYK ones), none refused
+            assert counts["refused_batches"] == 0 and 0 < counts["decode_calls"] <= counts["decoded_batches"]
+            assert counts["decoded_batches"] >= counts["batches"]  # and those decoded ahead
+            assert (f"{counts['decode_calls']} decode calls for {counts['decoded_batches']} batches decoded "
+                    f"({counts['batches']} taken)") in real[5]
+        assert len(counters) == 1 or (not counters and "no counters (the process ended first)" in real[5]), real
         alone = by_what["resnet50 bs4 amp-nhwc: the loader alone (torchvision) / synthetic training"]
-        assert alone[3] == ">= 1.5" and (re.search(rf"runs [1-3] / {pairs};", alone[5]) or (
+        assert alone[3] == ">= 1.5" and (re.search(rf"runs [1-3] / {kinds.count('synthetic')};", alone[5]) or (
             alone[4] == gpu_stages.stats.INCONCLUSIVE and "no loader-alone window" in alone[5])), alone
         log = (work / "1-loader" / "harness.log").read_text()
         assert log.count('"event": "run_stop"') >= len(timed) + 1  # the harness's own loop, every window's lines
