@@ -10,7 +10,6 @@ under the model-code root (KIT_MODEL_CODE, else the images' /opt/models).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -74,9 +73,9 @@ def saved_program_records(case: Case, root: str) -> list[tuple[str, str]]:
     return [(s.name, f"{root.rstrip('/')}/{SAVED_PROGRAMS_DIR}/{s.into}/{s.name}.json") for s in impl.saved_programs]
 
 
-def missing_saved(case: Case, root: str, found: Callable[[str], bool] = os.path.isfile) -> str | None:
+def missing_saved(case: Case, root: str) -> str | None:
     """Why the case's program cannot run from this root (a saved program it loads is not staged there), or None."""
-    absent = [(name, where) for name, where in saved_program_records(case, root) if not found(where)]
+    absent = [(name, where) for name, where in saved_program_records(case, root) if not Path(where).is_file()]
     if not absent:
         return None
     impl = reference.implementation(case.framework, case.model)
