@@ -7,13 +7,14 @@ then timed windows alternating on it: synthetic batch, real JPEGs through the gp
         [--decoders torchvision,nvimgcodec] [--budget-s 70] [--log FILE]
 
 The backend (model, AMP, channels-last, Trainer) is built by the harness's own code (scripts/harness: cli.prepare,
-train.BACKENDS), each window timed by its own loop (train.timed_loop: each step between two device
-synchronisations): --window-warmup untimed steps first (the loader's prefetched batches drained, so a window times
-its steady rate, not its queue), then --window-steps timed ones. The real windows read the list through
-loader_gpu.DeviceImageLoader (decoder torchvision, then nvimgcodec where it imports; on a CPU, the loader's CPU
-twin and the harness's CPU backend), handed over by feed.loader_batches as train.py does. Pairs alternate in ABBA
-order so that drift hits both sides; after a decoder's pairs, --loader-windows windows of the loader alone
-(train.time_batches: batches taken and synchronised, no training step).
+train.BACKENDS; --lr 0.001 rather than the harness's 0.1 x B/256, at which alternating batches diverge: STABLE_LR),
+each window timed by its own loop (train.timed_loop: each step between two device synchronisations): --window-warmup
+untimed steps first (the loader's prefetched batches drained, so a window times its steady rate, not its queue), then
+--window-steps timed ones. The real windows read the list through loader_gpu.DeviceImageLoader (decoder torchvision,
+then nvimgcodec where it imports; on a CPU, the loader's CPU twin and the harness's CPU backend), handed over by
+feed.loader_batches as train.py does. Pairs alternate in ABBA order so that drift hits both sides; after a decoder's
+pairs, --loader-windows windows of the loader alone (train.time_batches: batches taken and synchronised, no training
+step).
 
 Why one process: real / synthetic is the loader's cost to the same trainer, model, cuDNN algorithms and clocks,
 so a process's start-up differences cancel in the ratio; the kit's noise rule (kit.results.stats.ratio_check) is
@@ -50,6 +51,11 @@ import train  # noqa: E402
 from cli import prepare  # noqa: E402
 
 DECODERS = ("torchvision", "nvimgcodec")
+# A step's work does not depend on the learning rate's value. At the harness's 0.1 x B/256, windows alternating one
+# synthetic batch (learnt by heart) with real JPEGs diverged on the H200 (2026-12-04: loss 7.8 -> 66 in the first
+# real window, NaN in the next synthetic one, and every window after): windows of one process need a rate that
+# stays finite whatever the order of the batches.
+STABLE_LR = 0.001
 # the shape on a CPU (the dry run): the harness's CPU preset of bench/harness_overhead.py, a little smaller
 CPU_SHAPE = {"batch_size": 4, "image_size": 64}
 
@@ -70,6 +76,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup-steps", type=int, default=10, help="synthetic steps once, before any window")
     p.add_argument("--loader-windows", type=int, default=3, help="windows of the loader alone per decoder")
     p.add_argument("--decoders", default=",".join(DECODERS))
+    p.add_argument("--lr", type=float, default=STABLE_LR, help=f"learning rate (default {STABLE_LR}: see above)")
     p.add_argument("--budget-s", type=float, default=600)
     p.add_argument("--log", type=Path, default=None, help="the harness's KITLOG lines (default: discarded)")
     a = p.parse_args(argv)
@@ -95,7 +102,7 @@ def harness(a: argparse.Namespace):
     args, dist = prepare(["--framework", "torch", "--model", a.model, "--precision", a.precision,
                           "--layout", a.layout, "--batch-size", str(a.batch_size), "--image-size", str(a.image_size),
                           "--device", a.device, "--warmup-steps", str(a.window_warmup),
-                          "--measure-steps", str(a.window_steps), "--input-probe-steps", "0"])
+                          "--measure-steps", str(a.window_steps), "--input-probe-steps", "0", "--lr", str(a.lr)])
     backend = train.BACKENDS["torch"](args, dist, args.threads or train.default_threads(dist.local_world_size))
     return args, dist, backend
 
