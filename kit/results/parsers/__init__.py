@@ -101,6 +101,14 @@ def get_format(name: str) -> LogFormat:
         raise UnknownFormat(f"unknown format {name!r}; known: auto, {', '.join(FORMATS)}") from None
 
 
+def _detect(text: str) -> LogFormat | None:
+    """The highest-priority format with a throughput line in TEXT; first the harness's log, whatever else it holds
+    (read by its one reader, harnesslog)."""
+    if ":::KITLOG" in text:
+        return FORMATS["kitlog"]
+    return next((candidate for candidate in _BY_PRIORITY if candidate.detect(text)), None)
+
+
 # --format auto reads the log's first DETECT_HEADS characters (cut at a line's end) first: a format detected
 # there is the log's format, without scanning megabytes for every other format's markers (a log whose heads
 # hold no throughput line of any format is searched whole). Only a log holding lines of two formats, the
@@ -109,20 +117,14 @@ DETECT_HEADS = (64 << 10, 256 << 10, 1 << 20, 4 << 20)  # each tried in turn: th
 
 
 def detect_format(text: str, path: str | Path) -> LogFormat:
-    if ":::KITLOG" in text:  # the harness's log, whatever else it holds: read by its one reader (harnesslog)
-        return FORMATS["kitlog"]
     for size in DETECT_HEADS:
         if len(text) <= size:
             break
         cut = text.rfind("\n", 0, size) + 1
-        if cut:
-            head = text[:cut]
-            for candidate in _BY_PRIORITY:
-                if candidate.detect(head):
-                    return candidate
-    for candidate in _BY_PRIORITY:  # the first hit is the highest-priority candidate
-        if candidate.detect(text):
-            return candidate
+        if cut and (found := _detect(text[:cut])) is not None:
+            return found
+    if (found := _detect(text)) is not None:
+        return found
     raise ParseError(path, f"no throughput line of any known format ({', '.join(FORMATS)})")
 
 
