@@ -55,6 +55,19 @@ def recorded_clean(run_dir) -> None:
         sidecar.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
+def made_by_this_kit(run_dir) -> None:
+    """DERIVED: run.json of a recorded run stamped as this kit writes a run now: the rule set it is judged by
+    (rules_version) and this kit's commit, so that kit bundle judges it by the newest rules and refuses, rather
+    than rebuilds, a derived file that differs."""
+    from kit.core.files import CURRENT_RULES
+    from kit.core.revision import source_revision
+
+    path = Path(run_dir) / "run.json"
+    meta = json.loads(path.read_text())
+    meta.update(rules_version=CURRENT_RULES, kit_commit=source_revision())
+    path.write_text(json.dumps(meta, indent=2) + "\n")
+
+
 def harness_log(framework: str, model: str, step_seconds: list[float], global_batch: int, precision: str = "fp32",
                 start_ms: int = 1_795_000_000_000) -> str:
     """A log in the harness's grammar (kit.results.parsers.harnesslog) whose steps took STEP_SECONDS: run_start, no

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kitlogs import recorded_clean, without_the_nan_repeat
+from kitlogs import made_by_this_kit, recorded_clean, without_the_nan_repeat
 
 from kit.audit import bundle as bd
 from kit.audit.verify import verify
@@ -60,6 +60,7 @@ def sampled_run(tmp_path) -> Path:
     shutil.copytree(VISIT / "dle", run_dir)
     recorded_clean(run_dir)  # its DLE records predate model_code_state (kitlogs.recorded_clean: DERIVED)
     without_the_nan_repeat(run_dir)  # DERIVED: its program repeat 2 trained on NaN and gives no figure
+    made_by_this_kit(run_dir)  # DERIVED: judged as a run of this kit
     for log in sorted((run_dir / "logs").rglob("*.log")):
         start, end = span(log)
         (cut_smi if "ngc-pytorch" in log.parts else cut_nvml)(start, end, log.with_name(telemetry_name(log.name)))

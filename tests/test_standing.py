@@ -90,11 +90,12 @@ def test_the_terminal_answer_starts_with_one_row_per_case(capsys):
 def sampled(tmp_path) -> Path:
     """The DLE run directory with each run's real samples beside its log (cut from the visit's recording, as
     tests/test_gpu_telemetry_report.py does) and its report made again: harness run 1 throttled 9% (sw_power_cap)."""
-    from kitlogs import recorded_clean, without_the_nan_repeat
+    from kitlogs import made_by_this_kit, recorded_clean, without_the_nan_repeat
     run_dir = tmp_path / "run"
     shutil.copytree(VISIT / "dle", run_dir)
     recorded_clean(run_dir)
     without_the_nan_repeat(run_dir)
+    made_by_this_kit(run_dir)  # DERIVED: judged as a run of this kit
     for log in sorted((run_dir / "logs").rglob("*.log")):
         start, end = span(log)
         (cut_smi if "ngc-pytorch" in log.parts else cut_nvml)(start, end, log.with_name(telemetry_name(log.name)))

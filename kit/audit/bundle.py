@@ -39,7 +39,7 @@ from pathlib import Path
 from kit import REPO_ROOT, __version__
 from kit.audit.commands import recorded_commands
 from kit.audit.redact import redact_text
-from kit.audit.rules.engine import newest
+from kit.audit.rules.engine import rules_of_run
 from kit.audit.unpack import (  # noqa: F401  (re-exported: the bundle's reader)
     MANIFEST,
     MAX_RATIO,
@@ -230,12 +230,12 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
     if not has_run_meta(run_dir) or not (run_dir / "logs").is_dir():
         raise BundleError(f"{run_dir}: not a run directory (needs run.json and logs/)")
     out = output_path(Path(out) if out else run_dir.parent / f"{run_dir.name}.bundle.tar.gz", run_dir, force)
-    rules_version = rules_version or newest()
     pins_file = pins_file or REPO_ROOT / "docker" / "pins.yaml"
     try:
         meta = read_run_meta(run_dir)
     except InputError as exc:
         raise BundleError(str(exc)) from None
+    rules_version = rules_version or rules_of_run(meta)[0]
     if is_busy(run_dir):
         raise BundleError(f"{run_dir}: a kit process still writes it ({holder(run_dir)}); bundle it when it ends")
     if not has_results(run_dir):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kit.config import programs, reference
 from kit.config.cases import Case, Suite
+from kit.config.expansion import as_expanded_then
 from kit.config.suites import load_suite
 from kit.core.inputs import InputError, KitError, parse_json
 from kit.core.layout import RunLog, run_folder
@@ -88,7 +89,7 @@ class Evidence:
         """suite.yaml as this kit expands it (rule set v8 holds run.json's expanded_suite, what the report was
         written from, equal to it: suite_expansion_recorded)."""
         try:
-            return load_suite(self.root / "suite.yaml")
+            return as_expanded_then(load_suite(self.root / "suite.yaml"), self.meta)
         except READ_ERRORS as exc:
             self.problems.append(("suite.yaml", str(exc)))
             return None

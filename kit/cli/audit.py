@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from kit.config import settings
@@ -65,20 +68,41 @@ def _system_names(args: argparse.Namespace) -> tuple[str | None, str | None]:
 
 
 DERIVED_RULES = ("results_recomputed", "report_recomputed", "derived_files_recomputed")  # what `kit report` rewrites
+DERIVED_FILES = ("report.md", "report.html", "results.json", "results.csv")  # and every plot (*.png) beside them
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
     from kit.audit.bundle import make_bundle
+    from kit.audit.rules.engine import newest, rules_of_run
     from kit.audit.verify import verify
+    from kit.core.rundir import read_run_meta
 
     try:
         submitter, system_name = _system_names(args)
-        out = make_bundle(args.run_dir, args.out, sign_key=args.sign_key, submitter=submitter,
-                          system_name=system_name, claims=args.claims, force=args.force)
+        meta = read_run_meta(args.run_dir, missing_ok=True) or {}
+        rules, why = rules_of_run(meta)
+
+        def bundle(run_dir: Path) -> Path:
+            return make_bundle(run_dir, args.out, sign_key=args.sign_key, submitter=submitter,
+                               system_name=system_name, claims=args.claims, force=args.force or run_dir != args.run_dir,
+                               rules_version=rules)
+
+        out = bundle(args.run_dir)
+        result = verify(out, rules_version=rules)  # a bundle that would not verify is reported at once
+        stale = sorted({v.where.split(":")[0] for v in result.violations if v.rule in DERIVED_RULES})
+        if stale and not _made_by_this_kit(meta):  # what is derived is written again from the logs, in a copy
+            with tempfile.TemporaryDirectory(prefix="kit-bundle-rebuilt-") as tmp:
+                out = bundle(_rebuilt(args.run_dir, Path(tmp)))
+            result = verify(out, rules_version=rules)
+            print(printable(f"kit bundle: {', '.join(stale)} differed from what this kit writes from the run's logs "
+                            "(an earlier kit's, or edited): the bundle holds them as this kit writes them (report, "
+                            "results, plots); the run directory keeps its own"), file=sys.stderr)
     except (KitError, InputError, OSError) as exc:
         print(printable(f"kit bundle: {exc}"), file=sys.stderr)
         return EXIT_BAD_INPUT
-    result = verify(out)  # a bundle that would not verify is reported at once, not by the auditor
+    if rules != newest():
+        print(printable(f"kit bundle: its records judged by rule set {rules}, {why}; an auditor judges it so with "
+                        f"`kit verify --rules {rules} {out}`"), file=sys.stderr)
     size = out.stat().st_size
     print(printable(f"{out}  ({size / 2**20:.2f} MiB, {result.files} files, signature: {result.signature.state})"))
     if not result.ok:
@@ -91,6 +115,44 @@ def cmd_bundle(args: argparse.Namespace) -> int:
                             "from the logs; then bundle it (--force to replace this bundle)"), file=sys.stderr)
         return EXIT_MISMATCH
     return EXIT_OK
+
+
+def _made_by_this_kit(meta: dict) -> bool:
+    """The run was made at this kit's commit: a derived file that differs was edited, and is not rebuilt."""
+    from kit.core.revision import source_revision
+
+    made = meta.get("kit_commit")
+    return isinstance(made, dict) and made.get("commit") is not None and made.get("commit") == \
+        source_revision().get("commit")
+
+
+def _rebuilt(run_dir: Path, tmp: Path) -> Path:
+    """A copy of RUN_DIR under TMP, its raw records linked (copied where links cannot be made), its report,
+    results and plots written by this kit from the logs as `kit report` writes them; RUN_DIR is only read."""
+    from kit.core.runlock import LOCK_NAME
+    from kit.results import html
+    from kit.results.parsers import harnesslog
+    from kit.run.bench import compose_report
+    from kit.run.frozen import run_suite
+
+    top = Path(run_dir).resolve()
+
+    def derived(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if Path(folder).resolve() == top and (
+            n in DERIVED_FILES or n == LOCK_NAME or n.endswith(".png"))]
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    copy = tmp / top.name
+    shutil.copytree(top, copy, symlinks=True, ignore=derived, copy_function=link)
+    suite, _source = run_suite(copy)
+    with harnesslog.cached():
+        html.write_report_files(compose_report(copy, suite), copy)
+    return copy
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -3,12 +3,28 @@ report from the cases the run expanded (kit.audit.evidence) and holds them to su
 
 from __future__ import annotations
 
-from dataclasses import fields
+import datetime as dt
+from dataclasses import fields, replace
 from pathlib import Path
 
 from kit.config.cases import Case, Reference, Suite
 
 FROZEN_KEY = "expanded_suite"
+# 65bb517 made nhwc the layout of the convnets under autocast on GPU suites: suites before it had no layout and
+# ran every case nchw
+NHWC_DEFAULT_SINCE = dt.datetime(2026, 11, 26, 19, 16, 26, tzinfo=dt.UTC)
+
+
+def as_expanded_then(suite: Suite, meta: dict) -> Suite:
+    """SUITE (suite.yaml as this kit expands it) as the kit that made the run expanded it, for a run.json without
+    expanded_suite (runs before 2026-12-01): a run started before NHWC_DEFAULT_SINCE ran every case nchw."""
+    try:
+        started = dt.datetime.fromisoformat(meta.get("started"))
+    except (TypeError, ValueError):
+        return suite
+    if FROZEN_KEY in meta or started.tzinfo is None or started >= NHWC_DEFAULT_SINCE:
+        return suite
+    return replace(suite, cases=[replace(c, layout="nchw") for c in suite.cases])
 
 
 def freeze(suite: Suite) -> dict:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.config.cases import Suite
-from kit.config.expansion import FROZEN_KEY, thaw
+from kit.config.expansion import FROZEN_KEY, as_expanded_then, thaw
 from kit.config.suites import load_suite
 from kit.core.inputs import InputError, KitError
 from kit.core.layout import find_logs
@@ -37,13 +37,14 @@ def run_meta(run_dir: Path) -> dict:
 def run_suite(run_dir: Path) -> tuple[Suite, str]:
     """The run's suite: its frozen expansion where run.json has one, else suite.yaml expanded today; and which."""
     run_dir = Path(run_dir)
-    frozen = run_meta(run_dir).get(FROZEN_KEY)
+    meta = run_meta(run_dir)
+    frozen = meta.get(FROZEN_KEY)
     if isinstance(frozen, dict):
         try:
             return thaw(frozen, run_dir / "suite.yaml"), "frozen"
         except (KeyError, TypeError, ValueError):
             pass  # a kit whose cases changed shape: suite.yaml as today's kit expands it (said by the caller)
-    return load_suite(run_dir / "suite.yaml"), "suite.yaml"
+    return as_expanded_then(load_suite(run_dir / "suite.yaml"), meta), "suite.yaml"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from kit.config.cases import Suite
 from kit.config.suites import load_suite, posing_as_builtin
 from kit.core import rundir, runlock
 from kit.core.catalogue import contract, harness_sha256
+from kit.core.files import CURRENT_RULES
 from kit.core.inputs import InputError, KitError
 from kit.core.layout import RunLog, classify, sidecar_name, telemetry_name
 from kit.core.revision import source_revision
@@ -262,6 +263,7 @@ def open_run_meta(run_dir: Path, suite: Suite, **fields) -> dict:
         return read_run_meta(run_dir)
     return {
         "kit_version": __version__,
+        "rules_version": CURRENT_RULES,  # the rule set kit bundle judges this run's records by
         "suite": suite.name,
         "suite_sha256": hashlib.sha256((Path(run_dir) / "suite.yaml").read_bytes()).hexdigest(),
         "harness_sha256": harness_sha256(),

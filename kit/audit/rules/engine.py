@@ -24,6 +24,7 @@ A rule set names each predicate's version, so a later version of a predicate nev
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 
@@ -50,6 +51,41 @@ def versions() -> list[str]:
 
 def newest() -> str:
     return versions()[-1]
+
+
+# when each set entered the kit (the commit that added it): a run whose run.json names no set (made before runs
+# recorded rules_version) is judged by the set current when it started
+INTRODUCED = {"v1": "2026-11-24T02:48:42+00:00", "v2": "2026-11-28T02:59:22+00:00",
+              "v3": "2026-11-28T03:22:48+00:00", "v4": "2026-11-28T05:43:58+00:00",
+              "v5": "2026-11-28T08:16:06+00:00", "v6": "2026-11-28T20:11:17+00:00",
+              "v7": "2026-12-01T18:02:16+00:00", "v8": "2026-12-01T20:19:46+00:00"}
+
+
+def rules_of_run(meta: dict) -> tuple[str, str]:
+    """(the rule set a run's records are judged by, why): the one its run.json records (rules_version), else the
+    one current when it started (run.json started, by INTRODUCED), else the newest."""
+    named = meta.get("rules_version")
+    if named is not None:
+        if isinstance(named, str) and named in versions():
+            return named, "the set run.json records the run was made under"
+        return newest(), f"run.json names rule set {str(named)[:40]!r}, which this kit does not carry: the newest"
+    started = _instant(meta.get("started"))
+    if started is not None:
+        then = [v for v in versions() if v in INTRODUCED and _instant(INTRODUCED[v]) <= started]
+        if then:
+            return then[-1], (f"the set current when the run started ({meta['started']}); its run.json names none, "
+                              "as runs of kits before 2026-12-04 do")
+    return newest(), "the newest: run.json names no set and no start time"
+
+
+def _instant(value) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
 
 
 def load_rules(version: str | None = None) -> list[Rule]:
