@@ -58,7 +58,7 @@ def test_a_suite_expanded_before_the_nhwc_default_reads_as_it_ran(tmp_path):
     assert [c.key for c in then.cases] == ["torch/resnet50/bz256/1n1g/fp32", "torch/resnet50/bz256/1n1g/amp",
                                             "torch/vgg16/bz128/1n1g/amp", "torch/arcface/bz128/1n1g/fp32"]
     for meta in ({"started": "2026-11-26T19:16:26+00:00"}, {"started": "2026-11-25T00:00:00+00:00", FROZEN_KEY: {}},
-                 {"started": None}, {}):
+                 {"started": "2026-11-25T00:00:00+00:00", "rules_version": "v8"}, {"started": None}, {}):
         assert as_expanded_then(suite, meta) is suite
 
 

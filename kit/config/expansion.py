@@ -17,12 +17,13 @@ NHWC_DEFAULT_SINCE = dt.datetime(2026, 11, 26, 19, 16, 26, tzinfo=dt.UTC)
 
 def as_expanded_then(suite: Suite, meta: dict) -> Suite:
     """SUITE (suite.yaml as this kit expands it) as the kit that made the run expanded it, for a run.json without
-    expanded_suite (runs before 2026-12-01): a run started before NHWC_DEFAULT_SINCE ran every case nchw."""
+    expanded_suite (runs before 2026-12-01; one recording rules_version is a later kit's): a run started before
+    NHWC_DEFAULT_SINCE ran every case nchw."""
     try:
         started = dt.datetime.fromisoformat(meta.get("started"))
     except (TypeError, ValueError):
         return suite
-    if FROZEN_KEY in meta or started.tzinfo is None or started >= NHWC_DEFAULT_SINCE:
+    if FROZEN_KEY in meta or "rules_version" in meta or started.tzinfo is None or started >= NHWC_DEFAULT_SINCE:
         return suite
     return replace(suite, cases=[replace(c, layout="nchw") for c in suite.cases])
 
