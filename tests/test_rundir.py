@@ -1,6 +1,7 @@
-"""run.json, results.json and the programs' command records have one reader each (kit/core/rundir.py): no other
-module of the kit opens them by name or globs for the records (the audit's evidence aside, which judges a bundle's
-copies rule by rule), and a run.json of the wrong shape is one error naming the file and the key."""
+"""run.json, results.json, the programs' command records and the hosts' captures have one reader each
+(kit/core/rundir.py): no other module of the kit opens them by name or globs for the records (the audit's evidence
+aside, which judges a bundle's copies rule by rule), and a run.json of the wrong shape is one error naming the file
+and the key."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from kit.core.rundir import read_run_meta, run_entries, save_run_meta
 # rules and reproduction check (each judges a bundle's copy on its own terms)
 ALLOWED = {"kit/core/rundir.py", "kit/core/files.py", "kit/audit/evidence.py", "kit/audit/pair.py"}
 AUDIT_RULES = "kit/audit/rules/"
-NAMES = ("run.json", "results.json")
+NAMES = ("run.json", "results.json", "capture.json")
 
 
 def path_uses(tree: ast.AST) -> list[int]:
-    """Lines where run.json or results.json is made into a path (joined with /, passed to Path(), joinpath() or
-    open()), or command records are globbed for (SIDECAR_SUFFIX in a glob)."""
+    """Lines where run.json, results.json or a host's capture.json is made into a path (joined with /, passed to
+    Path(), joinpath() or open()), or command records or captures are globbed for (in a glob's pattern)."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
@@ -31,7 +32,8 @@ def path_uses(tree: ast.AST) -> list[int]:
         elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("Path", "joinpath", "open"):
             parts = tuple(node.args)
         elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("glob", "rglob"):
-            found += [node.lineno] if "SIDECAR_SUFFIX" in ast.unparse(node) or ".cmd.json" in ast.unparse(node) else []
+            found += [node.lineno] if any(k in ast.unparse(node) for k in ("SIDECAR_SUFFIX", ".cmd.json", "capture.json")
+                                          ) else []
             continue
         else:
             continue
@@ -49,7 +51,8 @@ def test_no_module_but_the_reader_opens_run_json():
     assert offenders == [], f"read or write these records through kit.core.rundir: {offenders}"
     # the scan finds what it looks for
     assert path_uses(ast.parse('p = run_dir / "run.json"\nq = Path(d, "results.json")\nr = d.joinpath("run.json")\n'
-                               'for s in logs.rglob("*" + SIDECAR_SUFFIX): pass')) == [1, 2, 3, 4]
+                               'for s in logs.rglob("*" + SIDECAR_SUFFIX): pass\nc = env / h / "capture.json"\n'
+                               'e = env.glob("*/capture.json")')) == [1, 2, 3, 4, 5, 6]
 
 
 @pytest.mark.parametrize("text, said", [

@@ -28,8 +28,7 @@ from pathlib import Path
 
 from kit.cli.common import UsageError, progress_console
 from kit.core.inputs import InputError, KitError, parse_json, read_json_object
-from kit.core.layout import host_captures
-from kit.core.rundir import read_results, read_run_meta, run_entries
+from kit.core.rundir import host_captures, read_results, read_run_meta, run_entries
 
 
 def add_parser(sub) -> None:

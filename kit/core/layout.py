@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 
 from kit.core.catalogue import contract
-from kit.core.inputs import parse_json
 
 # ASCII digits only: \d and int() also take other scripts' digits, so '_٤' would be a fourth repeat
 CASE_DIR = re.compile(r"^(?P<nodes>\d+)n(?P<gpus>\d+)g$", re.ASCII)
@@ -203,22 +202,3 @@ def find_logs(root: Path) -> tuple[list[RunLog], list[Stray]]:
             (logs if isinstance(found, RunLog) else strays).append(found)
     logs.sort(key=lambda r: (r.group, r.nodes, r.gpus_per_node, r.run))
     return logs, strays
-
-
-def host_captures(run_dir: Path) -> dict[str, dict]:
-    """{host: its capture} of a run (env/<host>/capture.json: check-env's record of its hardware), in host order;
-    one that does not read as a JSON object is left out (kit verify names it: environment_consistent)."""
-    return env_captures(Path(run_dir) / "env")
-
-
-def env_captures(env_dir: Path) -> dict[str, dict]:
-    """{host: its capture} of a check-env folder (<host>/capture.json), as host_captures reads a run's."""
-    out = {}
-    for path in sorted(Path(env_dir).glob("*/capture.json")):
-        try:
-            data = parse_json(path.read_bytes())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            out[path.parent.name] = data
-    return out

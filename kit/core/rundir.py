@@ -21,11 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kit.core.files import write_json
-from kit.core.inputs import InputError, read_json_object
+from kit.core.inputs import InputError, parse_json, read_json_object
 from kit.core.layout import SIDECAR_SUFFIX, sidecar_name
 
 RUN_JSON = "run.json"
 RESULTS_JSON = "results.json"
+CAPTURE_JSON = "capture.json"  # env/<host>/: check-env's record of the host
 _OBJECT, _LIST = (dict, "an object"), (list, "a list")
 SHAPES = {"runs": _OBJECT, "planned_runs": _LIST, "skipped_cases": _LIST, "hosts": _LIST,
           "expanded_suite": _OBJECT}
@@ -96,3 +97,27 @@ def sidecars(run_dir: Path | str, tops: tuple[str, ...] = ("logs", "hosts")) -> 
             yield path, read_json_object(path, "command record")
         except InputError:
             continue
+
+
+def capture_path(env_dir: Path | str, host: str) -> Path:
+    """Where check-env writes HOST's capture under ENV_DIR (a run's env/, or a check-env folder)."""
+    return Path(env_dir) / host / CAPTURE_JSON
+
+
+def host_captures(run_dir: Path) -> dict[str, dict]:
+    """{host: its capture} of a run (env/<host>/capture.json: check-env's record of its hardware), in host order;
+    one that does not read as a JSON object is left out (kit verify names it: environment_consistent)."""
+    return env_captures(Path(run_dir) / "env")
+
+
+def env_captures(env_dir: Path) -> dict[str, dict]:
+    """{host: its capture} of a check-env folder (<host>/capture.json), as host_captures reads a run's."""
+    out = {}
+    for path in sorted(Path(env_dir).glob(f"*/{CAPTURE_JSON}")):
+        try:
+            data = parse_json(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            out[path.parent.name] = data
+    return out

@@ -8,8 +8,8 @@ import datetime as dt
 from pathlib import Path
 
 from kit.core.inputs import InputError
-from kit.core.layout import RunLog, classify, host_captures, run_folder, telemetry_name
-from kit.core.rundir import read_sidecar
+from kit.core.layout import RunLog, classify, run_folder, telemetry_name
+from kit.core.rundir import host_captures, read_sidecar
 from kit.results import stats
 from kit.results.extract import pick_rank
 from kit.results.parsers import PER_STEP, ParseError, parse_log

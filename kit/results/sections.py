@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.core.layout import SIDECAR_SUFFIX, find_logs, host_captures
-from kit.core.rundir import read_run_meta, sidecars
+from kit.core.layout import SIDECAR_SUFFIX, find_logs
+from kit.core.rundir import host_captures, read_run_meta, sidecars
 from kit.results import noise
 from kit.results.parsers.kitlog import RECORDED, read_run_start, read_what_ran
 

@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.core.layout import case_key, host_captures, split_tag
-from kit.core.rundir import read_results, read_run_meta
+from kit.core.layout import case_key, split_tag
+from kit.core.rundir import host_captures, read_results, read_run_meta
 from kit.results import noise
 from kit.results.gpu_telemetry import BUSY_SHARE, THROTTLED_SHARE
 from kit.results.published import Gpu, Published, gpu_of, nearest

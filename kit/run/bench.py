@@ -18,7 +18,7 @@ from pathlib import Path
 from kit import REPO_ROOT
 from kit.config import expansion, programs, reference
 from kit.config.cases import Case, Suite
-from kit.core import runlock
+from kit.core import rundir, runlock
 from kit.core.inputs import KitError
 from kit.hosts import probe
 from kit.images.parity import program_stacks
@@ -204,7 +204,7 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
 def capture_env(run_dir: Path, meta: dict) -> None:
     """This host's raw probe outputs + parsed capture under env/<host>/ (once per run; the bundle's source)."""
     name = meta.get("host", {}).get("hostname") or socket.gethostname()
-    if (Path(run_dir) / "env" / name / "capture.json").is_file():
+    if rundir.capture_path(Path(run_dir) / "env", name).is_file():
         return
     try:
         probe.probe_local(name, Path(run_dir) / "env" / name)

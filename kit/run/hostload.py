@@ -121,7 +121,7 @@ def gpus_busy(env_dir: Path | None) -> list[str]:
     (check-env's busy verdict), [] where there is none or no capture."""
     if env_dir is None:
         return []
-    from kit.core.layout import env_captures
+    from kit.core.rundir import env_captures
     from kit.hosts.capture import HostCapture
     from kit.hosts.consistency import consistency
 
