@@ -26,7 +26,7 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-scale bench-overhead bench-telemetry bench-loader bench-decode bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
+.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-report bench-scale bench-overhead bench-telemetry bench-loader bench-decode bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -108,6 +108,9 @@ bench-images: check-venv ## delivering a ~1 GB image to 3 SSH test hosts / to 1 
 
 bench-parse: check-venv ## benchmark the kit's own log parsing speed (bench/bench_parse.py)
 	$(VENV_PY) bench/bench_parse.py
+
+bench-report: check-venv ## report time and files opened for 49, 245 and 980 runs, each log read once or by every section
+	$(VENV_PY) bench/report_growth.py
 
 bench-scale: check-venv ## kit report/bundle/verify time + peak memory on a generated 16n8g v100 run (1/4, 1/2, full)
 	$(VENV_PY) bench/scale.py $(SCALE_ARGS)
