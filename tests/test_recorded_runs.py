@@ -78,6 +78,7 @@ def test_the_h100_recording_bundles_and_verifies_with_this_kit(tmp_path, capsys)
     assert "report.md differed from what this kit writes from the run's logs" in said
     assert "judged by rule set v1, the set current when the run started (2026-11-26T17:52:29+00:00)" in said
     assert digests(run) == before  # only read
+    assert sorted(p.name for p in tmp_path.iterdir()) == [H100.name, "h100.tgz"]  # the copy beside it gone
     for rules in ([], ["--rules", "v1"]):
         assert main(["verify", str(bundle), *rules]) == 0
         assert "CONSISTENT" in capsys.readouterr().out

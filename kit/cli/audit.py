@@ -91,7 +91,8 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         result = verify(out, rules_version=rules)  # a bundle that would not verify is reported at once
         stale = sorted({v.where.split(":")[0] for v in result.violations if v.rule in DERIVED_RULES})
         if stale and not _made_by_this_kit(meta):  # what is derived is written again from the logs, in a copy
-            with tempfile.TemporaryDirectory(prefix="kit-bundle-rebuilt-") as tmp:
+            # beside the bundle, which kit bundle writes anyway: on the run's file system its records link
+            with tempfile.TemporaryDirectory(prefix=".kit-bundle-rebuilt-", dir=out.parent) as tmp:
                 out = bundle(_rebuilt(args.run_dir, Path(tmp)))
             result = verify(out, rules_version=rules)
             print(printable(f"kit bundle: {', '.join(stale)} differed from what this kit writes from the run's logs "
