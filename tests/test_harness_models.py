@@ -291,3 +291,15 @@ def test_an_unknown_imagenet_model_is_an_error_not_arcface(module):
     with pytest.raises(ValueError, match=r"no ImageNet-family model 'resnet51' in this module \(resnet50, vgg16, "
                                          r"arcface\)"):
         build("resnet51", 10, "NCHW", 8)
+
+
+def test_cyclegans_nature_is_on_its_catalogue_row_not_in_name_branches():
+    """One process, two optimizers, paired inputs, no autocast path: the catalogue's `adversarial` says it once; the
+    harness asks the row, and only the model's own definitions (and its publisher's settings) name it."""
+    from kit.core.catalogue import harness
+
+    assert [m.name for m in harness.CATALOGUE if m.adversarial] == ["cyclegan"]
+    own = {"catalogue.py", "model_specs.py", "torch_seed003.py", "paddle_seed003.py"}
+    named = [f"{p.name}:{i}" for p in sorted(HARNESS.glob("*.py")) if p.name not in own
+             for i, line in enumerate(p.read_text().splitlines(), 1) if '"cyclegan"' in line]
+    assert named == []

@@ -31,6 +31,8 @@ class Model:
     corpus_size: int = 0  # default sequences / sentence pairs in the synthetic corpus
     unit: str = "images/s"  # what the figure counts
     optimizer: str = "momentum_sgd"  # its update rule (model_specs.OPTIMIZER_SETTINGS holds the rest)
+    adversarial: bool = False  # CycleGAN's nature: generators and discriminators, each with its own optimizer
+    #                            (two), paired inputs (domain A and B batches), one process, no autocast path
 
     @property
     def compilable(self) -> bool:
@@ -48,7 +50,7 @@ CATALOGUE = (
           unit="sequences/s", optimizer="adamw"),
     Model("transformer", "seed003", 0, 0, compiled_not=RESHAPED, epochs=True, seq_len=256, corpus_size=20000,
           unit="tokens/s", optimizer="adam"),
-    Model("cyclegan", "seed003", 256, 0, unit="samples/s", optimizer="adam",
+    Model("cyclegan", "seed003", 256, 0, unit="samples/s", optimizer="adam", adversarial=True,
           compiled_not="its step runs the discriminators outside the network, with two optimizers"),
 )
 MODELS = {m.name: m for m in CATALOGUE}
@@ -58,4 +60,5 @@ NLP = tuple(m.name for m in CATALOGUE if m.epochs)
 IMAGENET = tuple(m.name for m in CATALOGUE if "imagenet" in m.data)
 NHWC = tuple(m.name for m in CATALOGUE if "nhwc" in m.layouts)
 NOT_COMPILABLE = {m.name: m.compiled_not for m in CATALOGUE if m.compiled_not}
+ADVERSARIAL = tuple(m.name for m in CATALOGUE if m.adversarial)
 UNIT = {m.name: m.unit for m in CATALOGUE if m.unit != "images/s"}

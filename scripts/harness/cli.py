@@ -112,8 +112,8 @@ def prepare(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dist]:
         return args, Dist(0, 1, 0, 1)
     check(parser, args)
     dist = Dist.from_env(args.framework)
-    if args.model == "cyclegan" and dist.world_size > 1:
-        parser.error("cyclegan runs in one process (seed 003's single-card CycleGAN); no data-parallel path")
+    if MODELS[args.model].adversarial and dist.world_size > 1:
+        parser.error(f"{args.model} runs in one process (seed 003's single-card CycleGAN); no data-parallel path")
     if args.lr is None and args.model not in SEED003:  # seed 003's models: their publisher's lr (model_specs.py)
         args.lr = linear_scaling_lr(args.batch_size, dist.world_size)  # the linear scaling rule the seeds use
     return args, dist
@@ -127,9 +127,9 @@ def complete(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 parser.error(f"{flag} does not apply to {args.model}")
         args.seq_len = args.seq_len or DEFAULT_SEQ_LEN[args.model]
         args.corpus_size = args.corpus_size or DEFAULT_CORPUS[args.model]
-    elif args.model == "cyclegan":
+    elif not MODELS[args.model].num_classes:
         if args.num_classes is not None:
-            parser.error("--num-classes does not apply to cyclegan")
+            parser.error(f"--num-classes does not apply to {args.model}")
         args.image_size = args.image_size or DEFAULT_IMAGE_SIZE[args.model]
     else:
         args.image_size = args.image_size or DEFAULT_IMAGE_SIZE[args.model]

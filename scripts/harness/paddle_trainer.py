@@ -4,6 +4,7 @@ settings (model_specs.py); BERT's global-norm clip is the AdamW optimizer's own 
 from __future__ import annotations
 
 import paddle
+from catalogue import ADVERSARIAL
 from model_specs import MOMENTUM_OPTIMIZERS, no_decay
 from paddle import nn
 from trainer import TrainerBase
@@ -16,7 +17,7 @@ class Trainer(TrainerBase):
                  scaler=None, autocast=None, **settings) -> None:
         super().__init__(name, model, net, batch_size, scaler, autocast, **settings)
         s = self.settings
-        if name == "cyclegan":
+        if name in ADVERSARIAL:
             self.opt_g = self._adam(model.generator_parameters(), s)
             self.opt_d = self._adam(model.discriminator_parameters(), s)
         elif s["optimizer"] in MOMENTUM_OPTIMIZERS:

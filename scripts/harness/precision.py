@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from catalogue import ADVERSARIAL
 from contract import MATH as MODES  # what each precision means: the contract's one table
 
 PRECISIONS = tuple(MODES)
@@ -37,8 +38,8 @@ def fallback_note(precision: str, device: str, framework: str, model: str = "") 
     if mode.autocast is None:
         return "TF32 is a GPU tensor-core mode: on a CPU the run is FP32" if mode.tf32 and device != "gpu" else None
     name = NAMES[mode.autocast]
-    if model == "cyclegan":
-        return f"{name} requested but cyclegan's two-optimizer step has no {name} path here: the run is FP32"
+    if model in ADVERSARIAL:
+        return f"{name} requested but {model}'s two-optimizer step has no {name} path here: the run is FP32"
     if device == "gpu":
         return None
     if mode.autocast == "float16":

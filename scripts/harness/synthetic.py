@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from catalogue import ADVERSARIAL
 
 VOID = 255
 PAD, CLS, SEP, MASK = 0, 1, 2, 3  # BERT's special ids in this synthetic vocabulary
@@ -46,7 +47,7 @@ class Batch:
 
 def vision_batch(model: str, batch: int, size: int, classes: int, seed: int) -> tuple:
     rng = np.random.default_rng(seed)
-    if model == "cyclegan":
+    if model in ADVERSARIAL:  # paired inputs: a batch of each domain
         shape = (batch, 3, size, size)
         return (rng.uniform(-1.0, 1.0, shape).astype(np.float32), rng.uniform(-1.0, 1.0, shape).astype(np.float32))
     images = rng.standard_normal((batch, 3, size, size), dtype=np.float32)

@@ -5,6 +5,7 @@ Paddle."""
 from __future__ import annotations
 
 import torch
+from catalogue import ADVERSARIAL
 from model_specs import MOMENTUM_OPTIMIZERS, no_decay
 from torch import nn
 from trainer import TrainerBase
@@ -18,7 +19,7 @@ class Trainer(TrainerBase):
         super().__init__(name, model, net, batch_size, scaler, autocast, **settings)
         s = self.settings
         self.clip_norm = s.get("clip_norm")
-        if name == "cyclegan":
+        if name in ADVERSARIAL:
             self.opt_g = torch.optim.Adam(model.generator_parameters(), lr=s["lr"], betas=s["betas"], eps=s["eps"])
             self.opt_d = torch.optim.Adam(model.discriminator_parameters(), lr=s["lr"], betas=s["betas"],
                                           eps=s["eps"])
