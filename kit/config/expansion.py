@@ -8,6 +8,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from kit.config.cases import Case, Reference, Suite
+from kit.core.inputs import aware_instant
 
 FROZEN_KEY = "expanded_suite"
 # 65bb517 made nhwc the layout of the convnets under autocast on GPU suites: suites before it had no layout and
@@ -19,11 +20,8 @@ def as_expanded_then(suite: Suite, meta: dict) -> Suite:
     """SUITE (suite.yaml as this kit expands it) as the kit that made the run expanded it, for a run.json without
     expanded_suite (runs before 2026-12-01; one recording rules_version is a later kit's): a run started before
     NHWC_DEFAULT_SINCE ran every case nchw."""
-    try:
-        started = dt.datetime.fromisoformat(meta.get("started"))
-    except (TypeError, ValueError):
-        return suite
-    if FROZEN_KEY in meta or "rules_version" in meta or started.tzinfo is None or started >= NHWC_DEFAULT_SINCE:
+    started = aware_instant(meta.get("started"))
+    if FROZEN_KEY in meta or "rules_version" in meta or started is None or started >= NHWC_DEFAULT_SINCE:
         return suite
     return replace(suite, cases=[replace(c, layout="nchw") for c in suite.cases])
 

@@ -6,6 +6,7 @@ is one line for the user: 'file[:line]: [key: ]reason'.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import stat
@@ -95,3 +96,15 @@ def parse_json(text: str | bytes) -> Any:
         return json.loads(text, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+
+
+def aware_instant(value: Any) -> dt.datetime | None:
+    """An ISO 8601 time with its zone (run.json `started`, say) as a datetime; None for anything else, a time
+    without a zone included (not an instant)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None

@@ -19,10 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "harness"))
+
+from backend import cpu_name  # noqa: E402  (the harness's: one copy)
 
 os.environ.pop("NVIDIA_TF32_OVERRIDE", None)  # before torch: "0" would forbid the tf32 mode measured here
 
@@ -30,17 +34,6 @@ GPU_MODES = ("fp32", "tf32", "bf16", "fp16")
 CPU_MODES = ("fp32", "bf16")
 MEASURES = ("gemm", "memory", "host")
 GB = 1e9
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 class Clock:

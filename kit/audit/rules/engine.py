@@ -24,7 +24,6 @@ A rule set names each predicate's version, so a later version of a predicate nev
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from kit.audit.evidence import Evidence
 from kit.audit.rules.findings import MAX_MESSAGE, Finding, Rule, Violation  # noqa: F401  (re-exported)
 from kit.audit.rules.predicates import PREDICATES
 from kit.core.files import SCHEMA_VERSIONS
+from kit.core.inputs import aware_instant
 from kit.core.yamlio import ConfigError, LineDict, load_yaml, optional, require
 
 PREDICATE_REF = re.compile(r"([a-z_][a-z0-9_]*)(?:@([1-9][0-9]*))?")  # name or name@N
@@ -69,23 +69,13 @@ def rules_of_run(meta: dict) -> tuple[str, str]:
         if isinstance(named, str) and named in versions():
             return named, "the set run.json records the run was made under"
         return newest(), f"run.json names rule set {str(named)[:40]!r}, which this kit does not carry: the newest"
-    started = _instant(meta.get("started"))
+    started = aware_instant(meta.get("started"))
     if started is not None:
-        then = [v for v in versions() if v in INTRODUCED and _instant(INTRODUCED[v]) <= started]
+        then = [v for v in versions() if v in INTRODUCED and aware_instant(INTRODUCED[v]) <= started]
         if then:
             return then[-1], (f"the set current when the run started ({meta['started']}); its run.json names none, "
                               "as runs of kits before 2026-12-04 do")
     return newest(), "the newest: run.json names no set and no start time"
-
-
-def _instant(value) -> dt.datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        when = dt.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else None
 
 
 def load_rules(version: str | None = None) -> list[Rule]:
