@@ -30,7 +30,7 @@ schema_version: 1
 name: tiny
 description: two frameworks, tiny ResNet50
 hardware: cpu
-defaults: {warmup_steps: 1, measure_steps: 2, repeats: 2, batch_size: 2, image_size: 32, num_classes: 10}
+defaults: {warmup_steps: 1, measure_steps: 10, repeats: 2, batch_size: 2, image_size: 32, num_classes: 10}
 cases:
   - framework: [paddle, torch]
     model: resnet50
@@ -83,7 +83,7 @@ def test_bench_writes_layout_report_and_every_log_extracts(tmp_path, capsys):
     assert report.startswith("# tiny benchmark: ")
     assert "## Frameworks side by side" in report and "| resnet50 | 2 | fp32 | 1n1g |" in report
     assert "Frameworks: paddle 3." in report and "torch 2." in report
-    assert "| resnet50 | 32 | 10 | 1 | 2 | synthetic | cpu |" in report
+    assert "| resnet50 | 32 | 10 | 1 | 10 | synthetic | cpu |" in report
     assert "### Against published references" in report
     assert "| torch/resnet50/bz2/1n1g/fp32 |" in report and "| within | a floor |" in report
     assert "| OUTSIDE | out of reach |" in report
@@ -142,7 +142,7 @@ def test_kill_9_of_kit_bench_takes_its_training_process_with_it(tmp_path):
     from kit.run.records import live_processes
 
     text = TINY_SUITE_BASE.replace("repeats: 2", "repeats: 1").replace("[paddle, torch]", "torch")
-    text = text.replace("measure_steps: 2", "measure_steps: 100000")  # trains for hours unless stopped
+    text = text.replace("measure_steps: 10", "measure_steps: 100000")  # trains for hours unless stopped
     runs = tmp_path / "runs"
     cmd = [sys.executable, "-m", "kit", "bench", "--suite", str(write_suite(tmp_path, text)), "--runs-dir", str(runs)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -177,7 +177,7 @@ def test_kill_9_of_kit_bench_takes_its_training_process_with_it(tmp_path):
 
 def test_hung_case_is_killed_after_its_timeout_and_reported(tmp_path):
     text = TINY_SUITE_BASE.replace("repeats: 2", "repeats: 1, timeout_s: 2").replace("[paddle, torch]", "torch")
-    text = text.replace("measure_steps: 2", "measure_steps: 100000")
+    text = text.replace("measure_steps: 10", "measure_steps: 100000")
     runs = tmp_path / "runs"
     assert main(["bench", "--suite", str(write_suite(tmp_path, text)), "--runs-dir", str(runs)]) == 1
     run_dir = only_run_dir(runs)
@@ -275,7 +275,7 @@ def test_imagenet_cases_read_real_jpegs_from_a_synthetic_tree_on_cpu(tmp_path):
     assert start["data"] == str(listing)
     assert (start["loader"], start["decode_device"]) == ("cpu", "cpu")
     report = (run_dir / "report.md").read_text()
-    assert "| resnet50 | 32 | 10 | 1 | 2 | " + str(listing) in report
+    assert "| resnet50 | 32 | 10 | 1 | 10 | " + str(listing) in report
     ran = json.loads((run_dir / "run.json").read_text())["runs"][str(log.relative_to(run_dir))]["ran"]
     assert ran["loader"] == "cpu" and ran["input_rate"] > 0  # the loader alone, measured before warm-up
     row = next(line for line in report.splitlines() if line.startswith("| torch/resnet50/bz2/1n1g/fp32 | cpu | "))

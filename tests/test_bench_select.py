@@ -12,6 +12,7 @@ from test_bench import TINY_SUITE, TINY_SUITE_BASE, only_run_dir, write_suite
 
 from kit.audit.rules.engine import load_rules, newest
 from kit.cli import main
+from kit.config.case_keys import MIN_MEASURED_STEPS
 from kit.config.expansion import FROZEN_KEY, freeze, thaw
 from kit.config.suites import load_suite
 from kit.run import bench, records
@@ -207,17 +208,26 @@ def test_estimate_counts_timeouts_where_no_earlier_run(tmp_path):
     assert (found.known_runs, found.unknown_runs, found.bound) == (0, 4, 4 * suite.cases[0].timeout_s)
 
 
-def test_fewer_measured_steps_than_verify_asks_is_said_before_anything_runs(tmp_path, capsys):
-    """The number is the newest rule set's (measured_steps), said with the suite's file and line in the dry run and
-    the real run alike; a suite that measures enough hears nothing."""
-    suite = write_suite(tmp_path, TINY_SUITE_BASE)
+def test_fewer_measured_steps_than_verify_asks_is_refused_before_anything_runs(tmp_path, capsys):
+    """One truth for the bound: the suite refuses what kit verify's newest measured_steps rule would, naming
+    file:line:key, in the dry run and the real run alike; nothing is made. At the bound it runs."""
+    (minimum,) = [r.args["minimum"] for r in load_rules(newest()) if r.name == "measured_steps"]
+    assert minimum == MIN_MEASURED_STEPS
+    suite = write_suite(tmp_path, TINY_SUITE_BASE.replace("measure_steps: 10", "measure_steps: 9"))
+    for dry in (["--dry-run"], []):
+        assert main(["bench", "--suite", str(suite), *dry, "--runs-dir", str(tmp_path / "runs")]) == 2
+        err = capsys.readouterr().err
+        assert (f"{suite}:5: measure_steps: 9 is fewer than the {minimum} measured steps kit verify asks of a "
+                "harness run (case paddle/resnet50)") in err
+    assert not (tmp_path / "runs").exists()
+    write_suite(tmp_path, TINY_SUITE_BASE)
     assert main(["bench", "--suite", str(suite), "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
-    err = capsys.readouterr().err
-    (minimum,) = [r.args["minimum"] for r in load_rules() if r.name == "measured_steps"]
-    assert err.count("kit bench: warning: ") == 1 and (
-        f"kit bench: warning: {suite}:7: measure_steps: 2 (case {PADDLE}) is fewer than the {minimum} measured steps "
-        f"kit verify's rule set {newest()} asks of a harness run (measured_steps): the runs go ahead, their bundle "
-        "will not verify") in err
-    write_suite(tmp_path, TINY_SUITE_BASE.replace("measure_steps: 2", f"measure_steps: {minimum}"))
-    assert main(["bench", "--suite", str(suite), "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
-    assert "warning" not in capsys.readouterr().err
+
+
+def test_publishers_and_epoch_timed_models_are_not_held_to_the_step_bound(tmp_path):
+    """The bound shapes harness cases of image models only: an NLP model counts epochs, a published program its
+    own steps."""
+    text = ("schema_version: 1\nname: b\nhardware: cpu\ndefaults: {measure_steps: 2, repeats: 1}\ncases:\n"
+            "  - {framework: torch, model: bert, batch_size: 2, precision: fp32, size: tiny}\n"
+            "  - {framework: paddle, model: resnet50, impl: reference, batch_size: 2, precision: fp32}\n")
+    assert [c.measure_steps for c in load_suite(write_suite(tmp_path, text)).cases] == [2, 2]

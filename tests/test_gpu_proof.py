@@ -46,7 +46,7 @@ name: gpu-proof-dle-cpu
 hardware: cpu
 defaults: {batch_size: 2, precision: amp, data: synthetic, repeats: 2, timeout_s: 120}
 cases:
-  - {framework: torch, model: resnet50, impl: harness, layout: nhwc, warmup_steps: 1, measure_steps: 2}
+  - {framework: torch, model: resnet50, impl: harness, layout: nhwc, warmup_steps: 1, measure_steps: 10}
   - {framework: torch, model: resnet50, impl: reference}
 """
 
@@ -432,7 +432,7 @@ def test_a_harness_case_of_other_settings_than_the_programs_is_no_ratio(tmp_path
     """The program stage takes the kit's own pairing: a harness case at another image size is other work."""
     done, out = proof(tmp_path, published, "--stages", "3", "--program-suite", str(tmp_path / "other.yaml"),
                       prepare=lambda: (tmp_path / "other.yaml").write_text(
-                          PROGRAM_SUITE.replace("measure_steps: 2}", "measure_steps: 2, image_size: 64}")))
+                          PROGRAM_SUITE.replace("measure_steps: 10}", "measure_steps: 10, image_size: 64}")))
     row, mlperf = summary_rows(out)
     assert done.returncode == 1 and row[4] == "failed", done.stdout[-3000:]
     assert "the report pairs no harness case with the program at the same setting" in row[5]

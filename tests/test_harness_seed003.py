@@ -349,7 +349,7 @@ SEED003_SUITE = """\
 schema_version: 1
 name: s3
 hardware: cpu
-defaults: {warmup_steps: 1, measure_steps: 2, repeats: 1, timeout_s: 600, size: tiny}
+defaults: {warmup_steps: 1, measure_steps: 10, repeats: 1, timeout_s: 600, size: tiny}
 cases:
   - {framework: [paddle, torch], model: bert, batch_size: 4, seq_len: 16, corpus_size: 8}
   - {framework: [paddle, torch], model: cyclegan, batch_size: 1, image_size: 32}

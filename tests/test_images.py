@@ -26,7 +26,7 @@ schema_version: 1
 name: tiny
 description: one small torch case
 hardware: cpu
-defaults: {warmup_steps: 1, measure_steps: 3, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10,
+defaults: {warmup_steps: 1, measure_steps: 10, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10,
            timeout_s: 300}
 cases:
   - {framework: torch, model: resnet50}
@@ -168,7 +168,7 @@ def test_kit_bench_runs_a_real_case_in_the_container(docker_engine, cpu_image, t
 
 def test_a_timed_out_case_leaves_no_container(docker_engine, cpu_image, tmp_path):
     suite = tmp_path / "slow.yaml"
-    suite.write_text(TINY_SUITE.replace("measure_steps: 3", "measure_steps: 100000").replace("timeout_s: 300",
+    suite.write_text(TINY_SUITE.replace("measure_steps: 10", "measure_steps: 100000").replace("timeout_s: 300",
                                                                                             "timeout_s: 15"))
     runs = tmp_path / "runs"
     assert main(["bench", "--suite", str(suite), "--runs-dir", str(runs), "--runtime", "docker"]) == 1
@@ -182,7 +182,7 @@ def test_kill_9_of_kit_bench_leaves_no_container(docker_engine, cpu_image, tmp_p
     import subprocess
 
     suite = tmp_path / "slow.yaml"
-    suite.write_text(TINY_SUITE.replace("measure_steps: 3", "measure_steps: 100000"))
+    suite.write_text(TINY_SUITE.replace("measure_steps: 10", "measure_steps: 100000"))
     runs = tmp_path / "runs"
     proc = subprocess.Popen([sys.executable, "-m", "kit", "bench", "--suite", str(suite), "--runs-dir", str(runs),
                              "--runtime", "docker"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -267,7 +267,7 @@ schema_version: 1
 name: tiny
 description: one framework, tiny ResNet50
 hardware: cpu
-defaults: {warmup_steps: 1, measure_steps: 2, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10}
+defaults: {warmup_steps: 1, measure_steps: 10, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10}
 cases:
   - framework: torch
     model: resnet50

@@ -26,7 +26,7 @@ name: paddleclas-cpu
 hardware: cpu
 defaults: {batch_size: 4, precision: fp32, data: imagenet, image_size: 64, repeats: 1, timeout_s: 900}
 cases:
-  - {framework: paddle, model: resnet50, impl: harness, mode: compiled, layout: nchw, warmup_steps: 10, measure_steps: 8}
+  - {framework: paddle, model: resnet50, impl: harness, mode: compiled, layout: nchw, warmup_steps: 10, measure_steps: 10}
   - {framework: paddle, model: resnet50, impl: reference}
 """
 IPS = re.compile(r"ppcls INFO: epoch:0\s+train step:(\d+)\s.*ips: ([0-9.]+) samples/sec")
@@ -120,7 +120,7 @@ def test_the_real_paddleclas_trains_in_the_cpu_image_from_this_machines_copy(doc
                    timeout=300)
     (tmp_path / "suite.yaml").write_text(SUITE.replace("  - {framework: paddle, model: resnet50, impl: harness, "
                                                        "mode: compiled, layout: nchw, warmup_steps: 10, "
-                                                       "measure_steps: 8}\n", ""))
+                                                       "measure_steps: 10}\n", ""))
     monkeypatch.setenv("KIT_MODEL_CODE", str(tmp_path / "models"))
     monkeypatch.delenv("KIT_DATA_DIR", raising=False)
     assert main(["bench", "--suite", str(tmp_path / "suite.yaml"), "--runs-dir", str(tmp_path / "runs"),

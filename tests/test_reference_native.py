@@ -45,7 +45,7 @@ name: dle-native-cpu
 hardware: cpu
 defaults: {batch_size: 2, precision: amp, data: synthetic, repeats: 1, timeout_s: 300}
 cases:
-  - {framework: torch, model: resnet50, impl: harness, layout: nhwc, warmup_steps: 1, measure_steps: 2}
+  - {framework: torch, model: resnet50, impl: harness, layout: nhwc, warmup_steps: 1, measure_steps: 10}
   - {framework: torch, model: resnet50, impl: reference}
 """
 # what the kit starts for that reference case: DLE's README flags (--amp --static-loss-scale 256), configs.yml's NHWC

@@ -19,7 +19,7 @@ SUITE = """\
 schema_version: 1
 name: pair
 hardware: cpu
-defaults: {warmup_steps: 1, measure_steps: 2, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10, timeout_s: 240}
+defaults: {warmup_steps: 1, measure_steps: 10, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10, timeout_s: 240}
 cases:
   - {framework: torch, model: resnet50, nodes: 2, gpus_per_node: 1}
   - {framework: torch, impl: reference, model: resnet50, nodes: 2, gpus_per_node: 8, batch_size: 256}

@@ -17,7 +17,7 @@ from kit.audit import bundle as bd
 from kit.core import runlock
 from kit.run import records
 
-SUITE = ("schema_version: 1\nname: lk\nhardware: cpu\ndefaults: {repeats: 1, warmup_steps: 1, measure_steps: 2}\n"
+SUITE = ("schema_version: 1\nname: lk\nhardware: cpu\ndefaults: {repeats: 1, warmup_steps: 1, measure_steps: 10}\n"
          "cases:\n  - {framework: torch, model: resnet50, batch_size: 2, image_size: 32, num_classes: 10}\n")
 HOLD = "import sys, time; from kit.core import runlock; runlock.acquire(sys.argv[1]); print('held', flush=True); " \
        "time.sleep(60)"

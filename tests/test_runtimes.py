@@ -29,7 +29,7 @@ SUITE = """\
 schema_version: 1
 name: boxed
 hardware: gpu
-defaults: {warmup_steps: 1, measure_steps: 2, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10}
+defaults: {warmup_steps: 1, measure_steps: 10, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10}
 cases:
   - {framework: torch, model: resnet50, nodes: 2, gpus_per_node: 2}
   - {framework: tensorflow, impl: reference, model: resnet50, nodes: 2, gpus_per_node: 8, batch_size: 256}

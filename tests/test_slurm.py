@@ -24,7 +24,7 @@ from kit.run.slurm import STOP_WAIT_S
 REPO = Path(__file__).resolve().parent.parent
 LOG = "logs/paddle/resnet50/bz2/2n1g/resnet50_b2_fp32_1.log"
 FOLDER = "paddle/resnet50/bz2/2n1g/fp32/1"
-LONG = TWO_NODE_SUITE.replace("measure_steps: 2", "measure_steps: 1000000")
+LONG = TWO_NODE_SUITE.replace("measure_steps: 10", "measure_steps: 1000000")
 
 
 def slurm_yaml(tmp_path: Path, **keys) -> Path:

@@ -16,7 +16,7 @@ MINIMAL = """\
 schema_version: 1
 name: tiny
 hardware: cpu
-defaults: {warmup_steps: 1, measure_steps: 2, repeats: 2}
+defaults: {warmup_steps: 1, measure_steps: 10, repeats: 2}
 cases:
   - framework: [paddle, torch]
     model: resnet50
@@ -88,7 +88,7 @@ def test_lists_expand_to_the_cartesian_product(tmp_path):
     suite = suites.load_suite(write(tmp_path, MINIMAL))
     assert len(suite.cases) == 2 * 2 * 2
     case = suite.cases[0]
-    assert (case.warmup_steps, case.measure_steps, case.repeats, case.num_classes) == (1, 2, 2, 1000)
+    assert (case.warmup_steps, case.measure_steps, case.repeats, case.num_classes) == (1, 10, 2, 1000)
     assert case.log_path(2).as_posix() == "paddle/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log"
     assert {c.global_batch for c in suite.cases} == {2, 4, 8}
 
@@ -283,7 +283,7 @@ GPU_IMAGENET = """\
 schema_version: 1
 name: {name}
 hardware: gpu
-defaults: {{warmup_steps: 1, measure_steps: 2, repeats: 1, data: imagenet}}
+defaults: {{warmup_steps: 1, measure_steps: 10, repeats: 1, data: imagenet}}
 cases:
   - framework: torch
     model: resnet50

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from kit.cli import images as cli_images
@@ -54,8 +53,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     chosen = selection.apply(suite)  # a pattern that matches no case: refused here, nothing made
     # every check of the real run, before its folder is made (the dry run reports this host's instead)
     runs, skipped = bench.preflight(chosen, args.train_list, model_code_root(), args.force, host=not args.dry_run)
-    for warning in audit_warnings(chosen):
-        print(f"kit bench: warning: {warning}", file=sys.stderr)
     if args.dry_run:
         return _dry_run(args, args.resume, chosen, bench.host_refusal(chosen))
     fresh = not args.resume
@@ -137,26 +134,6 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, image
 
         return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images,
                                force=force, selection=selection)
-
-
-def audit_warnings(suite) -> list[str]:
-    """file:line: what kit verify's newest rule set will refuse in the runs of these cases, before any runs: a
-    harness case measuring fewer steps than its measured_steps rule asks (one truth: the number is the rule's)."""
-    from kit.audit.rules import engine
-    from kit.config.case_keys import NLP_MODELS
-
-    version = engine.newest()
-    minimum = next((r.args.get("minimum") for r in engine.load_rules(version)
-                    if r.predicate.split("@")[0] == "measured_steps_at_least"), None)
-    if not isinstance(minimum, int):
-        return []
-    said = {}
-    for case in suite.cases:
-        if case.impl == "harness" and case.model not in NLP_MODELS and case.measure_steps < minimum:
-            said.setdefault(case.line, (case.measure_steps, case.key))
-    return [f"{suite.path}:{line}: measure_steps: {steps} (case {key}) is fewer than the "
-            f"{minimum} measured steps kit verify's rule set {version} asks of a harness run (measured_steps): the "
-            "runs go ahead, their bundle will not verify" for line, (steps, key) in sorted(said.items())]
 
 
 def _run_warnings(run_dir: Path, run, outcome) -> list[str]:
