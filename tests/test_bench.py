@@ -81,7 +81,9 @@ def test_bench_writes_layout_report_and_every_log_extracts(tmp_path, capsys):
         assert float(capsys.readouterr().out.strip().splitlines()[-1]) > 0
     report = (run_dir / "report.md").read_text()
     assert report.startswith("# tiny benchmark: ")
-    assert "## Frameworks side by side" in report and "| resnet50 | 2 | fp32 | 1n1g |" in report
+    assert "## Frameworks side by side" in report and "| resnet50 | images/s | 2 | fp32 | 1n1g |" in report
+    assert "Median throughput in each row's unit (CV of the runs)" in report
+    assert report.count("images/s, median of 2 run(s) per case.") == 2  # the harness's samples are images
     assert "Frameworks: paddle 3." in report and "torch 2." in report
     assert "| resnet50 | 32 | 10 | 1 | 10 | synthetic | cpu |" in report
     assert "### Against published references" in report

@@ -382,14 +382,14 @@ def test_unbounded_references_are_shown_not_checked_and_bounded_ones_need_the_un
     declare(SUITE + refs.lstrip("\n"))
     report = (run / "report.md").read_text()
     assert "| 1e+06 samples/s |  ..  | 0.000 | shown (unbounded) | shown |" in report
-    assert "| 4.9 steps/s |  ..  |  | not comparable (samples/s) | other unit |" in report
+    assert "| 4.9 steps/s |  ..  |  | not comparable (images/s) | other unit |" in report
     assert verify(bd.make_bundle(run, submitter="Lab", system_name="box")).violations == []
 
     bounded = refs.replace("value: 4.9, lower: null", "value: 4.9, lower: -0.5")
     declare(SUITE + bounded.lstrip("\n"))
     result = verify(bd.make_bundle(run, submitter="Lab", system_name="box", force=True))
     assert [(v.rule, v.message) for v in result.violations] == [
-        ("references_hold", "paddle/resnet50/bz2/1n1g/fp32: reference in steps/s, measured in samples/s")]
+        ("references_hold", "paddle/resnet50/bz2/1n1g/fp32: reference in steps/s, measured in images/s")]
 
 
 def test_kit_report_on_a_run_keeps_the_report_verify_recomputes(real_run, tmp_path, monkeypatch, capsys):

@@ -246,9 +246,9 @@ def test_markdown_of_a_small_example():
     assert table == [
         "| case | unit | A | B | ratio | verdict | why |",
         "| --- | --- | --- | --- | --- | --- | --- |",
-        "| torch · resnet50 · batch 16 · fp32 · 1n1g | samples/s | 103.00 | 123.00 | 1.194 | faster "
+        "| torch · resnet50 · batch 16 · fp32 · 1n1g | images/s | 103.00 | 123.00 | 1.194 | faster "
         "| Mann-Whitney p=0.00058 |",
-        "| torch · resnet50 · batch 16 · fp32 · 1n2g | samples/s | 11.00 | 5.50 | 0.500 | no significant change "
+        "| torch · resnet50 · batch 16 · fp32 · 1n2g | images/s | 11.00 | 5.50 | 0.500 | no significant change "
         "| beyond factor 1.1, not significant: 99% CIs of the medians overlap |",
     ]
     assert lines[-1] == ("Summary: 1 faster, 0 slower, 0 inconclusive, 1 unchanged (0 within factor, 1 not significant), "
@@ -279,7 +279,7 @@ def test_cli_prints_markdown_writes_out_and_exit_codes(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed.startswith("# Throughput comparison: local-20261121-112508 → local-B\n")
     assert out.read_text() == printed
-    assert "| paddle · arcface · batch 16 · fp32 · 1n1g | samples/s | 14.37 | 7.19 | 0.500 | slower |" in printed
+    assert "| paddle · arcface · batch 16 · fp32 · 1n1g | images/s | 14.37 | 7.19 | 0.500 | slower |" in printed
     assert main(["compare", str(a), str(b), "--fail-on-slower"]) == 1
     capsys.readouterr()
     assert main(["compare", str(a), str(b), "--fail-on-slower", "--factor", "2.5"]) == 0
@@ -305,7 +305,7 @@ def test_cli_refuses_bad_inputs_naming_the_file(tmp_path, capsys):
     data["groups"][0]["cases"][0]["runs"][1]["value"] = 0
     zero = _run(tmp_path, "zero", data)
     data = _real()
-    data["groups"][2]["unit"] = "images/s"
+    data["groups"][2]["unit"] = "steps/s"  # (images/s is samples/s of an image model: layouts 2 and 3 compare)
     other_unit = _run(tmp_path, "other-unit", data)
     cases = [
         (tmp_path / "nope", f"{tmp_path / 'nope'}: no such run directory or results.json"),
@@ -314,8 +314,8 @@ def test_cli_refuses_bad_inputs_naming_the_file(tmp_path, capsys):
         (v2, f"{v2 / 'results.json'}: schema_version 2; this kit reads 1"),
         (no_unit, f"{no_unit / 'results.json'}: groups[1].unit: missing or not str"),
         (zero, f"{zero / 'results.json'}: groups[0].cases[0]: runs need positive finite values"),
-        (other_unit, f"{other_unit / 'results.json'}: paddle · vgg16 · batch 16 · fp32 · 1n1g: unit 'images/s', "
-                     f"but 'samples/s' in {a / 'results.json'}; not comparable"),
+        (other_unit, f"{other_unit / 'results.json'}: paddle · vgg16 · batch 16 · fp32 · 1n1g: unit 'steps/s', "
+                     f"but 'images/s' in {a / 'results.json'}; not comparable"),
     ]
     for path, message in cases:
         assert main(["compare", str(a), str(path)]) == 2, path

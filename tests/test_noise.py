@@ -329,9 +329,9 @@ def test_the_side_by_side_table_marks_an_inconclusive_ratio(tmp_path):
                                    ("torch", "resnet50"): TIGHT_LOW, ("paddle", "resnet50"): TIGHT,
                                    ("torch", "vgg16"): [2.0], ("paddle", "vgg16"): TIGHT})
     lines = to_markdown(build_report(logs, HARNESS_METHOD)).splitlines()
-    assert "| arcface | 16 | fp32 | 1n1g | 7.50 (1.3%) | 2.19 (150.2%) | 3.425 inconclusive |" in lines
-    assert "| resnet50 | 16 | fp32 | 1n1g | 7.50 (1.3%) | 2.05 (2.4%) | 3.659 |" in lines
-    assert "| vgg16 | 16 | fp32 | 1n1g | 7.50 (1.3%) | 2.00 (0.0%) | 3.750 (1 run) |" in lines
+    assert "| arcface | images/s | 16 | fp32 | 1n1g | 7.50 (1.3%) | 2.19 (150.2%) | 3.425 inconclusive |" in lines
+    assert "| resnet50 | images/s | 16 | fp32 | 1n1g | 7.50 (1.3%) | 2.05 (2.4%) | 3.659 |" in lines
+    assert "| vgg16 | images/s | 16 | fp32 | 1n1g | 7.50 (1.3%) | 2.00 (0.0%) | 3.750 (1 run) |" in lines
     assert ("A ratio is inconclusive when either side's runs have a CV above 10% or the 95% interval of the ratio "
             "includes 1 (the two cannot be told apart); do not quote it before a re-run with more repeats, on a "
             "quiet host:") in lines

@@ -25,7 +25,7 @@ DLPERF_TABLE = [
 def test_dlperf_table_reproduced_exactly(published):
     report = build_report(published / DLPERF, Method(skip=1, count=5, round=2))
     markdown = to_markdown(report)
-    assert "| node_num | gpu_num | samples/s | speedup |" in markdown
+    assert "| node_num | gpu_num | images/s | speedup |" in markdown
     rows = [
         line for line in markdown.splitlines() if line.startswith("| ") and line.count("|") == 5 and line[2].isdigit()
     ]

@@ -80,7 +80,7 @@ def test_kit_report_writes_the_page_and_prints_a_summary(sampled, capsys):
     assert main(["report", str(sampled)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# gpu-proof-dle-less-nan benchmark: run\n\n## Where this run stands against published figures")
-    assert "| torch/resnet50/bz256/1n1g/amp-nhwc | 5749.1 samples/s |" in out
+    assert "| torch/resnet50/bz256/1n1g/amp-nhwc | 5749.1 images/s |" in out
     assert "## ngc-pytorch · resnet50" not in out and "Host: vm" not in out, "the rest is in the files"
     assert out.rstrip().endswith(f"{sampled / HTML_NAME} (a page) and {sampled / 'report.md'} "
                                  "(`kit report DIR --full` prints it).")

@@ -15,11 +15,13 @@ from kit.audit import rules
 from kit.audit.evidence import Evidence
 from kit.config import programs, reference
 from kit.config.expansion import FROZEN_KEY, freeze
+from kit.core.catalogue import quantity_unit
 from kit.images.parity import program_stacks
 from kit.results import compose
 from kit.results.exporters import to_markdown
 from kit.results.extract import Method
 from kit.results.html import figures_markdown
+from kit.results.plotting import throughput_panels
 from kit.results.report import LAYOUT, build_report, ratio_pair
 from kit.run.bench import write_report
 from kit.run.frozen import run_suite
@@ -77,6 +79,29 @@ def test_a_group_of_one_case_gets_no_scaling_table(h200_run):
     assert "speedup" not in figures_markdown(composed(h200_run, 2))
 
 
+def test_one_name_per_quantity_in_every_table_and_panel(h200_run):
+    """Layout 3: the DLE log's images/s and the harness's samples/s are one quantity, named as the model counts it;
+    layout 2 wrote both names, in two plot panels for one model."""
+    old, new = composed(h200_run, 2), composed(h200_run, 3)
+    assert sorted(g.unit for g in old.groups) == ["images/s", "samples/s"]
+    assert [g.unit for g in new.groups] == ["images/s", "images/s"]
+    assert [unit for unit, _ in throughput_panels(old)] == ["images/s", "samples/s"]
+    assert [unit for unit, _ in throughput_panels(new)] == ["images/s"]
+    md = to_markdown(new)
+    assert "samples/s" not in md.replace("samples/s, median", "")  # nowhere, not even a header
+    assert "| node_num" not in md  # (one case per group: no scaling table; its header named the unit)
+    assert {g["unit"] for g in new.to_dict()["groups"]} == {"images/s"}
+
+
+def test_a_figure_counting_samples_is_named_in_its_models_unit():
+    assert quantity_unit("resnet50", "samples/s") == quantity_unit("vgg16", "img/s") == "images/s"
+    assert quantity_unit("bert", "samples/s") == "sequences/s"
+    assert quantity_unit("transformer", "tokens/s") == "tokens/s"
+    assert quantity_unit("transformer", "samples/s") == "samples/s"  # sentences are not its tokens
+    assert quantity_unit("resnet50", "steps/s") == "steps/s" and quantity_unit("rn50", "img/s") == "img/s"
+    assert quantity_unit("cyclegan", "images/s") == "samples/s"  # a pair of images is its sample
+
+
 def test_the_side_by_side_ratio_is_the_paddle_side_over_the_pytorch_side():
     family = {"fleetx": "paddle", "ngc-mxnet": "mxnet", "paddle": "paddle", "torch": "torch",
               "ngc-pytorch": "torch"}
@@ -108,7 +133,7 @@ def test_an_outlier_note_names_its_case_log_and_figures(published, tmp_path):
 
 def test_verify_recomputes_the_report_in_the_layout_results_json_declares(h200_run):
     write_report(h200_run, run_suite(h200_run)[0], plots=False)
-    assert json.loads((h200_run / "results.json").read_text())["layout"] == LAYOUT == 2
+    assert json.loads((h200_run / "results.json").read_text())["layout"] == LAYOUT == 3
     recomputed = ("results_recomputed", "report_recomputed", "derived_files_recomputed")
 
     def failed(version: str | None = None) -> dict[str, list[str]]:
@@ -128,7 +153,7 @@ def test_verify_recomputes_the_report_in_the_layout_results_json_declares(h200_r
     (h200_run / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     evidence = Evidence(h200_run)
     assert evidence.layout == LAYOUT
-    assert ("results.json", "layout: 9 is no report layout this kit knows (1, 2)") in evidence.problems
+    assert ("results.json", "layout: 9 is no report layout this kit knows (1, 2, 3)") in evidence.problems
 
 
 def test_the_recorded_expansion_is_held_to_suite_yaml(h200_run):

@@ -37,3 +37,14 @@ def harness_sha256() -> dict[str, str]:
 
 harness = load("catalogue")
 contract = load("contract")
+
+# units that count a model's samples, however a log names them
+SAMPLE_UNITS = ("samples/s", "images/s", "img/s", "imgs/s", "sequences/s")
+
+
+def quantity_unit(model: str, unit: str) -> str:
+    """One name per quantity: a figure counting a catalogued model's samples, under whatever name its log gives them,
+    in the model's own unit (images/s, sequences/s; the catalogue's); any other unit (tokens/s, words/s, steps/s) as
+    it is."""
+    row = harness.MODELS.get(model)
+    return row.unit if row is not None and unit in SAMPLE_UNITS and row.unit in SAMPLE_UNITS else unit

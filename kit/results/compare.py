@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from kit.core.catalogue import quantity_unit
 from kit.core.inputs import InputError, read_json_object
 from kit.core.layout import GroupKey, RunLog, case_name, classify
 from kit.core.rundir import RESULTS_JSON, has_run_meta, read_run_meta, results_path
@@ -191,7 +192,7 @@ def parse_results(data, path) -> Results:
         where = f"groups[{gi}]"
         group = [get(g, k, t, where) for k, t in
                  (("framework", str), ("model", str), ("batch_per_device", int), ("precision", str))]
-        unit = get(g, "unit", str, where)
+        unit = quantity_unit(group[1], get(g, "unit", str, where))  # a results.json of layout 2 or 3 alike
         for ci, c in enumerate(get(g, "cases", list, where)):
             at = f"{where}.cases[{ci}]"
             key = (*group, get(c, "nodes", int, at), get(c, "gpus_per_node", int, at))

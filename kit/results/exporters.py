@@ -15,7 +15,7 @@ from kit.results import stats
 from kit.results.extract import Method, format_number
 from kit.results.gpu_telemetry import TELEMETRY_COLUMNS, telemetry_cells, telemetry_markdown
 from kit.results.parsers.kitlog import read_what_ran
-from kit.results.report import CaseResult, Report, framework_rows, rel_path
+from kit.results.report import CaseResult, Report, framework_rows, rel_path, row_unit
 
 
 def describe_method(method: Method, scale_given: bool) -> str:
@@ -66,7 +66,7 @@ def to_markdown(report: Report) -> str:
         if report.layout > 1 and len(group.cases) == 1:  # one case: no scaling to show
             out.write(_one_case_markdown(group.cases[0], report.method))
         else:
-            out.write(_scaling_markdown(group.cases, report.method))
+            out.write(_scaling_markdown(group.cases, report.method, group.unit if report.layout > 2 else "samples/s"))
         for note in group.notes:
             out.write(f"\n- {note}")
         if group.notes:
@@ -91,9 +91,13 @@ def comparison_markdown(report: Report) -> str:
         return ""
     first, second = report.pair if report.layout > 1 and report.pair else frameworks[:2]
     out = io.StringIO()
-    out.write(f"\n## Frameworks side by side\n\nMedian samples/s (CV of the runs); ratio = {first} / {second}.\n\n")
-    out.write("| model | batch | precision | case | " + " | ".join(frameworks) + f" | {first}/{second} |\n")
-    out.write("| --- | --- | --- | --- | " + " | ".join("---" for _ in frameworks) + " | --- |\n")
+    units = report.layout > 2  # each row's unit: the models' differ
+    said = "Median throughput in each row's unit" if units else "Median samples/s"
+    out.write(f"\n## Frameworks side by side\n\n{said} (CV of the runs); ratio = {first} / {second}.\n\n")
+    out.write("| model | " + ("unit | " if units else "") + "batch | precision | case | " + " | ".join(frameworks)
+              + f" | {first}/{second} |\n")
+    out.write("| --- | " + ("--- | " if units else "") + "--- | --- | --- | " + " | ".join("---" for _ in frameworks)
+              + " | --- |\n")
     doubts = []
     for (model, batch, precision, case_dir), row in rows:
         shown = [
@@ -108,7 +112,8 @@ def comparison_markdown(report: Report) -> str:
             if check is not None and check.conclusive is not True:
                 why = check.why(second, first, advice=False)
                 doubts.append(f"- {model} · batch {batch} · {precision} · {case_dir}: {why}")
-        out.write(f"| {model} | {batch} | {precision} | {case_dir} | " + " | ".join(shown) + f" | {ratio} |\n")
+        unit = f"{row_unit(row)} | " if units else ""
+        out.write(f"| {model} | {unit}{batch} | {precision} | {case_dir} | " + " | ".join(shown) + f" | {ratio} |\n")
     if doubts:
         out.write(f"\nA ratio is inconclusive when either side's runs have a CV above {stats.NOISE_MAX_CV:.0%} or the "
                   f"{stats.NOISE_LEVEL:.0%} interval of the ratio includes 1 (the two cannot be told apart); do not "
@@ -119,11 +124,11 @@ def comparison_markdown(report: Report) -> str:
 RATIO_MARKS = {stats.INCONCLUSIVE: " inconclusive", stats.UNTESTED: " (1 run)"}
 
 
-def _scaling_markdown(cases: list[CaseResult], method: Method) -> str:
-    """A group's scaling table (median and speedup per case), then its cases' spread."""
+def _scaling_markdown(cases: list[CaseResult], method: Method, unit: str) -> str:
+    """A group's scaling table (median in `unit` and speedup per case), then its cases' spread."""
     out = io.StringIO()
-    out.write("| node_num | gpu_num | samples/s | speedup |\n")
-    out.write("| -------- | ------- | --------- | ------- |\n")
+    out.write(f"| node_num | gpu_num | {unit} | speedup |\n")
+    out.write(f"| -------- | ------- | {'-' * len(unit)} | ------- |\n")
     for case in cases:
         speed = "" if case.speedup_rounded is None else str(case.speedup_rounded)
         out.write(f"| {case.nodes} | {case.gpus} | {_shown(case.median, method)} | {speed} |\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.results.report import CaseResult, GroupResult, Report, framework_rows
+from kit.results.report import CaseResult, GroupResult, Report, framework_rows, row_unit
 
 FrameworkRow = tuple[tuple[str, int, str, str], dict[str, CaseResult]]  # (model, batch, precision, case), {fw: case}
 
@@ -61,7 +61,7 @@ def framework_panels(report: Report) -> list[tuple[str, list[str], list[Framewor
     frameworks, rows = framework_rows(report)
     if len(frameworks) < 2:
         return []
-    panels = _by_unit(rows, lambda row: " | ".join(sorted({case_unit(c) for c in row[1].values()})))
+    panels = _by_unit(rows, lambda row: row_unit(row[1], " | "))
     return [(unit, [fw for fw in frameworks if any(fw in row for _, row in these)], these) for unit, these in panels]
 
 

@@ -7,10 +7,12 @@ a failure with its reason, never counted as 0 samples/s.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit import __version__
+from kit.core.catalogue import quantity_unit
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.inputs import InputError
 from kit.core.layout import GroupKey, RunLog, Stray, case_name, find_logs
@@ -27,8 +29,10 @@ SPEEDUP_DECIMALS = 2
 # in the layout it declares, under a rule set that knows it (kit.audit.rules.derived). Layout 2: frameworks side by
 # side as the Paddle side over the PyTorch side (Report.pair); no scaling table for a group of one case; an outlier
 # note names its case key, log and figures; a published program's GPU telemetry over its log's own timed window;
-# a sampled GPU named as the run's nvidia-smi capture names it where its samples give only a UUID.
-LAYOUTS = (1, 2)
+# a sampled GPU named as the run's nvidia-smi capture names it where its samples give only a UUID. Layout 3: one name
+# per quantity (kit.core.catalogue.quantity_unit): a figure counting a model's samples is in the model's unit
+# (images/s, sequences/s) whatever its log calls them, in every table, results.json and the plots' panels.
+LAYOUTS = (1, 2, 3)
 LAYOUT = LAYOUTS[-1]
 
 
@@ -274,6 +278,8 @@ def build_report(root: Path, method: Method, fmt: str = "auto", scale_given: boo
         except (MethodError, stats.StatsError) as exc:
             failures.append((log.path, str(exc)))
             continue
+        if layout > 2:
+            figure = dataclasses.replace(figure, unit=quantity_unit(log.group.model, figure.unit))
         peak = read_peak_memory(log.path) if figure.format == "kitlog" else None
         try:
             tele = run_telemetry(log.path, root, root.parent if root.name == "logs" else root, layout,
@@ -324,6 +330,11 @@ def framework_rows(report: Report) -> tuple[list[str], list[tuple[tuple[str, int
     rows = [(k, v) for k, v in sorted(cells.items()) if len(v) > 1]
     frameworks = sorted({fw for _, row in rows for fw in row})
     return frameworks, rows
+
+
+def row_unit(row: dict[str, CaseResult], sep: str = ", ") -> str:
+    """The unit(s) of a side-by-side row's cases (Paddle's words/s beside PyTorch's tokens/s: both)."""
+    return sep.join(sorted({case.runs[0].figure.unit for case in row.values()}))
 
 
 def ratio_pair(frameworks: list[str], rows, family: dict[str, str]) -> tuple[str, str] | None:
