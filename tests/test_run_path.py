@@ -9,11 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+from kit.config.expansion import FROZEN_KEY, freeze
 from kit.config.suites import load_suite
+from kit.core.rundir import read_run_meta
 from kit.run import records
+from kit.run.bench import run_each, write_report
 from kit.run.command import Container, Mount, Site, command_for
 from kit.run.plan import PlannedRun, plan_for_nodes
-from kit.run.runner import HostStatus, Runner, execute, judge, master_port, stop_tree
+from kit.run.runner import HostStatus, Runner, judge, master_port, stop_tree
 
 SUITE = """\
 schema_version: 1
@@ -126,14 +129,23 @@ class ProcessPerRank(Runner):
 
 
 def test_a_new_runner_needs_only_the_runner_interface(tmp_path):
-    loaded = suite(tmp_path)
+    """The toy runner goes through the one bench loop (kit.run.bench.run_each) with no loop of its own: its run is
+    recorded with every task's end, and the run directory says what every runner's does (planned, finished)."""
+    run_dir, loaded = records.start(suite(tmp_path).path, tmp_path / "runs")
     (run,) = plan_for_nodes(loaded, 2, lambda case: case.impl == "harness")
-    run_dir = tmp_path / "run"
-    outcome = execute(ProcessPerRank(run_dir, 2), run, run_dir)
+    meta = records.open_run_meta(run_dir, loaded, **{FROZEN_KEY: freeze(loaded)})
+    records.note_planned(meta, [run])
+    (outcome,) = run_each(run_dir, loaded, ProcessPerRank(run_dir, 2), [run], meta)
+    assert "partial: 1 of 1 runs finished; missing: none" in (run_dir / "report.md").read_text()
+    records.finish_run_meta(run_dir, meta)
+    write_report(run_dir, loaded, plots=False)
     assert outcome.status == "ok", (outcome.reason, (run_dir / run.log_rel).read_text()[-2000:])
     assert outcome.value == records.figure_of(run_dir / run.log_rel, run_dir / "logs") > 0
     assert [h.host for h in outcome.hosts] == ["task0", "task1"] and all(h.exit_code == 0 for h in outcome.hosts)
     assert records.is_done(run_dir, run)
+    entry = read_run_meta(run_dir)["runs"][str(run.log_rel)]
+    assert entry["status"] == "ok" and sorted(entry["hosts"]) == ["task0", "task1"] and "host_load" not in entry
+    assert "complete: all 1 planned runs finished." in (run_dir / "report.md").read_text()
 
 
 REPLAYED = [  # (published log, its folder in a run, the figure published for it, rel_tol): expected.yaml

@@ -26,12 +26,12 @@ from kit.results import compose
 from kit.results.html import write_report_files
 from kit.results.parsers import harnesslog
 from kit.results.report import Report
-from kit.run import hostload, records
+from kit.run import records
 from kit.run.command import HARNESS
 from kit.run.frozen import Selection
 from kit.run.local import BenchError, LocalRunner
 from kit.run.plan import PlannedRun, local_mismatches, model_code_root, plan
-from kit.run.runner import RunOutcome, execute
+from kit.run.runner import Runner, RunOutcome, execute
 
 SYNTHETIC_TREE = {"classes": 8, "images_per_class": 16, "size": 80}
 Progress = Callable[[str, PlannedRun | None, RunOutcome | None, int, int], None]
@@ -175,30 +175,50 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
     records.save_run_meta(run_dir, meta)
     write_report(run_dir, suite, plots=False)  # partial from the start: a resumed run's report no longer complete
     outcomes: list[RunOutcome] = []
-    todo = [r for r in runs if not records.is_done(run_dir, r)]
     for r in runs:
-        if r not in todo:
+        if records.is_done(run_dir, r):
             figure = records.measure_of(run_dir / r.log_rel, run_dir / "logs")
             outcomes.append(RunOutcome(r, "done", 0.0, value=figure.value, unit=figure.unit))
-    total = len(runs)
-    finished = total - len(todo)
-    for run in todo:
-        records.clear_for_rerun(run_dir, run)
-        if progress:
-            progress("start", run, None, finished, total)
-        with hostload.HostLoad(containers=bool(runner.images), env_dir=run_dir / "env") as load:
-            outcome = execute(runner, run, run_dir)
-        outcomes.append(outcome)
-        finished += 1
-        command = runner.launched
-        records.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
-                           command=command.shell(), argv=list(command.argv), env=dict(command.env),
-                           host_load=load.result())
-        write_report(run_dir, suite, plots=False)  # every finished run's figure kept, the run marked partial
-        if progress:
-            progress("end", run, outcome, finished, total)
+    outcomes += run_each(run_dir, suite, runner, runs, meta, progress=progress, finished=len(outcomes))
     records.finish_run_meta(run_dir, meta)
     return BenchResult(run_dir, outcomes, skipped, write_report(run_dir, suite))
+
+
+def run_each(run_dir: Path, suite: Suite, runner: Runner, runs: list[PlannedRun], meta: dict,
+             policy: str = "continue", progress: Progress | None = None,
+             before: Callable[[PlannedRun], None] | None = None, finished: int = 0) -> list[RunOutcome]:
+    """The one bench loop of every runner (local, SSH, Slurm): each of `runs` not yet done, in order, through the
+    runner's hooks (allocate; `before`, what the caller checks once nodes are held; start, wait, stop and gather:
+    execute), recorded in run.json with what the runner keeps of it (host_load where it watches the host) and the
+    report's text files rewritten, the run directory partial until its bench finishes. Policy stop: no run after
+    one that failed. The runner is released at the end, on error and on Ctrl-C."""
+    run_dir = Path(run_dir)
+    todo = [r for r in runs if not records.is_done(run_dir, r)]
+    total = finished + len(todo)
+    outcomes: list[RunOutcome] = []
+    try:
+        for left, run in zip(range(len(todo), 0, -1), todo, strict=True):
+            runner.allocate(run.case.nodes, left)
+            if before:
+                before(run)
+            records.clear_for_rerun(run_dir, run)
+            if progress:
+                progress("start", run, None, finished, total)
+            with runner.watched() as load:
+                outcome = execute(runner, run, run_dir)
+            outcomes.append(outcome)
+            finished += 1
+            watched = {} if load is None else {"host_load": load.result()}
+            records.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
+                               **runner.recorded(outcome), **watched)
+            write_report(run_dir, suite, plots=False)  # every finished run's figure kept, the run marked partial
+            if progress:
+                progress("end", run, outcome, finished, total)
+            if outcome.status != "ok" and policy == "stop":
+                break
+    finally:
+        runner.release()
+    return outcomes
 
 
 def capture_env(run_dir: Path, meta: dict) -> None:

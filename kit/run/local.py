@@ -20,10 +20,11 @@ from pathlib import Path
 
 from kit.config import reference
 from kit.config.runtimes import DOCKER, ContainerRuntime
+from kit.run import hostload
 from kit.run.command import SCRIPTS, Command, Container, Mount, RunCommand, Site, cleanup_command, command_for
 from kit.run.plan import PlannedRun, model_code_root
 from kit.run.records import RUN_ENV, cpu_count, sidecar_path, telemetry_path
-from kit.run.runner import HostStatus, RunError, Runner, dies_with_kit, master_port, stop_tree
+from kit.run.runner import HostStatus, RunError, Runner, RunOutcome, dies_with_kit, master_port, stop_tree
 
 
 class BenchError(RunError):
@@ -115,3 +116,9 @@ class LocalRunner(Runner):
 
     def statuses(self) -> list[HostStatus]:
         return [self._status]
+
+    def watched(self) -> hostload.HostLoad:
+        return hostload.HostLoad(containers=bool(self.images), env_dir=self.run_dir / "env")
+
+    def recorded(self, outcome: RunOutcome) -> dict:
+        return {"command": self.launched.shell(), "argv": list(self.launched.argv), "env": dict(self.launched.env)}

@@ -17,10 +17,10 @@ from kit.config.inventory import HostConfig, Inventory
 from kit.hosts import probe
 from kit.hosts.connect import check_reachable
 from kit.run import records
-from kit.run.bench import write_report
+from kit.run.bench import run_each, write_report
 from kit.run.frozen import Selection
 from kit.run.plan import PlannedRun, plan_for_nodes, unfit
-from kit.run.runner import RunError, RunOutcome, execute
+from kit.run.runner import RunError, RunOutcome
 from kit.run.ssh import SshRunner
 
 
@@ -80,19 +80,8 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     records.note_skipped(run_dir, meta, refused)
     records.note_forced(run_dir, meta, forced)
     records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
-    outcomes = []
-    for run in runs:
-        if records.is_done(Path(run_dir), run):
-            continue
-        records.clear_for_rerun(run_dir, run)
-        outcome = execute(runner, run, run_dir)
-        outcomes.append(outcome)
-        records.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
-                           hosts={h.host: h.to_dict() for h in outcome.hosts})
-        if outcome.status != "ok" and policy == "stop":
-            break
-    files = write_report(Path(run_dir), suite)
-    return outcomes, files
+    outcomes = run_each(Path(run_dir), suite, runner, runs, meta, policy)
+    return outcomes, write_report(Path(run_dir), suite)
 
 
 def cudnn_warning(suite: Suite, progress: Callable[[str, str, str], None]) -> str | None:

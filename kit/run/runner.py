@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,6 +134,24 @@ class Runner(ABC):
 
     def gather(self, run: PlannedRun) -> None:
         """Bring the run's logs into the run directory (rank 0's log into logs/). Nothing for local runs."""
+        return None
+
+    # ---- the bench loop's hooks (kit.run.bench.run_each), each with what a runner that needs nothing does ----
+
+    def allocate(self, nodes: int, runs: int = 1) -> None:
+        """Hold `nodes` nodes for the next run (`runs` still to come): a scheduler's allocation. Nothing here."""
+        return None
+
+    def watched(self) -> AbstractContextManager:
+        """A context around one run whose value, if not None, has .result(): run.json's host_load of the run."""
+        return nullcontext()
+
+    def recorded(self, outcome: RunOutcome) -> dict:
+        """What run.json keeps of a run beyond its figure: every host's command and end."""
+        return {"hosts": {h.host: h.to_dict() for h in outcome.hosts}}
+
+    def release(self) -> None:
+        """Give back what allocate() held; silent where nothing is held."""
         return None
 
 

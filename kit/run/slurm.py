@@ -51,7 +51,7 @@ from kit.run import gather
 from kit.run.command import HARNESS, SAMPLER, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
 from kit.run.needs import needs_script, read_needs, settle
 from kit.run.plan import PlannedRun
-from kit.run.runner import KILL_GRACE_S, Guard, HostStatus, Runner, master_port
+from kit.run.runner import KILL_GRACE_S, Guard, HostStatus, Runner, RunOutcome, master_port
 from kit.run.slurm_cli import (  # noqa: F401  (SlurmError, partition_nodes: the runner's errors and nodes)
     SlurmError,
     container_mode,
@@ -437,6 +437,9 @@ class SlurmRunner(Runner):
             shutil.copytree(self.step_dir(run), self.run_dir / "slurm" / run.folder, dirs_exist_ok=True)
         if self.nodes:
             gather.place_rank0(self.run_dir / "hosts" / self.nodes[0].name / run.folder, self.run_dir / run.log_rel)
+
+    def recorded(self, outcome: RunOutcome) -> dict:
+        return super().recorded(outcome) | {"slurm": self.record()}
 
     def record(self) -> dict:
         """The run's Slurm record for run.json: job, step, states, each node's exit code."""

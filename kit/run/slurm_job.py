@@ -13,11 +13,11 @@ from kit.config import expansion
 from kit.config.cases import Suite
 from kit.config.inventory import SlurmConfig
 from kit.run import records
-from kit.run.bench import write_report
+from kit.run.bench import run_each, write_report
 from kit.run.frozen import Selection
 from kit.run.multinode import cudnn_warning
 from kit.run.plan import plan_for_nodes
-from kit.run.runner import RunOutcome, execute
+from kit.run.runner import RunOutcome
 from kit.run.slurm import Progress, SlurmError, SlurmRunner, partition_nodes
 
 
@@ -42,27 +42,18 @@ def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, pol
     records.note_skipped(run_dir, meta, refused)
     if runner.mode != "native":
         records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
-    outcomes = []
     if runs:
         runner.stage(runs)
-    checked = False
-    try:
-        for run in runs:
-            runner.allocate(nodes, len(runs))
-            if not checked:
-                env_check(runner.capture_env(run_dir / "env", suite.hardware == "gpu"), run_dir, force, progress)
-                records.note_forced(run_dir, meta, runner.check(runs, force))
-                checked = True
-            meta["hosts"] = [n.name for n in runner.nodes]
-            records.clear_for_rerun(run_dir, run)
-            outcome = execute(runner, run, run_dir)
-            outcomes.append(outcome)
-            records.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
-                               hosts={h.host: h.to_dict() for h in outcome.hosts}, slurm=runner.record())
-            if outcome.status != "ok" and policy == "stop":
-                break
-    finally:
-        runner.release()
+    checked = []
+
+    def on_nodes(run) -> None:  # once the allocation holds nodes: their environment, once; their names, each run
+        if not checked:
+            env_check(runner.capture_env(run_dir / "env", suite.hardware == "gpu"), run_dir, force, progress)
+            records.note_forced(run_dir, meta, runner.check(runs, force))
+            checked.append(True)
+        meta["hosts"] = [n.name for n in runner.nodes]
+
+    outcomes = run_each(run_dir, suite, runner, runs, meta, policy, before=on_nodes)  # releases the allocation
     return outcomes, write_report(run_dir, suite)
 
 
