@@ -368,6 +368,8 @@ def test_kit_bench_runs_seed003_models_from_a_suite_with_peak_memory_in_the_repo
     units = {(g["framework"], g["model"]): g["unit"] for g in results["groups"]}
     assert units == {("paddle", "bert"): "sequences/s", ("torch", "bert"): "sequences/s",
                      ("paddle", "cyclegan"): "samples/s", ("torch", "cyclegan"): "samples/s"}
+    entries = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert {(e["case"].split("/")[1], e["unit"]) for e in entries} == {("bert", "sequences/s"), ("cyclegan", "samples/s")}
     report = (run_dir / "report.md").read_text()
     assert "| peak memory |" in report and " MiB |" in report
     log = (run_dir / "logs/torch/bert/bz4/1n1g/bert_b4_fp32_1.log").read_text()

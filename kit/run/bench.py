@@ -210,7 +210,7 @@ def run_each(run_dir: Path, suite: Suite, runner: Runner, runs: list[PlannedRun]
             finished += 1
             watched = {} if load is None else {"host_load": load.result()}
             records.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
-                               **runner.recorded(outcome), **watched)
+                               outcome.unit, **runner.recorded(outcome), **watched)
             write_report(run_dir, suite, plots=False)  # every finished run's figure kept, the run marked partial
             if progress:
                 progress("end", run, outcome, finished, total)

@@ -306,10 +306,12 @@ def note_forced(run_dir: Path, meta: dict, forced: list[dict]) -> None:
 
 
 def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: float | None, seconds: float,
-               reason: str, **extra) -> None:
-    """One run's outcome into run.json, written at once so an interruption loses nothing."""
-    meta["runs"][str(run.log_rel)] = {"case": run.case.key, "repeat": run.repeat, "status": status,
-                                      "samples_per_sec": value, "wall_seconds": round(seconds, 3),
+               reason: str, unit: str | None = None, **extra) -> None:
+    """One run's outcome into run.json, written at once so an interruption loses nothing: its figure (the key says
+    samples_per_sec, as it always has; `unit` names what it counts: images/s, sequences/s, tokens/s)."""
+    figure = {"samples_per_sec": value} | ({"unit": unit} if value is not None and unit else {})
+    meta["runs"][str(run.log_rel)] = {"case": run.case.key, "repeat": run.repeat, "status": status, **figure,
+                                      "wall_seconds": round(seconds, 3),
                                       "reason": reason, **run_settings(run_dir, run),
                                       **(run_gpu_telemetry(run_dir, run.log_rel) if meta.get("gpu_telemetry") else {}),
                                       **extra}

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kit.core.catalogue import quantity_unit
 from kit.core.inputs import KitError
 from kit.results.extract import MethodError
 from kit.results.parsers import ParseError
@@ -110,7 +111,7 @@ class RunOutcome:
     reason: str = ""
     exit_code: int | None = None
     hosts: list[HostStatus] = field(default_factory=list)
-    unit: str = "samples/s"  # of value: sequences/s, tokens/s for the NLP models
+    unit: str = "images/s"  # of value, named as the report names it (kit.core.catalogue.quantity_unit)
 
 
 class Runner(ABC):
@@ -186,7 +187,8 @@ def judge(run: PlannedRun, run_dir: Path, hosts: list[HostStatus], ended: bool, 
     value = None if figure is None else figure.value
     failed = [h for h in hosts if h.error]
     if figure is not None and not failed:
-        return RunOutcome(run, "ok", seconds, value=value, exit_code=0, hosts=hosts, unit=figure.unit)
+        return RunOutcome(run, "ok", seconds, value=value, exit_code=0, hosts=hosts,
+                          unit=quantity_unit(run.case.model, figure.unit))
     if several or any(not h.error.startswith("exit ") for h in failed):  # name the hosts and what they said
         reason = "; ".join(p for p in ("; ".join(f"{h.host}: {h.error}" for h in failed), why) if p)
     else:
