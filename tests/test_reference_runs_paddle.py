@@ -243,7 +243,7 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
     report = (run_dir / "report.md").read_text()
     section = report.split("## fleetx · vgg16 · batch 32 · fp32\n", 1)[1]  # FleetX publishes no figure: no reference
     assert section.lstrip().startswith("Method per run: skip 20, count 100, mean, scale 64.\n"
-                                       "samples/s, median of 1 run(s)")  # seed 000's rule: steps/s x global batch
+                                       "images/s, median of 1 run(s)")  # seed 000's rule: steps/s x global batch
     assert f"| 2n1g | 1 | {figure:.2f} | {figure:.2f} | {figure:.2f} | 0.00% |" in section  # one case: no scaling
     assert "node_num" not in section
     assert f"| fleetx/vgg16/bz32/2n1g/vgg16_b32_fp32_1 | fleetx data at {data} |" in report

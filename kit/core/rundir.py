@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from kit.core.filecache import once
 from kit.core.files import write_json
 from kit.core.inputs import InputError, parse_json, read_json_object
 from kit.core.layout import SIDECAR_SUFFIX, sidecar_name
@@ -86,7 +87,7 @@ def read_sidecar(log: Path | str) -> dict:
     """The command record beside a published program's log (scripts/reference/launch.py); InputError naming it."""
     log = Path(log)
     path = log if log.name.endswith(SIDECAR_SUFFIX) else log.with_name(sidecar_name(log.name))
-    return read_json_object(path, "command record")
+    return once("command record", path, lambda: read_json_object(path, "command record"))
 
 
 def sidecars(run_dir: Path | str, tops: tuple[str, ...] = ("logs", "hosts")) -> Iterator[tuple[Path, dict]]:
@@ -94,7 +95,7 @@ def sidecars(run_dir: Path | str, tops: tuple[str, ...] = ("logs", "hosts")) -> 
     JSON object is left out (a report section shows what the others say)."""
     for path in sorted(p for top in tops for p in (Path(run_dir) / top).rglob("*" + SIDECAR_SUFFIX)):
         try:
-            yield path, read_json_object(path, "command record")
+            yield path, read_sidecar(path)
         except InputError:
             continue
 
@@ -115,7 +116,7 @@ def env_captures(env_dir: Path) -> dict[str, dict]:
     out = {}
     for path in sorted(Path(env_dir).glob(f"*/{CAPTURE_JSON}")):
         try:
-            data = parse_json(path.read_bytes())
+            data = once("capture", path, lambda path=path: parse_json(path.read_bytes()))
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):

@@ -21,18 +21,15 @@ seconds; run_stop the count, seconds and rate of the steps it stopped; each reco
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
-import os
 import re
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from kit.core.catalogue import harness
+from kit.core.filecache import cached, once  # noqa: F401  (harnesslog.cached: the report's one read per file)
 from kit.core.inputs import open_regular, parse_json
 
 KITLOG = ":::KITLOG "
@@ -71,41 +68,6 @@ class HarnessLog:
 
     def of(self, *kinds: str) -> list[LogEvent]:
         return [e for e in self.events if e.event in kinds]
-
-
-_CACHE: dict | None = None  # while cached() holds: (reader, file identity and stat) -> what the reader made of it
-T = TypeVar("T")
-
-
-@contextlib.contextmanager
-def cached() -> Iterator[None]:
-    """Within it, each file is read once however many sections, plots or rewrites of a report ask for its records
-    (a file rewritten since, by size, mtime or inode, is read again); the outermost exit forgets them all."""
-    global _CACHE
-    outer = _CACHE
-    if outer is None:
-        _CACHE = {}
-    try:
-        yield
-    finally:
-        if outer is None:
-            _CACHE = None
-
-
-def once(kind: str, path: str | Path, read_it: Callable[[], T]) -> T:
-    """read_it() for `path`, or within cached() what it gave for the same file unchanged (by size, mtime and inode);
-    `kind` keeps apart what different readers make of one file. An exception is never kept."""
-    cache = _CACHE
-    if cache is None:
-        return read_it()
-    try:
-        st = os.stat(path)
-    except OSError:
-        return read_it()  # the reader says what is wrong with it
-    key = (kind, os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key not in cache:
-        cache[key] = read_it()
-    return cache[key]
 
 
 def read(path: str | Path) -> HarnessLog:
