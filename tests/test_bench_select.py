@@ -12,7 +12,7 @@ from test_bench import TINY_SUITE, TINY_SUITE_BASE, only_run_dir, write_suite
 
 from kit.audit.rules.engine import load_rules, newest
 from kit.cli import main
-from kit.config.case_keys import MIN_MEASURED_STEPS
+from kit.config.case_keys import MIN_MEASURED_STEPS, MIN_WARMUP_STEPS
 from kit.config.expansion import FROZEN_KEY, freeze, thaw
 from kit.config.suites import load_suite
 from kit.run import bench, records
@@ -208,19 +208,22 @@ def test_estimate_counts_timeouts_where_no_earlier_run(tmp_path):
     assert (found.known_runs, found.unknown_runs, found.bound) == (0, 4, 4 * suite.cases[0].timeout_s)
 
 
-def test_fewer_measured_steps_than_verify_asks_is_refused_before_anything_runs(tmp_path, capsys):
-    """One truth for the bound: the suite refuses what kit verify's newest measured_steps rule would, naming
-    file:line:key, in the dry run and the real run alike; nothing is made. At the bound it runs."""
-    (minimum,) = [r.args["minimum"] for r in load_rules(newest()) if r.name == "measured_steps"]
-    assert minimum == MIN_MEASURED_STEPS
-    suite = write_suite(tmp_path, TINY_SUITE_BASE.replace("measure_steps: 10", "measure_steps: 9"))
+@pytest.mark.parametrize(("key", "fewer", "rule", "bound", "what"), [
+    ("measure_steps", 9, "measured_steps", MIN_MEASURED_STEPS, "measured steps kit verify asks of a harness run"),
+    ("warmup_steps", 0, "warmup_skipped", MIN_WARMUP_STEPS, "warm-up steps kit verify asks a harness run to skip")])
+def test_fewer_steps_than_verify_asks_are_refused_before_anything_runs(tmp_path, capsys, key, fewer, rule, bound, what):
+    """One truth for a bound: the suite refuses what kit verify's newest rule would, naming file:line:key, in the dry
+    run and the real run alike; nothing is made. At the bound it runs."""
+    (minimum,) = [r.args["minimum"] for r in load_rules(newest()) if r.name == rule]
+    assert minimum == bound
+    at = {"measure_steps": "measure_steps: 10", "warmup_steps": "warmup_steps: 1"}[key]
+    suite = write_suite(tmp_path, TINY_SUITE_BASE.replace(at, f"{key}: {fewer}"))
     for dry in (["--dry-run"], []):
         assert main(["bench", "--suite", str(suite), *dry, "--runs-dir", str(tmp_path / "runs")]) == 2
         err = capsys.readouterr().err
-        assert (f"{suite}:5: measure_steps: 9 is fewer than the {minimum} measured steps kit verify asks of a "
-                "harness run (case paddle/resnet50)") in err
+        assert f"{suite}:5: {key}: {fewer} is fewer than the {minimum} {what} (case paddle/resnet50)" in err
     assert not (tmp_path / "runs").exists()
-    write_suite(tmp_path, TINY_SUITE_BASE)
+    write_suite(tmp_path, TINY_SUITE_BASE.replace(at, f"{key}: {bound}"))
     assert main(["bench", "--suite", str(suite), "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
 
 

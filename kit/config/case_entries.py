@@ -21,6 +21,7 @@ from kit.config.case_keys import (
     MAX_RUNS,
     MAXIMUM,
     MIN_MEASURED_STEPS,
+    MIN_WARMUP_STEPS,
     MINIMUM,
     NHWC_MODELS,
     NLP_MODELS,
@@ -104,7 +105,7 @@ def expand_entry(entry: LineDict, defaults: LineDict, path: Path, hardware: str 
                               f"the harness runs {', '.join(HARNESS_PRECISIONS)}",
                               entry.line_of("precision") or entry.line, "precision")
         _check_model_keys(values, entry, path)
-        _check_measured_steps(values, entry, defaults, path)
+        _check_rule_bounds(values, entry, defaults, path)
         _resolve_layout_mode(values, entry, defaults, path, hardware)
         if impl == "reference" and "data" not in entry and "data" not in defaults:
             values["data"] = programs.default_data(values["framework"], values["model"])
@@ -142,15 +143,20 @@ def _check_model_keys(values: dict, entry: LineDict, path: Path) -> None:
         raise ConfigError(path, f"{key} does not apply to {model}", entry.line_of(key) or entry.line, key)
 
 
-def _check_measured_steps(values: dict, entry: LineDict, defaults: LineDict, path: Path) -> None:
-    """A harness case of an image model measures at least MIN_MEASURED_STEPS steps: fewer would run, and never
-    verify (the NLP models count epochs; a publisher's program its own steps)."""
-    steps = values["measure_steps"]
-    if values["impl"] == "harness" and values["model"] not in NLP_MODELS and steps < MIN_MEASURED_STEPS:
-        given = entry if "measure_steps" in entry else defaults
-        raise ConfigError(path, f"{steps} is fewer than the {MIN_MEASURED_STEPS} measured steps kit verify asks of a "
-                          f"harness run (case {values['framework']}/{values['model']})",
-                          given.line_of("measure_steps"), "measure_steps")
+def _check_rule_bounds(values: dict, entry: LineDict, defaults: LineDict, path: Path) -> None:
+    """A harness case warms up at least MIN_WARMUP_STEPS steps and (an image model's) measures at least
+    MIN_MEASURED_STEPS: fewer would run, and never verify (the NLP models count epochs; a publisher's program its
+    own steps)."""
+    if values["impl"] != "harness":
+        return
+    bounds = [("warmup_steps", MIN_WARMUP_STEPS, "warm-up steps kit verify asks a harness run to skip")]
+    if values["model"] not in NLP_MODELS:
+        bounds.append(("measure_steps", MIN_MEASURED_STEPS, "measured steps kit verify asks of a harness run"))
+    for key, least, what in bounds:
+        if values[key] < least:
+            given = entry if key in entry else defaults
+            raise ConfigError(path, f"{values[key]} is fewer than the {least} {what} (case "
+                              f"{values['framework']}/{values['model']})", given.line_of(key), key)
 
 
 def _resolve_layout_mode(values: dict, entry: LineDict, defaults: LineDict, path: Path, hardware: str) -> None:

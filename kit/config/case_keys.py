@@ -60,9 +60,10 @@ MAXIMUM = {"nodes": 1024, "gpus_per_node": 256, "repeats": 1000, "timeout_s": 7 
 MINIMUM |= {st.key: st.minimum for st in contract.SETTINGS if st.minimum is not None}
 MAXIMUM |= {st.key: st.maximum for st in contract.SETTINGS if st.maximum is not None}
 MAX_RUNS = 10_000  # cases x repeats of one suite
-# the fewest measured steps a harness case of an image model may declare: kit verify's measured_steps rule averages at
-# least as many (a test holds the newest rule set to it)
+# the fewest measured steps a harness case of an image model may declare, and the fewest warm-up steps any harness case
+# may: kit verify's measured_steps and warmup_skipped rules ask as many (a test holds the newest rule set to them)
 MIN_MEASURED_STEPS = 10
+MIN_WARMUP_STEPS = 1
 # the NLP models have neither (0), CycleGAN no classes (0)
 DEFAULT_IMAGE_SIZE = {m.name: m.image_size for m in harness.CATALOGUE}
 DEFAULT_NUM_CLASSES = {m.name: m.num_classes for m in harness.CATALOGUE}
