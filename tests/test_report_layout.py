@@ -14,6 +14,7 @@ import pytest
 from kit.audit import rules
 from kit.audit.evidence import Evidence
 from kit.config import programs, reference
+from kit.config.cases import Reference
 from kit.config.expansion import FROZEN_KEY, freeze
 from kit.core.catalogue import quantity_unit
 from kit.images.parity import program_stacks
@@ -100,6 +101,10 @@ def test_a_figure_counting_samples_is_named_in_its_models_unit():
     assert quantity_unit("transformer", "samples/s") == "samples/s"  # sentences are not its tokens
     assert quantity_unit("resnet50", "steps/s") == "steps/s" and quantity_unit("rn50", "img/s") == "img/s"
     assert quantity_unit("cyclegan", "images/s") == "samples/s"  # a pair of images is its sample
+    # a reference's unit is taken as its source wrote it: seed 003's BERT "samples/s" are steps/s at its batch, no
+    # sequences/s (kit/suites/v100.yaml), while an image model's samples/s are its images/s
+    assert not Reference(4.0, None, None, "samples/s").measures("sequences/s")
+    assert Reference(393.5, None, None, "samples/s").measures("images/s")
 
 
 def test_the_side_by_side_ratio_is_the_paddle_side_over_the_pytorch_side():

@@ -8,14 +8,13 @@ from typing import Any
 
 from kit.config import programs
 from kit.config.case_keys import CASE_KEYS, SEED003_ONLY
-from kit.core.catalogue import SAMPLE_UNITS, contract
+from kit.core.catalogue import contract
 from kit.core.layout import TAGGED, case_key, case_name, run_log_path, variant_tag
 
 
 def same_unit(unit: str) -> str:
-    """A throughput unit by what it counts: images/s and sequences/s are samples/s (an image is the sample of an image
-    model, a sequence a language model's)."""
-    return "samples/s" if unit in SAMPLE_UNITS else unit
+    """A throughput unit by what it counts: images/s is samples/s (an image is the sample of an image model)."""
+    return {"images/s": "samples/s", "img/s": "samples/s"}.get(unit, unit)
 
 
 @dataclass(frozen=True)
