@@ -7,7 +7,7 @@ For each size, a run directory of the v100 suite trimmed to its 49 cases (bench/
 text, every host's files) with R repeats each (49, 245, 980 runs), then, in this process:
   report      one `kit report` of it (kit.run.bench.compose_report + the report files, plots left out): wall
               seconds and the files under the run opened, with each log read once for every section
-              (kit.results.parsers.harnesslog.cached, as the kit does) and without (every section reading for itself,
+              (kit.core.filecache.cached, as the kit does) and without (every section reading for itself,
               as the kit did before 9386b2b);
   rewrites    what `kit bench` pays per finished run for its rewritten report: --rewrites rewrites of the finished
               run's report inside one cached() (as kit bench's loop holds it: a log unchanged since is not read again)
@@ -33,8 +33,8 @@ sys.path.insert(0, str(BENCH.parent))
 import scale  # noqa: E402  (the generated run directory)
 
 from kit.config.suites import load_suite  # noqa: E402
+from kit.core import filecache  # noqa: E402
 from kit.results.exporters import write_outputs  # noqa: E402
-from kit.results.parsers import harnesslog  # noqa: E402
 from kit.run.bench import compose_report  # noqa: E402
 
 WATCHED: list[str] = []  # the run directory whose opens are counted ("" : none)
@@ -64,17 +64,17 @@ def measured(run_dir: Path, work) -> tuple[float, int]:
 
 
 def reports(run_dir: Path, suite, out: Path, times: int, cache: bool) -> None:
-    """TIMES reports of the run, inside one harnesslog.cached() (CACHE), or with cached() a no-op everywhere: each
+    """TIMES reports of the run, inside one filecache.cached() (CACHE), or with cached() a no-op everywhere: each
     section reading for itself, as before 9386b2b."""
     if not cache:
-        kept, harnesslog.cached = harnesslog.cached, contextlib.nullcontext
+        kept, filecache.cached = filecache.cached, contextlib.nullcontext
         try:
             for _ in range(times):
                 report(run_dir, suite, out)
         finally:
-            harnesslog.cached = kept
+            filecache.cached = kept
         return
-    with harnesslog.cached():
+    with filecache.cached():
         for _ in range(times):
             report(run_dir, suite, out)
 

@@ -130,9 +130,9 @@ def _made_by_this_kit(meta: dict) -> bool:
 def _rebuilt(run_dir: Path, tmp: Path) -> Path:
     """A copy of RUN_DIR under TMP, its raw records linked (copied where links cannot be made), its report,
     results and plots written by this kit from the logs as `kit report` writes them; RUN_DIR is only read."""
+    from kit.core import filecache
     from kit.core.runlock import LOCK_NAME
     from kit.results import html
-    from kit.results.parsers import harnesslog
     from kit.run.bench import compose_report
     from kit.run.frozen import run_suite
 
@@ -151,7 +151,7 @@ def _rebuilt(run_dir: Path, tmp: Path) -> Path:
     copy = tmp / top.name
     shutil.copytree(top, copy, symlinks=True, ignore=derived, copy_function=link)
     suite, _source = run_suite(copy)
-    with harnesslog.cached():
+    with filecache.cached():
         html.write_report_files(compose_report(copy, suite), copy)
     return copy
 

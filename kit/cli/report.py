@@ -37,14 +37,14 @@ def _run_report(run_dir: Path, out: Path, live: str | None, full: bool) -> int:
     """The run's own report (each case by its own rule, the suite's references): what `kit bench` wrote and what
     `kit verify` recomputes. The suite as the run expanded it (run.json, kit.run.frozen), else suite.yaml's; a
     warning line where a case has no logs or a log no case."""
-    from kit.results.parsers import harnesslog
+    from kit.core import filecache
     from kit.run.bench import compose_report
     from kit.run.frozen import coverage_warnings, run_suite
 
     suite, _source = run_suite(run_dir)
     for warning in coverage_warnings(run_dir, suite):
         print(f"kit: warning: {run_dir}: {warning}", file=sys.stderr)
-    with harnesslog.cached():  # each harness log read once for the sections and the plots
+    with filecache.cached():  # each harness log read once for the sections and the plots
         return _write(compose_report(run_dir, suite), out, live, full)
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from kit.core import filecache
 from kit.core.inputs import InputError
 from kit.core.rundir import read_run_meta, run_entries
 from kit.results.extract import HARNESS_METHOD
-from kit.results.parsers import harnesslog
 from kit.results.program_ratio import program_ratio_section
 from kit.results.published import published_figures
 from kit.results.report import LAYOUT, Completion, Report, build_report, framework_rows, ratio_pair
@@ -41,7 +41,7 @@ def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callab
                    program_stacks: Callable[[object, set[str]], list[str]], layout: int = LAYOUT) -> Report:
     """The run's report in LAYOUT (kit.results.report.LAYOUTS): its logs by their own rules (the harness's, each
     program's publisher's), titled with the run's folder, and its settings sections; each harness log read once."""
-    with harnesslog.cached():
+    with filecache.cached():
         return _compose_report(Path(run_dir), suite, method_for, ran_as, program_stacks, layout)
 
 

@@ -18,13 +18,12 @@ from pathlib import Path
 from kit import REPO_ROOT
 from kit.config import expansion, programs, reference
 from kit.config.cases import Case, Suite
-from kit.core import rundir, runlock
+from kit.core import filecache, rundir, runlock
 from kit.core.inputs import KitError
 from kit.hosts import probe
 from kit.images.parity import program_stacks
 from kit.results import compose
 from kit.results.html import write_report_files
-from kit.results.parsers import harnesslog
 from kit.results.report import Report
 from kit.run import records
 from kit.run.command import HARNESS
@@ -146,7 +145,7 @@ def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, run
     """The suite's runs (its cases `selection` keeps) into run_dir, holding its lock (one writer) until they end."""
     runlock.acquire(run_dir)
     try:
-        with harnesslog.cached():  # the report rewritten after each run reads only the logs new since
+        with filecache.cached():  # the report rewritten after each run reads only the logs new since
             return _run_bench(Path(run_dir), suite, progress, runner, train_list, images, force,
                               selection or Selection())
     finally:
@@ -241,5 +240,5 @@ def compose_report(run_dir: Path, suite: Suite) -> Report:
 
 def write_report(run_dir: Path, suite: Suite, plots: bool = True) -> list[Path]:
     """The run's report files (report.md, results.json/csv, the plots) and report.html beside them."""
-    with harnesslog.cached():  # each harness log read once for the sections and the plots
+    with filecache.cached():  # each harness log read once for the sections and the plots
         return write_report_files(compose_report(run_dir, suite), run_dir, plots)

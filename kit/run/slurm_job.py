@@ -44,13 +44,14 @@ def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, pol
         records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
     if runs:
         runner.stage(runs)
-    checked = []
+    checked = False
 
     def on_nodes(run) -> None:  # once the allocation holds nodes: their environment, once; their names, each run
+        nonlocal checked
         if not checked:
             env_check(runner.capture_env(run_dir / "env", suite.hardware == "gpu"), run_dir, force, progress)
             records.note_forced(run_dir, meta, runner.check(runs, force))
-            checked.append(True)
+            checked = True
         meta["hosts"] = [n.name for n in runner.nodes]
 
     outcomes = run_each(run_dir, suite, runner, runs, meta, policy, before=on_nodes)  # releases the allocation

@@ -11,7 +11,7 @@ from itertools import repeat
 from operator import itemgetter, lt
 from pathlib import Path
 
-from kit.results.parsers import harnesslog
+from kit.core import filecache
 from kit.results.parsers.base import LogFormat
 from kit.results.parsers.columns import gc_paused
 from kit.results.parsers.dle_bert_pytorch import DLEBertPyTorch
@@ -179,7 +179,7 @@ def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:
 
 
 def parse_log(path: str | Path, fmt: str = "auto") -> ParsedLog:
-    """The log's records (parsed once per file and format within harnesslog.cached(): a report's sections share it)."""
+    """The log's records (parsed once per file and format within kit.core.filecache.cached(): a report's sections share it)."""
     if fmt != "auto":
         get_format(fmt)
-    return harnesslog.once(f"parse {fmt}", path, lambda: parse_text(read_log_text(path), path, fmt))
+    return filecache.once(f"parse {fmt}", path, lambda: parse_text(read_log_text(path), path, fmt))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.core.catalogue import harness
-from kit.core.filecache import cached, once  # noqa: F401  (harnesslog.cached: the report's one read per file)
+from kit.core.filecache import once
 from kit.core.inputs import open_regular, parse_json
 
 KITLOG = ":::KITLOG "
