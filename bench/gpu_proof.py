@@ -24,7 +24,7 @@ own timeout and is skipped with a message when the time left cannot hold it:
               (bench/yardstick.py) at each setting, ONE PROCESS PER REPEAT (each process's one window one run of the
               noise rule, as each harness process is). Targets: harness / yardstick >= 0.97; ResNet50 amp-nhwc
               >= 4500 images/s on an H100, 4950 on an H200 (the GPU named by the kit's capture).
-Stages 3-6 run "if time is left": only where the budget holds them beyond the planned stages and the margin, so
+Stages 3-7 run "if time is left": only where the budget holds them beyond the planned stages and the margin, so
 NOT at the default budget (the plan says "will not run at this budget"); asked alone (--stages 3) they run:
   3 program   kit bench --suite gpu-proof-dle: NVIDIA DLE's PyTorch ResNet50 v1.5 (.models/, at its pin) beside
               the harness, AMP NHWC bs256 synthetic, 2 repeats each; target harness / program >= 0.95.
@@ -33,6 +33,9 @@ NOT at the default budget (the plan says "will not run at this budget"); asked a
               figure, its noise untested).
   6 host      the gpu loader's host work on this machine's CPU (bench/decode_overlap.py --stages step: decode
               stood in, a small-op thread beside it / alone, target >= 0.97) and what a thread wake-up costs there.
+  7 hardware  kit yardstick on the GPU: GEMM per math mode (fp32, tf32, bf16, fp16), memory copy, host link (and
+              the all-reduce bus with 2+ GPUs), each against its datasheet peak (kit/claims/gpu-datasheets.yaml) and
+              the kit's recordings of that GPU model; met where the measure reaches its healthy floor.
 Last, no GPU time: the kit's best ResNet50 figure / MLPerf Training v4.0's per-GPU figure for that GPU (MLPERF_V40).
 Verdicts use the kit's noise rule (kit.results.stats): met or missed only when the interval lies wholly on one side
 of the target; otherwise inconclusive (said, with why).
@@ -108,6 +111,9 @@ STAGES = {
                "compiling each)", "skipped, or the yardstick's process", planned=False),
     "6": Stage("host", 60, 30, "bench/decode_overlap.py --stages step on this host's CPU: the gpu loader's host "
                "work beside a small-op thread (decode stood in), and what a thread wake-up costs here",
+               "skipped", planned=False),
+    "7": Stage("hardware", 45, 25, "kit yardstick --device gpu (~20 s): GEMM per math mode, memory copy, host link "
+               "(all-reduce with 2+ GPUs), 5 windows each, against the datasheet and the kit's recordings",
                "skipped", planned=False),
 }
 LOADER_ALONE_S = 200  # stage 1's timeout when it is the only planned stage (the second command on a warm machine)
@@ -388,6 +394,41 @@ def host_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.Row]:
     return rows
 
 
+def hardware_rows(a: argparse.Namespace, out: Path, limit_s: float) -> list[gs.Row]:
+    """Stage 7: kit yardstick on this device, kept under OUT/runs/yardstick/; a row per measure (its fraction of the
+    datasheet against the measure's healthy floor), and the verdict's line. On a CPU (the dry run) small sizes."""
+    name = "7 hardware"
+    out.mkdir(parents=True, exist_ok=True)
+    small = ["--gemm-n", "256", "--copy-mib", "16", "--window-s", "0.02", "--repeats", "3"] if a.device == "cpu" else []
+    done = gs.kit(["yardstick", "--device", a.device, "--json", "--runs-dir", str(out / "runs"), *small], limit_s,
+                  capture=True)
+    (out / "yardstick.log").write_text(done.stdout + done.stderr)
+    try:
+        got = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        got = None
+    if not got:
+        rows = unfinished(name, "kit yardstick", "healthy", done, limit_s)
+    else:
+        rows = []
+        for r in got["rows"]:
+            measure, mode = r["key"].split("/")
+            figure, target, verdict = f"{r['median']:g} {r['unit']}", "—", "no target"
+            detail = [f"windows {r['low']:g}..{r['high']:g} ({r['size']})"]
+            if r["fraction"] is not None:
+                detail.insert(0, f"{r['fraction']:.1%} of the datasheet's {r['peak']:g}")
+                if r["floor"] is not None:
+                    target = f">= {r['floor']:.0%} of {r['peak']:g}"
+                    verdict = gs.stats.MISSED if r["findings"] else gs.stats.MET
+            detail += [f"{x['ratio']:.3f} of {x['label']}" for x in r["against"]]
+            rows.append(gs.Row(name, f"{measure} {mode}", figure, target, verdict, "; ".join(detail)))
+        rows.append(gs.Row(name, "kit yardstick's verdict", got["verdict"], "healthy",
+                           gs.stats.MET if got["verdict"] == "healthy" else gs.stats.MISSED
+                           if got["verdict"] == "suspect" else "no target", got["line"]))
+    gs.verdict_line(out, name, rows)
+    return rows
+
+
 def compiled_rows(a: argparse.Namespace, out: Path, budget: gs.Budget, limit_s: float) -> list[gs.Row]:
     """Stage 5: one harness process and one yardstick process in --mode compiled (on a CPU, backend aot_eager: no
     code generation), harness / yardstick (untested: one run a side) and the harness's figure for the MLPerf row."""
@@ -556,6 +597,8 @@ def stage(a: argparse.Namespace, budget: gs.Budget, key: str, folder: Path, limi
         return telemetry_rows(a, folder, limit)
     if key == "6":
         return host_rows(a, folder, limit)
+    if key == "7":
+        return hardware_rows(a, folder, limit)
     got = compiled_rows(a, folder, budget, limit)
     harness = json.loads((folder / "figures.json").read_text())["harness"]
     if harness["figure"]:

@@ -31,6 +31,7 @@ from kit.cli import (
     stage_data,
     standing,
     suites,
+    yardstick,
 )
 from kit.cli.common import EXIT_BAD_INPUT, EXIT_BUG, EXIT_MISMATCH, EXIT_OK, UsageError
 from kit.config import settings
@@ -44,7 +45,7 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_BUG", "EXIT_MISMATCH", "EXIT_OK", "UsageError
 
 # in the order `kit --help` lists them; multinode adds multinode, cluster and gather-logs, audit bundle and verify
 SUBCOMMANDS = (extract, report, crosscheck, formats, bench, multinode, stage_data, check_env, images, compare,
-               standing, audit, reproduce, suites)
+               standing, audit, reproduce, suites, yardstick)
 COMMANDS = {
     "extract": extract.cmd_extract,
     "report": report.cmd_report,
@@ -63,6 +64,7 @@ COMMANDS = {
     "bundle": audit.cmd_bundle,
     "verify": audit.cmd_verify,
     "reproduce": reproduce.cmd_reproduce,
+    "yardstick": yardstick.cmd_yardstick,
 }
 
 

@@ -2,13 +2,16 @@
 """Hardware yardsticks: what the device itself delivers, apart from any model.
 
     python3 scripts/yardstick/hardware.py [--device auto|cpu|gpu] [--repeats 5] [--gemm-n N] [--copy-mib M]
-                                          [--only gemm,memory,host] [--json]
+                                          [--only gemm,memory,host,allreduce] [--ranks N] [--json]
 
 Measures, each as R timed windows after a warm-up (one figure per window; the median is the figure):
   gemm    C = A @ B of N x N matrices per math mode: fp32 (TF32 off), and on a GPU tf32, bf16, fp16; TFLOP/s counted
           as 2 N^3 per product (CPU: fp32 and bf16, GFLOP/s is the same figure x 1000)
   memory  a device-to-device copy of M MiB: GB/s counted as 2 M (read + write), as STREAM's copy does
   host    (GPU only) host -> device and device -> host copies of M MiB from pinned host memory: GB/s counted as M
+  allreduce  with 2+ GPUs (or --ranks N processes), an all-reduce (sum) of M/4 MiB of fp32 across one process per
+          GPU (NCCL; on a CPU gloo, which only proves the path): bus bandwidth as nccl-tests counts it, the bytes over
+          the seconds x 2 (n - 1) / n, the figure comparable with an interconnect's per-GPU bandwidth
 Each window is timed between two device synchronisations with time.perf_counter. Prints one line a measure, or with
 --json one JSON object: the device (name, memory, SM count, driver/CUDA where a GPU), torch's version, and each
 measure with its unit, size, iterations per window, every window's figure and the median.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import sys
 import time
@@ -32,7 +36,7 @@ os.environ.pop("NVIDIA_TF32_OVERRIDE", None)  # before torch: "0" would forbid t
 
 GPU_MODES = ("fp32", "tf32", "bf16", "fp16")
 CPU_MODES = ("fp32", "bf16")
-MEASURES = ("gemm", "memory", "host")
+MEASURES = ("gemm", "memory", "host", "allreduce")
 GB = 1e9
 
 
@@ -113,6 +117,50 @@ def host(torch, clock: Clock, mib: int, repeats: int, target_s: float) -> list[d
             {"measure": "host", "mode": "d2h", "mib": mib, "unit": "GB/s", **scaled(to_host, GB)}]
 
 
+def allreduce(device: str, ranks: int, mib: int, repeats: int, target_s: float) -> dict:
+    """One process per rank (torch.multiprocessing, a file store: no network); rank 0's windows."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory(prefix="yardstick-") as tmp:
+        out = Path(tmp) / "rank0.json"
+        mp.spawn(_allreduce_rank, args=(ranks, device, mib, repeats, target_s, tmp, str(out)), nprocs=ranks)
+        row = json.loads(out.read_text())
+    return {"measure": "allreduce", "mode": "nccl" if device == "cuda" else "gloo", "mib": mib, "ranks": ranks,
+            "unit": "GB/s", **scaled(row, GB)}
+
+
+def _allreduce_rank(rank: int, ranks: int, device: str, mib: int, repeats: int, target_s: float, tmp: str,
+                    out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    gpu = device == "cuda"
+    if gpu:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if gpu else "gloo", init_method=f"file://{tmp}/store", rank=rank,
+                            world_size=ranks)
+    try:
+        where = f"cuda:{rank}" if gpu else "cpu"
+        tensor = torch.ones(max(1, mib * 2**20 // 4 // 4), device=where, dtype=torch.float32)
+        clock = Clock(torch, device)
+        step = lambda: dist.all_reduce(tensor)  # noqa: E731
+        once = torch.tensor([float(iterations_for(clock, step, target_s))], device=where)
+        dist.broadcast(once, 0)  # every rank the same count, or the collectives would not pair up
+        iterations = int(once.item())
+        bus = tensor.numel() * 4 * 2.0 * (ranks - 1) / ranks
+        figures = []
+        for _ in range(repeats):
+            dist.barrier()
+            figures.append(bus * iterations / clock.window(step, iterations))
+        if rank == 0:
+            Path(out).write_text(json.dumps({"iterations": iterations, "windows": figures,
+                                             "median": statistics.median(figures)}))
+    finally:
+        dist.destroy_process_group()
+
+
 def scaled(row: dict, scale: float) -> dict:
     return {"iterations": row["iterations"], "windows": [round(f / scale, 3) for f in row["windows"]],
             "median": round(row["median"] / scale, 3)}
@@ -133,14 +181,18 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--gemm-n", type=int, help="matrix size (default 8192 on a GPU, 1024 on a CPU)")
     parser.add_argument("--copy-mib", type=int, help="copy size in MiB (default 1024 on a GPU, 256 on a CPU)")
+    parser.add_argument("--ranks", type=int, help="all-reduce processes (default: every GPU; on a CPU 2, with "
+                        "--only allreduce named)")
     parser.add_argument("--window-s", type=float, default=0.2, help="about how long one window lasts")
-    parser.add_argument("--only", default=",".join(MEASURES), help="measures to run, comma-separated")
+    parser.add_argument("--only", help=f"measures to run, comma-separated (default {','.join(MEASURES)}; "
+                        "on a CPU the all-reduce only when named)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    only = [m for m in args.only.split(",") if m]
+    only = [m for m in (args.only or ",".join(MEASURES)).split(",") if m]
     unknown = sorted(set(only) - set(MEASURES))
-    if unknown or args.repeats < 1:
-        parser.error(f"--only takes {', '.join(MEASURES)}" if unknown else "--repeats must be 1 or more")
+    if unknown or args.repeats < 1 or (args.ranks or 2) < 2:
+        parser.error(f"--only takes {', '.join(MEASURES)}" if unknown else "--repeats must be 1 or more"
+                     if args.repeats < 1 else "--ranks must be 2 or more")
     import torch
 
     if args.device == "gpu" and not torch.cuda.is_available():
@@ -152,20 +204,31 @@ def main(argv=None) -> int:
     mib = args.copy_mib or (1024 if gpu else 256)
     clock = Clock(torch, device)
     rows: list[dict] = []
-    if "gemm" in only:
-        rows += gemm(torch, clock, device, GPU_MODES if gpu else CPU_MODES, n, args.repeats, args.window_s)
-    if "memory" in only:
-        rows.append(memory(torch, clock, device, mib, args.repeats, args.window_s))
-    if "host" in only and gpu:
-        rows += host(torch, clock, mib, args.repeats, args.window_s)
-    result = {"device": "gpu" if gpu else "cpu", **describe(torch, device), "repeats": args.repeats, "measures": rows}
+    steps = {"gemm": lambda: gemm(torch, clock, device, GPU_MODES if gpu else CPU_MODES, n, args.repeats,
+                                  args.window_s),
+             "memory": lambda: [memory(torch, clock, device, mib, args.repeats, args.window_s)],
+             "host": lambda: host(torch, clock, mib, args.repeats, args.window_s) if gpu else [],
+             "allreduce": lambda: [allreduce(device, ranks, mib, args.repeats, args.window_s)] if ranks >= 2 else []}
+    ranks = args.ranks or (torch.cuda.device_count() if gpu else 2 if args.only and "allreduce" in only else 1)
+    for name in MEASURES:
+        if name in only:
+            for row in steps[name]():
+                rows.append(row)
+                if args.json:  # progress, as each measure ends
+                    print(f"yardstick: {line(row)}", file=sys.stderr, flush=True)
+    result = {"device": "gpu" if gpu else "cpu", **describe(torch, device), "host": socket.gethostname(),
+              "repeats": args.repeats, "measures": rows}
     if args.json:
         print(json.dumps(result))
     else:
         for row in rows:
-            spread = f"{min(row['windows'])}..{max(row['windows'])}"
-            print(f"{row['measure']:<7} {row['mode']:<5} {row['median']:>10} {row['unit']:<8} windows {spread}")
+            print(line(row))
     return 0
+
+
+def line(row: dict) -> str:
+    spread = f"{min(row['windows'])}..{max(row['windows'])}"
+    return f"{row['measure']:<9} {row['mode']:<5} {row['median']:>10} {row['unit']:<8} windows {spread}"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,126 @@
+"""`kit yardstick`: what this machine's GPU (or CPU) itself delivers, apart from any model, and whether that is what
+it should: GEMM per math mode, memory copy, the host link and (2+ GPUs) the all-reduce bus, each the median of its
+windows with their spread (scripts/yardstick/hardware.py), held to the GPU model's datasheet peak
+(kit/claims/gpu-datasheets.yaml, every figure with its source), to the kit's recordings of that GPU model, to this
+host's earlier runs and to its peers' (same GPU or CPU model) under RUNS_DIR/yardstick/. A CPU is held only to
+itself and its peers, never to a GPU.
+
+Each run is kept as RUNS_DIR/yardstick/<host>/<UTC time>.json (--no-record: not). `--from FILE` judges a recorded
+result without measuring. Exit 0: healthy or not judged; 1: suspect (a measure under its floor, named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from kit.cli.common import EXIT_MISMATCH, EXIT_OK
+from kit.core.inputs import InputError, KitError
+
+HARDWARE = Path(__file__).resolve().parents[2] / "scripts" / "yardstick" / "hardware.py"
+EARLIER_KEPT = 3  # this host's newest runs held against; each peer's newest one
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("yardstick", help="GEMM, memory and link bandwidth of this machine against datasheet and "
+                       "earlier runs", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
+    p.add_argument("--repeats", type=int, default=5, help="timed windows per measure [5]")
+    p.add_argument("--only", help="measures, comma-separated: gemm,memory,host,allreduce [all the device has]")
+    p.add_argument("--gemm-n", type=int, help="matrix size [8192 on a GPU, 1024 on a CPU]")
+    p.add_argument("--copy-mib", type=int, help="copy size in MiB [1024 on a GPU, 256 on a CPU]")
+    p.add_argument("--window-s", type=float, help="about how long one window lasts [0.2]")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept and read [runs]")
+    p.add_argument("--no-record", action="store_true", help="do not keep this run under RUNS_DIR/yardstick/")
+    p.add_argument("--from", dest="source", type=Path, metavar="FILE",
+                   help="judge a recorded result (hardware.py --json, or a kept run) instead of measuring")
+    p.add_argument("--json", action="store_true", help="the judgement as JSON")
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """scripts/yardstick/hardware.py in a process of this interpreter; its progress goes to stderr as it comes."""
+    argv = [sys.executable, str(HARDWARE), "--json", "--device", args.device, "--repeats", str(args.repeats)]
+    for flag, value in (("--only", args.only), ("--gemm-n", args.gemm_n), ("--copy-mib", args.copy_mib),
+                        ("--window-s", args.window_s)):
+        if value is not None:
+            argv += [flag, str(value)]
+    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise KitError(f"yardstick: {HARDWARE.name} exited {done.returncode} (its reason is above; it needs PyTorch, "
+                       "as the harness does)")
+    from kit.core.inputs import parse_json
+    from kit.results.yardstick import check_yardstick
+
+    try:
+        result = parse_json(done.stdout)
+    except ValueError as exc:
+        raise KitError(f"yardstick: {HARDWARE.name} printed no JSON ({exc})") from None
+    if not isinstance(result, dict):
+        raise KitError(f"yardstick: {HARDWARE.name} printed no JSON object")
+    check_yardstick(result, HARDWARE.name)
+    return result
+
+
+def host_folder(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "host"
+
+
+def earlier_runs(runs_dir: Path, result: dict, sheets) -> list:
+    """This host's newest EARLIER_KEPT runs, each peer's newest, and (a GPU) the kit's recordings of the same model."""
+    from kit.results.yardstick import Earlier, read_yardstick, same_model
+
+    out = []
+    root = runs_dir / "yardstick"
+    mine = host_folder(str(result.get("host") or ""))
+    for folder in sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else []:
+        files = sorted(folder.glob("*.json"), reverse=True)
+        files = files[:EARLIER_KEPT] if folder.name == mine else files[:1]
+        for path in files:
+            try:
+                run = read_yardstick(path)
+            except InputError as exc:
+                print(f"kit: {exc} (skipped)", file=sys.stderr)
+                continue
+            if not same_model(result, run):
+                continue
+            label = f"this host's run of {path.stem}" if folder.name == mine else f"peer {folder.name} ({path.stem})"
+            out.append(Earlier(label, run))
+    if result["device"] == "gpu":
+        sheet = sheets.sheet_for(result.get("gpu"))
+        for path in sheets.recorded:
+            run = read_yardstick(path)
+            if sheet and sheets.sheet_for(run.get("gpu")) == sheet:
+                out.append(Earlier(f"the kit's recording {path.parent.parent.name}", run))
+    return out
+
+
+def cmd_yardstick(args: argparse.Namespace) -> int:
+    from kit.core.files import write_text
+    from kit.results.yardstick import judge, load_datasheets, read_yardstick, to_dict, to_markdown
+
+    if args.repeats < 1:
+        raise InputError("--repeats", f"must be 1 or more, got {args.repeats}")
+    sheets = load_datasheets()
+    if args.source:
+        result = read_yardstick(args.source)
+    else:
+        result = measure(args)
+        result.setdefault("host", socket.gethostname())
+    earlier = earlier_runs(args.runs_dir, result, sheets)
+    if args.source:  # a kept run is not held against itself
+        earlier = [e for e in earlier if e.result != result]
+    answer = judge(result, sheets, earlier)
+    print(json.dumps(to_dict(answer), indent=2) if args.json else to_markdown(answer), end="\n" if args.json else "")
+    if not args.source and not args.no_record:
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        folder = args.runs_dir / "yardstick" / host_folder(str(result["host"]))
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = write_text(folder / f"{stamp}.json", json.dumps(result, indent=1) + "\n")
+        print(f"yardstick: kept as {kept}", file=sys.stderr)
+    return EXIT_MISMATCH if answer.verdict == "suspect" else EXIT_OK
