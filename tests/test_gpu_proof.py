@@ -631,3 +631,19 @@ def test_the_pack_drops_what_is_rebuilt_then_the_largest_files_and_lists_them(tm
                                           "gpu-proof/MANIFEST.json"]
         manifest = json.loads(tar.extractfile("gpu-proof/MANIFEST.json").read())
     assert manifest["dropped"] == packed["dropped"] and not list(tmp_path.glob("*.part"))
+
+
+def test_the_hardware_stage_runs_kit_yardstick_and_reports_each_measure(tmp_path, monkeypatch):
+    """Stage 7 on this CPU (the dry run): kit yardstick for real at small sizes, a row per measure and its verdict's
+    line; a CPU has no datasheet, so no target (the H200's own rows: tests/test_yardstick.py)."""
+    out = tmp_path / "out"
+    for key, value in standin_env(tmp_path, out).items():
+        monkeypatch.setenv(key, value)
+    code = gpu_proof.main(["--device", "cpu", "--stages", "7", "--out", str(out), "--work", str(tmp_path / "work")])
+    rows = {r[1]: r for r in summary_rows(out)}
+    assert code == 0  # nothing missed, failed or inconclusive
+    assert {"gemm fp32", "gemm bf16", "memory copy", "kit yardstick's verdict"} <= set(rows)
+    assert rows["kit yardstick's verdict"][2:5] == ["not judged", "healthy", "no target"]
+    assert rows["gemm fp32"][2].endswith(" GFLOP/s") and rows["gemm fp32"][4] == "no target"
+    kept = list((tmp_path / "work" / "7-hardware" / "runs" / "yardstick").glob("*/*.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["device"] == "cpu"

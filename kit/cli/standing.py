@@ -17,6 +17,9 @@ def add_parser(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, metavar="RUN", help="a run directory (results.json, run.json, env/)")
     p.add_argument("--count", type=int, default=3, help="published neighbours per case [3] (MLPerf's is kept)")
+    p.add_argument("--yardstick", type=Path, metavar="FILE",
+                   help="kit yardstick's result for the run's device [the one kept nearest the run, within an hour, "
+                        "under RUN/../yardstick/<host>/]")
     p.add_argument("--json", action="store_true", help="the answer as JSON")
 
 
@@ -33,6 +36,19 @@ def run_results(run_dir: Path) -> dict:
     return compose_report(run_dir, run_suite(run_dir)[0]).to_dict()
 
 
+def hardware(run_dir: Path, given: Path | None):
+    """kit yardstick's judgement of the run's device: GIVEN, else the one kept beside the run; None without one."""
+    from kit.cli.yardstick import beside_run, judged
+    from kit.core.inputs import aware_instant
+    from kit.core.rundir import host_captures, read_run_meta
+
+    if given is None:
+        meta = read_run_meta(run_dir, missing_ok=True)
+        hosts = list(host_captures(run_dir)) or [str(meta.get("host") or "")]
+        given = beside_run(run_dir, aware_instant(meta.get("started")), aware_instant(meta.get("finished")), hosts)
+    return judged(given, run_dir.parent) if given else None
+
+
 def cmd_standing(args: argparse.Namespace) -> int:
     from kit.results.published import published_figures
     from kit.results.standing import stand, to_dict, to_markdown
@@ -46,7 +62,8 @@ def cmd_standing(args: argparse.Namespace) -> int:
         from kit.config.suites import load_suite
         from kit.results.compose import suite_knowledge
         references, settings = suite_knowledge(load_suite(args.run / "suite.yaml"), programs.ran_as)
-    answer = stand(args.run, run_results(args.run), published_figures(), references, settings, args.count)
+    answer = stand(args.run, run_results(args.run), published_figures(), references, settings, args.count,
+                   hardware(args.run, args.yardstick))
     print(json.dumps(to_dict(answer), indent=2) if args.json else to_markdown(answer), end="" if not args.json
           else "\n")
     return EXIT_OK

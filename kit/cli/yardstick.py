@@ -71,15 +71,16 @@ def host_folder(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "host"
 
 
-def earlier_runs(runs_dir: Path, result: dict, sheets) -> list:
-    """This host's newest EARLIER_KEPT runs, each peer's newest, and (a GPU) the kit's recordings of the same model."""
+def earlier_runs(runs_dir: Path, result: dict, sheets, before: str | None = None) -> list:
+    """This host's newest EARLIER_KEPT runs, each peer's newest (kept before BEFORE, a kept run's name, where given),
+    and (a GPU) the kit's recordings of the same model."""
     from kit.results.yardstick import Earlier, read_yardstick, same_model
 
     out = []
     root = runs_dir / "yardstick"
     mine = host_folder(str(result.get("host") or ""))
     for folder in sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else []:
-        files = sorted(folder.glob("*.json"), reverse=True)
+        files = sorted((f for f in folder.glob("*.json") if before is None or f.stem < before), reverse=True)
         files = files[:EARLIER_KEPT] if folder.name == mine else files[:1]
         for path in files:
             try:
@@ -100,22 +101,54 @@ def earlier_runs(runs_dir: Path, result: dict, sheets) -> list:
     return out
 
 
+def judged(path: Path, runs_dir: Path):
+    """A kept or recorded result judged against what was kept before it (under RUNS_DIR/yardstick/ where it is one
+    of those, its name the time it was kept) and the kit's recordings."""
+    from kit.results.yardstick import judge, load_datasheets, read_yardstick
+
+    sheets = load_datasheets()
+    result = read_yardstick(path)
+    before = path.stem if STAMP.fullmatch(path.stem) else None
+    earlier = [e for e in earlier_runs(runs_dir, result, sheets, before) if e.result != result]
+    return judge(result, sheets, earlier)
+
+
+STAMP = re.compile(r"\d{8}T\d{6}Z")
+BESIDE_S = 3600  # a yardstick kept within an hour of a run's span measured the device that run ran on
+
+
+def beside_run(run_dir: Path, started: dt.datetime | None, finished: dt.datetime | None,
+               hosts: list[str]) -> Path | None:
+    """The yardstick run kept nearest in time to RUN_DIR's span (within BESIDE_S) under its runs folder, on one of
+    its hosts; None when there is none."""
+    if started is None:
+        return None
+    end = finished or started
+    best: tuple[float, Path] | None = None
+    for host in hosts:
+        for path in (run_dir.parent / "yardstick" / host_folder(host)).glob("*.json"):
+            if not STAMP.fullmatch(path.stem):
+                continue
+            when = dt.datetime.strptime(path.stem, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+            gap = max((started - when).total_seconds(), (when - end).total_seconds(), 0.0)
+            if gap <= BESIDE_S and (best is None or gap < best[0]):
+                best = (gap, path)
+    return best[1] if best else None
+
+
 def cmd_yardstick(args: argparse.Namespace) -> int:
     from kit.core.files import write_text
-    from kit.results.yardstick import judge, load_datasheets, read_yardstick, to_dict, to_markdown
+    from kit.results.yardstick import judge, load_datasheets, to_dict, to_markdown
 
     if args.repeats < 1:
         raise InputError("--repeats", f"must be 1 or more, got {args.repeats}")
-    sheets = load_datasheets()
     if args.source:
-        result = read_yardstick(args.source)
+        answer = judged(args.source, args.runs_dir)
     else:
         result = measure(args)
         result.setdefault("host", socket.gethostname())
-    earlier = earlier_runs(args.runs_dir, result, sheets)
-    if args.source:  # a kept run is not held against itself
-        earlier = [e for e in earlier if e.result != result]
-    answer = judge(result, sheets, earlier)
+        sheets = load_datasheets()
+        answer = judge(result, sheets, earlier_runs(args.runs_dir, result, sheets))
     print(json.dumps(to_dict(answer), indent=2) if args.json else to_markdown(answer), end="\n" if args.json else "")
     if not args.source and not args.no_record:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -21,6 +21,8 @@ from kit.core.rundir import host_captures, read_results, read_run_meta
 from kit.results import noise
 from kit.results.gpu_telemetry import BUSY_SHARE, THROTTLED_SHARE
 from kit.results.published import Gpu, Published, gpu_of, nearest
+from kit.results.yardstick import Judgement
+from kit.results.yardstick import to_dict as yardstick_dict
 
 ON_PAR = 0.05  # a ratio within 1 +- this, every run's, is on par
 CLOCK_SHARE = 0.9  # a median SM clock under this share of the card's maximum is named
@@ -62,6 +64,8 @@ class Standing:
     power_limit_w: float | None
     driver: str | None
     cases: list[CaseStanding]
+    hardware: Judgement | None = None  # kit yardstick on the run's GPU (or CPU), where one was kept beside it
+    hardware_note: str = ""  # why there is none, or why the one given was not used
 
 
 def _smi(run_dir: Path) -> dict:
@@ -184,8 +188,9 @@ def standing(run_dir: Path, figures: list[Published], references: dict | None = 
 
 
 def stand(run_dir: Path, results: dict, figures: list[Published], references: dict | None = None,
-          settings: dict | None = None, count: int = 3) -> Standing:
-    """standing() of results already in hand (results.json's dict: kit.results.report.Report.to_dict)."""
+          settings: dict | None = None, count: int = 3, hardware: Judgement | None = None) -> Standing:
+    """standing() of results already in hand (results.json's dict: kit.results.report.Report.to_dict); hardware:
+    kit yardstick's judgement of the run's device (a suspect one is every case's first cause)."""
     run_dir = Path(run_dir)
     meta = read_run_meta(run_dir, missing_ok=True)
     recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
@@ -197,6 +202,7 @@ def stand(run_dir: Path, results: dict, figures: list[Published], references: di
     gpu = gpu_of(name) if name else None
     limit = first_gpu.get("power_limit_w")
     out = Standing(run_dir, gpu, limit, smi.get("driver_version"), [])
+    out.hardware, out.hardware_note = _hardware(hardware, gpu)
     for group in results.get("groups") or []:
         for case in group.get("cases") or []:
             runs = [r for r in case.get("runs") or [] if isinstance(r.get("value"), int | float)]
@@ -214,9 +220,21 @@ def stand(run_dir: Path, results: dict, figures: list[Published], references: di
             cs = CaseStanding(key, mine["model"], mine["gpus"], str(group.get("unit")),
                               statistics.median(values) / mine["gpus"], [v / mine["gpus"] for v in values], mine)
             cs.causes = _causes(entries, statistics.median(values), smi)
+            if out.hardware and out.hardware.verdict == "suspect":
+                cs.causes.insert(0, f"the hardware itself (kit yardstick): {out.hardware.line}")
             _neighbours(cs, figures, (references or {}).get(key, ()), gpu, limit, count)
             out.cases.append(cs)
     return out
+
+
+def _hardware(hardware: Judgement | None, gpu: Gpu | None) -> tuple[Judgement | None, str]:
+    """The yardstick if it measured this run's kind of device (the same GPU model, or a CPU for a CPU run)."""
+    if hardware is None:
+        return None, ("not measured: `kit yardstick` beside the run tells a slow GPU from slow software" if gpu
+                      else "not measured: `kit yardstick` beside the run holds this CPU to its earlier runs")
+    if (hardware.device == "gpu") != (gpu is not None) or gpu and not gpu.same_model(gpu_of(hardware.name)):
+        return None, f"the yardstick given measured {hardware.name}, not this run's {gpu.name if gpu else 'CPU'}"
+    return hardware, ""
 
 
 def _neighbours(cs: CaseStanding, figures: list[Published], references, gpu: Gpu | None, limit: float | None,
@@ -265,6 +283,7 @@ def to_markdown(answer: Standing) -> str:
     lines = ["## Where this run stands against published figures", "",
              f"Run {answer.run_dir.name} on {gpu}{power}{driver}. Ratios are per GPU (this run's median over "
              f"theirs; the range spans its runs); on par: within ±{ON_PAR:.0%}.", "",
+             f"Hardware: {answer.hardware.line if answer.hardware else answer.hardware_note}", "",
              "| case | yours per GPU | nearest published per GPU | ratio | verdict |",
              "| --- | --- | --- | --- | --- |"]
     for cs in answer.cases:
@@ -297,6 +316,8 @@ def summary_markdown(answer: Standing) -> str:
 def to_dict(answer: Standing) -> dict:
     return {"run": str(answer.run_dir), "gpu": answer.gpu.name if answer.gpu else None,
             "power_limit_w": answer.power_limit_w, "driver": answer.driver,
+            "hardware": yardstick_dict(answer.hardware) if answer.hardware else None,
+            "hardware_note": answer.hardware_note or None,
             "cases": [{"case": cs.key, "unit": cs.unit, "per_gpu": cs.per_gpu, "runs_per_gpu": cs.runs,
                        "settings": cs.settings, "causes": cs.causes, "why_none": cs.why_none or None,
                        "neighbours": [{"label": n.label, "per_gpu": n.per_gpu, "ratio": n.ratio, "low": n.low,

@@ -181,13 +181,14 @@ def judge(result: dict, sheets: Datasheets, earlier: list[Earlier] = ()) -> Judg
         key = f"{m['measure']}/{m['mode']}"
         row = Row(key, m["measure"], m["mode"], m["unit"], float(m["median"]), min(m["windows"]), max(m["windows"]),
                   _size(m))
+        below = []
         if sheet and key in sheet.peaks:
             row.peak = sheet.peaks[key]
             row.fraction = row.median / row.peak
             row.floor = sheets.healthy.get(row.measure)
             if row.floor is not None and row.high / row.peak < row.floor:
-                row.findings.append(f"{TITLES[row.measure]} {row.mode} at {row.fraction:.0%} of the datasheet's "
-                                    f"{row.peak:g} {row.unit} (a healthy {sheet.name} reaches {row.floor:.0%})")
+                below.append(f"{row.fraction:.0%} of the datasheet's {row.peak:g} (a healthy {sheet.name} reaches "
+                             f"{row.floor:.0%})")
         for e in comparable:
             theirs = next((t for t in e.result.get("measures", []) if f"{t.get('measure')}/{t.get('mode')}" == key
                            and _size(t) == row.size and _number(t.get("median")) and t["median"] > 0), None)
@@ -195,8 +196,10 @@ def judge(result: dict, sheets: Datasheets, earlier: list[Earlier] = ()) -> Judg
                 continue
             row.against.append((e.label, row.median / theirs["median"]))
             if row.high < EARLIER_FLOOR * theirs["median"]:
-                row.findings.append(f"{TITLES[row.measure]} {row.mode} at {row.median / theirs['median']:.2f} of "
-                                    f"{e.label} ({theirs['median']:g} {row.unit}; best window {row.high:g})")
+                below.append(f"{row.median / theirs['median']:.2f} of {e.label} ({theirs['median']:g})")
+        if below:
+            row.findings.append(f"{TITLES[row.measure]} {row.mode} {row.median:g} {row.unit} (best window "
+                                f"{row.high:g}): {', '.join(below)}")
         rows.append(row)
     verdict = "suspect" if any(r.findings for r in rows) else "healthy" if rows and all(r.judged for r in rows) \
         else "not judged"
@@ -209,8 +212,20 @@ def judge(result: dict, sheets: Datasheets, earlier: list[Earlier] = ()) -> Judg
 def _line(answer: Judgement) -> str:
     what = "GPU" if answer.device == "gpu" else "CPU"
     if answer.verdict == "suspect":
-        return (f"{what} {answer.name}: hardware suspect: {'; '.join(answer.findings)} -- look at the {what} "
-                f"before the software")
+        bad = [r for r in answer.rows if r.findings]
+        names = []
+        for measure in MEASURES:
+            modes = [r.mode for r in bad if r.measure == measure]
+            if modes:
+                names.append(f"{TITLES[measure]} {'/'.join(modes)}" if measure != "memory" else TITLES[measure])
+        spans = []
+        fractions = [r.fraction for r in bad if r.fraction is not None]
+        if fractions:
+            spans.append(f"{_span(fractions, '.0%')} of datasheet")
+        for label in dict.fromkeys(label for r in bad for label, _ in r.against):
+            spans.append(f"{_span([x for r in bad for lb, x in r.against if lb == label], '.2f')} of {label}")
+        return (f"{what} {answer.name}: hardware suspect -- {', '.join(names)} under what a healthy one gives "
+                f"({'; '.join(spans)}): look at the {what} before the software")
     parts = []
     for measure in MEASURES:
         group = [r for r in answer.rows if r.fraction is not None and r.measure == measure]
@@ -234,6 +249,11 @@ def _line(answer: Judgement) -> str:
     return f"{what} {answer.name}: {'; '.join(parts) + '; ' if parts else ''}not judged ({why})"
 
 
+def _span(values: list[float], spec: str) -> str:
+    low, high = min(values), max(values)
+    return format(low, spec) if format(low, spec) == format(high, spec) else f"{low:{spec}}..{high:{spec}}"
+
+
 def to_markdown(answer: Judgement) -> str:
     lines = [f"## Hardware yardstick: {answer.name}" + (f" on {answer.host}" if answer.host else ""), "",
              answer.line, ""]
@@ -245,7 +265,9 @@ def to_markdown(answer: Judgement) -> str:
         sheet = f"{r.fraction:.0%} of {r.peak:g}" if r.fraction is not None else "—"
         held = "; ".join(f"{ratio:.2f} of {label}" for label, ratio in r.against) or "—"
         lines.append(f"| {TITLES[r.measure]} | {r.mode} | {r.size} | {r.median:g} {r.unit} | {r.low:g}..{r.high:g} "
-                     f"| {sheet} | {held} | {'; '.join(r.findings) or 'ok' if r.judged else 'not judged'} |")
+                     f"| {sheet} | {held} | {('suspect' if r.findings else 'ok') if r.judged else 'not judged'} |")
+    if answer.findings:
+        lines += ["", *(f"- {finding}" for finding in answer.findings)]
     return "\n".join(lines) + "\n"
 
 
