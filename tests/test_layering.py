@@ -169,3 +169,32 @@ def test_what_runs_on_hosts_never_imports_the_kit():
     for path in files:
         for line, name in _imports(path):
             assert not (name == "kit" or name.startswith("kit.")), f"{path}:{line}"
+
+
+# the run directory's records: each read (and written) by kit/core/rundir.py alone; the audit reads a bundle's copies
+# through its evidence, rule by rule, whatever shape a hostile one has (kit/audit/: exempt)
+RECORD_NAMES = ("run.json", "results.json", "capture.json", ".cmd.json", "RUN_JSON", "RESULTS_JSON", "CAPTURE_JSON",
+                "SIDECAR_SUFFIX", "sidecar_name", "run_meta_path", "results_path", "capture_path")
+READS = ("read_bytes", "read_text", "open", "read_json_object", "read_input", "parse_json", "load_yaml", "loads")
+RECORD_READERS = ("kit/core/rundir.py", "kit/audit/")
+
+
+def test_no_module_but_rundir_opens_a_run_record_itself():
+    """A read (open, read_bytes, read_text, read_json_object, ...) whose argument or receiver names run.json,
+    results.json, a capture or a command record is rundir's; elsewhere it is a second reader of one record."""
+    found = []
+    for path in sorted(KIT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(RECORD_READERS):
+            continue
+        tree = ast.parse(path.read_text(), rel)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name not in READS:
+                continue
+            said = ast.unparse(node)
+            if any(n in said for n in RECORD_NAMES):
+                found.append(f"{rel}:{node.lineno}: {said[:100]}")
+    assert not found, "\n".join(found)

@@ -17,11 +17,12 @@ list), `expanded_suite` (an object).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 from kit.core.filecache import once
-from kit.core.files import write_json
+from kit.core.files import write_json, write_text
 from kit.core.inputs import InputError, parse_json, read_json_object
 from kit.core.layout import SIDECAR_SUFFIX, sidecar_name
 
@@ -78,9 +79,11 @@ def has_results(run_dir: Path | str) -> bool:
     return results_path(run_dir).is_file()
 
 
-def read_results(run_dir: Path | str) -> dict:
-    """results.json of `run_dir` (the report's figures as written); InputError naming it when it is no JSON object."""
-    return read_json_object(results_path(run_dir), RESULTS_JSON)
+def read_results(where: Path | str) -> dict:
+    """results.json of a run directory (or that file itself, named): the report's figures as written; InputError
+    naming it when it is no JSON object."""
+    where = Path(where)
+    return read_json_object(where if where.is_file() else results_path(where), RESULTS_JSON)
 
 
 def read_sidecar(log: Path | str) -> dict:
@@ -103,6 +106,11 @@ def sidecars(run_dir: Path | str, tops: tuple[str, ...] = ("logs", "hosts")) -> 
 def capture_path(env_dir: Path | str, host: str) -> Path:
     """Where check-env writes HOST's capture under ENV_DIR (a run's env/, or a check-env folder)."""
     return Path(env_dir) / host / CAPTURE_JSON
+
+
+def save_capture(host_dir: Path | str, capture: dict) -> Path:
+    """check-env's record of one host (<env>/<host>/capture.json), atomic."""
+    return write_text(Path(host_dir) / CAPTURE_JSON, json.dumps(capture, indent=2) + "\n")
 
 
 def host_captures(run_dir: Path) -> dict[str, dict]:

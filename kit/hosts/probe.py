@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kit.config.inventory import HostConfig, Inventory
 from kit.core.files import write_text
-from kit.core.rundir import CAPTURE_JSON
+from kit.core.rundir import save_capture
 from kit.hosts import capture as ec
 from kit.hosts.connect import connect, quote_cmd
 from kit.hosts.consistency import Verdict, consistency
@@ -110,7 +110,7 @@ def _capture(name: str, nic: str | None, raw: dict[str, tuple[int, str]], comman
         entries["nic"]["interface"] = nic
     write_text(out_dir / "probes.json", json.dumps(entries, indent=2) + "\n")
     capture = ec.capture_from_probes(name, raw, nic, commands)
-    write_text(out_dir / CAPTURE_JSON, json.dumps(capture.to_dict(), indent=2) + "\n")
+    save_capture(out_dir, capture.to_dict())
     return capture
 
 

@@ -51,9 +51,9 @@ from functools import cache
 from pathlib import Path
 
 from kit.core.catalogue import quantity_unit
-from kit.core.inputs import InputError, read_json_object
+from kit.core.inputs import InputError
 from kit.core.layout import GroupKey, RunLog, case_name, classify
-from kit.core.rundir import RESULTS_JSON, has_run_meta, read_run_meta, results_path
+from kit.core.rundir import has_run_meta, read_results, read_run_meta, results_path
 from kit.results import noise, stats
 
 DEFAULT_FACTOR, DEFAULT_ALPHA = 1.1, 0.002  # asv compare --factor default; asv is_different p_threshold
@@ -147,9 +147,10 @@ def load_results(path) -> Results:
     path = Path(path)
     if not path.exists():
         raise InputError(path, "no such run directory or results.json")
+    written = read_results(path)
     if path.is_dir():
         path = results_path(path)
-    results = parse_results(read_json_object(path, RESULTS_JSON), path)
+    results = parse_results(written, path)
     if has_run_meta(path.parent):  # a run directory's: how loaded its host was
         results.host_load = host_loads(read_run_meta(path.parent))
     return results
