@@ -106,7 +106,8 @@ def test_the_hardware_yardsticks_of_the_h200_read_back_with_the_cpu_runs_shape(t
                           "--repeats", "2", "--gemm-n", "256", "--copy-mib", "16", "--window-s", "0.02", "--json"],
                          capture_output=True, text=True, check=True, timeout=120)
     cpu = json.loads(out.stdout)
-    assert set(cpu) <= set(h200) and {m["measure"] for m in cpu["measures"]} == {"gemm", "memory"}
+    # the host a run names came later (kit yardstick keeps runs per host): the recording predates it
+    assert set(cpu) - {"host"} <= set(h200) and {m["measure"] for m in cpu["measures"]} == {"gemm", "memory"}
     fields = {m["measure"]: set(m) for m in h200["measures"]}
     assert all(set(m) == fields[m["measure"]] for m in cpu["measures"])
     for row in cpu["measures"]:

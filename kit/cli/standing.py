@@ -56,14 +56,14 @@ def cmd_standing(args: argparse.Namespace) -> int:
         raise InputError(args.run, "not a run directory with results.json (run `kit report` on it first)")
     if args.count < 1:
         raise InputError(args.run, f"--count must be >= 1, got {args.count}")
-    references, settings = {}, {}
+    references, settings, pairs = {}, {}, {}
     if (args.run / "suite.yaml").is_file():
         from kit.config import programs
         from kit.config.suites import load_suite
         from kit.results.compose import suite_knowledge
-        references, settings = suite_knowledge(load_suite(args.run / "suite.yaml"), programs.ran_as)
+        references, settings, pairs = suite_knowledge(load_suite(args.run / "suite.yaml"), programs.ran_as)
     answer = stand(args.run, run_results(args.run), published_figures(), references, settings, args.count,
-                   hardware(args.run, args.yardstick))
+                   hardware(args.run, args.yardstick), pairs=pairs, ladder=True)
     print(json.dumps(to_dict(answer), indent=2) if args.json else to_markdown(answer), end="" if not args.json
           else "\n")
     return EXIT_OK

@@ -22,7 +22,7 @@ from kit.core import filecache
 from kit.core.inputs import InputError
 from kit.core.rundir import read_run_meta, run_entries
 from kit.results.extract import HARNESS_METHOD
-from kit.results.program_ratio import program_ratio_section
+from kit.results.program_ratio import program_ratio_section, same_setting
 from kit.results.published import published_figures
 from kit.results.report import LAYOUT, Completion, Report, build_report, framework_rows, ratio_pair
 from kit.results.reproduction import TABLE_NAME
@@ -67,9 +67,10 @@ def _compose_report(run_dir: Path, suite, method_for: Callable, ran_as: Callable
     return report
 
 
-def suite_knowledge(suite, ran_as: Callable) -> tuple[dict, dict]:
-    """(references, settings) per case key: the suite's own references, and what each published program's recipe
-    says its job ran (layout, data), which run.json does not record."""
+def suite_knowledge(suite, ran_as: Callable) -> tuple[dict, dict, dict]:
+    """(references, settings, pairs) per case key: the suite's own references, what each published program's recipe
+    says its job ran (layout, data), which run.json does not record, and the programs each harness case trains the
+    same thing as (kit.results.program_ratio.same_setting)."""
     references = {c.key: list(c.references) for c in suite.cases if getattr(c, "references", None)}
     settings = {}
     for case in suite.cases:
@@ -77,14 +78,16 @@ def suite_knowledge(suite, ran_as: Callable) -> tuple[dict, dict]:
             job = case.ref_job()
             settings[case.key] = {"layout": ran_as(job).layout,
                                   "data": "synthetic" if job.data == "synthetic" else "real"}
-    return references, settings
+    return references, settings, same_setting(suite, ran_as)
 
 
 def standing_of(run_dir: Path, report: Report, suite, ran_as: Callable) -> str:
     """Where the GPU run stands against the published figures the kit holds (kit.results.standing), the suite's
     references and its programs' recipes included; a line saying why where its records cannot be read."""
     try:
-        answer = stand(run_dir, report.to_dict(), published_figures(), *suite_knowledge(suite, ran_as))
+        references, settings, pairs = suite_knowledge(suite, ran_as)
+        answer = stand(run_dir, report.to_dict(), published_figures(), references, settings, pairs=pairs,
+                       ladder=report.layout > 3)
     except (InputError, ValueError, TypeError, KeyError) as exc:
         return f"Where this run stands against published figures: not formed ({str(exc)[:200]})\n"
     return summary_markdown(answer)

@@ -60,6 +60,19 @@ def program_ratio_section(report, suite, ran_as: Callable) -> str:
     return "\n".join(out) + "\n" if out else ""
 
 
+def same_setting(suite, ran_as: Callable) -> dict[str, list[str]]:
+    """Harness case key -> the keys of the suite's published-program cases it trains the same thing as (the pairs
+    the harness ÷ program table shows where both have a figure)."""
+    harness = [c for c in suite.cases if c.impl == "harness"]
+    out: dict[str, list[str]] = {}
+    for program in (c for c in suite.cases if c.impl == "reference"):
+        ran = ran_as(program.ref_job())
+        for case in harness:
+            if ran.known and not _differences(case, program, ran):
+                out.setdefault(case.key, []).append(program.key)
+    return out
+
+
 def _differences(case, program, ran) -> list[str]:
     """What a harness case runs otherwise than the program: 'layout nhwc (program: nchw)', ..."""
     mine = {k: getattr(case, k) for k in SAME} | {"layout": case.layout, "mode": case.mode}

@@ -31,8 +31,10 @@ SPEEDUP_DECIMALS = 2
 # note names its case key, log and figures; a published program's GPU telemetry over its log's own timed window;
 # a sampled GPU named as the run's nvidia-smi capture names it where its samples give only a UUID. Layout 3: one name
 # per quantity (kit.core.catalogue.quantity_unit): a figure counting a model's samples is in the model's unit
-# (images/s, sequences/s) whatever its log calls them, in every table, results.json and the plots' panels.
-LAYOUTS = (1, 2, 3)
+# (images/s, sequences/s) whatever its log calls them, in every table, results.json and the plots' panels. Layout 4:
+# a GPU run's standing as a ladder (kit.results.standing: like for like first, the record a ceiling, causes that
+# point the way of the gap, what was not checked said).
+LAYOUTS = (1, 2, 3, 4)
 LAYOUT = LAYOUTS[-1]
 
 
