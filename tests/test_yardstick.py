@@ -251,3 +251,48 @@ def test_the_all_reduce_bus_runs_across_processes_on_this_cpu():
     assert len(row["windows"]) == 2 and row["median"] > 0
     refused = subprocess.run([sys.executable, str(HARDWARE), "--ranks", "1"], capture_output=True, text=True)
     assert refused.returncode == 2 and "--ranks must be 2 or more" in refused.stderr
+
+
+def test_a_gpu_suite_measures_its_gpu_first_and_the_report_says_what_it_found(visit, tmp_path, monkeypatch):
+    """kit bench of a GPU suite runs kit yardstick before its runs (here the measuring replaced by the H200's kept
+    result, the GPU being the one replayed boundary), keeps it as env/<host>/yardstick.json, and the report's answer
+    (layout 4) says what it found, held to the datasheet alone: what the bundle carries, so verify recomputes it."""
+    from kitlogs import made_by_this_kit, recorded_clean, without_the_nan_repeat
+
+    from kit.audit.verify import verify
+    from kit.core.inputs import KitError
+    from kit.run import bench
+
+    kept = json.loads((visit / "busy" / "yardstick-busy" / "yardstick" / "vm" / "20261204T180112Z.json").read_text())
+    run_dir = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "fixtures" / "gpu-runs" / "h200-20261128" / "dle", run_dir)
+    meta = {"host": {"hostname": "vm"}}
+    monkeypatch.setattr(bench, "measure_yardstick", lambda device, quiet: {**kept, "measured_as": device})
+    bench.measure_hardware(run_dir, meta)
+    saved = json.loads((run_dir / "env" / "vm" / "yardstick.json").read_text())
+    assert saved["measured_as"] == "gpu" and saved["measures"] == kept["measures"] and "yardstick_error" not in meta
+
+    def refuse(device, quiet):
+        raise KitError("yardstick: hardware.py exited 2: torch sees no CUDA device")
+    monkeypatch.setattr(bench, "measure_yardstick", refuse)
+    bench.measure_hardware(run_dir, meta)  # kept once per run directory: a resumed run measures nothing again
+    assert "yardstick_error" not in meta
+    other = tmp_path / "other"
+    (other / "env").mkdir(parents=True)
+    bench.measure_hardware(other, meta)
+    assert meta["yardstick_error"] == "yardstick: hardware.py exited 2: torch sees no CUDA device"
+    assert not (other / "env" / "vm").exists()
+
+    recorded_clean(run_dir)
+    without_the_nan_repeat(run_dir)
+    made_by_this_kit(run_dir)
+    assert main(["report", str(run_dir)]) == 0
+    report = (run_dir / "report.md").read_text()
+    line = next(x for x in report.splitlines() if x.startswith("Hardware: "))
+    assert line == ("Hardware: GPU NVIDIA H200: hardware suspect -- GEMM fp32/tf32/bf16/fp16, memory under what a "
+                    "healthy one gives (30%..39% of datasheet): look at the GPU before the software")
+    assert "- torch/resnet50/bz256/1n1g/amp-nhwc: (1) the hardware itself (kit yardstick): GPU NVIDIA H200: " \
+           "hardware suspect" in report
+    assert main(["bundle", str(run_dir), "--out", str(tmp_path / "b.tgz"), "--force", "--submitter", "t",
+                 "--system-name", "t"]) == 0
+    assert verify(tmp_path / "b.tgz").ok

@@ -21,6 +21,9 @@ def add_parser(sub) -> None:
     which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish only the missing or failed runs")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where new run directories go (default runs/)")
     p.add_argument("--dry-run", action="store_true", help="print the runs and their commands; start nothing")
+    p.add_argument("--no-yardstick", action="store_true",
+                   help="a GPU suite: skip kit yardstick before the runs (GEMM, memory and host-link figures of the "
+                        "GPU, ~20 s, kept as env/<host>/yardstick.json for the report's answer)")
     p.add_argument("--force", action="store_true", help="run a published program whose checkout is not at the "
                    "commit docker/pins.yaml pins, or not clean there (run.json records it and why)")
     p.add_argument("--train-list", type=Path, help="ImageNet train_list.txt for `data: imagenet` cases "
@@ -62,11 +65,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
                   + (f" ({selection.shown()})" if selection else ""), soft_wrap=True)
     for case, reason in skipped:
         console.print(f"  [yellow]not run here[/] {case.key}: {reason}", soft_wrap=True)
+    if suite.hardware == "gpu" and not args.no_yardstick:
+        from kit.hosts.yardstick import gpu_present
+        if gpu_present():
+            console.print("kit bench: kit yardstick on this GPU first (~20 s; --no-yardstick skips it)")
     try:
         images = cli_images.images_for_bench(run_dir, chosen, runs, args.image, console) \
             if args.runtime != NATIVE else None
         result = _bench_with_progress(bench, run_dir, suite, console, args.train_list, images, args.force,
-                                      selection, args.runs_dir if fresh else run_dir.parent)
+                                      selection, args.runs_dir if fresh else run_dir.parent,
+                                      yardstick=not args.no_yardstick)
     except KeyboardInterrupt:
         console.print(f"kit bench: interrupted; finished runs are kept (results.json and report.md: partial). "
                       f"Continue with: kit bench --resume {run_dir}",
@@ -107,7 +115,8 @@ def _dry_run(args: argparse.Namespace, run_dir: Path | None, suite, host_refusal
 
 
 def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, images=None, force=False,
-                         selection=None, runs_dir: Path | None = None, past: dict[str, list[float]] | None = None):
+                         selection=None, runs_dir: Path | None = None, past: dict[str, list[float]] | None = None,
+                         yardstick: bool = True):
     """run_bench under kit bench's progress bar (the ETA from `past` durations where given, else runs_dir's)."""
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -133,7 +142,7 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, image
                     bar.console.print("  [yellow]warning[/] ", escape(warning), soft_wrap=True, sep="")
 
         return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images,
-                               force=force, selection=selection)
+                               force=force, selection=selection, yardstick=yardstick)
 
 
 def _run_warnings(run_dir: Path, run, outcome) -> list[str]:

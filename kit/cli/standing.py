@@ -37,11 +37,14 @@ def run_results(run_dir: Path) -> dict:
 
 
 def hardware(run_dir: Path, given: Path | None):
-    """kit yardstick's judgement of the run's device: GIVEN, else the one kept beside the run; None without one."""
+    """kit yardstick's judgement of the run's device: GIVEN, else the one its run directory keeps (env/<host>/), else
+    the one kept beside the run; None without one."""
     from kit.cli.yardstick import beside_run, judged
     from kit.core.inputs import aware_instant
-    from kit.core.rundir import host_captures, read_run_meta
+    from kit.core.rundir import host_captures, host_yardsticks, read_run_meta
 
+    if given is None:
+        given = next(iter(host_yardsticks(run_dir).values()), None)  # measured before a GPU suite's runs
     if given is None:
         meta = read_run_meta(run_dir, missing_ok=True)
         hosts = list(host_captures(run_dir)) or [str(meta.get("host") or "")]

@@ -15,15 +15,12 @@ import argparse
 import datetime as dt
 import json
 import re
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 from kit.cli.common import EXIT_MISMATCH, EXIT_OK
-from kit.core.inputs import InputError, KitError
+from kit.core.inputs import InputError
 
-HARDWARE = Path(__file__).resolve().parents[2] / "scripts" / "yardstick" / "hardware.py"
 EARLIER_KEPT = 3  # this host's newest runs held against; each peer's newest one
 
 
@@ -41,30 +38,6 @@ def add_parser(sub) -> None:
     p.add_argument("--from", dest="source", type=Path, metavar="FILE",
                    help="judge a recorded result (hardware.py --json, or a kept run) instead of measuring")
     p.add_argument("--json", action="store_true", help="the judgement as JSON")
-
-
-def measure(args: argparse.Namespace) -> dict:
-    """scripts/yardstick/hardware.py in a process of this interpreter; its progress goes to stderr as it comes."""
-    argv = [sys.executable, str(HARDWARE), "--json", "--device", args.device, "--repeats", str(args.repeats)]
-    for flag, value in (("--only", args.only), ("--gemm-n", args.gemm_n), ("--copy-mib", args.copy_mib),
-                        ("--window-s", args.window_s)):
-        if value is not None:
-            argv += [flag, str(value)]
-    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        raise KitError(f"yardstick: {HARDWARE.name} exited {done.returncode} (its reason is above; it needs PyTorch, "
-                       "as the harness does)")
-    from kit.core.inputs import parse_json
-    from kit.results.yardstick import check_yardstick
-
-    try:
-        result = parse_json(done.stdout)
-    except ValueError as exc:
-        raise KitError(f"yardstick: {HARDWARE.name} printed no JSON ({exc})") from None
-    if not isinstance(result, dict):
-        raise KitError(f"yardstick: {HARDWARE.name} printed no JSON object")
-    check_yardstick(result, HARDWARE.name)
-    return result
 
 
 def host_folder(name: str) -> str:
@@ -145,8 +118,9 @@ def cmd_yardstick(args: argparse.Namespace) -> int:
     if args.source:
         answer = judged(args.source, args.runs_dir)
     else:
-        result = measure(args)
-        result.setdefault("host", socket.gethostname())
+        from kit.hosts.yardstick import measure
+
+        result = measure(args.device, args.repeats, args.only, args.gemm_n, args.copy_mib, args.window_s)
         sheets = load_datasheets()
         answer = judge(result, sheets, earlier_runs(args.runs_dir, result, sheets))
     print(json.dumps(to_dict(answer), indent=2) if args.json else to_markdown(answer), end="\n" if args.json else "")

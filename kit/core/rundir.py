@@ -29,6 +29,7 @@ from kit.core.layout import SIDECAR_SUFFIX, sidecar_name
 RUN_JSON = "run.json"
 RESULTS_JSON = "results.json"
 CAPTURE_JSON = "capture.json"  # env/<host>/: check-env's record of the host
+YARDSTICK_JSON = "yardstick.json"  # env/<host>/: kit yardstick on the host before a GPU suite's runs
 _OBJECT, _LIST = (dict, "an object"), (list, "a list")
 SHAPES = {"runs": _OBJECT, "planned_runs": _LIST, "skipped_cases": _LIST, "hosts": _LIST,
           "expanded_suite": _OBJECT}
@@ -111,6 +112,16 @@ def capture_path(env_dir: Path | str, host: str) -> Path:
 def save_capture(host_dir: Path | str, capture: dict) -> Path:
     """check-env's record of one host (<env>/<host>/capture.json), atomic."""
     return write_text(Path(host_dir) / CAPTURE_JSON, json.dumps(capture, indent=2) + "\n")
+
+
+def save_host_yardstick(host_dir: Path | str, result: dict) -> Path:
+    """The hardware yardstick's result for one host of a run (<run>/env/<host>/yardstick.json), atomic."""
+    return write_text(Path(host_dir) / YARDSTICK_JSON, json.dumps(result, indent=1) + "\n")
+
+
+def host_yardsticks(run_dir: Path | str) -> dict[str, Path]:
+    """{host: its yardstick.json} of a run, in host order (the reader checks each: kit.results.yardstick)."""
+    return {p.parent.name: p for p in sorted((Path(run_dir) / "env").glob(f"*/{YARDSTICK_JSON}")) if p.is_file()}
 
 
 def host_captures(run_dir: Path) -> dict[str, dict]:

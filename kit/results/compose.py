@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from kit.core import filecache
 from kit.core.inputs import InputError
-from kit.core.rundir import read_run_meta, run_entries
+from kit.core.rundir import host_yardsticks, read_run_meta, run_entries
 from kit.results.extract import HARNESS_METHOD
 from kit.results.program_ratio import program_ratio_section, same_setting
 from kit.results.published import published_figures
@@ -86,11 +86,26 @@ def standing_of(run_dir: Path, report: Report, suite, ran_as: Callable) -> str:
     references and its programs' recipes included; a line saying why where its records cannot be read."""
     try:
         references, settings, pairs = suite_knowledge(suite, ran_as)
+        ladder = report.layout > 3
         answer = stand(run_dir, report.to_dict(), published_figures(), references, settings, pairs=pairs,
-                       ladder=report.layout > 3)
+                       ladder=ladder, hardware=measured_here(run_dir) if ladder else None)
     except (InputError, ValueError, TypeError, KeyError) as exc:
         return f"Where this run stands against published figures: not formed ({str(exc)[:200]})\n"
     return summary_markdown(answer)
+
+
+def measured_here(run_dir: Path):
+    """kit yardstick's judgement of the run's first host as its run directory keeps it (env/<host>/yardstick.json),
+    held to the datasheet alone: what a bundle carries, so verify recomputes the same; None without one."""
+    from kit.results.yardstick import judge, load_datasheets, read_yardstick
+
+    kept = host_yardsticks(run_dir)
+    if not kept:
+        return None
+    try:
+        return judge(read_yardstick(next(iter(kept.values()))), load_datasheets())
+    except InputError:
+        return None
 
 
 def log_in_run(run_dir: Path, log: str) -> bool:

@@ -513,7 +513,7 @@ def _causes_text(cs: CaseStanding) -> str:
 def summary_markdown(answer: Standing) -> str:
     """The answer as the report starts with it: one row per case, and each case's likely causes in a line."""
     full = to_markdown(answer).split("\n### ", 1)[0].rstrip("\n").splitlines()
-    if answer.ladder:  # the report holds what its run directory holds: kit yardstick's runs are kept beside it
+    if answer.ladder and answer.hardware is None:  # the report says what its run directory holds
         full = [line for i, line in enumerate(full) if not line.startswith("Hardware: ")
                 and not (i and full[i - 1].startswith("Hardware: "))]
     causes = [f"- {cs.key}: " + (_causes_text(cs) if answer.ladder else "; ".join(cs.causes) if cs.causes

@@ -21,6 +21,8 @@ from kit.config.cases import Case, Suite
 from kit.core import filecache, rundir, runlock
 from kit.core.inputs import KitError
 from kit.hosts import probe
+from kit.hosts.yardstick import gpu_present
+from kit.hosts.yardstick import measure as measure_yardstick
 from kit.images.parity import program_stacks
 from kit.results import compose
 from kit.results.html import write_report_files
@@ -141,20 +143,21 @@ def resolve_data_dir(run_dir: Path, suite: Suite, cases: list, data_dir: str | N
 
 def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, runner: LocalRunner | None = None,
               train_list: str | Path | None = None, images: dict[str, str] | None = None,
-              force: bool = False, selection: Selection | None = None) -> BenchResult:
-    """The suite's runs (its cases `selection` keeps) into run_dir, holding its lock (one writer) until they end."""
+              force: bool = False, selection: Selection | None = None, yardstick: bool = True) -> BenchResult:
+    """The suite's runs (its cases `selection` keeps) into run_dir, holding its lock (one writer) until they end; a
+    GPU suite on a host with an NVIDIA GPU measures the hardware first (yardstick: measure_hardware)."""
     runlock.acquire(run_dir)
     try:
         with filecache.cached():  # the report rewritten after each run reads only the logs new since
             return _run_bench(Path(run_dir), suite, progress, runner, train_list, images, force,
-                              selection or Selection())
+                              selection or Selection(), yardstick)
     finally:
         runlock.release(run_dir)
 
 
 def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: LocalRunner | None,
                train_list: str | Path | None, images: dict[str, str] | None, force: bool,
-               selection: Selection) -> BenchResult:
+               selection: Selection, yardstick: bool = True) -> BenchResult:
     chosen = selection.apply(suite)  # the report and run.json's frozen expansion keep the whole suite
     model_code = runner.model_code if runner else None
     runs, skipped = preflight(chosen, train_list, model_code or model_code_root(), force)
@@ -170,6 +173,8 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
                              if m["case"] in {r.case.key for r in runs}]):
         meta["model_code_forced"] = forced
     capture_env(run_dir, meta)
+    if suite.hardware == "gpu" and yardstick and gpu_present():
+        measure_hardware(run_dir, meta)
     records.note_planned(meta, runs)
     records.save_run_meta(run_dir, meta)
     write_report(run_dir, suite, plots=False)  # partial from the start: a resumed run's report no longer complete
@@ -229,6 +234,18 @@ def capture_env(run_dir: Path, meta: dict) -> None:
         probe.probe_local(name, Path(run_dir) / "env" / name)
     except (OSError, KitError) as exc:  # a probe that cannot be read must not stop the benchmark
         meta["env_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def measure_hardware(run_dir: Path, meta: dict) -> None:
+    """kit yardstick on this host's GPU before the runs, kept as env/<host>/yardstick.json (once per run directory:
+    a resumed run keeps the first); one that cannot run is noted in run.json, never a stop."""
+    name = meta.get("host", {}).get("hostname") or socket.gethostname()
+    if name in rundir.host_yardsticks(run_dir):
+        return
+    try:
+        rundir.save_host_yardstick(Path(run_dir) / "env" / name, measure_yardstick("gpu", quiet=True))
+    except (OSError, KitError) as exc:
+        meta["yardstick_error"] = str(exc)[:300]
 
 
 def compose_report(run_dir: Path, suite: Suite) -> Report:
