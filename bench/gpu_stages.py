@@ -269,7 +269,7 @@ def suite_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs_d
                             env.why()))
     runs_dir.mkdir(parents=True, exist_ok=True)
     before = set(runs_dir.iterdir())
-    bench = kit(["bench", "--suite", suite, "--runs-dir", str(runs_dir)],
+    bench = kit(["bench", "--suite", suite, "--runs-dir", str(runs_dir), "--no-yardstick"],
                 stop - budget.elapsed() - stick_s - BUNDLE_S)
     run_dir = new_run_dir(runs_dir, before)
     if run_dir is None:
@@ -547,7 +547,8 @@ def program_stage(out: Path, budget: Budget, limit_s: float, *, suite: str, runs
     out.mkdir(parents=True, exist_ok=True)
     runs_dir.mkdir(parents=True, exist_ok=True)
     before = set(runs_dir.iterdir())
-    bench = kit(["bench", "--suite", suite, "--runs-dir", str(runs_dir), *(["--force"] if force else [])], limit_s)
+    bench = kit(["bench", "--suite", suite, "--runs-dir", str(runs_dir), "--no-yardstick",
+                 *(["--force"] if force else [])], limit_s)
     run_dir = new_run_dir(runs_dir, before)
     if run_dir is None:
         rows = [Row(name, f"kit bench --suite {suite}", "—", "a run directory", "failed", bench.why())]
