@@ -296,3 +296,28 @@ def test_a_gpu_suite_measures_its_gpu_first_and_the_report_says_what_it_found(vi
     assert main(["bundle", str(run_dir), "--out", str(tmp_path / "b.tgz"), "--force", "--submitter", "t",
                  "--system-name", "t"]) == 0
     assert verify(tmp_path / "b.tgz").ok
+
+
+def test_the_h200_ladder_run_measured_its_gpu_first_and_verifies_again(tmp_path, capsys):
+    """The visit's kit bench of gpu-proof-dle on the H200 (DLE's ResNet50 beside the harness; kit yardstick on the
+    GPU before the runs): its bundle verifies with this kit, and kit standing reads the run as the GPU machine did --
+    the harness 0.980 of DLE in the same run (rung 1, on par), MLPerf's record a ceiling, the GPU healthy."""
+    from kit.audit.verify import verify
+
+    unpack(VISIT / "ladder" / "run.tar.gz", tmp_path)
+    assert verify(tmp_path / "run.bundle.tar.gz").ok
+    (run,) = (tmp_path / "runs").iterdir()
+    assert (run / "env" / "vm" / "yardstick.json").is_file()
+    assert main(["standing", str(run), "--json"]) == 0
+    now = json.loads(capsys.readouterr().out)
+    then = json.loads((tmp_path / "standing.json").read_text())
+    assert now["hardware"]["verdict"] == then["hardware"]["verdict"] == "healthy"
+    harness = next(c for c in now["cases"] if c["case"] == "torch/resnet50/bz256/1n1g/amp-nhwc")
+    assert harness == next(c for c in then["cases"] if c["case"] == harness["case"])
+    first = harness["neighbours"][0]
+    assert (first["rung"], first["verdict"], round(first["ratio"], 3)) == (1, "on par", 0.98)
+    assert harness["headline"].endswith("0.67 of the record (MLPerf Training v4.0 (NVIDIA) H200-SXM5-141GB, 8 "
+                                        "GPU(s), amp)")
+    report = (VISIT / "ladder" / "report.md").read_text()
+    assert "Hardware: GPU NVIDIA H200: GEMM 76% fp32 / 70% tf32 / 69% bf16 / 66% fp16, memory 88%, host link 81% " \
+           "h2d / 85% d2h of datasheet: hardware healthy" in report
