@@ -20,10 +20,11 @@ from kit.audit.verify import verify, verify_tree
 from kit.cli import main
 from kit.core.layout import case_key, telemetry_name
 from kit.results.extract import Method
-from kit.results.html import HTML_NAME, sections, to_html
+from kit.results.html import HTML_NAME, PLOT_ALT, sections, to_html
 from kit.results.report import build_report
 
 VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
+BUSY = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261204-yardstick" / "busy" / "runs.tar.gz"
 HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>"
 
 
@@ -87,7 +88,13 @@ def test_kit_report_writes_the_page_and_prints_a_summary(sampled, capsys):
     assert main(["report", str(sampled), "--full"]) == 0
     assert capsys.readouterr().out == (sampled / "report.md").read_text()
     page = (sampled / HTML_NAME).read_text()
-    assert "http:" not in page and "https:" not in page and "<script" not in page, "self-contained, no script"
+    assert "<script" not in page and 'src="http' not in page, "self-contained: no script, nothing fetched"
+    # the answer first, each published figure's raw log linked where it is published, each run's log beside it
+    answer = page[page.index('<section class="answer"'):page.index("</section>")]
+    assert '(<a href="https://github.com/mlcommons/training_results_v4.0/blob/6fe9543/NVIDIA/results/' \
+           'h200_ngc24.04_mxnet/resnet/result_0.txt">its log</a>)' in answer
+    assert "<strong>on par</strong>: 0.99x the published program ngc-pytorch/resnet50/bz256/1n1g/amp, this run" in answer
+    assert '<a href="logs/torch/resnet50/bz256/1n1g/resnet50_b256_amp-nhwc_1.log">1</a>' in page
 
 
 def test_the_page_in_chromium(sampled, browser):
@@ -97,7 +104,7 @@ def test_the_page_in_chromium(sampled, browser):
     assert [e for e in console if e["level"] in ("SEVERE", "WARNING")] == []
     # the headline first: where the run stands, then the per-case figures, before any collapsible section
     heads = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "h2")]
-    assert heads[:2] == ["Where this run stands against published figures", "Per-case figures"]
+    assert heads[:3] == ["The answer", "Where this run stands against published figures", "Per-case figures"]
     assert browser.execute_script(
         "const h = document.getElementById('headline'), d = document.querySelector('details');"
         "return !!(h.compareDocumentPosition(d) & Node.DOCUMENT_POSITION_FOLLOWING)")
@@ -118,7 +125,7 @@ def test_the_page_in_chromium(sampled, browser):
     # PNG's own pixel size
     images = browser.execute_script("return Array.from(document.images).map(i => [i.alt, i.complete, "
                                     "i.naturalWidth, i.naturalHeight, i.src.slice(0, 22)])")
-    assert images == [[name, True, *png_size(sampled / name), "data:image/png;base64,"]
+    assert images == [[f"{name}: {PLOT_ALT[name]}", True, *png_size(sampled / name), "data:image/png;base64,"]
                       for name in ("throughput.png", "telemetry.png")]
     assert images[0][2] == 1200
     # the long sections collapsed: settings, each group's per-run and telemetry tables
@@ -140,7 +147,8 @@ def test_a_dlperf_tree_page_with_its_scaling_plot(published, tmp_path, browser):
     console = open_page(browser, tmp_path / HTML_NAME)
     assert [e for e in console if e["level"] == "SEVERE"] == []
     images = browser.execute_script("return Array.from(document.images).map(i => [i.alt, i.naturalWidth])")
-    assert images == [[name, png_size(tmp_path / name)[0]] for name in ("throughput.png", "scaling.png")]
+    assert images == [[f"{name}: {PLOT_ALT[name]}", png_size(tmp_path / name)[0]]
+                      for name in ("throughput.png", "scaling.png")]
     medians = [c["median"] for g in json.loads((tmp_path / "results.json").read_text())["groups"]
                for c in g["cases"]]
     cells = browser.execute_script("return Array.from(document.querySelectorAll('#figures tbody tr'))"
@@ -218,3 +226,29 @@ def test_the_console_check_sees_what_the_page_blocks(tmp_path, browser):
     console = open_page(browser, path)
     assert any(e["level"] == "SEVERE" and "Content Security Policy" in e["message"] for e in console), console
     assert browser.execute_script("return document.images[0].naturalWidth") == 0
+
+
+def test_the_page_of_a_busy_gpu_says_so_above_the_fold_and_answers_first(tmp_path, browser):
+    """The H200 visit's run beside another process's GEMMs (tests/fixtures/gpu-runs/h200-20261204-yardstick/busy),
+    with the GPU's yardstick kept in its run directory: the page opens on the warnings (host busy, the GPU held by
+    another process), then the answer (the hardware suspect, the first cause), both before any folded section and
+    within the first screen; the plots carry alt text."""
+    from selenium.webdriver.common.by import By
+
+    with tarfile.open(BUSY) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (run,) = (tmp_path / "runs-busy").iterdir()
+    shutil.copy(tmp_path / "yardstick-busy" / "yardstick" / "vm" / "20261204T180112Z.json",
+                run / "env" / "vm" / "yardstick.json")
+    assert main(["report", str(run)]) == 0
+    open_page(browser, run / HTML_NAME)
+    warnings = browser.find_element(By.ID, "warnings")
+    assert "2 of 2 runs: host busy: load 1.4 on 16 cores during this run (GPUs held by other processes: vm: GPU0 " \
+           "runs pid 1082 python3 (874 MiB))" in warnings.text
+    answer = browser.find_element(By.ID, "answer")
+    assert answer.text.splitlines()[1].startswith("Hardware: GPU NVIDIA H200: hardware suspect -- GEMM")
+    assert "Top cause: the hardware itself (kit yardstick, above)" in answer.text
+    first = browser.find_element(By.TAG_NAME, "details")
+    assert warnings.location["y"] < answer.location["y"] < first.location["y"]
+    assert answer.location["y"] + answer.size["height"] < 2000, "the answer within the first screen"
+    assert all(": " in img.get_attribute("alt") for img in browser.find_elements(By.TAG_NAME, "img"))

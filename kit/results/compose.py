@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from kit.core import filecache
 from kit.core.inputs import InputError
 from kit.core.rundir import host_yardsticks, read_run_meta, run_entries
+from kit.results import noise
 from kit.results.extract import HARNESS_METHOD
 from kit.results.program_ratio import program_ratio_section, same_setting
 from kit.results.published import published_figures
@@ -34,7 +35,7 @@ from kit.results.sections import (
     references_section,
     settings_section,
 )
-from kit.results.standing import stand, summary_markdown
+from kit.results.standing import answer_lines, stand, summary_markdown
 
 
 def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callable,
@@ -64,7 +65,34 @@ def _compose_report(run_dir: Path, suite, method_for: Callable, ran_as: Callable
         report.reproduction = (run_dir / TABLE_NAME).read_text(encoding="utf-8", errors="replace")
     if suite.hardware != "cpu":
         report.standing = standing_of(run_dir, report, suite, ran_as)
+    report.warnings = run_warnings(run_dir, report)
     return report
+
+
+def run_warnings(run_dir: Path, report: Report) -> list[str]:
+    """What a reader must see before the figures: a partial run, runs on a busy host, published code forced off its
+    pin, runs that trained on a non-finite loss (Markdown lines; the page puts them above the fold)."""
+    out = []
+    if report.completion and not (report.completion.complete and not report.completion.gone):
+        out.append(report.completion.line())
+    try:
+        meta = read_run_meta(run_dir, missing_ok=True)
+    except InputError:
+        meta = {}
+    entries = list(run_entries(meta).values())
+    busy = [w for e in entries if (w := noise.busy_warning(e.get("host_load")))]
+    if busy:
+        out.append(f"{len(busy)} of {len(entries)} runs: {busy[0]}")
+    forced = meta.get("model_code_forced")
+    if isinstance(forced, list) and forced:
+        cases = sorted({str(f.get("case")) for f in forced if isinstance(f, dict)})
+        out.append(f"published program code run off its pin (kit bench --force, recorded in run.json): "
+                   f"{', '.join(cases)}")
+    nan = [path for path, why in report.failures if "non-finite loss" in why]
+    if nan:
+        out.append(f"{len(nan)} run(s) trained on a non-finite loss and give no figure: "
+                   + ", ".join(f"`{Path(p).name}`" for p in nan))
+    return out
 
 
 def suite_knowledge(suite, ran_as: Callable) -> tuple[dict, dict, dict]:
@@ -91,6 +119,8 @@ def standing_of(run_dir: Path, report: Report, suite, ran_as: Callable) -> str:
                        ladder=ladder, hardware=measured_here(run_dir) if ladder else None)
     except (InputError, ValueError, TypeError, KeyError) as exc:
         return f"Where this run stands against published figures: not formed ({str(exc)[:200]})\n"
+    if ladder:
+        report.answer = answer_lines(answer)
     return summary_markdown(answer)
 
 

@@ -29,6 +29,9 @@ LAMBDA_MODELS = {"resnet50": "resnet50"}
 LAMBDA_PRECISIONS = {"FP32": "fp32", "FP16": "amp", "AMP": "amp"}
 _LAMBDA_RUN = re.compile(r"results/(?P<system>[^/]+)/PyTorch_(?P<model>[A-Za-z0-9_]+?)_(?P<prec>FP32|FP16|AMP)/")
 _LAMBDA_GPU = re.compile(r"(?P<family>[AHV]\d00)_(?P<memory>\d+GB)_(?P<form>PCIe5?|SXM\d)")
+LAMBDA_REPO = "https://github.com/lambdal/deeplearning-benchmark/blob/aa5addb6a53675a649a80036dad548f1c27cbcc4"
+MLPERF_REPO = "https://github.com/mlcommons/training_results_v4.0/blob/6fe9543"
+_MLPERF_LOG = re.compile(r"(?P<system>[a-z0-9]+_ngc[\d.]+_mxnet)_resnet_(?P<result>result_\d+\.txt)")
 _MLPERF_GPU = {"h200": ("H200", "SXM", "H200-SXM5-141GB"), "eos": ("H100", "SXM", "H100-SXM5-80GB (Eos)")}
 GENERATION = {"V100": "Volta", "A100": "Ampere", "H100": "Hopper", "H200": "Hopper", "B200": "Blackwell"}
 # each SKU's default power limit (W), the figure a card's own limit is read against
@@ -85,6 +88,19 @@ class Published:
     @property
     def per_gpu(self) -> float:
         return self.value / self.gpus
+
+    @property
+    def url(self) -> str | None:
+        """Where the raw log behind the figure is published (the repository at the commit the kit copied it from)."""
+        if not self.log:
+            return None
+        log = Path(self.log)
+        if "lambda" in log.parts:
+            rel = log.parts[log.parts.index("lambda") + 1:]
+            return f"{LAMBDA_REPO}/{'/'.join(rel)}"
+        if self.publisher.startswith("MLPerf") and (run := _MLPERF_LOG.fullmatch(log.name)):
+            return f"{MLPERF_REPO}/NVIDIA/results/{run['system']}/resnet/{run['result']}"
+        return None
 
 
 def _lambda_entry(entry, path: Path) -> Published | None:

@@ -191,6 +191,8 @@ class Report:
     layout: int = LAYOUT
     pair: tuple[str, str] | None = None  # layout 2: the frameworks whose ratio the side-by-side table gives
     reproduction: str = ""  # layout 2: a `kit reproduce` run's reproduction.md, after the standing
+    answer: list[str] = field(default_factory=list)  # the page's answer per case (Markdown lines; not in report.md)
+    warnings: list[str] = field(default_factory=list)  # what the page says above the fold (not in report.md)
 
     def headline(self) -> list[str]:
         """What a report says first, Markdown blocks in order: a partial run's completion (its figures are of its

@@ -67,6 +67,7 @@ RUNGS = {1: "the published program at the same setting, in this run", 2: "the sa
          3: "the same GPU, another framework, published", 4: "the record for this GPU, a ceiling",
          5: "another GPU, context only"}
 GENERATIONS = ("Volta", "Ampere", "Hopper", "Blackwell")
+HARDWARE_CAUSE = "the hardware itself"
 
 
 @dataclass
@@ -281,7 +282,7 @@ def stand(run_dir: Path, results: dict, figures: list[Published], references: di
             if ladder:
                 cs.not_checked = _not_checked(entries, smi, mine, gpu)
                 if out.hardware and out.hardware.verdict == "suspect":
-                    cs.causes.insert(0, f"the hardware itself (kit yardstick): {out.hardware.line}")
+                    cs.causes.insert(0, f"{HARDWARE_CAUSE} (kit yardstick): {out.hardware.line}")
             _neighbours(cs, figures, (references or {}).get(key, ()), gpu, limit, count, ladder)
             out.cases.append(cs)
     if ladder:
@@ -508,6 +509,31 @@ def _causes_text(cs: CaseStanding) -> str:
         return said or "none found (every check had its evidence)"
     missing = "not checked: " + "; ".join(cs.not_checked)
     return f"{said}; {missing}" if said else f"none found in what was checked; {missing}"
+
+
+def answer_lines(answer: Standing) -> list[str]:
+    """The page's answer, a Markdown line per case: the verdict and its rung, the ratio, the record as a ceiling, the
+    top cause, the neighbour's source linked where it is published."""
+    out = []
+    if answer.hardware is not None:
+        out.append(f"**Hardware**: {answer.hardware.line}")
+    for cs in answer.cases:
+        n, record = closest(cs), next((x for x in cs.neighbours if x.rung == 4), None)
+        if n is not None:
+            link = f" ([its log]({n.published.url}))" if n.published and n.published.url else ""
+            said = (f"**{n.verdict}**: {n.ratio:.2f}x {n.label}{link} ({n.per_gpu:.1f} per GPU; rung {n.rung}, "
+                    f"{RUNGS[n.rung]})")
+        else:
+            said = f"**no like-for-like figure** ({cs.why_none or 'rungs 1-3: none held'})"
+        if record is not None:
+            link = f" ([its log]({record.published.url}))" if record.published and record.published.url else ""
+            said += f"; {record.ratio:.2f} of the record{link}"
+        cause = cs.causes[0] if cs.causes else ("none found" + (f"; not checked: {'; '.join(cs.not_checked)}"
+                                                                if cs.not_checked else ""))
+        if answer.hardware is not None and cause.startswith(HARDWARE_CAUSE):
+            cause = f"{HARDWARE_CAUSE} (kit yardstick, above)"
+        out.append(f"**{cs.key}** ({cs.per_gpu:.1f} {cs.unit} per GPU): {said}. Top cause: {cause}")
+    return out
 
 
 def summary_markdown(answer: Standing) -> str:
