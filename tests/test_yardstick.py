@@ -321,3 +321,16 @@ def test_the_h200_ladder_run_measured_its_gpu_first_and_verifies_again(tmp_path,
     report = (VISIT / "ladder" / "report.md").read_text()
     assert "Hardware: GPU NVIDIA H200: GEMM 76% fp32 / 70% tf32 / 69% bf16 / 66% fp16, memory 88%, host link 81% " \
            "h2d / 85% d2h of datasheet: hardware healthy" in report
+
+
+def test_check_env_measures_this_host_with_yardstick_and_keeps_it(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    for _ in range(2):
+        assert main(["check-env", "--local", "--yardstick", "--runs-dir", str(runs)]) in (0, 1)
+    out = capsys.readouterr().out
+    said = [line.strip() for line in out.splitlines() if line.strip().startswith("yardstick: CPU ")]
+    assert len(said) == 2 and "not judged (no earlier run of this host" in said[0]
+    assert "of this host's run of " in said[1]
+    assert len(list((runs / "yardstick").glob("*/*.json"))) == 2
+    assert main(["check-env", "--hosts", "h1", "--yardstick"]) == 2
+    assert "--yardstick measures this host: give --local" in capsys.readouterr().err

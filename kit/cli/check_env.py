@@ -19,6 +19,9 @@ def add_parser(sub) -> None:
     p.add_argument("--require-gpu", action="store_true", help="a host without GPUs is a problem")
     p.add_argument("--allow-busy", action="store_true", help="do not refuse GPUs that run other processes")
     p.add_argument("--suite", help="also say whether the images of the suite's frameworks share a cuDNN minor version")
+    p.add_argument("--yardstick", action="store_true",
+                   help="with --local: also kit yardstick on this host (GEMM, memory, host link against the "
+                        "datasheet and earlier runs; kept under RUNS_DIR/yardstick/); a suspect device is a problem")
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
@@ -26,6 +29,9 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     from kit.run import multinode
 
     run_dir = args.runs_dir / f"check-env-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    if args.yardstick and not args.local:
+        from kit.cli.common import UsageError
+        raise UsageError("check-env: --yardstick measures this host: give --local (on each other host: kit yardstick)")
     if args.local:
         verdict, hosts = _local(run_dir, args.require_gpu), ["local"]
     else:
@@ -41,10 +47,25 @@ def cmd_check_env(args: argparse.Namespace) -> int:
         versions = cudnn_of(load_suite(args.suite))
         pinned = ", ".join(f"{fw} {v or 'not pinned'} ({key})" for fw, (key, v) in versions.items()) or "no GPU images"
         print(f"  cuDNN: {parity_warning(versions) or 'the same minor version: ' + pinned}")
+    suspect = _yardstick(args.runs_dir) if args.yardstick else False
     busy_only = not verdict.problems and verdict.busy and args.allow_busy
     print(f"check-env: {'consistent' if verdict.ok or busy_only else 'REFUSED'} "
           f"({len(hosts)} host(s)); captures in {run_dir / 'env'}")
-    return EXIT_OK if verdict.ok or busy_only else EXIT_MISMATCH
+    return EXIT_OK if (verdict.ok or busy_only) and not suspect else EXIT_MISMATCH
+
+
+def _yardstick(runs_dir: Path) -> bool:
+    """kit yardstick here, judged and kept as `kit yardstick` keeps it; True when the device is suspect."""
+    from kit.cli.yardstick import earlier_runs, keep
+    from kit.hosts.yardstick import measure
+    from kit.results.yardstick import judge, load_datasheets
+
+    result = measure()
+    sheets = load_datasheets()
+    answer = judge(result, sheets, earlier_runs(runs_dir, result, sheets))
+    keep(runs_dir, result)
+    print(f"  yardstick: {answer.line}")
+    return answer.verdict == "suspect"
 
 
 def _local(run_dir: Path, require_gpu: bool):

@@ -74,6 +74,15 @@ def earlier_runs(runs_dir: Path, result: dict, sheets, before: str | None = None
     return out
 
 
+def keep(runs_dir: Path, result: dict) -> Path:
+    """A measured result as RUNS_DIR/yardstick/<host>/<UTC time>.json, where later runs find it."""
+    from kit.core.files import write_text
+
+    folder = runs_dir / "yardstick" / host_folder(str(result["host"]))
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_text(folder / f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}.json", json.dumps(result, indent=1) + "\n")
+
+
 def judged(path: Path, runs_dir: Path):
     """A kept or recorded result judged against what was kept before it (under RUNS_DIR/yardstick/ where it is one
     of those, its name the time it was kept) and the kit's recordings."""
@@ -110,7 +119,6 @@ def beside_run(run_dir: Path, started: dt.datetime | None, finished: dt.datetime
 
 
 def cmd_yardstick(args: argparse.Namespace) -> int:
-    from kit.core.files import write_text
     from kit.results.yardstick import judge, load_datasheets, to_dict, to_markdown
 
     if args.repeats < 1:
@@ -125,9 +133,5 @@ def cmd_yardstick(args: argparse.Namespace) -> int:
         answer = judge(result, sheets, earlier_runs(args.runs_dir, result, sheets))
     print(json.dumps(to_dict(answer), indent=2) if args.json else to_markdown(answer), end="\n" if args.json else "")
     if not args.source and not args.no_record:
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        folder = args.runs_dir / "yardstick" / host_folder(str(result["host"]))
-        folder.mkdir(parents=True, exist_ok=True)
-        kept = write_text(folder / f"{stamp}.json", json.dumps(result, indent=1) + "\n")
-        print(f"yardstick: kept as {kept}", file=sys.stderr)
+        print(f"yardstick: kept as {keep(args.runs_dir, result)}", file=sys.stderr)
     return EXIT_MISMATCH if answer.verdict == "suspect" else EXIT_OK
