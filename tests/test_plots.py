@@ -4,6 +4,7 @@ tokens/s axis), and throughput.png for every run with a figure, a one-case run i
 from __future__ import annotations
 
 import base64
+import html
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from kit.cli import main
 from kit.results import plotting
 from kit.results.exporters import write_outputs
 from kit.results.extract import Method
-from kit.results.html import HTML_NAME
+from kit.results.html import HTML_NAME, PLOT_ALT
 from kit.results.report import build_report
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -129,7 +130,8 @@ def test_a_one_case_run_gets_its_throughput_plot_in_the_page(tmp_path, capsys):
     assert plotting.scaling_panels(report) == [] and plotting.framework_panels(report) == []
     assert png_size(out / "throughput.png") == pixels(plotting.throughput_size(report), plotting.THROUGHPUT_DPI)
     data = base64.b64encode((out / "throughput.png").read_bytes()).decode("ascii")
-    assert f'<img src="data:image/png;base64,{data}" alt="throughput.png">' in (out / HTML_NAME).read_text()
+    alt = html.escape(f"throughput.png: {PLOT_ALT['throughput.png']}")
+    assert f'<img src="data:image/png;base64,{data}" alt="{alt}">' in (out / HTML_NAME).read_text()
 
 
 def test_no_figure_no_plot(tmp_path):

@@ -239,3 +239,20 @@ def test_the_gpu_report_starts_with_the_answer_and_verify_recomputes_it(sampled,
     for version in ("v7", "v6", "v1"):  # the earlier sets compare the block too where a report has one
         said = {v.rule for v in verify(tmp_path / "c.tgz", rules_version=version).violations}
         assert said == {"report_recomputed"}, (version, said)
+
+
+def test_the_plot_marks_the_closest_rung_and_the_record_beside_each_case(figures, capsys):
+    """throughput.png draws, across each case's bar, its closest like-for-like figure and the record, both for the
+    case's whole job as its bar is (kit.results.plotting.write_throughput_plot)."""
+    from kit.config import programs
+    from kit.config.suites import load_suite
+    from kit.results.compose import suite_knowledge
+    from kit.results.standing import plot_marks
+
+    references, settings, pairs = suite_knowledge(load_suite(VISIT / "dle" / "suite.yaml"), programs.ran_as)
+    results = json.loads((VISIT / "dle" / "results.json").read_text())
+    marks = plot_marks(stand(VISIT / "dle", results, figures, references, settings, pairs=pairs, ladder=True))
+    dle = medians_of(results)[DLE]
+    assert marks[HARNESS] == [("rung 1: its program here", pytest.approx(dle)),
+                              ("the record (MLPerf), per GPU x GPUs", pytest.approx(63607.69 / 8, rel=1e-6))]
+    assert marks[DLE] == [("the record (MLPerf), per GPU x GPUs", pytest.approx(63607.69 / 8, rel=1e-6))]

@@ -35,7 +35,7 @@ from kit.results.sections import (
     references_section,
     settings_section,
 )
-from kit.results.standing import answer_lines, stand, summary_markdown
+from kit.results.standing import answer_lines, plot_marks, stand, summary_markdown
 
 
 def compose_report(run_dir: Path, suite, *, method_for: Callable, ran_as: Callable,
@@ -121,6 +121,7 @@ def standing_of(run_dir: Path, report: Report, suite, ran_as: Callable) -> str:
         return f"Where this run stands against published figures: not formed ({str(exc)[:200]})\n"
     if ladder:
         report.answer = answer_lines(answer)
+        report.marks = plot_marks(answer)
     return summary_markdown(answer)
 
 

@@ -146,7 +146,8 @@ def _details(title_html: str, inner: str, is_open: bool, ident: str = "") -> str
     return f"<details{attrs}><summary>{title_html}</summary>\n{inner}</details>\n"
 
 
-PLOT_ALT = {"throughput.png": "each case's throughput: a bar per run and the case's median",
+PLOT_ALT = {"throughput.png": "each case's median throughput as a bar, whiskers from its slowest to its fastest run, "
+                              "ticks at the published figures beside it",
             "scaling.png": "throughput and speedup against the number of GPUs",
             "frameworks.png": "the frameworks' medians side by side, case by case",
             "telemetry.png": "each run's GPU power, SM clock and utilisation over its measured window"}

@@ -83,6 +83,16 @@ def _whiskers(cases: list[CaseResult]) -> list[list[float]]:
     return [[c.median - min(c.values) for c in cases], [max(c.values) - c.median for c in cases]]
 
 
+MARK_COLOURS = ("#222222", "#c92a2a")  # the closest rung's figure, the record's
+MARK_LEGEND = ("closest like-for-like figure (kit standing's rung 1-3)", "the record for this GPU (MLPerf), a ceiling")
+
+
+def _case_keys(report: Report, cases: list) -> list[str]:
+    """The case key (framework/model/bzB/NnGg/precision) of each panel entry, as kit.results.standing names them."""
+    keys = {id(c): g.key.case_key(c.name).strip("/") for g in report.groups for c in g.cases}
+    return [keys.get(id(case), "") for _, _, case in cases]
+
+
 def throughput_size(report: Report) -> tuple[float, float]:
     """throughput.png's size in inches: fixed width; per panel a header and a row per case."""
     return THROUGHPUT_WIDTH_IN, sum(1.3 + 0.42 * len(cases) for _, cases in throughput_panels(report)) + 0.5
@@ -103,16 +113,24 @@ def write_throughput_plot(report: Report, path: Path) -> int:
             mine = [(y, case) for y, (_, f, case) in enumerate(cases) if f == fw]
             ys, these = [y for y, _ in mine], [case for _, case in mine]
             ax.barh(ys, [c.median for c in these], 0.6, xerr=_whiskers(these), capsize=3, color=colours[fw])
-        top = max(max(c.values) for _, _, c in cases)
+        marks = {y: report.marks.get(key, []) for y, key in enumerate(_case_keys(report, cases))}
+        top = max([max(c.values) for _, _, c in cases] + [v for ms in marks.values() for _, v in ms])
         for y, (_, _, case) in enumerate(cases):
             runs = f"{len(case.runs)} run{'s' if len(case.runs) > 1 else ''}"
             ax.text(max(case.values) + top * 0.01, y, f"{case.median:,.1f} ({runs})", va="center", fontsize=8)
+            for label, value in marks[y]:  # a published neighbour: a tick across the bar's row
+                record = label.startswith("the record")
+                ax.plot([value, value], [y - 0.42, y + 0.42], color=MARK_COLOURS[record], linewidth=2,
+                        linestyle=":" if record else "-", label=MARK_LEGEND[record])
+        handles = {h.get_label(): h for h in ax.get_lines() if h.get_label() in MARK_LEGEND}
+        if handles:
+            ax.legend(handles.values(), handles.keys(), fontsize=7, loc="lower right")
         ax.set_xlim(0, top * 1.22)
         ax.set_yticks(range(len(cases)), [label for label, _, _ in cases], fontsize=8)
         ax.set_ylim(len(cases) - 0.2, -0.8)  # results.json's order, top down
         ax.set_xlabel(f"throughput ({unit}, median of runs)")
         ax.set_title(f"Throughput per case in {unit} (whiskers: slowest to fastest run)", fontsize=10)
-        ax.grid(True, axis="x", alpha=0.3)  # no legend: each label starts with its framework
+        ax.grid(True, axis="x", alpha=0.3)  # each label starts with its framework; the legend names the ticks
     return _save(plt, fig, path)
 
 

@@ -193,6 +193,7 @@ class Report:
     reproduction: str = ""  # layout 2: a `kit reproduce` run's reproduction.md, after the standing
     answer: list[str] = field(default_factory=list)  # the page's answer per case (Markdown lines; not in report.md)
     warnings: list[str] = field(default_factory=list)  # what the page says above the fold (not in report.md)
+    marks: dict = field(default_factory=dict)  # case key -> [(label, the job's figure)]: published neighbours to plot
 
     def headline(self) -> list[str]:
         """What a report says first, Markdown blocks in order: a partial run's completion (its figures are of its

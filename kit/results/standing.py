@@ -536,6 +536,21 @@ def answer_lines(answer: Standing) -> list[str]:
     return out
 
 
+def plot_marks(answer: Standing) -> dict[str, list[tuple[str, float]]]:
+    """Case key -> the closest rung's figure and the record's, each for the case's whole job (as its bars are), with
+    a short label: what throughput.png draws beside each case's bar."""
+    out = {}
+    for cs in answer.cases:
+        n, record = closest(cs), next((x for x in cs.neighbours if x.rung == 4), None)
+        marks = [(f"rung {n.rung}: {n.published.publisher if n.published else 'its program here'}",
+                  n.per_gpu * cs.gpus)] if n else []
+        if record:
+            marks.append(("the record (MLPerf), per GPU x GPUs", record.per_gpu * cs.gpus))
+        if marks:
+            out[cs.key] = marks
+    return out
+
+
 def summary_markdown(answer: Standing) -> str:
     """The answer as the report starts with it: one row per case, and each case's likely causes in a line."""
     full = to_markdown(answer).split("\n### ", 1)[0].rstrip("\n").splitlines()
