@@ -2,7 +2,7 @@
 it ran), on this host, an inventory's SSH hosts or a Slurm partition (--hosts, through `kit cluster`'s run), and say
 per case whether the figure came out the same (kit.results.reproduction).
 
-    kit reproduce bundle.tar.gz [--cases 'torch/resnet50/*'] [--sample 2 --seed 7] [--tolerance 0.05]
+    kit reproduce bundle.tar.gz [--cases 'torch/resnet50/*'] [--sample 2 [--seed S]] [--tolerance 0.05]
     kit reproduce bundle.tar.gz --hosts hosts.yaml [--scheduler slurm]
 
 The bundle is verified first: one that does not verify is not reproduced. Refused (exit 2) where this kit's harness
@@ -23,6 +23,7 @@ import fnmatch
 import hashlib
 import json
 import random
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def add_parser(sub) -> None:
     p.add_argument("--cases", action="append", default=[], metavar="PATTERN",
                    help="only the cases whose key matches (fnmatch: 'torch/resnet50/*'); repeatable; default all")
     p.add_argument("--sample", type=int, metavar="N", help="N of the chosen cases drawn at random (--seed)")
-    p.add_argument("--seed", type=int, default=0, help="the draw's seed, recorded [0]")
+    p.add_argument("--seed", type=int, help="the draw's seed, to replay a draw [a fresh one from the system's "
+                   "randomness, printed and recorded in reproduction.json: nobody knows the draw before it is made]")
     p.add_argument("--tolerance", type=float, default=None, help="reproduced within a factor 1 + this either way "
                    "[0.05], recorded")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the reproduction's run goes [runs/]")
@@ -159,7 +161,10 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
 
     meta = read_run_meta(original)
     figures = rp.figures_by_case(read_results(original))
-    chosen = _choose(sorted(figures), args.cases, args.sample, args.seed)
+    if args.sample is not None and args.seed is None:
+        args.seed = secrets.randbits(32)
+        print(f"kit reproduce: --sample {args.sample} drawn with seed {args.seed} (--seed {args.seed} replays it)")
+    chosen = _choose(sorted(figures), args.cases, args.sample, args.seed or 0)
     suite = load_suite(original / "suite.yaml")
     selection = Selection(select=tuple(chosen))
     original_system = parse_json(root.joinpath("system.json").read_bytes()) if (root / "system.json").is_file() \
