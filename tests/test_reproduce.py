@@ -124,7 +124,12 @@ def test_a_real_cpu_run_is_reproduced_here(original, reproduced):
     said = json.loads((run_dir / "reproduction.json").read_text())
     (verdict,) = said["verdicts"]
     assert (code, verdict["case"], verdict["verdict"]) == (0, CASE, "reproduced"), verdict
-    assert said["tolerance"] == 2 and said["system_differences"] == [] and said["counts"]["reproduced"] == 1
+    assert said["tolerance"] == 2 and said["system_differences"] == {CASE: []} and said["counts"]["reproduced"] == 1
+    assert said["schema_version"] == 2 and verdict["why"].startswith("one re-run: the ratio ")
+    (entry,) = json.loads((original[0] / "run.json").read_text())["runs"].values()
+    # each re-run's time is the auditor's: the bundle's own run x 3, at least 60 s, never the suite's timeout_s
+    assert said["time_limits"] == {CASE: max(60.0, round(3 * entry["wall_seconds"], 1))}
+    assert json.loads((run_dir / "run.json").read_text())["time_limits"]["seconds"] == said["time_limits"]
     manifest = json.loads(bd.unpack(original[1], run_dir.parent.parent / "open").joinpath("manifest.json").read_text())
     assert said["bundle_manifest_sha256"] == manifest["manifest_sha256"]
     assert said["bundle_sha256"] == hashlib.sha256(original[1].read_bytes()).hexdigest()
@@ -170,7 +175,7 @@ def test_a_consistent_forgery_verifies_but_is_not_reproduced(original, tmp_path,
     code = main(["reproduce", str(forged), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "2"])
     (verdict,) = reproduction(tmp_path / "runs")["verdicts"]
     assert (code, verdict["verdict"]) == (1, "not reproduced"), verdict
-    assert verdict["ratio"] < 0.1 and verdict["why"].startswith("one run on a side"), verdict  # ~1/100: slower
+    assert verdict["ratio"] < 0.1 and verdict["why"].startswith("one re-run"), verdict  # ~1/100: slower
 
 
 def test_the_h200_bundle_here_is_not_comparable_and_nothing_runs(tmp_path, capsys):
@@ -186,8 +191,8 @@ def test_the_h200_bundle_here_is_not_comparable_and_nothing_runs(tmp_path, capsy
     assert code == 3 and not (tmp_path / "runs").exists()
     rows = [line for line in out.splitlines() if line.startswith(("| torch/", "| ngc-pytorch/"))]
     assert len(rows) == 2 and all("| not comparable |" in row for row in rows)
-    assert "GPU model: NVIDIA H200 in the bundle, none here" in rows[0] and "GPUs per node: 1 in the bundle, 0 here" \
-        in rows[0]
+    assert "GPU model: NVIDIA H200 in the bundle, none here" in rows[0] and "GPUs: the case uses 1 per node, this " \
+        "system has 0" in rows[0]
 
 
 def test_bad_input_is_one_line_and_exit_2_with_nothing_written(original, tmp_path, capsys):

@@ -111,7 +111,8 @@ def results_of(values: list[float]) -> dict:
 
 def record_of(reproduced: list[float], tolerance: float = 0.05) -> dict:
     v = verdict(reproduced, tolerance=tolerance)
-    return {"tolerance": tolerance, "system_differences": [], "counts": rp.counts([v]), "verdicts": [v.to_dict()]}
+    return {"schema_version": 1, "tolerance": tolerance, "system_differences": [], "counts": rp.counts([v]),
+            "verdicts": [v.to_dict()]}
 
 
 def test_check_record_holds_a_record_to_its_runs_results():

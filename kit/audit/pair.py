@@ -57,7 +57,9 @@ def check_pair(root: Path, run_dir: Path, provenance: dict) -> tuple[list[str], 
         found.append(Violation(RULE, f"{PROVENANCE_KEY} {named!r} is not {RECORD}'s bundle_manifest_sha256 "
                                f"{digest!r}", "provenance.json"))
     if not found:
-        table = rp.to_markdown(verdicts, Path(str(record.get("bundle"))).name, record["tolerance"])
+        notes = record.get("noted_differences") if isinstance(record.get("noted_differences"), list) else []
+        table = rp.to_markdown(verdicts, Path(str(record.get("bundle"))).name, record["tolerance"],
+                               record["schema_version"], [str(n) for n in notes])
         try:
             same = (run_dir / TABLE).read_text() == table
         except (OSError, UnicodeDecodeError):

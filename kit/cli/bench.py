@@ -116,7 +116,7 @@ def _dry_run(args: argparse.Namespace, run_dir: Path | None, suite, host_refusal
 
 def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, images=None, force=False,
                          selection=None, runs_dir: Path | None = None, past: dict[str, list[float]] | None = None,
-                         yardstick: bool = True):
+                         yardstick: bool = True, time_limits: dict[str, float] | None = None):
     """run_bench under kit bench's progress bar (the ETA from `past` durations where given, else runs_dir's)."""
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -142,7 +142,7 @@ def _bench_with_progress(bench, run_dir: Path, suite, console, train_list, image
                     bar.console.print("  [yellow]warning[/] ", escape(warning), soft_wrap=True, sep="")
 
         return bench.run_bench(run_dir, suite, progress=progress, train_list=train_list, images=images,
-                               force=force, selection=selection, yardstick=yardstick)
+                               force=force, selection=selection, yardstick=yardstick, time_limits=time_limits)
 
 
 def _run_warnings(run_dir: Path, run, outcome) -> list[str]:

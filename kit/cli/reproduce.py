@@ -31,6 +31,9 @@ from kit.cli.common import UsageError, progress_console
 from kit.core.inputs import InputError, KitError, parse_json, read_json_object
 from kit.core.rundir import host_captures, read_results, read_run_meta, run_entries
 
+TIME_MARGIN = 3.0  # a re-run may take this many times the bundle's own longest run of its case ...
+TIME_FLOOR_S = 60.0  # ... and never less than this
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("reproduce", help="re-run a verified bundle's cases here and say per case whether its figure "
@@ -43,6 +46,9 @@ def add_parser(sub) -> None:
                    "randomness, printed and recorded in reproduction.json: nobody knows the draw before it is made]")
     p.add_argument("--tolerance", type=float, default=None, help="reproduced within a factor 1 + this either way "
                    "[0.05], recorded")
+    p.add_argument("--timeout-s", type=float, metavar="SECONDS", help="each re-run's time, the auditor's [the "
+                   f"bundle's own longest run of the case x {TIME_MARGIN:g}, at least {TIME_FLOOR_S:g} s; never the "
+                   "suite's timeout_s, which the operator wrote]")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the reproduction's run goes [runs/]")
     p.add_argument("--force", action="store_true", help="reproduce although this kit's harness files, program "
                    "commits or image pins differ from the bundle's (recorded)")
@@ -169,13 +175,15 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     selection = Selection(select=tuple(chosen))
     original_system = parse_json(root.joinpath("system.json").read_bytes()) if (root / "system.json").is_file() \
         else {}
+    cases = {c.key: c for c in selection.apply(suite).cases}
     if inv is None and (why := bench.host_refusal(suite)):  # a GPU bundle on a host without one: nothing to run
-        system = rp.system_differences(original_system, {"accelerators_per_node": "0", "number_of_nodes": "1"},
-                                       False)
-        verdicts = [rp.compare_case(key, figures[key], [], tolerance, system) for key in chosen]
+        nothing = {"accelerators_per_node": "0", "number_of_nodes": "1"}
+        verdicts = [rp.judge_claim(key, figures[key], [], tolerance, rp.case_differences(
+            original_system, nothing, False, cases[key].gpus_per_node, cases[key].nodes)) for key in chosen]
         print(f"kit reproduce: not run here ({why})")
-        print(rp.to_markdown(verdicts, args.bundle.name, tolerance), end="")
-        return rp.exit_code(verdicts)
+        print(rp.to_markdown(verdicts, args.bundle.name, tolerance, rp.RECORD_VERSION), end="")
+        return rp.exit_code(verdicts, rp.RECORD_VERSION)
+    limits = _time_limits(args.timeout_s, meta, list(cases.values())) if inv is None else None
     differs = _code_differences(meta, root, original, selection.apply(suite).cases)
     if differs and not args.force:
         raise InputError(args.bundle, "this kit's code differs from what the bundle ran (" + "; ".join(differs[:3])
@@ -186,26 +194,56 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     where = f"the hosts of {args.hosts} ({args.scheduler})" if inv is not None else "this host"
     console.print(f"kit reproduce: {len(chosen)} case(s) of {args.bundle} on {where}; {past.line()}",
                   soft_wrap=True, markup=False)
-    run_dir = _run(args, original, suite, selection, inv, console, meta)
+    console.print(f"kit reproduce: each re-run may take {_limits_said(limits)} (--timeout-s: the auditor's)"
+                  if limits else "kit reproduce: with --hosts each re-run still has the suite's timeout_s",
+                  soft_wrap=True, markup=False)
+    run_dir = _run(args, original, suite, selection, inv, console, meta, limits)
     here = rp.figures_by_case(read_results(run_dir))
     this_system = system_description(run_dir, None, "reproduction", where)
-    system = rp.system_differences(original_system, this_system, suite.hardware == "cpu") + (
-        [] if suite.hardware == "cpu" else rp.power_limit_differences([*host_captures(original).values()],
-                                                                      [*host_captures(run_dir).values()]))
-    verdicts = [rp.compare_case(key, figures[key], here.get(key, []), tolerance, system) for key in chosen]
-    record = {"schema_version": 1, "bundle": str(args.bundle), **identity, "tolerance": tolerance,
+    cpu = suite.hardware == "cpu"
+    power = [] if cpu else rp.power_limit_differences([*host_captures(original).values()],
+                                                      [*host_captures(run_dir).values()])
+    system = {key: rp.case_differences(original_system, this_system, cpu, cases[key].gpus_per_node,
+                                       cases[key].nodes, power) for key in chosen}
+    notes = rp.noted_differences(original_system, this_system, cpu)
+    failed = _failed_runs(run_dir)
+    verdicts = [rp.judge_claim(key, figures[key], here.get(key, []), tolerance, system[key],
+                               rp.no_figure_of(key, failed)) for key in chosen]
+    record = {"schema_version": rp.RECORD_VERSION, "bundle": str(args.bundle), **identity, "tolerance": tolerance,
               "cases": chosen, "patterns": args.cases, "sample": args.sample, "seed": args.seed,
               "hosts": str(args.hosts) if inv is not None else None, "scheduler": args.scheduler,
-              "forced": differs if args.force else [], "system_differences": system,
-              "failed_runs": _failed_runs(run_dir), "counts": rp.counts(verdicts),
+              "forced": differs if args.force else [], "time_limits": limits, "system_differences": system,
+              "noted_differences": notes, "failed_runs": failed, "counts": rp.counts(verdicts),
               "verdicts": [v.to_dict() for v in verdicts]}
     (run_dir / rp.RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n")
-    text = rp.to_markdown(verdicts, args.bundle.name, tolerance)
+    text = rp.to_markdown(verdicts, args.bundle.name, tolerance, rp.RECORD_VERSION, notes)
     (run_dir / rp.TABLE_NAME).write_text(text)
     bench.write_report(run_dir, run_suite(run_dir)[0])  # the report (and its page) headed by the verdicts
     print(text, end="")
     print(run_dir / rp.RECORD_NAME)
-    return rp.exit_code(verdicts)
+    return rp.exit_code(verdicts, rp.RECORD_VERSION)
+
+
+def _time_limits(given: float | None, meta: dict, cases: list) -> dict[str, float]:
+    """Each case's re-run time: the auditor's --timeout-s, else the bundle's own longest run of the case (run.json
+    wall_seconds) x TIME_MARGIN, at least TIME_FLOOR_S; a case the bundle records no time for needs --timeout-s."""
+    from kit.run.estimate import durations
+
+    if given is not None:
+        if not given > 0:
+            raise InputError("--timeout-s", f"must be > 0, got {given:g}")
+        return {c.key: float(given) for c in cases}
+    took = durations(meta)
+    missing = [c.key for c in cases if not took.get(c.key)]
+    if missing:
+        raise InputError("--timeout-s", f"the bundle records no run time of {', '.join(missing)}: give each re-run's "
+                         "seconds (the suite's timeout_s is the operator's, not the auditor's)")
+    return {c.key: max(TIME_FLOOR_S, round(TIME_MARGIN * max(took[c.key]), 1)) for c in cases}
+
+
+def _limits_said(limits: dict[str, float]) -> str:
+    values = sorted(set(limits.values()))
+    return f"{values[0]:g} s" if len(values) == 1 else f"{values[0]:g} to {values[-1]:g} s"
 
 
 def _estimate(chosen, meta: dict):
@@ -218,7 +256,8 @@ def _estimate(chosen, meta: dict):
     return estimate(runs, past=durations(meta), source="the bundle's own runs of these cases")
 
 
-def _run(args: argparse.Namespace, original: Path, suite, selection, inv, console, meta: dict) -> Path:
+def _run(args: argparse.Namespace, original: Path, suite, selection, inv, console, meta: dict,
+         limits: dict[str, float] | None = None) -> Path:
     """The chosen cases run as kit bench runs them here (its progress bar, the ETA from the bundle's durations),
     or as kit cluster runs them on --hosts (its per-host lines): the run directory."""
     from kit.cli import bench as cli_bench
@@ -234,7 +273,8 @@ def _run(args: argparse.Namespace, original: Path, suite, selection, inv, consol
     run_dir, _ = records.start(original / "suite.yaml", args.runs_dir)
     try:
         cli_bench._bench_with_progress(bench, run_dir, suite, console, None, selection=selection,
-                                       runs_dir=args.runs_dir, past=durations(meta))  # run.json records the selection
+                                       runs_dir=args.runs_dir, past=durations(meta),  # run.json records the selection
+                                       time_limits=limits)
     except (KitError, OSError):
         records.discard_unstarted(run_dir)  # refused before any run: no empty folder left behind
         raise

@@ -26,6 +26,7 @@ from kit.results import stats
 VERDICTS = REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, INCONCLUSIVE = ("reproduced", "not reproduced",
                                                                        "not comparable", "inconclusive")
 DEFAULT_TOLERANCE = 0.05
+RECORD_VERSION = 2  # reproduction.json's schema_version: 1 both sides samples (compare_case), 2 the claim (judge_claim)
 RECORD_NAME, TABLE_NAME = "reproduction.json", "reproduction.md"  # what `kit reproduce` leaves in its run directory
 # system.json fields that make two runs different work, and those that only matter for a CPU run
 SYSTEM_FIELDS = (("accelerator_model_name", "GPU model"), ("accelerators_per_node", "GPUs per node"),
@@ -100,13 +101,65 @@ def system_differences(original: dict, here: dict, cpu: bool) -> list[str]:
     return out
 
 
+def _count(value) -> int | None:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def case_differences(original: dict, here: dict, cpu: bool, gpus_per_node: int, nodes: int,
+                     power: list[str] = ()) -> list[str]:
+    """Record version 2: what makes a case's figure here mean something else than the bundle's, compared as parsed
+    values -- the GPU model (kit.results.published.gpu_of) and driver/CUDA major version, the GPUs and nodes THE
+    CASE uses against what this system has, the power limit (power: power_limit_differences), the CPU model of a
+    CPU case. Anything else that differs is noted (noted_differences), not a reason."""
+    from kit.results.published import gpu_of
+
+    out = []
+    if cpu:
+        theirs, ours = (str(d.get("host_processor_model_name") or "") for d in (original, here))
+        if theirs != ours:
+            out.append(f"CPU model: {theirs or 'none'} in the bundle, {ours or 'none'} here")
+    else:
+        theirs, ours = (d.get("accelerator_model_name") for d in (original, here))
+        if not gpu_of(theirs).same_model(gpu_of(ours)):
+            out.append(f"GPU model: {theirs or 'none'} in the bundle, {ours or 'none'} here")
+        have = _count(here.get("accelerators_per_node"))
+        if have is not None and have < gpus_per_node:
+            out.append(f"GPUs: the case uses {gpus_per_node} per node, this system has {have}")
+        stacks = [d.get("other_software_stack") if isinstance(d.get("other_software_stack"), dict) else {}
+                  for d in (original, here)]
+        for key, what in MAJOR_FIELDS:
+            versions = [str(stack.get(key) or "") for stack in stacks]
+            if all(versions) and len({v.split(".")[0] for v in versions}) > 1:
+                out.append(f"{what}: {versions[0]} in the bundle, {versions[1]} here")
+        out += list(power)
+    have = _count(here.get("number_of_nodes"))
+    if have is not None and have < nodes:
+        out.append(f"nodes: the case uses {nodes}, this system has {have}")
+    return out
+
+
+def noted_differences(original: dict, here: dict, cpu: bool) -> list[str]:
+    """The system description's other fields that differ: noted beside the verdicts, never a reason for one."""
+    fields = SYSTEM_FIELDS + CPU_FIELDS
+    return [f"{what}: {original.get(key) or 'none'!s} in the bundle, {here.get(key) or 'none'!s} here"
+            for key, what in fields if str(original.get(key) or "") != str(here.get(key) or "")
+            and not (what == "CPU model" and cpu) and what != "GPU model"]
+
+
 def repeats_to_resolve(check: stats.RatioCheck, tolerance: float, runs: int) -> int | None:
     """Runs a side that would narrow the interval enough to lie on one side of the band's nearer edge, if the
     spread stays as it is (an interval narrows as 1/sqrt(n)); None where the ratio lies on that edge (no number
     of runs is sure to resolve it)."""
-    width = check.high - check.low
-    room = min(abs(check.ratio - 1 / (1 + tolerance)), abs(check.ratio - (1 + tolerance)))
-    if room <= 1e-9 * check.ratio:
+    return runs_to_resolve(check.ratio, check.low, check.high, tolerance, runs)
+
+
+def runs_to_resolve(ratio: float, low: float, high: float, tolerance: float, runs: int) -> int | None:
+    width = high - low
+    room = min(abs(ratio - 1 / (1 + tolerance)), abs(ratio - (1 + tolerance)))
+    if room <= 1e-9 * ratio:
         return None
     if not math.isfinite(width):
         return max(2 * runs, 3)
@@ -150,22 +203,78 @@ def compare_case(case: str, original: list[float], reproduced: list[float], tole
     return CaseVerdict(case, original, reproduced, check.ratio, check.low, check.high, verdict, why)
 
 
+def judge_claim(case: str, original: list[float], reproduced: list[float], tolerance: float, differs: list[str],
+                no_figure: str = "") -> CaseVerdict:
+    """Record version 2: the bundle's claim -- its figure, the median of its runs, a point -- against the interval of
+    the auditor's re-runs (the median's, kit.results.stats.median_ci at NOISE_LEVEL), divided by the claim. Only
+    the re-runs are a sample: the bundle's own spread is reported beside the verdict (a spread beyond the noise
+    rule's is a finding), never used to widen the interval. Every road ends in a verdict: re-runs that gave no
+    figure (failed, timed out) are NOT reproduced, saying why; NOT comparable only for the differences passed in
+    (those that change what a figure means); INCONCLUSIVE says how many re-runs would decide."""
+    if differs:
+        return CaseVerdict(case, original, reproduced, None, None, None, NOT_COMPARABLE, "; ".join(differs))
+    if not original:
+        return CaseVerdict(case, original, reproduced, None, None, None, NOT_COMPARABLE,
+                           "the bundle claims no figure for it")
+    spread = ""
+    if len(original) > 1 and stats.cv(original) > stats.NOISE_MAX_CV:
+        spread = (f"; the bundle's own runs spread CV {stats.cv(original):.0%}, beyond the "
+                  f"{stats.NOISE_MAX_CV:.0%} the kit's noise rule accepts: a finding about the bundle")
+    if not reproduced:
+        return CaseVerdict(case, original, reproduced, None, None, None, NOT_REPRODUCED,
+                           f"no figure: {no_figure or 'the re-runs gave none'}{spread}")
+    claim = stats.median(original)
+    band = (1 / (1 + tolerance), 1 + tolerance)
+    ratio = stats.median(reproduced) / claim
+    edges = f"{band[0]:.2f}..{band[1]:.2f}"
+    if len(reproduced) < 2:
+        inside = band[0] <= ratio <= band[1]
+        return CaseVerdict(case, original, reproduced, ratio, None, None, REPRODUCED if inside else NOT_REPRODUCED,
+                           f"one re-run: the ratio {ratio:.3f} alone decides, its spread unknown{spread}")
+    lo, hi = stats.median_ci(reproduced, stats.NOISE_LEVEL)
+    low, high = max(lo, 0.0) / claim, hi / claim
+    interval = f"the re-runs' interval [{low:.3f}, {high:.3f}]"
+    noisy = stats.cv(reproduced) > stats.NOISE_MAX_CV
+    if high < band[0] or low > band[1]:
+        way = "slower" if high < band[0] else "faster"
+        return CaseVerdict(case, original, reproduced, ratio, low, high, NOT_REPRODUCED,
+                           f"{way}: ratio {ratio:.3f}, {interval} beyond {edges}{spread}")
+    if band[0] <= low and high <= band[1] and not noisy:
+        return CaseVerdict(case, original, reproduced, ratio, low, high, REPRODUCED,
+                           f"{interval} within {edges}{spread}")
+    doubt = (f"CV of the re-runs {stats.cv(reproduced):.0%} > {stats.NOISE_MAX_CV:.0%}" if noisy
+             else f"{interval} straddles the band {edges}")
+    needed = runs_to_resolve(ratio, low, high, tolerance, len(reproduced))
+    resolve = ("the ratio lies on the band's edge: no number of re-runs is sure to decide it" if needed is None
+               else f"about {needed} re-runs would decide it (kit reproduce --until-decided)")
+    return CaseVerdict(case, original, reproduced, ratio, low, high, INCONCLUSIVE,
+                       f"{doubt}: {resolve}{spread}")
+
+
 def counts(verdicts: list[CaseVerdict]) -> dict[str, int]:
     """{verdict: how many cases}, every verdict named (0 where none)."""
     return {name: sum(v.verdict == name for v in verdicts) for name in VERDICTS}
 
 
-def exit_code(verdicts: list[CaseVerdict]) -> int:
-    """0 all reproduced, 1 any not reproduced, 3 inconclusive or not comparable only."""
+def exit_code(verdicts: list[CaseVerdict], version: int = 1) -> int:
+    """0 all reproduced, 1 any not reproduced; version 1: 3 inconclusive or not comparable only; version 2: 3 where
+    a named system difference stopped a comparison, 4 where the auditor stopped before a case was decided."""
     if any(v.verdict == NOT_REPRODUCED for v in verdicts):
         return 1
-    return 0 if all(v.verdict == REPRODUCED for v in verdicts) else 3
+    if all(v.verdict == REPRODUCED for v in verdicts):
+        return 0
+    return 3 if version < 2 or any(v.verdict == NOT_COMPARABLE for v in verdicts) else 4
 
 
-def to_markdown(verdicts: list[CaseVerdict], bundle: str, tolerance: float) -> str:
-    lines = [f"## Reproduction of {bundle}", "",
-             f"Ratio = reproduction / bundle, medians of the runs; reproduced within a factor {1 + tolerance:g} either "
-             "way (the noise rule's interval where both sides have 2+ runs).", "",
+def to_markdown(verdicts: list[CaseVerdict], bundle: str, tolerance: float, version: int = 1,
+                notes: list[str] = ()) -> str:
+    said = (f"Ratio = reproduction / bundle, medians of the runs; reproduced within a factor {1 + tolerance:g} either "
+            "way (the noise rule's interval where both sides have 2+ runs).") if version < 2 else (
+            "Ratio = the re-runs' median / the bundle's claim (the median of its runs, a point: only the re-runs are "
+            f"a sample, their median's interval the one judged); reproduced within a factor {1 + tolerance:g} "
+            "either way. A re-run that gave no figure is not reproduced; not comparable only where the systems differ "
+            "in what a figure means.")
+    lines = [f"## Reproduction of {bundle}", "", said, "",
              "| case | bundle | reproduction | ratio | interval | verdict | why |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for v in verdicts:
@@ -173,6 +282,8 @@ def to_markdown(verdicts: list[CaseVerdict], bundle: str, tolerance: float) -> s
         ratio = f"{v.ratio:.3f}" if v.ratio is not None else "—"
         interval = f"{v.low:.3f}..{v.high:.3f}" if v.low is not None and math.isfinite(v.high or math.inf) else "—"
         lines.append(f"| {v.case} | {med[0]} | {med[1]} | {ratio} | {interval} | {v.verdict} | {v.why} |")
+    if notes:
+        lines += ["", "Noted, not a reason for any verdict: " + "; ".join(notes) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -182,13 +293,20 @@ def check_record(record: dict, results: dict) -> tuple[list[tuple[str, str]], li
     verdict what compare_case makes of them with the recorded original figures, tolerance and system differences;
     and the verdicts so made."""
     verdicts, tolerance = record.get("verdicts"), record.get("tolerance")
-    differs = record.get("system_differences")
+    differs, version = record.get("system_differences"), record.get("schema_version")
     if not isinstance(verdicts, list) or not verdicts:
         return [("verdicts", "missing, empty or not a list")], []
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 < tolerance <= 10:
         return [("tolerance", f"{tolerance!r} is not a tolerance in (0, 10]")], []
-    if not isinstance(differs, list) or not all(isinstance(d, str) for d in differs):
+    if version not in (1, 2):
+        return [("schema_version", f"{version!r} is no reproduction record this kit knows (1, 2)")], []
+    if version == 1 and (not isinstance(differs, list) or not all(isinstance(d, str) for d in differs)):
         return [("system_differences", "missing or not a list of lines")], []
+    failed = record.get("failed_runs")
+    if version == 2 and (not isinstance(differs, dict) or not all(
+            isinstance(v, list) and all(isinstance(d, str) for d in v) for v in differs.values())
+            or not isinstance(failed, list) or not all(isinstance(f, str) for f in failed)):
+        return [("system_differences", "not an object of case -> lines, or failed_runs not a list of lines")], []
     here, problems, again = figures_by_case(results), [], []
     for i, v in enumerate(verdicts):
         key = f"verdicts[{i}]"
@@ -202,7 +320,10 @@ def check_record(record: dict, results: dict) -> tuple[list[tuple[str, str]], li
                              f"{v['case']}: {want}"))
             continue
         try:
-            made = compare_case(v["case"], [float(x) for x in v["original"]], want, float(tolerance), differs)
+            original = [float(x) for x in v["original"]]
+            made = compare_case(v["case"], original, want, float(tolerance), differs) if version == 1 else \
+                judge_claim(v["case"], original, want, float(tolerance), differs.get(v["case"], []),
+                            no_figure_of(v["case"], failed))
         except stats.StatsError as exc:
             problems.append((key, f"cannot be recomputed: {exc}"))
             continue
@@ -213,6 +334,11 @@ def check_record(record: dict, results: dict) -> tuple[list[tuple[str, str]], li
     if not problems and record.get("counts") != counts(again):
         problems.append(("counts", f"{record.get('counts')!r}, but the verdicts count {counts(again)}"))
     return problems, again
+
+
+def no_figure_of(case: str, failed_runs: list[str]) -> str:
+    """Why a case's re-runs gave no figure, from reproduction.json's failed_runs lines ('<case> repeat N: ...')."""
+    return "; ".join(line[len(case) + 1:] for line in failed_runs if line.startswith(f"{case} repeat "))
 
 
 def _same(recorded, made) -> bool:

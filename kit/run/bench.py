@@ -143,21 +143,24 @@ def resolve_data_dir(run_dir: Path, suite: Suite, cases: list, data_dir: str | N
 
 def run_bench(run_dir: Path, suite: Suite, progress: Progress | None = None, runner: LocalRunner | None = None,
               train_list: str | Path | None = None, images: dict[str, str] | None = None,
-              force: bool = False, selection: Selection | None = None, yardstick: bool = True) -> BenchResult:
+              force: bool = False, selection: Selection | None = None, yardstick: bool = True,
+              time_limits: dict[str, float] | None = None) -> BenchResult:
     """The suite's runs (its cases `selection` keeps) into run_dir, holding its lock (one writer) until they end; a
-    GPU suite on a host with an NVIDIA GPU measures the hardware first (yardstick: measure_hardware)."""
+    GPU suite on a host with an NVIDIA GPU measures the hardware first (yardstick: measure_hardware); time_limits:
+    case key -> a run's seconds in place of the suite's timeout_s (kit reproduce's), recorded in run.json."""
     runlock.acquire(run_dir)
     try:
         with filecache.cached():  # the report rewritten after each run reads only the logs new since
             return _run_bench(Path(run_dir), suite, progress, runner, train_list, images, force,
-                              selection or Selection(), yardstick)
+                              selection or Selection(), yardstick, time_limits)
     finally:
         runlock.release(run_dir)
 
 
 def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: LocalRunner | None,
                train_list: str | Path | None, images: dict[str, str] | None, force: bool,
-               selection: Selection, yardstick: bool = True) -> BenchResult:
+               selection: Selection, yardstick: bool = True,
+               time_limits: dict[str, float] | None = None) -> BenchResult:
     chosen = selection.apply(suite)  # the report and run.json's frozen expansion keep the whole suite
     model_code = runner.model_code if runner else None
     runs, skipped = preflight(chosen, train_list, model_code or model_code_root(), force)
@@ -169,6 +172,9 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
     new = {expansion.FROZEN_KEY: expansion.freeze(suite)} | selection.recorded_in(suite)
     meta = records.open_run_meta(run_dir, suite, host=records.host_description(), **new)
     meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]
+    if time_limits:
+        runner.time_limits = time_limits
+        meta["time_limits"] = {"seconds": dict(time_limits), "instead_of": "the suite's timeout_s"}
     if force and (forced := [{"host": "local", **m} for m in local_mismatches(chosen, runner.model_code)
                              if m["case"] in {r.case.key for r in runs}]):
         meta["model_code_forced"] = forced

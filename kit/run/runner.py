@@ -117,6 +117,12 @@ class RunOutcome:
 class Runner(ABC):
     """Starts and stops the ranks of one run at a time."""
 
+    time_limits: dict[str, float] | None = None  # case key -> a run's seconds, set by its caller (kit reproduce: the
+    # auditor's); the suite's timeout_s otherwise
+
+    def time_limit(self, run: PlannedRun) -> float:
+        return (self.time_limits or {}).get(run.case.key, run.case.timeout_s)
+
     @abstractmethod
     def start(self, run: PlannedRun) -> None:
         """Start every rank of the run (all hosts at once); return without waiting."""
@@ -159,26 +165,30 @@ class Runner(ABC):
 def execute(runner: Runner, run: PlannedRun, run_dir: Path) -> RunOutcome:
     """One run through any runner: its outcome judged from rank 0's log and every host's status."""
     t0 = time.monotonic()
+    limit = runner.time_limit(run)
     runner.start(run)
     try:
-        ended = runner.wait(run.case.timeout_s)
+        ended = runner.wait(limit)
         if not ended or any(s.error for s in runner.statuses()):
             runner.stop()
     except BaseException:  # Ctrl-C or any error here: leave no process (and no container) behind
         runner.stop()
         raise
     runner.gather(run)
-    return judge(run, Path(run_dir), runner.statuses(), ended, time.monotonic() - t0)
+    return judge(run, Path(run_dir), runner.statuses(), ended, time.monotonic() - t0, limit)
 
 
-def judge(run: PlannedRun, run_dir: Path, hosts: list[HostStatus], ended: bool, seconds: float) -> RunOutcome:
-    """The run's status and figure: rank 0's log (run_dir/<log_rel>) reduced as its case says, and each host's end."""
+def judge(run: PlannedRun, run_dir: Path, hosts: list[HostStatus], ended: bool, seconds: float,
+          limit: float | None = None) -> RunOutcome:
+    """The run's status and figure: rank 0's log (run_dir/<log_rel>) reduced as its case says, and each host's end;
+    limit: the seconds it was given (its case's timeout_s where not said)."""
     log = run_dir / run.log_rel
     several = len(hosts) > 1
     code = hosts[0].exit_code if hosts else None
     if not ended or any(h.error == "timeout" for h in hosts):
         where = "stopped on every host" if several else "killed (every process of the run)"
-        return RunOutcome(run, "timeout", seconds, reason=f"no end after {run.case.timeout_s:g} s: {where}",
+        given = run.case.timeout_s if limit is None else limit
+        return RunOutcome(run, "timeout", seconds, reason=f"no end after {given:g} s: {where}",
                           exit_code=code, hosts=hosts)
     try:
         figure, why = (measure_of(log, run_dir / "logs"), "") if log.is_file() else (None, "no log from rank 0")

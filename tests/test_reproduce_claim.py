@@ -1,0 +1,106 @@
+"""Reproduction record version 2 (kit.results.reproduction.judge_claim): the bundle's figure judged as claimed -- a
+point, held to the interval of the auditor's re-runs -- so that the operator cannot steer the outcome class: repeats
+forged far apart no longer make an inflated claim inconclusive, a re-run that gives no figure is not reproduced,
+"not comparable" only where the systems differ in what a figure means (the GPUs the CASE uses, parsed), and a
+record is held to its runs (kit verify)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kit.results import reproduction as rp
+
+CASE = "torch/resnet50/bz256/1n1g/amp-nhwc"
+HONEST = [100.0, 100.6, 99.7, 100.2, 99.9]  # the auditor's re-runs: CV 0.3%
+
+
+def claim(reproduced, original, differs=(), no_figure="", tolerance=0.05):
+    return rp.judge_claim(CASE, list(original), list(reproduced), tolerance, list(differs), no_figure)
+
+
+def test_repeats_forged_far_apart_no_longer_hide_an_inflated_claim():
+    """Two repeats at 60 and 200 claim a median of 130 where the system gives 100: the two-sample rule (version 1)
+    widened the interval with the operator's spread and said inconclusive; the claim as a point is not reproduced,
+    and the bundle's spread is named as a finding."""
+    forged = [60.0, 200.0]
+    old = rp.compare_case(CASE, forged, HONEST, 0.05, [])
+    new = claim(HONEST, forged)
+    assert old.verdict == rp.INCONCLUSIVE
+    assert new.verdict == rp.NOT_REPRODUCED and new.why.startswith("slower: ratio 0.769")
+    assert "the bundle's own runs spread CV 76%, beyond the 10% the kit's noise rule accepts: a finding" in new.why
+
+
+def test_an_honest_claim_is_reproduced_however_its_own_runs_spread():
+    noisy_but_true = [80.0, 100.0, 120.0]  # median 100
+    v = claim(HONEST, noisy_but_true)
+    assert v.verdict == rp.REPRODUCED and v.why.startswith("the re-runs' interval [0.997, 1.006] within 0.95..1.05")
+    assert v.why.endswith("a finding about the bundle")
+
+
+def test_re_runs_with_no_figure_are_not_reproduced_saying_why():
+    v = claim([], HONEST, no_figure="repeat 1: timeout: no end after 60 s: killed (every process of the run)")
+    assert (v.verdict, v.why) == (rp.NOT_REPRODUCED, "no figure: repeat 1: timeout: no end after 60 s: killed "
+                                                      "(every process of the run)")
+    assert claim([], HONEST).why == "no figure: the re-runs gave none"
+    assert rp.exit_code([v], 2) == 1
+
+
+def test_noise_on_the_auditors_side_is_inconclusive_and_says_how_many_re_runs_decide():
+    v = claim([96.0, 103.0, 98.0, 104.0, 95.5], HONEST)  # straddles 0.952
+    assert v.verdict == rp.INCONCLUSIVE and "about " in v.why and "re-runs would decide it" in v.why
+    assert rp.exit_code([v], 2) == 4 and rp.exit_code([v], 1) == 3
+
+
+@pytest.mark.parametrize(("original", "here", "gpus", "said"), [
+    ({"accelerator_model_name": "NVIDIA H100 80GB HBM3", "accelerators_per_node": "1"},
+     {"accelerator_model_name": "NVIDIA H100 80GB HBM3", "accelerators_per_node": "8"}, 1, []),
+    ({"accelerator_model_name": "NVIDIA H100 80GB HBM3", "accelerators_per_node": "8"},
+     {"accelerator_model_name": "NVIDIA H100 80GB HBM3", "accelerators_per_node": "1"}, 8,
+     ["GPUs: the case uses 8 per node, this system has 1"]),
+    ({"accelerator_model_name": "NVIDIA H100 80GB HBM3"}, {"accelerator_model_name": "NVIDIA H200"}, 1,
+     ["GPU model: NVIDIA H100 80GB HBM3 in the bundle, NVIDIA H200 here"]),
+    ({"accelerator_model_name": "NVIDIA H100 PCIe"}, {"accelerator_model_name": "NVIDIA H100 80GB HBM3"}, 1,
+     ["GPU model: NVIDIA H100 PCIe in the bundle, NVIDIA H100 80GB HBM3 here"]),
+])
+def test_only_the_gpus_the_case_uses_and_the_model_parsed_make_a_gpu_case_not_comparable(original, here, gpus,
+                                                                                       said):
+    """A one-GPU case reproduced on an eight-GPU node is comparable (version 1 compared the whole host's GPU count
+    as raw strings and said not comparable); the host's GPU count is a noted difference."""
+    assert rp.case_differences(original, here, False, gpus, 1) == said
+    if original.get("accelerators_per_node") != here.get("accelerators_per_node") and not said:
+        assert rp.noted_differences(original, here, False) == ["GPUs per node: 1 in the bundle, 8 here"]
+
+
+def test_a_cpu_case_differs_by_its_cpu_model_only_and_nodes_it_needs():
+    a = {"host_processor_model_name": "AMD EPYC", "host_processor_vcpu_count": "2", "number_of_nodes": "1"}
+    b = {"host_processor_model_name": "AMD EPYC", "host_processor_vcpu_count": "16", "number_of_nodes": "1"}
+    assert rp.case_differences(a, b, True, 1, 1) == []
+    assert rp.noted_differences(a, b, True) == ["logical CPUs: 2 in the bundle, 16 here"]
+    assert rp.case_differences(a, b | {"host_processor_model_name": "Intel Xeon"}, True, 1, 2) == [
+        "CPU model: AMD EPYC in the bundle, Intel Xeon here", "nodes: the case uses 2, this system has 1"]
+
+
+def results_of(values: list[float]) -> dict:
+    return {"groups": [{"framework": "torch", "model": "resnet50", "batch_per_device": 256, "precision": "amp-nhwc",
+                        "cases": [{"case": "1n1g", "runs": [{"value": x} for x in values]}]}]}
+
+
+def record_of(reproduced: list[float], original: list[float], failed: list[str] = ()) -> dict:
+    v = claim(reproduced, original, no_figure=rp.no_figure_of(CASE, list(failed)))
+    return {"schema_version": 2, "tolerance": 0.05, "system_differences": {CASE: []}, "failed_runs": list(failed),
+            "counts": rp.counts([v]), "verdicts": [v.to_dict()]}
+
+
+def test_a_version_2_record_is_held_to_its_runs_and_its_claims():
+    problems, again = rp.check_record(record_of(HONEST, [60.0, 200.0]), results_of(HONEST))
+    assert problems == [] and [v.verdict for v in again] == [rp.NOT_REPRODUCED]
+    lost = record_of([], HONEST, [f"{CASE} repeat 1: timeout: no end after 60 s"])
+    problems, again = rp.check_record(lost, results_of([]))
+    assert problems == [] and again[0].why == "no figure: repeat 1: timeout: no end after 60 s"
+    edited = record_of(HONEST, [60.0, 200.0])
+    edited["verdicts"][0]["verdict"] = rp.INCONCLUSIVE  # the old rule's answer, written into a new record
+    assert "verdicts[0].verdict" in [k for k, _ in rp.check_record(edited, results_of(HONEST))[0]]
+    lost["failed_runs"] = []  # the reason a run gave no figure, taken out
+    assert "verdicts[0].why" in [k for k, _ in rp.check_record(lost, results_of([]))[0]]
+    assert rp.check_record({**edited, "schema_version": 7}, results_of(HONEST))[0] == [
+        ("schema_version", "7 is no reproduction record this kit knows (1, 2)")]
