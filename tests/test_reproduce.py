@@ -70,20 +70,24 @@ def one_cpu():
     os.sched_setaffinity(0, cpus)
 
 
-def forged_faster(run_dir: Path, into: Path) -> Path:
-    """The run made FASTER x faster than it ran: every log's clock after run_start compressed, its seconds divided
-    and its rates multiplied, run.json's figures and durations likewise, the report written again."""
+def forged_faster(run_dir: Path, into: Path, factors: dict[int, float] | None = None) -> Path:
+    """The run made FASTER x faster than it ran (or each repeat N by factors[N]): every log's clock after run_start
+    compressed, its seconds divided and its rates multiplied, run.json's figures and durations likewise, the report
+    written again."""
     shutil.copytree(run_dir, into)
+    factor_of: dict[str, float] = {}
     for log in sorted((into / "logs").rglob("*.log")):
         start: dict = {}
+        factor = (factors or {}).get(int(log.stem.rsplit("_", 1)[1]), FASTER)
+        factor_of[log.relative_to(into).as_posix()] = factor
 
-        def faster(d: dict, start: dict = start) -> dict:
+        def faster(d: dict, start: dict = start, factor: float = factor) -> dict:
             if d.get("event") == "run_start":
                 start["ms"] = d["time_ms"]
             elif "ms" in start:
-                d["time_ms"] = round(start["ms"] + (d["time_ms"] - start["ms"]) / FASTER)
+                d["time_ms"] = round(start["ms"] + (d["time_ms"] - start["ms"]) / factor)
             if "seconds" in d:
-                d["seconds"] = round(d["seconds"] / FASTER, 6)
+                d["seconds"] = round(d["seconds"] / factor, 6)
             if d.get("event") == "step":
                 start["batch"] = d["global_batch"]
             if d.get("event") in ("step", "run_stop"):  # each rate as the harness computes it from its seconds
@@ -94,9 +98,9 @@ def forged_faster(run_dir: Path, into: Path) -> Path:
             return d
         rewrite_kitlog(log, faster)
     meta = json.loads((into / "run.json").read_text())
-    for entry in meta["runs"].values():
-        entry["samples_per_sec"] *= FASTER
-        entry["wall_seconds"] = round(entry["wall_seconds"] / FASTER, 3)
+    for rel, entry in meta["runs"].items():
+        entry["samples_per_sec"] *= factor_of[rel]
+        entry["wall_seconds"] = round(entry["wall_seconds"] / factor_of[rel], 3)
     (into / "run.json").write_text(json.dumps(meta, indent=2))
     assert main(["report", str(into)]) == 0
     return into
@@ -176,6 +180,41 @@ def test_a_consistent_forgery_verifies_but_is_not_reproduced(original, tmp_path,
     (verdict,) = reproduction(tmp_path / "runs")["verdicts"]
     assert (code, verdict["verdict"]) == (1, "not reproduced"), verdict
     assert verdict["ratio"] < 0.1 and verdict["why"].startswith("one re-run"), verdict  # ~1/100: slower
+
+
+def test_re_runs_that_time_out_are_not_reproduced_saying_why(original, tmp_path, capsys):
+    """The auditor gives each re-run 0.5 s (--timeout-s): the run is stopped and gives no figure -- not reproduced
+    (exit 1), never "not comparable"; the bundle's suite's timeout_s (300 s) plays no part."""
+    _, packed = original
+    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--timeout-s", "0.5"])
+    said = reproduction(tmp_path / "runs")
+    (verdict,) = said["verdicts"]
+    assert (code, verdict["verdict"]) == (1, "not reproduced")
+    assert verdict["why"].startswith("no figure: repeat 1: timeout: no end after 0.5 s: killed"), verdict
+    assert said["time_limits"] == {CASE: 0.5} and said["failed_runs"][0].startswith(f"{CASE} repeat 1: timeout")
+    assert main(["reproduce", str(packed), "--timeout-s", "0"]) == 2
+    assert "--timeout-s: must be > 0, got 0" in capsys.readouterr().err
+
+
+def test_repeats_forged_far_apart_make_an_inflated_claim_not_reproduced(tmp_path, capsys):
+    """A real two-repeat run, its repeat 1 made 0.6x and its repeat 2 10x what it ran (consistently: it verifies),
+    so its claim -- the median, 5.3x -- hides behind a spread of CV ~125%: the record-1 rule calls that
+    inconclusive; the claim judged as a point against the auditor's two re-runs is not reproduced, the spread a
+    finding."""
+    (tmp_path / "two.yaml").write_text(SUITE.replace("repeats: 1", "repeats: 2"))
+    assert main(["bench", "--suite", str(tmp_path / "two.yaml"), "--runs-dir", str(tmp_path / "runs")]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    forged = bundle(forged_faster(run_dir, tmp_path / "forged-run", {1: 0.6, 2: 10.0}), tmp_path / "forged.tgz",
+                    "--force")
+    assert verify(forged).ok
+    capsys.readouterr()
+    code = main(["reproduce", str(forged), "--runs-dir", str(tmp_path / "again"), "--tolerance", "0.2"])
+    (verdict,) = reproduction(tmp_path / "again")["verdicts"]
+    assert (code, verdict["verdict"]) == (1, "not reproduced"), verdict
+    assert verdict["why"].startswith("slower: ratio ") and "beyond the 10% the kit's noise rule accepts: a finding " \
+        "about the bundle" in verdict["why"]
+    from kit.results.reproduction import compare_case
+    assert compare_case(CASE, verdict["original"], verdict["reproduced"], 0.2, []).verdict == "inconclusive"
 
 
 def test_the_h200_bundle_here_is_not_comparable_and_nothing_runs(tmp_path, capsys):
