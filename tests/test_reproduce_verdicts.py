@@ -144,13 +144,13 @@ def test_a_gpu_system_of_another_driver_or_cuda_major_version_is_not_comparable(
                 "other_software_stack": {"driver": driver, "cuda_driver_api": cuda, "kernel": "6.8"}}
 
     bundle = system("580.159.04", "13.0")
-    assert rp.system_differences(bundle, system("580.65.06", "13.0"), cpu=False) == []  # a minor release
-    assert rp.system_differences(bundle, system("550.54.15", "12.4"), cpu=False) == [
+    assert rp.case_differences(bundle, system("580.65.06", "13.0"), False, 1, 1) == []  # a minor release
+    assert rp.case_differences(bundle, system("550.54.15", "12.4"), False, 1, 1) == [
         "driver major version: 580.159.04 in the bundle, 550.54.15 here",
         "CUDA (driver) major version: 13.0 in the bundle, 12.4 here"]
-    assert rp.system_differences(bundle, system("550.54.15", "12.4"), cpu=True) == []  # a CPU case: its CPU counts
-    made = rp.compare_case("torch/resnet50/bz256/1n1g/amp", [5749.0], [5750.0], 0.05,
-                           rp.system_differences(bundle, system("550.54.15", "12.4"), cpu=False))
+    assert rp.case_differences(bundle, system("550.54.15", "12.4"), True, 1, 1) == []  # a CPU case: its CPU counts
+    made = rp.judge_claim("torch/resnet50/bz256/1n1g/amp", [5749.0], [5750.0], 0.05,
+                          rp.case_differences(bundle, system("550.54.15", "12.4"), False, 1, 1))
     assert made.verdict == rp.NOT_COMPARABLE and "driver major version" in made.why
 
 

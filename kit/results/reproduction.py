@@ -5,7 +5,7 @@ the same rule as the report's frameworks side by side) and a verdict against a t
     reproduced       the ratio's interval lies within a factor 1 + t either way: [1 / (1 + t), 1 + t]
     not reproduced   it lies wholly beyond an edge (faster or slower, by how much), however wide a side's runs
                      spread (the interval holds the spread: the CV rule only keeps a nearer interval from deciding)
-    not comparable   the two systems differ where it matters (GPU model or count, nodes, CPU model for a CPU run)
+    not comparable   the two systems differ where a figure's meaning does (case_differences)
     inconclusive     noise: the interval straddles an edge, or a side's runs spread beyond the rule's CV; the
                      verdict says about how many runs a side would resolve it
 
@@ -85,19 +85,15 @@ def power_limit_differences(original: list[dict], here: list[dict]) -> list[str]
     return [f"GPU power limit: {shown(theirs)} in the bundle, {shown(ours)} here"]
 
 
-def system_differences(original: dict, here: dict, cpu: bool) -> list[str]:
-    """What differs between the bundle's system description and this one's (system.json fields; on a GPU run also
-    the driver's and its CUDA's major versions)."""
-    fields = SYSTEM_FIELDS + (CPU_FIELDS if cpu else ())
-    out = [f"{what}: {original.get(key) or 'none'!s} in the bundle, {here.get(key) or 'none'!s} here"
-           for key, what in fields if str(original.get(key) or "") != str(here.get(key) or "")]
-    if not cpu:
-        stacks = [d.get("other_software_stack") if isinstance(d.get("other_software_stack"), dict) else {}
-                  for d in (original, here)]
-        for key, what in MAJOR_FIELDS:
-            versions = [str(stack.get(key) or "") for stack in stacks]
-            if all(versions) and len({v.split(".")[0] for v in versions}) > 1:
-                out.append(f"{what}: {versions[0]} in the bundle, {versions[1]} here")
+def major_differences(original: dict, here: dict) -> list[str]:
+    """The driver's and its CUDA's major versions, where the two system descriptions name both and they differ."""
+    stacks = [d.get("other_software_stack") if isinstance(d.get("other_software_stack"), dict) else {}
+              for d in (original, here)]
+    out = []
+    for key, what in MAJOR_FIELDS:
+        versions = [str(stack.get(key) or "") for stack in stacks]
+        if all(versions) and len({v.split(".")[0] for v in versions}) > 1:
+            out.append(f"{what}: {versions[0]} in the bundle, {versions[1]} here")
     return out
 
 
@@ -128,13 +124,7 @@ def case_differences(original: dict, here: dict, cpu: bool, gpus_per_node: int, 
         have = _count(here.get("accelerators_per_node"))
         if have is not None and have < gpus_per_node:
             out.append(f"GPUs: the case uses {gpus_per_node} per node, this system has {have}")
-        stacks = [d.get("other_software_stack") if isinstance(d.get("other_software_stack"), dict) else {}
-                  for d in (original, here)]
-        for key, what in MAJOR_FIELDS:
-            versions = [str(stack.get(key) or "") for stack in stacks]
-            if all(versions) and len({v.split(".")[0] for v in versions}) > 1:
-                out.append(f"{what}: {versions[0]} in the bundle, {versions[1]} here")
-        out += list(power)
+        out += major_differences(original, here) + list(power)
     have = _count(here.get("number_of_nodes"))
     if have is not None and have < nodes:
         out.append(f"nodes: the case uses {nodes}, this system has {have}")
