@@ -204,7 +204,10 @@ def test_tf32_against_a_published_fp32_is_named(figures):
     (pub,) = [p for p in nearest(figures, "resnet50", gpu_of("NVIDIA H100 80GB HBM3"), "tf32", 1, 1)
               if p.publisher == "Lambda"]
     assert pub.precision == "fp32" and pub.gpus == 1 and pub.gpu.family == "H100"
-    from kit.results.standing import _differs
+    from kit.results.standing import _signed
+
+    def _differs(*args):
+        return [d.text for d in _signed(*args)]
     mine = {"framework": "torch", "gpus": 1, "batch": 256, "precision": "tf32", "layout": "nchw", "data": "synthetic"}
     said = _differs(mine, gpu_of("NVIDIA H100 80GB HBM3"), 700.0, pub)
     assert said[0] == "batch 256/GPU here, 640/GPU published"

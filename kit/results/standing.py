@@ -116,10 +116,6 @@ def _verdict(low: float, high: float) -> str:
     return "inconclusive (its runs spread across the on-par band)"
 
 
-def _differs(mine: dict, gpu: Gpu | None, limit: float | None, pub: Published) -> list[str]:
-    return [d.text for d in _signed(mine, gpu, limit, pub)]
-
-
 def _signed(mine: dict, gpu: Gpu | None, limit: float | None, pub: Published) -> list[Difference]:
     out = []
     if gpu is None or not gpu.same_model(pub.gpu):
