@@ -171,20 +171,27 @@ def _family(framework: str) -> str:
     return next((f for f in ("paddle", "tensorflow", "mxnet") if f in low), "pytorch" if "torch" in low else low)
 
 
-def _causes(entries: list[dict], figure: float, smi: dict) -> list[str]:
-    """What the run's own records say may hold its figure down, most telling first."""
+def _causes(entries: list[dict], figure: float, smi: dict, sized: bool = False) -> list[str]:
+    """What the run's own records say may hold its figure down, most telling first; sized (the ladder): each with
+    how much of the figure it can account for, where the records give it."""
     ranked: list[tuple[float, str]] = []
     tele = [e["telemetry"] for e in entries if isinstance(e.get("telemetry"), dict)]
+    hosts = [h for t in tele for h in (t.get("hosts") or {}).values() if isinstance(h, dict)]
+    clocked = [h["sm_mhz_median"] / h["max_sm_mhz"] for h in hosts if h.get("sm_mhz_median") and h.get("max_sm_mhz")]
     for name in sorted({n for t in tele for n in (t.get("throttled") or {})}):
         share = max((t.get("throttled") or {}).get(name, 0) for t in tele)
         if share > THROTTLED_SHARE:
-            ranked.append((3 + share, f"throttled ({name}) {share:.0%} of the measured window"))
-    hosts = [h for t in tele for h in (t.get("hosts") or {}).values() if isinstance(h, dict)]
+            size = ""
+            if sized:  # throttled time x the clock it lost: what slower clocks alone can cost the figure
+                size = (f" (can account for up to {share * (1 - min(clocked)):.0%}: the throttled share x the SM "
+                        "clock's shortfall)" if clocked else " (unquantified: no clock samples)")
+            ranked.append((3 + share, f"throttled ({name}) {share:.0%} of the measured window{size}"))
     for h in hosts:
         if h.get("sm_mhz_median") and h.get("max_sm_mhz") and h["sm_mhz_median"] < CLOCK_SHARE * h["max_sm_mhz"]:
             share = h["sm_mhz_median"] / h["max_sm_mhz"]
+            size = f" (can account for up to {1 - share:.0%})" if sized else ""
             ranked.append((2 + 1 - share, f"SM clock median {h['sm_mhz_median']:g} MHz, {share:.0%} of its "
-                                          f"{h['max_sm_mhz']:g} MHz maximum"))
+                                          f"{h['max_sm_mhz']:g} MHz maximum{size}"))
             break
     for h in hosts:
         if h.get("power_mean_w") and h.get("limit_w") and h["power_mean_w"] >= POWER_SHARE * h["limit_w"]:
@@ -274,7 +281,7 @@ def stand(run_dir: Path, results: dict, figures: list[Published], references: di
             values = [r["value"] for r in runs]
             cs = CaseStanding(key, mine["model"], mine["gpus"], str(group.get("unit")),
                               statistics.median(values) / mine["gpus"], [v / mine["gpus"] for v in values], mine)
-            cs.causes = _causes(entries, statistics.median(values), smi)
+            cs.causes = _causes(entries, statistics.median(values), smi, sized=ladder)
             if ladder:
                 cs.not_checked = _not_checked(entries, smi, mine, gpu)
                 if out.hardware and out.hardware.verdict == "suspect":
