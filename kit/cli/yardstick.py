@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 from kit.cli.common import EXIT_MISMATCH, EXIT_OK
@@ -80,7 +81,9 @@ def keep(runs_dir: Path, result: dict) -> Path:
 
     folder = runs_dir / "yardstick" / host_folder(str(result["host"]))
     folder.mkdir(parents=True, exist_ok=True)
-    return write_text(folder / f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}.json", json.dumps(result, indent=1) + "\n")
+    while (path := folder / f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}.json").exists():  # named by the second
+        time.sleep(0.2)
+    return write_text(path, json.dumps(result, indent=1) + "\n")
 
 
 def judged(path: Path, runs_dir: Path):
