@@ -44,7 +44,7 @@ def test_a_two_host_run_bundled_is_reproduced_on_the_ssh_hosts(ssh_hosts, tmp_pa
     assert main(["cluster", "--suite", str(write_suite(tmp_path, SUITE)), "--hosts-file", str(inventory),
                  "--runs-dir", str(tmp_path / "runs")]) == 0
     run_dir, said, err = bundled_and_reproduced(tmp_path, capsys, "--hosts", str(inventory))
-    assert said["hosts"] == str(inventory) and said["scheduler"] == "ssh" and not any(said["system_differences"].values())
+    assert said["hosts"] == str(inventory) and said["scheduler"] == "ssh" and not any(said["system_differences"].values()) and said["time_limits"] and all(v >= 60 for v in said["time_limits"].values())
     assert "estimated time: " in err and "from the bundle's own runs of these cases" in err
     meta = json.loads((run_dir / "run.json").read_text())
     (entry,) = meta["runs"].values()

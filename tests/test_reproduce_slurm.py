@@ -17,7 +17,7 @@ def test_a_slurm_case_bundled_is_reproduced_on_the_test_cluster(slurm_cluster, t
     assert main(kit_cluster(tmp_path, SUITE)) == 0
     run_dir, said, _err = bundled_and_reproduced(tmp_path, capsys, "--hosts", str(slurm_yaml(tmp_path)),
                                                  "--scheduler", "slurm")
-    assert said["scheduler"] == "slurm" and not any(said["system_differences"].values())
+    assert said["scheduler"] == "slurm" and not any(said["system_differences"].values()) and said["time_limits"] and all(v >= 60 for v in said["time_limits"].values())
     meta = json.loads((run_dir / "run.json").read_text())
     (entry,) = meta["runs"].values()
     assert meta["scheduler"] == "slurm" and entry["slurm"]["step_state"] == "COMPLETED"  # a job step ran it

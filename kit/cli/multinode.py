@@ -55,7 +55,7 @@ def _run_dir_for(args: argparse.Namespace, check) -> tuple[Path, object]:
 
 
 def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console, resume_hint: str,
-               job=None, selection=None) -> int:
+               job=None, selection=None, time_limits=None) -> int:
     """run_job (or `job(group, progress)`) for each host group into one run directory; a per-host status table."""
     from rich.table import Table
 
@@ -65,7 +65,8 @@ def _host_jobs(args, inv, groups: list[list[str]], run_dir: Path, suite, console
         console.print(f"  {host:<10} {what:<13} {detail}", soft_wrap=True, markup=False)
 
     job = job or (lambda group, progress: multinode.run_job(inv, group, suite, run_dir, args.on_failure, progress,
-                                                            args.force, image=args.image, selection=selection))
+                                                            args.force, image=args.image, selection=selection,
+                                                            time_limits=time_limits))
     outcomes, files = [], []
     try:
         for group in groups:
@@ -133,7 +134,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     return cluster_run(args, inv)[0]
 
 
-def cluster_run(args: argparse.Namespace, inv, selection=None) -> tuple[int, Path]:
+def cluster_run(args: argparse.Namespace, inv, selection=None, time_limits=None) -> tuple[int, Path]:
     """`kit cluster`'s run of args.suite (or args.resume) on the inventory's hosts (args.scheduler ssh) or its Slurm
     partition (slurm), only the cases `selection` keeps (kit.run.frozen.Selection; `kit reproduce --hosts` runs
     through here): (exit code, run directory). What cannot start is refused before the run directory is made."""
@@ -147,10 +148,11 @@ def cluster_run(args: argparse.Namespace, inv, selection=None) -> tuple[int, Pat
         return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster --scheduler slurm",
                           job=lambda group, progress: slurm_job.run_slurm_job(
                               cfg, len(group), suite, run_dir, args.on_failure, progress, args.force,
-                              selection=selection)), run_dir
+                              selection=selection, time_limits=time_limits)), run_dir
     multinode.preflight(inv, inv.hosts)
     run_dir, suite, groups, console = _cluster_groups(args, inv.names, f"{len(inv.names)} host(s)", selection)
-    return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster", selection=selection), run_dir
+    return _host_jobs(args, inv, groups, run_dir, suite, console, "kit cluster", selection=selection,
+                      time_limits=time_limits), run_dir
 
 
 def _cluster_groups(args: argparse.Namespace, names: list[str], fits: str, selection=None):

@@ -183,7 +183,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
         print(f"kit reproduce: not run here ({why})")
         print(rp.to_markdown(verdicts, args.bundle.name, tolerance, rp.RECORD_VERSION), end="")
         return rp.exit_code(verdicts, rp.RECORD_VERSION)
-    limits = _time_limits(args.timeout_s, meta, list(cases.values())) if inv is None else None
+    limits = _time_limits(args.timeout_s, meta, list(cases.values()))
     differs = _code_differences(meta, root, original, selection.apply(suite).cases)
     if differs and not args.force:
         raise InputError(args.bundle, "this kit's code differs from what the bundle ran (" + "; ".join(differs[:3])
@@ -194,8 +194,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     where = f"the hosts of {args.hosts} ({args.scheduler})" if inv is not None else "this host"
     console.print(f"kit reproduce: {len(chosen)} case(s) of {args.bundle} on {where}; {past.line()}",
                   soft_wrap=True, markup=False)
-    console.print(f"kit reproduce: each re-run may take {_limits_said(limits)} (--timeout-s: the auditor's)"
-                  if limits else "kit reproduce: with --hosts each re-run still has the suite's timeout_s",
+    console.print(f"kit reproduce: each re-run may take {_limits_said(limits)} (--timeout-s: the auditor's)",
                   soft_wrap=True, markup=False)
     run_dir = _run(args, original, suite, selection, inv, console, meta, limits)
     here = rp.figures_by_case(read_results(run_dir))
@@ -269,7 +268,7 @@ def _run(args: argparse.Namespace, original: Path, suite, selection, inv, consol
 
         job = argparse.Namespace(suite=str(original / "suite.yaml"), resume=None, runs_dir=args.runs_dir,
                                  on_failure="continue", force=False, image=None, scheduler=args.scheduler)
-        return cluster_run(job, inv, selection)[1]
+        return cluster_run(job, inv, selection, limits)[1]
     run_dir, _ = records.start(original / "suite.yaml", args.runs_dir)
     try:
         cli_bench._bench_with_progress(bench, run_dir, suite, console, None, selection=selection,

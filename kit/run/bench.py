@@ -172,9 +172,6 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
     new = {expansion.FROZEN_KEY: expansion.freeze(suite)} | selection.recorded_in(suite)
     meta = records.open_run_meta(run_dir, suite, host=records.host_description(), **new)
     meta["skipped_cases"] = [{"case": c.key, "reason": r} for c, r in skipped]
-    if time_limits:
-        runner.time_limits = time_limits
-        meta["time_limits"] = {"seconds": dict(time_limits), "instead_of": "the suite's timeout_s"}
     if force and (forced := [{"host": "local", **m} for m in local_mismatches(chosen, runner.model_code)
                              if m["case"] in {r.case.key for r in runs}]):
         meta["model_code_forced"] = forced
@@ -189,19 +186,25 @@ def _run_bench(run_dir: Path, suite: Suite, progress: Progress | None, runner: L
         if records.is_done(run_dir, r):
             figure = records.measure_of(run_dir / r.log_rel, run_dir / "logs")
             outcomes.append(RunOutcome(r, "done", 0.0, value=figure.value, unit=figure.unit))
-    outcomes += run_each(run_dir, suite, runner, runs, meta, progress=progress, finished=len(outcomes))
+    outcomes += run_each(run_dir, suite, runner, runs, meta, progress=progress, finished=len(outcomes),
+                         time_limits=time_limits)
     records.finish_run_meta(run_dir, meta)
     return BenchResult(run_dir, outcomes, skipped, write_report(run_dir, suite))
 
 
 def run_each(run_dir: Path, suite: Suite, runner: Runner, runs: list[PlannedRun], meta: dict,
              policy: str = "continue", progress: Progress | None = None,
-             before: Callable[[PlannedRun], None] | None = None, finished: int = 0) -> list[RunOutcome]:
+             before: Callable[[PlannedRun], None] | None = None, finished: int = 0,
+             time_limits: dict[str, float] | None = None) -> list[RunOutcome]:
     """The one bench loop of every runner (local, SSH, Slurm): each of `runs` not yet done, in order, through the
     runner's hooks (allocate; `before`, what the caller checks once nodes are held; start, wait, stop and gather:
     execute), recorded in run.json with what the runner keeps of it (host_load where it watches the host) and the
     report's text files rewritten, the run directory partial until its bench finishes. Policy stop: no run after
-    one that failed. The runner is released at the end, on error and on Ctrl-C."""
+    one that failed. The runner is released at the end, on error and on Ctrl-C. time_limits: case key -> a run's
+    seconds instead of its suite's timeout_s (Runner.time_limit), recorded in run.json."""
+    if time_limits:  # case key -> a run's seconds, the caller's (kit reproduce: the auditor's), recorded
+        runner.time_limits = time_limits
+        meta["time_limits"] = {"seconds": dict(time_limits), "instead_of": "the suite's timeout_s"}
     run_dir = Path(run_dir)
     todo = [r for r in runs if not records.is_done(run_dir, r)]
     total = finished + len(todo)

@@ -38,8 +38,8 @@ def preflight(inv: Inventory, hosts: list[HostConfig]) -> None:
 
 def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, policy: str = "continue",
             progress: Callable[[str, str, str], None] | None = None,
-            force: bool = False, image: str | None = None,
-            selection: Selection | None = None) -> tuple[list[RunOutcome], list[Path]]:
+            force: bool = False, image: str | None = None, selection: Selection | None = None,
+            time_limits: dict[str, float] | None = None) -> tuple[list[RunOutcome], list[Path]]:
     """Every case of the suite (those `selection` keeps, recorded in run.json) whose node count equals the hosts
     given, then the report (of the whole suite, as kit bench's).
 
@@ -80,7 +80,7 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     records.note_skipped(run_dir, meta, refused)
     records.note_forced(run_dir, meta, forced)
     records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
-    outcomes = run_each(Path(run_dir), suite, runner, runs, meta, policy)
+    outcomes = run_each(Path(run_dir), suite, runner, runs, meta, policy, time_limits=time_limits)
     return outcomes, write_report(Path(run_dir), suite)
 
 

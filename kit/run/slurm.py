@@ -322,7 +322,7 @@ class SlurmRunner(Runner):
         steps.mkdir(parents=True, exist_ok=True)
         script = steps / "step.sh"
         script.write_text(self.step_script(run, master_port()))
-        limit = self.cfg.time_limit or math.ceil(run.case.timeout_s / 60) + 1  # Slurm's backstop to the kit's own
+        limit = self.cfg.time_limit or math.ceil(self.time_limit(run) / 60) + 1  # Slurm's backstop to the kit's own
         argv = ["srun", "--jobid", self.job_id, "-N", str(len(self.nodes)), "-n", str(len(self.nodes)),
                 "--ntasks-per-node", "1", "--kill-on-bad-exit=1", f"--time={limit}", "-J", run.label.replace(" ", "")]
         if self.mode == "pyxis":

@@ -22,8 +22,8 @@ from kit.run.slurm import Progress, SlurmError, SlurmRunner, partition_nodes
 
 
 def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, policy: str = "continue",
-                  progress: Progress | None = None, force: bool = False,
-                  selection: Selection | None = None) -> tuple[list[RunOutcome], list[Path]]:
+                  progress: Progress | None = None, force: bool = False, selection: Selection | None = None,
+                  time_limits: dict[str, float] | None = None) -> tuple[list[RunOutcome], list[Path]]:
     """Every case of the suite (those `selection` keeps) for `nodes` nodes through one allocation
     (kit.run.multinode.run_job's loop, with Slurm's record of each run), then the report. The allocation is
     cancelled at the end, on error or Ctrl-C."""
@@ -54,7 +54,8 @@ def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, pol
             checked = True
         meta["hosts"] = [n.name for n in runner.nodes]
 
-    outcomes = run_each(run_dir, suite, runner, runs, meta, policy, before=on_nodes)  # releases the allocation
+    outcomes = run_each(run_dir, suite, runner, runs, meta, policy, before=on_nodes,  # releases the allocation
+                        time_limits=time_limits)
     return outcomes, write_report(run_dir, suite)
 
 

@@ -229,7 +229,7 @@ class SshRunner(Runner):
         self.progress(host.name, "start", run.label)
         try:
             with connect(host, self.inv) as conn:
-                res = conn.run(line, hide=True, warn=True, timeout=run.case.timeout_s)
+                res = conn.run(line, hide=True, warn=True, timeout=self.time_limit(run))
             status.exit_code = res.exited
             if res.exited != 0:
                 status.error = f"exit {res.exited}"
