@@ -56,14 +56,9 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
 def _yardstick(runs_dir: Path) -> bool:
     """kit yardstick here, judged and kept as `kit yardstick` keeps it; True when the device is suspect."""
-    from kit.cli.yardstick import earlier_runs, keep
-    from kit.hosts.yardstick import measure
-    from kit.results.yardstick import judge, load_datasheets
+    from kit.cli.yardstick import measured
 
-    result = measure()
-    sheets = load_datasheets()
-    answer = judge(result, sheets, earlier_runs(runs_dir, result, sheets))
-    keep(runs_dir, result)
+    _, answer, _ = measured(runs_dir)
     print(f"  yardstick: {answer.line}")
     return answer.verdict == "suspect"
 

@@ -121,20 +121,31 @@ def beside_run(run_dir: Path, started: dt.datetime | None, finished: dt.datetime
     return best[1] if best else None
 
 
+def measured(runs_dir: Path, record: bool = True, **how):
+    """kit yardstick here (kit.hosts.yardstick.measure's arguments), judged against the datasheet, the kit's
+    recordings and what RUNS_DIR keeps, then kept there (record): (result, judgement, where it was kept or None)."""
+    from kit.hosts.yardstick import measure
+    from kit.results.yardstick import judge, load_datasheets
+
+    result = measure(**how)
+    sheets = load_datasheets()
+    answer = judge(result, sheets, earlier_runs(runs_dir, result, sheets))
+    return result, answer, keep(runs_dir, result) if record else None
+
+
 def cmd_yardstick(args: argparse.Namespace) -> int:
-    from kit.results.yardstick import judge, load_datasheets, to_dict, to_markdown
+    from kit.results.yardstick import to_dict, to_markdown
 
     if args.repeats < 1:
         raise InputError("--repeats", f"must be 1 or more, got {args.repeats}")
+    kept = None
     if args.source:
         answer = judged(args.source, args.runs_dir)
     else:
-        from kit.hosts.yardstick import measure
-
-        result = measure(args.device, args.repeats, args.only, args.gemm_n, args.copy_mib, args.window_s)
-        sheets = load_datasheets()
-        answer = judge(result, sheets, earlier_runs(args.runs_dir, result, sheets))
+        _, answer, kept = measured(args.runs_dir, not args.no_record, device=args.device, repeats=args.repeats,
+                                   only=args.only, gemm_n=args.gemm_n, copy_mib=args.copy_mib,
+                                   window_s=args.window_s)
     print(json.dumps(to_dict(answer), indent=2) if args.json else to_markdown(answer), end="\n" if args.json else "")
-    if not args.source and not args.no_record:
-        print(f"yardstick: kept as {keep(args.runs_dir, result)}", file=sys.stderr)
+    if kept:
+        print(f"yardstick: kept as {kept}", file=sys.stderr)
     return EXIT_MISMATCH if answer.verdict == "suspect" else EXIT_OK

@@ -34,7 +34,7 @@ def program_ratio_section(report, suite, ran_as: Callable) -> str:
     rows, refused, kin = [], [], set()
     for program in (c for c in suite.cases if c.impl == "reference" and c.key in medians):
         ran = ran_as(program.ref_job())
-        paired = [case for case in harness if ran.known and not _differences(case, program, ran)]
+        paired = _paired(harness, program, ran)
         for case in paired:
             ours, theirs = medians[case.key], medians[program.key]
             loader = f" (harness loader: {case.loader})" if case.loader else ""
@@ -66,11 +66,14 @@ def same_setting(suite, ran_as: Callable) -> dict[str, list[str]]:
     harness = [c for c in suite.cases if c.impl == "harness"]
     out: dict[str, list[str]] = {}
     for program in (c for c in suite.cases if c.impl == "reference"):
-        ran = ran_as(program.ref_job())
-        for case in harness:
-            if ran.known and not _differences(case, program, ran):
-                out.setdefault(case.key, []).append(program.key)
+        for case in _paired(harness, program, ran_as(program.ref_job())):
+            out.setdefault(case.key, []).append(program.key)
     return out
+
+
+def _paired(harness: list, program, ran) -> list:
+    """The harness cases that train what the program trains (none where its layout or mode is not known)."""
+    return [case for case in harness if ran.known and not _differences(case, program, ran)]
 
 
 def _differences(case, program, ran) -> list[str]:

@@ -234,9 +234,14 @@ def run_each(run_dir: Path, suite: Suite, runner: Runner, runs: list[PlannedRun]
     return outcomes
 
 
+def host_name(meta: dict) -> str:
+    """This host's name as run.json records it (kit.run.records.host_description), else the system's."""
+    return meta.get("host", {}).get("hostname") or socket.gethostname()
+
+
 def capture_env(run_dir: Path, meta: dict) -> None:
     """This host's raw probe outputs + parsed capture under env/<host>/ (once per run; the bundle's source)."""
-    name = meta.get("host", {}).get("hostname") or socket.gethostname()
+    name = host_name(meta)
     if rundir.capture_path(Path(run_dir) / "env", name).is_file():
         return
     try:
@@ -248,7 +253,7 @@ def capture_env(run_dir: Path, meta: dict) -> None:
 def measure_hardware(run_dir: Path, meta: dict) -> None:
     """kit yardstick on this host's GPU before the runs, kept as env/<host>/yardstick.json (once per run directory:
     a resumed run keeps the first); one that cannot run is noted in run.json, never a stop."""
-    name = meta.get("host", {}).get("hostname") or socket.gethostname()
+    name = host_name(meta)
     if name in rundir.host_yardsticks(run_dir):
         return
     try:
