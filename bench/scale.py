@@ -79,10 +79,12 @@ LINEAR_SLACK = 1.25  # cost ratio <= 1.25 x the logs ratio counts as linear
 # ------------------------------------------------------------------------------------------------ the run
 
 
-def generated_suite(nodes: int, repeats: int | None, trim: bool) -> dict:
+def generated_suite(nodes: int, repeats: int | None, trim: bool, entries: int | None = None) -> dict:
     """v100.yaml with every multi-node case on `nodes` hosts (their 4-node references dropped); trim: each entry's
-    lists cut to one value (its frameworks kept, its largest GPU count), a tiny run for tests."""
+    lists cut to one value (its frameworks kept, its largest GPU count), a tiny run for tests; entries: its first
+    ENTRIES entries only."""
     data = yaml.safe_load(SUITE.read_text())
+    data["cases"] = data["cases"][:entries]
     data["name"] = "v100-generated"  # not the built-in v100: other hosts, repeats and lists
     if repeats:
         data["defaults"]["repeats"] = repeats
@@ -246,11 +248,13 @@ def reference_run(w: Writer, case: Case, repeat: int, hosts: list[str], ips: lis
     return entry_hosts
 
 
-def generate(root: Path, nodes: int = 16, repeats: int | None = None, trim: bool = False) -> tuple[Path, dict]:
+def generate(root: Path, nodes: int = 16, repeats: int | None = None, trim: bool = False,
+             entries: int | None = None) -> tuple[Path, dict]:
     """A run directory of the v100 suite under root/runs/, multi-node cases on `nodes` hosts -> (run_dir, counts)."""
     run_dir = root / "runs" / f"v100-scale-{nodes}n"
     run_dir.mkdir(parents=True)
-    (run_dir / "suite.yaml").write_text(yaml.safe_dump(generated_suite(nodes, repeats, trim), sort_keys=False))
+    (run_dir / "suite.yaml").write_text(yaml.safe_dump(generated_suite(nodes, repeats, trim, entries),
+                                                       sort_keys=False))
     suite = load_suite(run_dir / "suite.yaml")
     width = max(nodes, 1)
     hosts = [f"h{i + 1:02d}" for i in range(width)]
@@ -270,7 +274,7 @@ def generate(root: Path, nodes: int = 16, repeats: int | None = None, trim: bool
             log = run_dir / "logs" / case.log_path(repeat)
             value = records.figure_of(log, run_dir / "logs")
             meta["runs"][f"logs/{case.log_path(repeat).as_posix()}"] = {
-                "case": case.key, "repeat": repeat, "status": "ok", "samples_per_sec": value,
+                "case": case.key, "repeat": repeat, "status": "ok", "figure": value,
                 "wall_seconds": 245.0, "reason": "", "hosts": per_host}
     records.finish_run_meta(run_dir, meta)
     bench.write_report(run_dir, suite)

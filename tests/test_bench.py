@@ -96,7 +96,7 @@ def test_bench_writes_layout_report_and_every_log_extracts(tmp_path, capsys):
     assert results["schema_version"] == 1 and len(results["groups"]) == 2
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["suite"] == "tiny" and len(meta["runs"]) == 4
-    assert all(r["status"] == "ok" and r["samples_per_sec"] > 0 and r["unit"] == "images/s" for r in meta["runs"].values())
+    assert all(r["status"] == "ok" and r["figure"] > 0 and r["unit"] == "images/s" for r in meta["runs"].values())
     assert (run_dir / "suite.yaml").read_text() == TINY_SUITE
 
 

@@ -274,7 +274,7 @@ def test_reference_runs_in_the_image_with_the_hosts_model_code_mounted(docker_en
     (run_dir,) = runs.iterdir()
     meta = json.loads((run_dir / "run.json").read_text())
     (entry,) = meta["runs"].values()
-    assert rc == 0 and entry["status"] == "ok" and entry["samples_per_sec"] == 10523.32, entry
+    assert rc == 0 and entry["status"] == "ok" and entry["figure"] == 10523.32, entry
     assert [m["host"] for m in meta["model_code_forced"]] == ["h1", "h2"]  # the mounted tree is no pinned checkout
     for rank, host in enumerate(("h1", "h2")):
         folder = run_dir / "hosts" / host / "ngc-pytorch/resnet50/bz256/2n1g/fp32/1"

@@ -21,6 +21,7 @@ import pytest
 from kitlogs import harness_log
 
 from kit.cli import main
+from kit.core.rundir import RunRecord
 from kit.results import noise, stats
 from kit.results.exporters import to_markdown
 from kit.results.extract import HARNESS_METHOD
@@ -198,12 +199,12 @@ BUSY = {"cores": 2, "seconds": 20.0, "samples": 40, "load_before": 0.1, "load_du
 QUIET = BUSY | {"load_during_max": 2.1, "own_cpu_share": 0.97, "other_cpu_share": 0.02, "other_cpu_seconds": 0.8}
 
 
-def _meta(*loads) -> dict:
+def _meta(*loads) -> RunRecord:
     runs = {}
     for i, load in enumerate(loads, 1):
         entry = {"case": "torch/arcface/bz16/1n1g/fp32", "repeat": i, "status": "ok"}
         runs[f"logs/torch/arcface/bz16/1n1g/arcface_b16_fp32_{i}.log"] = entry | ({"host_load": load} if load else {})
-    return {"schema_version": 1, "runs": runs}
+    return RunRecord(None, {"schema_version": 2, "runs": runs})
 
 
 def test_busy_warning_for_one_run():
@@ -229,7 +230,7 @@ def test_report_lines_from_run_json():
     assert "#5 and 2 more (other processes" in many[0]
     assert noise.host_load_lines(_meta(QUIET, {"error": "x"}))[1] == (
         "The host's load could not be sampled in 1 of 2 runs (see run.json host_load).")
-    assert noise.host_load_lines(_meta(None)) == [] and noise.host_load_lines({}) == []
+    assert noise.host_load_lines(_meta(None)) == [] and noise.host_load_lines(RunRecord(None, {})) == []
 
 
 def test_the_progress_line_of_kit_bench_warns_of_a_busy_host_and_an_input_bound_figure(tmp_path):

@@ -86,7 +86,7 @@ def test_the_real_paddleclas_trains_here_at_its_pin_by_the_kits_cpu_recipe(bench
     assert not [p for p in run_dir.rglob("*.pdparams")]
     # the publisher's reduction (per-card ips after 10 printed steps, mean), recomputed here from the log
     figure = statistics.mean(v for _, v in steps[10:])
-    assert entries["paddleclas"]["samples_per_sec"] == pytest.approx(figure, rel=1e-6)
+    assert entries["paddleclas"]["figure"] == pytest.approx(figure, rel=1e-6)
 
 
 def test_the_report_sets_the_harness_beside_paddleclas_and_the_bundle_verifies(bench_run, tmp_path):
@@ -95,7 +95,7 @@ def test_the_report_sets_the_harness_beside_paddleclas_and_the_bundle_verifies(b
 
     run_dir, _ = bench_run
     meta = json.loads((run_dir / "run.json").read_text())
-    figures = {Path(k).parts[1]: v["samples_per_sec"] for k, v in meta["runs"].items()}
+    figures = {Path(k).parts[1]: v["figure"] for k, v in meta["runs"].items()}
     report = (run_dir / "report.md").read_text()
     (row,) = [line for line in report.splitlines() if "| paddleclas/resnet50/bz4/1n1g/fp32 |" in line
               and line.startswith("| paddle resnet50")]
@@ -128,7 +128,7 @@ def test_the_real_paddleclas_trains_in_the_cpu_image_from_this_machines_copy(doc
     (run_dir,) = (tmp_path / "runs").iterdir()
     meta = json.loads((run_dir / "run.json").read_text())
     (entry,) = meta["runs"].values()
-    assert entry["status"] == "ok" and entry["samples_per_sec"] > 0 and "model_code_forced" not in meta
+    assert entry["status"] == "ok" and entry["figure"] > 0 and "model_code_forced" not in meta
     (log,) = run_dir.glob("logs/paddleclas/resnet50/bz4/1n1g/*.log")
     assert log.read_text().startswith("# kit bench: docker run") and cpu_image.ref in log.read_text().splitlines()[0]
     assert len(IPS.findall(log.read_text())) >= 16

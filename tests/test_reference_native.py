@@ -189,8 +189,8 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
     assert "PyTorch/Classification/ConvNets/main.py modified" in forced[0]["reason"]
 
     # the parse: DLLogger's train.total_ips lines by the publisher's method (mean after 9 iterations)
-    program = entries["ngc-pytorch"]["samples_per_sec"]
-    harness = entries["torch"]["samples_per_sec"]
+    program = entries["ngc-pytorch"]["figure"]
+    harness = entries["torch"]["figure"]
     assert program == pytest.approx(790.033, rel=2e-5) and harness > 0
     report = (run_dir / "report.md").read_text()
     row = (f"| torch resnet50, batch 2/GPU, 1n1g, amp, nhwc, eager, synthetic data | "

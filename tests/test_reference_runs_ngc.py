@@ -130,7 +130,7 @@ def test_reference_ngc_tensorflow_one_mpirun_on_rank_0_over_two_hosts(hosts_with
     run_dir, entry = run_multinode("h1,h2", tmp_path, net, suite, root)
 
     assert entry["status"] == "ok", entry
-    assert entry["samples_per_sec"] == pytest.approx(want["published"], rel=want["rel_tol"])  # its last summary
+    assert entry["figure"] == pytest.approx(want["published"], rel=want["rel_tol"])  # its last summary
     assert list(entry["hosts"]) == ["h1"]  # h2 started nothing itself: rank 0's mpirun started its rank
     folder = "ngc-tensorflow/resnet50/bz256/2n1g/fp32/1"
     assert not (tmp_path / "work" / "h2" / "runs" / run_dir.name).exists()
@@ -161,7 +161,7 @@ def test_reference_ngc_tensorflow_one_mpirun_on_rank_0_over_two_hosts(hosts_with
     if data == str(tmp_path / "data" / "tfrecord"):  # the kit's data directory, as both ranks saw it
         assert said[0]["data"] == said[1]["data"] == ["train-00000-of-01024"]
 
-    assert_reported(run_dir, "ngc-tensorflow/resnet50/bz256/2n1g/fp32", entry["samples_per_sec"], want["published"])
+    assert_reported(run_dir, "ngc-tensorflow/resnet50/bz256/2n1g/fp32", entry["figure"], want["published"])
 
 
 def test_reference_ngc_mxnet_benchmark_py_on_one_host(hosts_with_tools, tmp_path, published):
@@ -179,7 +179,7 @@ def test_reference_ngc_mxnet_benchmark_py_on_one_host(hosts_with_tools, tmp_path
     run_dir, entry = run_multinode("h1", tmp_path, net, suite, root)
 
     assert entry["status"] == "ok", entry
-    assert entry["samples_per_sec"] == pytest.approx(want["published"], rel=want["rel_tol"])
+    assert entry["figure"] == pytest.approx(want["published"], rel=want["rel_tol"])
     folder = run_dir / "hosts" / "h1" / "ngc-mxnet/resnet50/bz128/1n1g/fp32/1"
     stdout = (folder / "stdout.log").read_text()
     assert (run_dir / "logs/ngc-mxnet/resnet50/bz128/1n1g/resnet50_b128_fp32_1.log").read_text() == stdout
@@ -216,4 +216,4 @@ def test_reference_ngc_mxnet_benchmark_py_on_one_host(hosts_with_tools, tmp_path
                                                                                            ["train.ips"])
     assert f"{written['metrics']['1']['128']['train.ips']:.5g}" == "389.54"
 
-    assert_reported(run_dir, "ngc-mxnet/resnet50/bz128/1n1g/fp32", entry["samples_per_sec"], want["published"])
+    assert_reported(run_dir, "ngc-mxnet/resnet50/bz128/1n1g/fp32", entry["figure"], want["published"])

@@ -127,7 +127,7 @@ def test_reference_paddleclas_on_two_hosts_through_paddle_launch(paddle_hosts, t
                                    root)
 
     assert entry["status"] == "ok", entry
-    assert entry["samples_per_sec"] == pytest.approx(figure, rel=1e-9)
+    assert entry["figure"] == pytest.approx(figure, rel=1e-9)
     folder = "paddleclas/resnet50/bz256/2n1g/fp32/1"
     ports = set()
     for rank, host in enumerate((h1, h2)):
@@ -200,7 +200,7 @@ def test_reference_fleetx_vgg16_on_two_hosts_through_paddle_launch_master(paddle
     run_dir, entry = run_multinode(net, tmp_path, SUITE.format(model="vgg16", batch=32, references=""), root)
 
     assert entry["status"] == "ok", entry
-    assert entry["samples_per_sec"] == pytest.approx(figure, rel=1e-6)
+    assert entry["figure"] == pytest.approx(figure, rel=1e-6)
     folder = "fleetx/vgg16/bz32/2n1g/fp32/1"
     for rank, host in enumerate((h1, h2)):
         here = run_dir / "hosts" / host.name / folder

@@ -157,7 +157,7 @@ def test_reference_plsc_arcface_on_two_hosts_from_fab_run_multinode(python3_on_h
     assert compute_figure(parsed, Method(skip=10, count=5, round=2)).value == FIGURE
     (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
-    assert entry["status"] == "ok" and entry["samples_per_sec"] == FIGURE, entry
+    assert entry["status"] == "ok" and entry["figure"] == FIGURE, entry
     report = (run_dir / "report.md").read_text()
     assert f"| {CASE} | {FIGURE:.2f} | {FIGURE:g} samples/s |" in report and "| within |" in report, report
 

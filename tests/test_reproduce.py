@@ -25,6 +25,7 @@ from kit.cli import main
 from kit.cli.reproduce import _code_differences
 from kit.config.suites import load_suite
 from kit.core.catalogue import harness_sha256
+from kit.core.rundir import RunRecord
 from kit.images.spec import PINS_FILE, load_pins
 from kit.run.estimate import duration
 
@@ -99,7 +100,7 @@ def forged_faster(run_dir: Path, into: Path, factors: dict[int, float] | None = 
         rewrite_kitlog(log, faster)
     meta = json.loads((into / "run.json").read_text())
     for rel, entry in meta["runs"].items():
-        entry["samples_per_sec"] *= factor_of[rel]
+        entry["figure"] *= factor_of[rel]
         entry["wall_seconds"] = round(entry["wall_seconds"] / factor_of[rel], 3)
     (into / "run.json").write_text(json.dumps(meta, indent=2))
     assert main(["report", str(into)]) == 0
@@ -307,7 +308,7 @@ def test_a_published_programs_commit_other_than_this_kits_pin_is_a_difference(tm
     pins = yaml.safe_load(PINS_FILE.read_text())
     here = pins["model_code"]["dle"]["commit"]
     (tmp_path / "pins.yaml").write_text(PINS_FILE.read_text())
-    meta = {"harness_sha256": harness_sha256()}
+    meta = RunRecord(None, {"harness_sha256": harness_sha256()})
     assert _code_differences(meta, tmp_path, run, cases) == []
     (tmp_path / "pins.yaml").write_text(PINS_FILE.read_text().replace(here, "f" * 40))
     assert _code_differences(meta, tmp_path, run, cases) == [f"program dle: commit ffffffffffff in the bundle, "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kit.config.suites import load_suite
+from kit.core.rundir import RunRecord
 from kit.results import reproduction as rp
 from kit.run.estimate import durations, estimate
 from kit.run.plan import plan_for_nodes
@@ -94,9 +95,9 @@ def test_the_estimate_comes_from_the_bundles_own_durations_times_its_repeats(tmp
         "cases:\n  - {framework: torch, model: resnet50}\n  - {framework: paddle, model: resnet50, repeats: 2}\n")
     suite = load_suite(tmp_path / "s.yaml")
     torch = next(c.key for c in suite.cases if c.framework == "torch")
-    meta = {"runs": {"a.log": {"case": torch, "status": "ok", "wall_seconds": 10.0},
-                     "b.log": {"case": torch, "status": "ok", "wall_seconds": 14.0},
-                     "c.log": {"case": torch, "status": "failed", "wall_seconds": 1.0}}}
+    meta = RunRecord(None, {"runs": {"a.log": {"case": torch, "status": "ok", "wall_seconds": 10.0},
+                                     "b.log": {"case": torch, "status": "ok", "wall_seconds": 14.0},
+                                     "c.log": {"case": torch, "status": "failed", "wall_seconds": 1.0}}})
     found = estimate(plan_for_nodes(suite, 1), past=durations(meta), source="the bundle's own runs of these cases")
     assert (found.known, found.known_runs, found.unknown_runs, found.bound) == (36.0, 3, 2, 1200)
     assert found.line() == ("estimated time: 36 s for 3 run(s), from the bundle's own runs of these cases (median "

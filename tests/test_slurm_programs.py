@@ -61,7 +61,7 @@ def the_run(tmp_path: Path, figure: float) -> tuple[Path, dict, dict]:
     meta = json.loads((run_dir / "run.json").read_text())
     (entry,) = meta["runs"].values()
     assert entry["status"] == "ok", entry
-    assert entry["samples_per_sec"] == pytest.approx(figure, rel=0.01)
+    assert entry["figure"] == pytest.approx(figure, rel=0.01)
     return run_dir, meta, entry
 
 

@@ -52,7 +52,7 @@ from kit.audit.unpack import (  # noqa: F401  (re-exported: the bundle's reader)
 from kit.core.files import stamped, write_json, write_text
 from kit.core.inputs import InputError, parse_json
 from kit.core.revision import source_revision
-from kit.core.rundir import has_results, has_run_meta, read_run_meta
+from kit.core.rundir import has_results, has_run_meta, read_run, read_run_meta
 from kit.core.runlock import LOCK_NAME, holder, is_busy
 from kit.results.compose import completion_of
 from kit.results.html import HTML_NAME
@@ -163,9 +163,9 @@ def software_stack(run_dir: Path, pins_file: Path | None) -> dict[str, str]:
             for name in ("cuda", "cudnn", "nccl", "dali", "python"):
                 if versions.get(name):
                     stack[name] = " / ".join(sorted({*stack.get(name, "").split(" / "), versions[name]} - {""}))
-    host = read_run_meta(run_dir).get("host")
-    if "python" not in stack and isinstance(host, dict) and isinstance(host.get("python"), str):
-        stack["python"] = host["python"]
+    python = read_run(run_dir).host.get("python")
+    if "python" not in stack and isinstance(python, str):
+        stack["python"] = python
     return stack
 
 

@@ -149,17 +149,16 @@ def _run_warnings(run_dir: Path, run, outcome) -> list[str]:
     """kit.results.noise's warnings for the run as run_bench just recorded it in run.json: a busy host, a figure
     close to its loader's own rate."""
     from kit.core.inputs import InputError
-    from kit.core.rundir import read_run_meta, run_entries
+    from kit.core.rundir import read_run
     from kit.results import noise
 
     try:
-        meta = read_run_meta(run_dir)
+        entry = read_run(run_dir).runs.get(str(run.log_rel))
     except InputError:
         return []
-    entry = run_entries(meta).get(str(run.log_rel))
-    if not isinstance(entry, dict):
+    if entry is None:
         return []
-    found = [noise.busy_warning(entry.get("host_load"))]
+    found = [noise.busy_warning(entry.host_load)]
     if outcome.status == "ok":
-        found.append(noise.input_bound_warning(outcome.value, entry.get("ran")))
+        found.append(noise.input_bound_warning(outcome.value, entry.ran))
     return [w for w in found if w]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kit.cli.common import UsageError, progress_console
 from kit.core.inputs import InputError, KitError, parse_json, read_json_object
-from kit.core.rundir import host_captures, read_results, read_run_meta, run_entries
+from kit.core.rundir import RunRecord, host_captures, read_results, read_run
 
 TIME_MARGIN = 3.0  # a re-run may take this many times the bundle's own longest run of its case ...
 TIME_FLOOR_S = 60.0  # ... and never less than this
@@ -73,14 +73,14 @@ def _choose(keys: list[str], patterns: list[str], sample: int | None, seed: int)
     return chosen
 
 
-def _code_differences(meta: dict, root: Path, original: Path, cases) -> list[str]:
+def _code_differences(run: RunRecord, root: Path, original: Path, cases) -> list[str]:
     """What this kit would run differently from what the bundle ran: its harness files (run.json harness_sha256),
     the commit pinned for each chosen case's published program (the bundle's pins.yaml against docker/pins.yaml) and
     the pins of each image the run used (its images.json pins_hash against this kit's). Empty when all are equal."""
     from kit.core.catalogue import harness_sha256
     from kit.images.spec import current_pins, load_pins
 
-    ran = meta.get("harness_sha256") if isinstance(meta.get("harness_sha256"), dict) else {}
+    ran = run.harness_sha256
     here = harness_sha256()
     differs = [f"{name}: {str(ran.get(name))[:12]} in the bundle, {str(here.get(name))[:12]} here"
                for name in sorted(set(ran) | set(here)) if ran.get(name) != here.get(name)]
@@ -165,7 +165,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     from kit.run import bench
     from kit.run.frozen import Selection, run_suite
 
-    meta = read_run_meta(original)
+    run = read_run(original)
     figures = rp.figures_by_case(read_results(original))
     if args.sample is not None and args.seed is None:
         args.seed = secrets.randbits(32)
@@ -183,20 +183,20 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
         print(f"kit reproduce: not run here ({why})")
         print(rp.to_markdown(verdicts, args.bundle.name, tolerance, rp.RECORD_VERSION), end="")
         return rp.exit_code(verdicts, rp.RECORD_VERSION)
-    limits = _time_limits(args.timeout_s, meta, list(cases.values()))
-    differs = _code_differences(meta, root, original, selection.apply(suite).cases)
+    limits = _time_limits(args.timeout_s, run, list(cases.values()))
+    differs = _code_differences(run, root, original, selection.apply(suite).cases)
     if differs and not args.force:
         raise InputError(args.bundle, "this kit's code differs from what the bundle ran (" + "; ".join(differs[:3])
                          + "): reproduce with the kit that made it, or --force (recorded)")
     identity = bundle_identity(root, args.bundle, signature)
     console = progress_console()
-    past = _estimate(selection.apply(suite), meta)
+    past = _estimate(selection.apply(suite), run)
     where = f"the hosts of {args.hosts} ({args.scheduler})" if inv is not None else "this host"
     console.print(f"kit reproduce: {len(chosen)} case(s) of {args.bundle} on {where}; {past.line()}",
                   soft_wrap=True, markup=False)
     console.print(f"kit reproduce: each re-run may take {_limits_said(limits)} (--timeout-s: the auditor's)",
                   soft_wrap=True, markup=False)
-    run_dir = _run(args, original, suite, selection, inv, console, meta, limits)
+    run_dir = _run(args, original, suite, selection, inv, console, run, limits)
     here = rp.figures_by_case(read_results(run_dir))
     this_system = system_description(run_dir, None, "reproduction", where)
     cpu = suite.hardware == "cpu"
@@ -223,7 +223,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     return rp.exit_code(verdicts, rp.RECORD_VERSION)
 
 
-def _time_limits(given: float | None, meta: dict, cases: list) -> dict[str, float]:
+def _time_limits(given: float | None, run: RunRecord, cases: list) -> dict[str, float]:
     """Each case's re-run time: the auditor's --timeout-s, else the bundle's own longest run of the case (run.json
     wall_seconds) x TIME_MARGIN, at least TIME_FLOOR_S; a case the bundle records no time for needs --timeout-s."""
     from kit.run.estimate import durations
@@ -232,7 +232,7 @@ def _time_limits(given: float | None, meta: dict, cases: list) -> dict[str, floa
         if not given > 0:
             raise InputError("--timeout-s", f"must be > 0, got {given:g}")
         return {c.key: float(given) for c in cases}
-    took = durations(meta)
+    took = durations(run)
     missing = [c.key for c in cases if not took.get(c.key)]
     if missing:
         raise InputError("--timeout-s", f"the bundle records no run time of {', '.join(missing)}: give each re-run's "
@@ -245,17 +245,17 @@ def _limits_said(limits: dict[str, float]) -> str:
     return f"{values[0]:g} s" if len(values) == 1 else f"{values[0]:g} to {values[-1]:g} s"
 
 
-def _estimate(chosen, meta: dict):
+def _estimate(chosen, run: RunRecord):
     """The time the chosen cases' runs (every repeat, on as many nodes as each case) took in the bundle's own run
     (kit.run.estimate: the median run.json wall_seconds of each case)."""
     from kit.run.estimate import durations, estimate
     from kit.run.plan import plan_for_nodes
 
     runs = [r for nodes in sorted({c.nodes for c in chosen.cases}) for r in plan_for_nodes(chosen, nodes)]
-    return estimate(runs, past=durations(meta), source="the bundle's own runs of these cases")
+    return estimate(runs, past=durations(run), source="the bundle's own runs of these cases")
 
 
-def _run(args: argparse.Namespace, original: Path, suite, selection, inv, console, meta: dict,
+def _run(args: argparse.Namespace, original: Path, suite, selection, inv, console, run: RunRecord,
          limits: dict[str, float] | None = None) -> Path:
     """The chosen cases run as kit bench runs them here (its progress bar, the ETA from the bundle's durations),
     or as kit cluster runs them on --hosts (its per-host lines): the run directory."""
@@ -272,7 +272,7 @@ def _run(args: argparse.Namespace, original: Path, suite, selection, inv, consol
     run_dir, _ = records.start(original / "suite.yaml", args.runs_dir)
     try:
         cli_bench._bench_with_progress(bench, run_dir, suite, console, None, selection=selection,
-                                       runs_dir=args.runs_dir, past=durations(meta),  # run.json records the selection
+                                       runs_dir=args.runs_dir, past=durations(run),  # run.json records the selection
                                        time_limits=limits)
     except (KitError, OSError):
         records.discard_unstarted(run_dir)  # refused before any run: no empty folder left behind
@@ -282,5 +282,4 @@ def _run(args: argparse.Namespace, original: Path, suite, selection, inv, consol
 
 def _failed_runs(run_dir: Path) -> list[str]:
     """'case repeat N: reason' of each run the reproduction's run.json records without a figure."""
-    return [f"{e.get('case')} repeat {e.get('repeat')}: {e.get('status')}: {e.get('reason')}"
-            for e in run_entries(read_run_meta(run_dir)).values() if e.get("status") != "ok"]
+    return [f"{e.case} repeat {e.repeat}: {e.status}: {e.reason}" for e in read_run(run_dir).runs.values() if not e.ok]

@@ -41,14 +41,14 @@ def hardware(run_dir: Path, given: Path | None):
     the one kept beside the run; None without one."""
     from kit.cli.yardstick import beside_run, judged
     from kit.core.inputs import aware_instant
-    from kit.core.rundir import host_captures, host_yardsticks, read_run_meta
+    from kit.core.rundir import host_captures, host_yardsticks, read_run
 
     if given is None:
         given = next(iter(host_yardsticks(run_dir).values()), None)  # measured before a GPU suite's runs
     if given is None:
-        meta = read_run_meta(run_dir, missing_ok=True)
-        hosts = list(host_captures(run_dir)) or [str(meta.get("host") or "")]
-        given = beside_run(run_dir, aware_instant(meta.get("started")), aware_instant(meta.get("finished")), hosts)
+        run = read_run(run_dir, missing_ok=True)
+        hosts = list(host_captures(run_dir)) or [str(run.host.get("hostname") or "")]
+        given = beside_run(run_dir, aware_instant(run.started), aware_instant(run.finished), hosts)
     return judged(given, run_dir.parent) if given else None
 
 

@@ -22,7 +22,7 @@ SCHEMA_VERSIONS = {
     "pins.yaml": 1,
     "rules": 1,  # kit/audit/rules/<version>/*.yaml
     # written: what a run, a bundle or an image build leaves behind
-    "run.json": 1,
+    "run.json": 2,  # 2: a run's figure is `figure` (1: `samples_per_sec`); kit.core.rundir migrates 1
     "results.json": 1,
     "images.json": 1,
     "manifest.json": 1,  # a bundle's sha256 manifest (and provenance.json beside it)

@@ -1,39 +1,74 @@
-"""A run directory's records, each with one reader (and writer) every layer uses: run.json, results.json and the
-published programs' command records (<log stem>.cmd.json). The audit's evidence aside: it judges a bundle's copies
-rule by rule, whatever shape a hostile one has.
+"""A run directory's records, each with one reader (and writer) every layer uses: run.json, results.json, the
+published programs' command records (<log stem>.cmd.json) and the hosts' captures. The audit's evidence aside: it
+judges a bundle's copies rule by rule, whatever shape a hostile one has.
 
-    meta = read_run_meta(run_dir)                 # its object; InputError naming file and key when it is not one
+    run = read_run(run_dir)                       # run.json as a RunRecord: typed, migrated, checked
+    run.runs[log].figure, run.runs[log].unit      # each run's figure and what it counts (images/s, tokens/s, ...)
+    meta = read_run_meta(run_dir)                 # the same record as its dict (what a writer changes and saves)
     meta = read_run_meta(run_dir, missing_ok=True)  # {} where the directory has none
-    save_run_meta(run_dir, meta)                  # atomic, schema_version stamped (kit.core.files)
-    runs = run_entries(meta)                      # {log: entry} of the runs it records, each an object
+    save_run_meta(run_dir, meta)                  # checked, atomic, schema_version stamped (kit.core.files)
     results = read_results(run_dir)               # results.json (kit report writes it: kit.results.exporters)
     record = read_sidecar(log)                    # the command record beside a program's log; InputError
     for path, record in sidecars(run_dir): ...    # every readable command record under logs/ and hosts/
 
-The keys other modules index into are checked for their kind when read, so a reader never meets a list where it
-expects an object: `runs` (an object of objects), `planned_runs`, `skipped_cases` (lists of objects), `hosts` (a
-list), `expanded_suite` (an object).
+run.json is read in its schema version's shape and brought to this kit's (RUN_MIGRATIONS, one step per version:
+1 -> 2 names each run's figure `figure`, where version 1 said `samples_per_sec` whatever it counted). Every key
+RUN_SHAPE declares is checked for its kind when read and before it is written: a malformed one is one InputError
+naming the file and the key (`runs.<log>.repeat: expected an integer, found a string`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.filecache import once
-from kit.core.files import write_json, write_text
+from kit.core.files import SCHEMA_VERSIONS, stamped, write_json, write_text
 from kit.core.inputs import InputError, parse_json, read_json_object
 from kit.core.layout import SIDECAR_SUFFIX, sidecar_name
+from kit.core.schema import INT, NUMBER, OBJECT, STR, Map, Obj, Opt, Seq, check, migrated
 
 RUN_JSON = "run.json"
 RESULTS_JSON = "results.json"
 CAPTURE_JSON = "capture.json"  # env/<host>/: check-env's record of the host
 YARDSTICK_JSON = "yardstick.json"  # env/<host>/: kit yardstick on the host before a GPU suite's runs
-_OBJECT, _LIST = (dict, "an object"), (list, "a list")
-SHAPES = {"runs": _OBJECT, "planned_runs": _LIST, "skipped_cases": _LIST, "hosts": _LIST,
-          "expanded_suite": _OBJECT}
-ITEMS = {"runs": _OBJECT, "planned_runs": _OBJECT, "skipped_cases": _OBJECT}  # what each holds
+RUN_ENTRY_SHAPE = Obj({
+    "case": STR, "repeat": INT, "status": STR, "figure": Opt(NUMBER), "unit": Opt(STR), "wall_seconds": NUMBER,
+    "reason": Opt(STR), "host_load": Opt(OBJECT), "ran": Opt(OBJECT), "telemetry": Opt(OBJECT),
+    "telemetry_error": STR, "command": STR, "argv": Seq(STR), "env": OBJECT, "hosts": Map(OBJECT),
+    "slurm": OBJECT, "precision": Opt(STR), "layout": Opt(STR), "mode": Opt(STR), "loader": Opt(STR)})
+RUN_SHAPE = Obj({
+    "schema_version": INT, "kit_version": STR, "rules_version": STR, "suite": STR, "suite_sha256": STR,
+    "kit_commit": OBJECT, "harness_sha256": OBJECT, "started": STR, "finished": STR, "host": OBJECT,
+    "hosts": Seq(STR), "inherited_environment": OBJECT,
+    "runs": Map(RUN_ENTRY_SHAPE),
+    "planned_runs": Seq(Obj({"case": STR, "repeat": INT, "log": STR})),
+    "skipped_cases": Seq(Obj({"case": STR, "reason": STR})),
+    "warnings": Seq(STR), "model_code_forced": Seq(OBJECT), "expanded_suite": OBJECT, "gpu_telemetry": OBJECT,
+    "time_limits": OBJECT, "env_error": STR, "yardstick_error": STR})
+
+
+COMMAND_SHAPE = Obj({  # <log stem>.cmd.json: kit.config.reference.record, completed by scripts/reference/launch.py
+    "schema_version": INT, "impl": STR, "framework": STR, "model": STR, "precision": STR, "batch_size": INT,
+    "nodes": INT, "gpus_per_node": INT, "rank": INT, "argv": Seq(STR), "env": OBJECT, "command": STR,
+    "log_format": STR, "kit_method": OBJECT, "publisher_method": Opt(OBJECT), "data": OBJECT, "cluster": OBJECT,
+    "started": STR, "host": STR, "model_code_commit": Opt(STR), "model_code_state": OBJECT, "environ": OBJECT,
+    "placeholders": Seq(OBJECT), "scratch": OBJECT, "outputs": Seq(STR), "exit_code": Opt(INT)})
+
+
+def _figure_named_figure(meta: dict) -> dict:
+    """run.json 1 -> 2: a run's figure is `figure` (version 1: `samples_per_sec`, also where it counted tokens)."""
+    runs = meta.get("runs")
+    if not isinstance(runs, dict):
+        return dict(meta)
+    renamed = {log: {("figure" if k == "samples_per_sec" else k): v for k, v in entry.items()}
+               if isinstance(entry, dict) else entry for log, entry in runs.items()}
+    return {**meta, "runs": renamed}
+
+
+RUN_MIGRATIONS = {1: _figure_named_figure}
 
 
 def run_meta_path(run_dir: Path | str) -> Path:
@@ -45,26 +80,98 @@ def has_run_meta(run_dir: Path | str) -> bool:
 
 
 def read_run_meta(run_dir: Path | str, missing_ok: bool = False) -> dict:
-    """run.json of `run_dir`, its shape checked (SHAPES, ITEMS); {} when absent and `missing_ok`."""
+    """run.json of `run_dir` in this kit's schema version (RUN_MIGRATIONS), its shape checked (RUN_SHAPE); {} when
+    absent and `missing_ok`."""
     path = run_meta_path(run_dir)
     if missing_ok and not path.exists():
         return {}
-    meta = read_json_object(path, RUN_JSON)
-    for key, (kind, said) in SHAPES.items():
-        value = meta.get(key)
-        if value is not None and not isinstance(value, kind):
-            raise InputError(path, f"expected {said}, found {type(value).__name__}", key=key)
-        item_kind, item_said = ITEMS.get(key, (None, ""))
-        if item_kind is not None and value:
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for name, item in items:
-                if not isinstance(item, item_kind):
-                    raise InputError(path, f"expected {item_said}, found {type(item).__name__}", key=f"{key}.{name}")
+    meta = migrated(read_json_object(path, RUN_JSON), RUN_MIGRATIONS, SCHEMA_VERSIONS[RUN_JSON], path)
+    check(meta, RUN_SHAPE, path)
     return meta
 
 
+@dataclass(frozen=True)
+class RunEntry:
+    """One run as run.json records it (RUN_ENTRY_SHAPE; `fields`: the whole entry as written)."""
+    log: str
+    fields: dict
+
+    case = property(lambda self: self.fields.get("case"))
+    repeat = property(lambda self: self.fields.get("repeat"))
+    status = property(lambda self: self.fields.get("status"))
+    figure = property(lambda self: self.fields.get("figure"))
+    unit = property(lambda self: self.fields.get("unit"))
+    wall_seconds = property(lambda self: self.fields.get("wall_seconds"))
+    reason = property(lambda self: self.fields.get("reason"))
+    host_load = property(lambda self: self.fields.get("host_load"))
+    ran = property(lambda self: self.fields.get("ran"))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def name(self) -> str:
+        """'<case> #<repeat>', or its log where it names no case."""
+        return f"{self.case} #{self.repeat}" if self.case else self.log
+
+
+@dataclass(frozen=True)
+class PlannedEntry:
+    case: str
+    repeat: int
+    log: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """run.json as read (read_run): migrated to this kit's schema version and checked, so each field has its kind."""
+    path: Path | None
+    fields: dict
+
+    kit_version = property(lambda self: self.fields.get("kit_version"))
+    rules_version = property(lambda self: self.fields.get("rules_version"))
+    started = property(lambda self: self.fields.get("started"))
+    finished = property(lambda self: self.fields.get("finished"))
+    host = property(lambda self: self.fields.get("host") or {})
+    hosts = property(lambda self: self.fields.get("hosts") or [])
+    warnings = property(lambda self: self.fields.get("warnings") or [])
+    model_code_forced = property(lambda self: self.fields.get("model_code_forced") or [])
+    harness_sha256 = property(lambda self: self.fields.get("harness_sha256") or {})  # {file: sha256} as it ran
+    kit_commit = property(lambda self: self.fields.get("kit_commit") or {})  # kit.core.revision.source_revision
+    inherited_environment = property(lambda self: self.fields.get("inherited_environment") or {})
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.fields)
+
+    @property
+    def runs(self) -> dict[str, RunEntry]:
+        return {log: RunEntry(log, entry) for log, entry in (self.fields.get("runs") or {}).items()}
+
+    @property
+    def planned(self) -> list[PlannedEntry] | None:
+        """The runs kit bench planned; None where run.json records no plan (older runs)."""
+        planned = self.fields.get("planned_runs")
+        return None if planned is None else [
+            PlannedEntry(str(p.get("case")), p["repeat"], str(p.get("log"))) for p in planned if "repeat" in p]
+
+    @property
+    def skipped(self) -> list[tuple[str, str]]:
+        return [(s.get("case", ""), s.get("reason", "")) for s in self.fields.get("skipped_cases") or []]
+
+
+def read_run(run_dir: Path | str, missing_ok: bool = False) -> RunRecord:
+    """run.json of `run_dir` as a RunRecord (read_run_meta's checks); an empty one when absent and `missing_ok`."""
+    path = run_meta_path(run_dir)
+    return RunRecord(path, read_run_meta(run_dir, missing_ok))
+
+
 def save_run_meta(run_dir: Path | str, meta: dict) -> Path:
-    return write_json(run_meta_path(run_dir), meta, RUN_JSON)
+    """run.json written atomically, after the same check a reader makes (a writer's slip fails here, not later)."""
+    path = run_meta_path(run_dir)
+    check(stamped(RUN_JSON, meta), RUN_SHAPE, path)
+    return write_json(path, meta, RUN_JSON)
 
 
 def run_entries(meta: dict) -> dict[str, dict]:
@@ -88,10 +195,17 @@ def read_results(where: Path | str) -> dict:
 
 
 def read_sidecar(log: Path | str) -> dict:
-    """The command record beside a published program's log (scripts/reference/launch.py); InputError naming it."""
+    """The command record beside a published program's log (scripts/reference/launch.py), its shape checked
+    (COMMAND_SHAPE); InputError naming it (and the key)."""
     log = Path(log)
     path = log if log.name.endswith(SIDECAR_SUFFIX) else log.with_name(sidecar_name(log.name))
-    return once("command record", path, lambda: read_json_object(path, "command record"))
+    return once("command record", path, lambda: _checked_command(path))
+
+
+def _checked_command(path: Path) -> dict:
+    record = read_json_object(path, "command record")
+    check(record, COMMAND_SHAPE, path)
+    return record
 
 
 def sidecars(run_dir: Path | str, tops: tuple[str, ...] = ("logs", "hosts")) -> Iterator[tuple[Path, dict]]:

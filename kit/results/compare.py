@@ -53,7 +53,7 @@ from pathlib import Path
 from kit.core.catalogue import quantity_unit
 from kit.core.inputs import InputError
 from kit.core.layout import GroupKey, RunLog, case_name, classify
-from kit.core.rundir import has_run_meta, read_results, read_run_meta, results_path
+from kit.core.rundir import RunRecord, has_run_meta, read_results, read_run, results_path
 from kit.results import noise, stats
 
 DEFAULT_FACTOR, DEFAULT_ALPHA = 1.1, 0.002  # asv compare --factor default; asv is_different p_threshold
@@ -152,7 +152,7 @@ def load_results(path) -> Results:
         path = results_path(path)
     results = parse_results(written, path)
     if has_run_meta(path.parent):  # a run directory's: how loaded its host was
-        results.host_load = host_loads(read_run_meta(path.parent))
+        results.host_load = host_loads(read_run(path.parent))
     return results
 
 
@@ -164,13 +164,12 @@ def _key_of(file: str) -> Key | None:
             log.gpus_per_node)
 
 
-def host_loads(meta) -> dict:
-    """Key -> the host_load entries of run.json's runs of that case (parsed run.json; others give {})."""
-    runs = meta.get("runs") if isinstance(meta, dict) else None
+def host_loads(run: RunRecord) -> dict:
+    """Key -> the host_load entries of run.json's runs of that case."""
     out: dict = {}
-    for log, entry in (runs.items() if isinstance(runs, dict) else ()):
-        if isinstance(entry, dict) and isinstance(entry.get("host_load"), dict) and (key := _key_of(str(log))):
-            out.setdefault(key, []).append(entry["host_load"])
+    for log, entry in run.runs.items():
+        if entry.host_load is not None and (key := _key_of(log)):
+            out.setdefault(key, []).append(entry.host_load)
     return out
 
 

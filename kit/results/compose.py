@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from kit.core import filecache
 from kit.core.inputs import InputError
-from kit.core.rundir import host_yardsticks, read_run_meta, run_entries
+from kit.core.rundir import RunRecord, host_yardsticks, read_run
 from kit.results import noise
 from kit.results.extract import HARNESS_METHOD
 from kit.results.program_ratio import program_ratio_section, same_setting
@@ -76,16 +76,15 @@ def run_warnings(run_dir: Path, report: Report) -> list[str]:
     if report.completion and not (report.completion.complete and not report.completion.gone):
         out.append(report.completion.line())
     try:
-        meta = read_run_meta(run_dir, missing_ok=True)
+        run = read_run(run_dir, missing_ok=True)
     except InputError:
-        meta = {}
-    entries = list(run_entries(meta).values())
-    busy = [w for e in entries if (w := noise.busy_warning(e.get("host_load")))]
+        run = RunRecord(None, {})
+    entries = list(run.runs.values())
+    busy = [w for e in entries if (w := noise.busy_warning(e.host_load))]
     if busy:
         out.append(f"{len(busy)} of {len(entries)} runs: {busy[0]}")
-    forced = meta.get("model_code_forced")
-    if isinstance(forced, list) and forced:
-        cases = sorted({str(f.get("case")) for f in forced if isinstance(f, dict)})
+    if forced := run.model_code_forced:
+        cases = sorted({str(f.get("case")) for f in forced})
         out.append(f"published program code run off its pin (kit bench --force, recorded in run.json): "
                    f"{', '.join(cases)}")
     nan = [path for path, why in report.failures if "non-finite loss" in why]
@@ -148,16 +147,14 @@ def log_in_run(run_dir: Path, log: str) -> bool:
 def completion_of(run_dir: Path) -> Completion | None:
     """The runs kit bench planned (run.json planned_runs), those run.json records as ended, and whether the bench
     reached its end (run.json finished); None for a run directory that records no plan (older runs, kit multinode)."""
-    meta = read_run_meta(run_dir, missing_ok=True)
-    planned = meta.get("planned_runs")
-    if planned is None:
+    run = read_run(run_dir, missing_ok=True)
+    if run.planned is None:
         return None
-    recorded = run_entries(meta)
-    runs = [(str(p.get("case")), p["repeat"], str(p.get("log"))) for p in planned
-            if isinstance(p, dict) and isinstance(p.get("repeat"), int)]
+    recorded = run.runs
+    runs = [(p.case, p.repeat, p.log) for p in run.planned]
     ended = [(case, repeat, log) for case, repeat, log in runs if log in recorded]
     there = [(case, repeat, log) for case, repeat, log in ended if log_in_run(run_dir, log)]
     return Completion(planned=[(case, repeat) for case, repeat, _ in runs],
                       finished=[(case, repeat) for case, repeat, _ in there],
-                      complete="finished" in meta and len(there) == len(runs),
+                      complete=run.finished is not None and len(there) == len(runs),
                       gone=[run for run in ended if run not in there])

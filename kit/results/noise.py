@@ -11,6 +11,10 @@ Like hyperfine's warnings, each message says what to do.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kit.core.rundir import RunRecord
 
 BUSY_OTHER_CPU_SHARE = 0.10
 ADVICE = "figures may be low; re-run on a quiet host"
@@ -78,22 +82,14 @@ def busy_runs(entries: list) -> str | None:
     return f"host busy during {len(busy)} of {len(entries)} runs ({', '.join(parts)})"
 
 
-def _entries(meta) -> list[tuple[str, dict]]:
-    runs = meta.get("runs") if isinstance(meta, dict) else None
-    if not isinstance(runs, dict):
-        return []
-    out = []
-    for log, entry in sorted(runs.items()):
-        if isinstance(entry, dict) and isinstance(entry.get("host_load"), dict):
-            name = f"{entry.get('case')} #{entry.get('repeat')}" if entry.get("case") else str(log)
-            out.append((name, entry["host_load"]))
-    return out
+def _entries(run: RunRecord) -> list[tuple[str, dict]]:
+    return [(e.name, e.host_load) for _, e in sorted(run.runs.items()) if e.host_load is not None]
 
 
-def host_load_lines(meta) -> list[str]:
-    """The report's lines (Markdown) on the host's load from run.json (a dict as parsed): a bold warning naming the
-    busy runs, else one line saying how quiet it was; [] when no run recorded its host's load."""
-    entries = _entries(meta)
+def host_load_lines(run: RunRecord) -> list[str]:
+    """The report's lines (Markdown) on the host's load from run.json: a bold warning naming the busy runs, else one
+    line saying how quiet it was; [] when no run recorded its host's load."""
+    entries = _entries(run)
     if not entries:
         return []
     sampled = [(name, e) for name, e in entries if _number(e, "other_cpu_share") is not None]

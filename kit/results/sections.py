@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kit.core.layout import SIDECAR_SUFFIX, find_logs
-from kit.core.rundir import host_captures, read_run_meta, sidecars
+from kit.core.rundir import RunRecord, host_captures, read_run, sidecars
 from kit.results import noise
 from kit.results.parsers.kitlog import RECORDED, read_run_start, read_what_ran
 
@@ -251,26 +251,26 @@ def execution_section(run_dir: Path) -> str:
     return "\n".join(head + [f"| {key} | " + " | ".join(row) + " |" for key, row in sorted(rows.items())]) + "\n"
 
 
-def provenance_lines(meta: dict) -> list[str]:
+def provenance_lines(run: RunRecord) -> list[str]:
     """What run.json says of the code and environment that ran, where a reader must know it: a kit checkout with
     uncommitted changes or of unknown revision, and the inherited variables that change what runs."""
     lines = []
-    commit = meta.get("kit_commit")
-    if isinstance(commit, dict) and commit.get("dirty") is True:
+    commit = run.kit_commit
+    if commit.get("dirty") is True:
         lines.append(f"**The kit's checkout had uncommitted changes** when the run started (commit "
                      f"{str(commit.get('commit'))[:12]}, run.json kit_commit): what ran is known by the harness "
                      "files' sha256 in run.json (harness_sha256), not by the commit.")
-    elif isinstance(commit, dict) and commit.get("commit") is None:
+    elif commit and commit.get("commit") is None:
         lines.append(f"The kit's revision is unknown ({str(commit.get('error') or 'no commit')[:120]}).")
-    forced = [m for m in meta.get("model_code_forced") or [] if isinstance(m, dict)]
+    forced = run.model_code_forced
     if forced:
         lines.append(f"**{len(forced)} published-program run(s) ran forced off the pin** (kit bench --force, run.json "
                      "model_code_forced): their figures are not the published programs' at their pins, and kit verify "
                      "fails them (rule set v6, program_code_at_pin): " + "; ".join(
                          f"{str(m.get('case'))[:120]} on {str(m.get('host'))[:60]}: {str(m.get('reason'))[:300]}"
                          for m in forced[:10]) + (f"; and {len(forced) - 10} more" if len(forced) > 10 else "") + ".")
-    env = meta.get("inherited_environment")
-    if isinstance(env, dict) and env:
+    env = run.inherited_environment
+    if env:
         lines.append("Inherited environment that changes what runs (run.json inherited_environment): "
                      + ", ".join(f"`{k}={str(v)[:80]}`" for k, v in sorted(env.items())[:20])
                      + (f" and {len(env) - 20} more" if len(env) > 20 else "") + ".")
@@ -279,16 +279,16 @@ def provenance_lines(meta: dict) -> list[str]:
 
 def settings_section(run_dir: Path, suite) -> str:
     """What was run, on what: the lines a reader needs before trusting the tables."""
-    meta = read_run_meta(run_dir, missing_ok=True)
-    host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
+    run = read_run(run_dir, missing_ok=True)
+    host = run.host
     starts = _run_starts(run_dir)
     lines = [f"Suite `{suite.name}` ({suite.description})."]
     if host:
         lines.append(f"Host: {host.get('hostname')}, {host.get('cpu')}, {host.get('cores')} cores, "
                      f"{host.get('memory_gib')} GiB, {host.get('os')}, Python {host.get('python')}.")
     lines += accelerators_lines(run_dir, starts)
-    lines += noise.host_load_lines(meta)
-    lines += provenance_lines(meta)
+    lines += noise.host_load_lines(run)
+    lines += provenance_lines(run)
     versions = sorted({f"{s.get('framework')} {s.get('framework_version')}" for s in starts})
     if versions:
         lines.append("Frameworks: " + ", ".join(versions) + ".")
@@ -311,8 +311,8 @@ def settings_section(run_dir: Path, suite) -> str:
     if any(s.get("precision") == "amp" and not s.get("amp_effective") for s in starts):
         lines.append("**AMP was requested on a CPU: those runs are FP32** (AMP needs a GPU); their tables say amp "
                      "only because the suite asked for it.")
-    skipped = meta.get("skipped_cases")
-    if skipped and isinstance(skipped, list):
+    skipped = run.skipped
+    if skipped:
         lines.append(f"Not run on this host: {len(skipped)} case(s) (other runners or several nodes), see run.json.")
     refs = [c for c in suite.cases if c.reference]
     if refs:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kit.core.layout import case_key, split_tag
-from kit.core.rundir import host_captures, read_results, read_run_meta
+from kit.core.rundir import host_captures, read_results, read_run
 from kit.results import noise
 from kit.results.gpu_telemetry import BUSY_SHARE, THROTTLED_SHARE
 from kit.results.published import Gpu, Published, gpu_of, nearest
@@ -251,12 +251,11 @@ def stand(run_dir: Path, results: dict, figures: list[Published], references: di
     cause); pairs, harness case key -> the published programs' case keys of the same setting in the suite
     (kit.results.program_ratio.same_setting)."""
     run_dir = Path(run_dir)
-    meta = read_run_meta(run_dir, missing_ok=True)
-    recorded = meta.get("runs") if isinstance(meta.get("runs"), dict) else {}
+    runs = read_run(run_dir, missing_ok=True).runs
+    recorded = {log: e.fields for log, e in runs.items()}
     smi = _smi(run_dir)
     first_gpu = next(iter(smi.get("gpus") or []), {})
-    names = [e["ran"]["device_name"] for e in recorded.values() if isinstance(e, dict)
-             and isinstance(e.get("ran"), dict) and e["ran"].get("device_name")]
+    names = [e.ran["device_name"] for e in runs.values() if e.ran and e.ran.get("device_name")]
     name = first_gpu.get("product_name") or (names[0] if names else None)
     gpu = gpu_of(name) if name else None
     if ladder and gpu is not None and gpu.family is None:  # a CPU's name (or a GPU the kit does not know)

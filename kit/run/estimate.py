@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.core.rundir import has_run_meta
-from kit.run.frozen import run_meta
+from kit.core.inputs import InputError
+from kit.core.rundir import RunRecord, has_run_meta, read_run
 from kit.run.plan import PlannedRun
 
 MOST_RUN_DIRS = 200  # the newest run directories read for earlier durations
@@ -28,24 +28,25 @@ def history(runs_dir: Path, hostname: str | None = None) -> tuple[dict[str, list
     found: dict[str, list[float]] = {}
     used = 0
     for run_dir in dirs:
-        meta = run_meta(run_dir)
-        if (meta.get("host") or {}).get("hostname") != host:
+        try:
+            run = read_run(run_dir)
+        except InputError:  # one unreadable run.json costs its own durations only
             continue
-        took = durations(meta)
+        if run.host.get("hostname") != host:
+            continue
+        took = durations(run)
         for key, seconds in took.items():
             found.setdefault(key, []).extend(seconds)
         used += bool(took)
     return found, used
 
 
-def durations(meta: dict) -> dict[str, list[float]]:
+def durations(run: RunRecord) -> dict[str, list[float]]:
     """{case key: wall seconds of each run} a run.json records as ok (its `runs`); {} where it records none."""
-    runs = meta.get("runs") if isinstance(meta, dict) else None
     found: dict[str, list[float]] = {}
-    for e in runs.values() if isinstance(runs, dict) else ():
-        if isinstance(e, dict) and e.get("status") == "ok" and isinstance(e.get("wall_seconds"), (int, float)) \
-                and not isinstance(e.get("wall_seconds"), bool):
-            found.setdefault(str(e.get("case")), []).append(float(e["wall_seconds"]))
+    for e in run.runs.values():
+        if e.ok and e.wall_seconds is not None:
+            found.setdefault(str(e.case), []).append(float(e.wall_seconds))
     return found
 
 

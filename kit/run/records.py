@@ -29,7 +29,7 @@ from kit.core.files import CURRENT_RULES
 from kit.core.inputs import InputError, KitError
 from kit.core.layout import RunLog, classify, sidecar_name, telemetry_name
 from kit.core.revision import source_revision
-from kit.core.rundir import has_run_meta, read_run_meta, read_sidecar, run_entries, run_meta_path
+from kit.core.rundir import has_run_meta, read_run, read_run_meta, read_sidecar, run_meta_path
 from kit.core.runenv import run_environment
 from kit.core.yamlio import ConfigError
 from kit.hosts.capture import parse_cpuinfo
@@ -206,11 +206,11 @@ def is_done(run_dir: Path, run: PlannedRun) -> bool:
     gone or gives no figure."""
     log = run_dir / run.log_rel
     try:
-        entry = run_entries(read_run_meta(run_dir, missing_ok=True)).get(str(run.log_rel))
+        entry = read_run(run_dir, missing_ok=True).runs.get(str(run.log_rel))
     except InputError:
         entry = None
-    finished = isinstance(entry, dict) and entry.get("status") == "ok"
-    if isinstance(entry, dict) and entry.get("status") not in (None, "ok"):
+    finished = entry is not None and entry.ok
+    if entry is not None and entry.status not in (None, "ok"):
         return False
     why = None
     if not log.is_file():
@@ -307,9 +307,9 @@ def note_forced(run_dir: Path, meta: dict, forced: list[dict]) -> None:
 
 def record_run(run_dir: Path, meta: dict, run: PlannedRun, status: str, value: float | None, seconds: float,
                reason: str, unit: str | None = None, **extra) -> None:
-    """One run's outcome into run.json, written at once so an interruption loses nothing: its figure (the key says
-    samples_per_sec, as it always has; `unit` names what it counts: images/s, sequences/s, tokens/s)."""
-    figure = {"samples_per_sec": value} | ({"unit": unit} if value is not None and unit else {})
+    """One run's outcome into run.json, written at once so an interruption loses nothing: its figure and the unit
+    that names what it counts (images/s, sequences/s, tokens/s)."""
+    figure = {"figure": value} | ({"unit": unit} if value is not None and unit else {})
     meta["runs"][str(run.log_rel)] = {"case": run.case.key, "repeat": run.repeat, "status": status, **figure,
                                       "wall_seconds": round(seconds, 3),
                                       "reason": reason, **run_settings(run_dir, run),
