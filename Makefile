@@ -109,7 +109,7 @@ bench-images: check-venv ## delivering a ~1 GB image to 3 SSH test hosts / to 1 
 bench-parse: check-venv ## benchmark the kit's own log parsing speed (bench/bench_parse.py)
 	$(VENV_PY) bench/bench_parse.py
 
-bench-report: check-venv ## report time and files opened for 49, 245 and 980 runs, each log read once or by every section
+bench-report: check-venv ## report time and files opened for 10, 100 and 980 runs, and a whole bench's rewrites, paced or not
 	$(VENV_PY) bench/report_growth.py
 
 bench-scale: check-venv ## kit report/bundle/verify time + peak memory on a generated 16n8g v100 run (1/4, 1/2, full)

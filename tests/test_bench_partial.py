@@ -96,7 +96,7 @@ def test_kill_9_mid_suite_keeps_the_finished_runs_figure_marked_partial(tmp_path
     assert results["completion"] == {"state": "partial", "planned": 3, "finished": [{"case": QUICK, "repeat": 1}],
                                      "missing": [{"case": SLOW, "repeat": 1}, {"case": QUICK, "repeat": 2}]}
     first = meta["runs"]["logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_1.log"]
-    assert first["status"] == "ok" and figures(results) == {(QUICK, 1): first["samples_per_sec"]}
+    assert first["status"] == "ok" and figures(results) == {(QUICK, 1): first["figure"]}
     partial_line = f"partial: 1 of 3 runs finished; missing: {SLOW} #1, {QUICK} #2 "
     assert (run_dir / "report.md").read_text().splitlines()[2].startswith(partial_line)
     assert (run_dir / "results.csv").read_text().count("\ntorch,resnet50,2,fp32,") == 1
@@ -106,7 +106,7 @@ def test_kill_9_mid_suite_keeps_the_finished_runs_figure_marked_partial(tmp_path
     code = main(["report", str(run_dir)])
     out, err = capsys.readouterr()
     assert out.splitlines()[2].startswith(partial_line) and f"kit: warning: {partial_line}" in err
-    assert f"| 1 | 1 | {first['samples_per_sec']:.2f} |" in out
+    assert f"| 1 | 1 | {first['figure']:.2f} |" in out
     killed = "torch/resnet50/bz4/1n1g/resnet50_b4_fp32_1.log"
     assert code == 2 and f"`{killed}`" in out, "the killed run's log gives no figure and is named"
     assert read_json(run_dir / "results.json")["completion"]["state"] == "partial", "kit report keeps it partial"
@@ -115,7 +115,29 @@ def test_kill_9_mid_suite_keeps_the_finished_runs_figure_marked_partial(tmp_path
         make_bundle(run_dir, tmp_path / "partial.bundle.tar.gz")
 
 
-def test_results_are_rewritten_after_each_run_and_complete_only_at_the_end(tmp_path):
+def test_a_report_rewrite_is_paced_to_a_share_of_the_benchs_time():
+    clock, written = [0.0], []
+
+    def write():  # a rewrite that takes 1 s
+        clock[0] += 1.0
+        written.append(clock[0])
+
+    pacer = bench.ReportPacer(write, share=0.1, clock=lambda: clock[0])
+    for _ in range(40):  # runs of 2 s each
+        clock[0] += 2.0
+        pacer.ran()
+    # the first run's at once; then one whenever the rewrites took at most a tenth of the time so far
+    assert written[:3] == [3.0, 12.0, 21.0] and pacer.rewrites == len(written)
+    assert pacer.spent <= 0.1 * (clock[0] - 0.0) + 1.0  # within the share, one rewrite's worth at most
+    assert 7 <= pacer.rewrites <= 9 and pacer.pending
+    pacer.flush()
+    assert not pacer.pending and pacer.rewrites == len(written)
+    pacer.flush()  # nothing pending: nothing written
+    assert pacer.rewrites == len(written)
+
+
+def test_results_are_rewritten_after_each_run_and_complete_only_at_the_end(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "REPORT_SHARE", float("inf"))  # every run's rewrite, whatever the report costs
     run_dir, suite = records.start(write_suite(tmp_path, SUITE), tmp_path / "runs")
     seen = []
 
@@ -138,7 +160,7 @@ def test_results_are_rewritten_after_each_run_and_complete_only_at_the_end(tmp_p
     assert "finished" in meta
     assert results["completion"] == {"state": "complete", "planned": 2, "missing": [],
                                      "finished": [{"case": QUICK, "repeat": 1}, {"case": QUICK, "repeat": 2}]}
-    assert figures(results) == {(QUICK, r["repeat"]): r["samples_per_sec"] for r in meta["runs"].values()}
+    assert figures(results) == {(QUICK, r["repeat"]): r["figure"] for r in meta["runs"].values()}
     assert (run_dir / "report.md").read_text().splitlines()[2] == "complete: all 2 planned runs finished."
     bundle = make_bundle(run_dir, tmp_path / "complete.bundle.tar.gz")
     assert main(["verify", str(bundle)]) == 0, "a complete run verifies as before"

@@ -6,11 +6,13 @@ re-runs only runs whose log is missing or gave no figure (kit.run.records).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,35 @@ from kit.run.frozen import Selection
 from kit.run.local import BenchError, LocalRunner
 from kit.run.plan import PlannedRun, local_mismatches, model_code_root, plan
 from kit.run.runner import Runner, RunOutcome, execute
+
+REPORT_SHARE = 0.05  # at most this share of a bench's time goes to rewriting its report between runs
+
+
+class ReportPacer:
+    """When kit bench rewrites its partial report between runs: after a run whenever the rewrites so far took at
+    most REPORT_SHARE of the time since the loop began (a report's composition grows with the runs it holds, so
+    one after every run would grow with their square); where the loop stops on an error or Ctrl-C, once more for
+    runs not yet in it (after a loop that ends, its caller writes the whole report). run.json records every run at
+    once either way."""
+
+    def __init__(self, write: Callable[[], object], share: float | None = None, clock=time.monotonic):
+        self.write, self.share, self.clock = write, REPORT_SHARE if share is None else share, clock
+        self.began, self.spent, self.pending, self.rewrites = clock(), 0.0, False, 0
+
+    def ran(self) -> None:
+        """A run finished: rewrite now if within the share, else later."""
+        self.pending = True
+        if self.spent <= self.share * (self.clock() - self.began):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            start = self.clock()
+            self.write()
+            self.spent += self.clock() - start
+            self.pending = False
+            self.rewrites += 1
+
 
 SYNTHETIC_TREE = {"classes": 8, "images_per_class": 16, "size": 80}
 Progress = Callable[[str, PlannedRun | None, RunOutcome | None, int, int], None]
@@ -199,7 +230,8 @@ def run_each(run_dir: Path, suite: Suite, runner: Runner, runs: list[PlannedRun]
     """The one bench loop of every runner (local, SSH, Slurm): each of `runs` not yet done, in order, through the
     runner's hooks (allocate; `before`, what the caller checks once nodes are held; start, wait, stop and gather:
     execute), recorded in run.json with what the runner keeps of it (host_load where it watches the host) and the
-    report's text files rewritten, the run directory partial until its bench finishes. Policy stop: no run after
+    report's text files rewritten (as often as ReportPacer affords; the caller writes the whole report after the
+    loop), the run directory partial until its bench finishes. Policy stop: no run after
     one that failed. The runner is released at the end, on error and on Ctrl-C. time_limits: case key -> a run's
     seconds instead of its suite's timeout_s (Runner.time_limit), recorded in run.json."""
     if time_limits:  # case key -> a run's seconds, the caller's (kit reproduce: the auditor's), recorded
@@ -209,6 +241,8 @@ def run_each(run_dir: Path, suite: Suite, runner: Runner, runs: list[PlannedRun]
     todo = [r for r in runs if not records.is_done(run_dir, r)]
     total = finished + len(todo)
     outcomes: list[RunOutcome] = []
+    pacer = ReportPacer(lambda: write_report(run_dir, suite, plots=False))  # the run marked partial till its end
+    ended = False
     try:
         for left, run in zip(range(len(todo), 0, -1), todo, strict=True):
             runner.allocate(run.case.nodes, left)
@@ -224,13 +258,19 @@ def run_each(run_dir: Path, suite: Suite, runner: Runner, runs: list[PlannedRun]
             watched = {} if load is None else {"host_load": load.result()}
             records.record_run(run_dir, meta, run, outcome.status, outcome.value, outcome.seconds, outcome.reason,
                                outcome.unit, **runner.recorded(outcome), **watched)
-            write_report(run_dir, suite, plots=False)  # every finished run's figure kept, the run marked partial
+            pacer.ran()
             if progress:
                 progress("end", run, outcome, finished, total)
             if outcome.status != "ok" and policy == "stop":
                 break
+        ended = True  # the caller writes the whole report
     finally:
-        runner.release()
+        try:
+            if not ended and pacer.pending:  # stopped by an error or Ctrl-C: the report holds every finished run
+                with contextlib.suppress(OSError, KitError):
+                    pacer.flush()
+        finally:
+            runner.release()
     return outcomes
 
 
