@@ -173,6 +173,45 @@ def test_a_reproduction_bundled_names_its_original_and_verify_checks_its_figures
     assert f"[reproduction_recomputed] run/{run.name}/reproduction.json: verdicts[0].reproduced: " in out, out
 
 
+def test_verify_original_holds_the_pair_together_and_catches_a_forged_claim(original, reproduced, tmp_path, capsys):
+    """Without --original the reproduction's "original" figures are shown as unchecked; with the bundle it
+    reproduced, they are held to that bundle's results.json and its digest: an operator who halves the claim the
+    reproduction says it judged (every verdict, count, table and report made consistent again, bundled anew)
+    verifies alone, and fails beside the original."""
+    from kit.results import reproduction as rp
+
+    _, run_dir, _ = reproduced
+    packed = bundle(run_dir, tmp_path / "reproduction.tgz")
+    capsys.readouterr()
+    assert main(["verify", str(packed)]) == 0
+    assert "  its original figures: unchecked (kit verify --original ORIG.tar.gz holds them to the bundle " \
+        "reproduced)" in capsys.readouterr().out
+    assert main(["verify", str(packed), "--original", str(original[1])]) == 0
+    out = capsys.readouterr().out
+    assert f"  original {original[1]}: verified, the bundle reproduced, every case's original figures its own" in out
+
+    copy = shutil.copytree(run_dir, tmp_path / "forged" / run_dir.name)
+    record = json.loads((copy / "reproduction.json").read_text())
+    record["verdicts"][0]["original"] = [x / 2 for x in record["verdicts"][0]["original"]]
+    _, again = rp.check_record(record, json.loads((copy / "results.json").read_text()))
+    record["verdicts"], record["counts"] = [v.to_dict() for v in again], rp.counts(again)
+    (copy / "reproduction.json").write_text(json.dumps(record, indent=2))
+    (copy / "reproduction.md").write_text(rp.to_markdown(again, Path(record["bundle"]).name, record["tolerance"],
+                                                         record["schema_version"], record["noted_differences"]))
+    assert main(["report", str(copy)]) == 0
+    forged = bundle(copy, tmp_path / "forged.tgz", "--force")
+    assert verify(forged).ok, "consistent on its own"
+    capsys.readouterr()
+    assert main(["verify", str(forged), "--original", str(original[1])]) == 1
+    out = capsys.readouterr().out
+    assert f"[reproduction_of_original] run/{copy.name}/reproduction.json: verdicts[0].original " in out, out
+    # the wrong bundle named as the original, and --original for a bundle that is no reproduction's
+    assert main(["verify", str(packed), "--original", str(packed)]) == 1
+    assert "not the bundle reproduced" in capsys.readouterr().out
+    assert main(["verify", str(original[1]), "--original", str(original[1])]) == 1
+    assert "given, but this bundle is no reproduction's (no reproduction.json)" in capsys.readouterr().out
+
+
 def test_a_consistent_forgery_verifies_but_is_not_reproduced(original, tmp_path, capsys):
     run_dir, _ = original
     forged = bundle(forged_faster(run_dir, tmp_path / "forged-run"), tmp_path / "forged.tgz", "--force")

@@ -347,6 +347,17 @@ def _manifest_text(files: dict[str, dict]) -> str:
     return text.replace(ZERO_DIGEST, digest, 1)
 
 
+def manifest_digest(root: Path) -> str | None:
+    """A bundle's name: its manifest's own sha256 (the same in its .tar.gz and unpacked); None where the manifest
+    does not read or its digest does not match its bytes."""
+    try:
+        raw = (Path(root) / MANIFEST).read_bytes()
+        digest = parse_json(raw).get(SELF_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return digest if isinstance(digest, str) and manifest_self_ok(raw) else None
+
+
 def manifest_self_ok(raw: bytes) -> bool:
     """The manifest's own digest: sha256 of its bytes with that digest written as 64 zeros."""
     m = re.search(rb'"' + SELF_KEY.encode() + rb'": "([0-9a-f]{64})"', raw)

@@ -7,20 +7,69 @@ prints that bundle's digest and the verdict counts, and checks reproduction.json
     provenance.json     `reproduction_of`: the same digest as reproduction.json's bundle_manifest_sha256
 
 So an edited figure, ratio, verdict or table is a violation naming reproduction.json (or .md) and the key. The
-original bundle's own figures are checked by verifying that bundle: its manifest's sha256 is the digest shown.
+"original" figures each verdict holds are tied to the bundle reproduced only when the auditor has it:
+`kit verify REPRO --original ORIG` verifies ORIG, then holds its manifest's sha256 to the digest reproduction.json
+names and each verdict's original figures to ORIG's results.json (ORIGINAL_RULE); without it they are shown as
+unchecked.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from kit.audit.bundle import manifest_digest
 from kit.audit.rules import Violation
 from kit.core.inputs import parse_json
 from kit.results import reproduction as rp
 
 RULE = "reproduction_recomputed"
+ORIGINAL_RULE = "reproduction_of_original"
 RECORD, TABLE = rp.RECORD_NAME, rp.TABLE_NAME
 PROVENANCE_KEY = "reproduction_of"
+
+
+@dataclass
+class Side:
+    """What a bundle brings to a pair, read while it is unpacked: its name (its manifest's sha256) and its
+    results.json's run figures per case; verify's verdict on it beside them (filled when verify ends)."""
+    label: str
+    digest: str | None
+    figures: dict[str, list[float]] = field(default_factory=dict)
+    ok: bool = False
+    violations: int = 0
+
+
+def side_of(label: str, root: Path, run_dir: Path | None) -> Side:
+    try:
+        results = parse_json((run_dir / "results.json").read_bytes()) if run_dir else {}
+        figures = rp.figures_by_case(results) if isinstance(results, dict) else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        figures = {}
+    return Side(label, manifest_digest(root), figures)
+
+
+def check_original(record: dict, where: str, original: Side) -> tuple[str, list[Violation]]:
+    """(line, violations) of a reproduction's record against the bundle it names, verified: that bundle verifies,
+    its manifest's sha256 is the digest the record names, and each verdict's original figures are its results.json's
+    runs of that case."""
+    found = []
+    if not original.ok:
+        found.append(Violation(ORIGINAL_RULE, f"the original bundle {original.label} does not verify "
+                               f"({original.violations} violation(s)): its figures cannot stand", original.label))
+    digest = record.get("bundle_manifest_sha256")
+    if original.digest != digest:
+        found.append(Violation(ORIGINAL_RULE, f"bundle_manifest_sha256 {digest!r}, but {original.label}'s manifest "
+                               f"sha256 is {original.digest!r}: not the bundle reproduced", where))
+    else:
+        for i, v in enumerate(record.get("verdicts") or []):
+            if isinstance(v, dict) and v.get("original") != original.figures.get(str(v.get("case"))):
+                found.append(Violation(ORIGINAL_RULE, f"verdicts[{i}].original {v.get('original')!r}, but "
+                                       f"{original.label}'s results.json gives {v.get('case')} "
+                                       f"{original.figures.get(str(v.get('case')))!r}", where))
+    line = (f"  original {original.label}: verified, the bundle reproduced, every case's original figures its own"
+            if not found else f"  original {original.label}: {len(found)} violation(s) below")
+    return line, found
 
 
 def reproduction_of(run_dir: Path) -> str | None:
@@ -34,11 +83,16 @@ def reproduction_of(run_dir: Path) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
-def check_pair(root: Path, run_dir: Path, provenance: dict) -> tuple[list[str], list[Violation]]:
-    """(lines for verify's report, violations) of a reproduction's bundle; ([], []) for any other bundle."""
+def check_pair(root: Path, run_dir: Path, provenance: dict,
+               original: Side | None = None) -> tuple[list[str], list[Violation]]:
+    """(lines for verify's report, violations) of a reproduction's bundle, held to its ORIGINAL where the auditor
+    gave it (check_original); ([], []) for any other bundle."""
     where = f"run/{run_dir.name}/{RECORD}"
     named = provenance.get(PROVENANCE_KEY)
     if not (run_dir / RECORD).is_file():
+        if original is not None:
+            return [], [Violation(ORIGINAL_RULE, f"--original {original.label} given, but this bundle is no "
+                                  f"reproduction's (no {RECORD})", where)]
         if named is not None:
             return [], [Violation(RULE, f"{PROVENANCE_KEY} names a reproduced bundle, but the run has no {RECORD}",
                                   "provenance.json")]
@@ -72,4 +126,8 @@ def check_pair(root: Path, run_dir: Path, provenance: dict) -> tuple[list[str], 
     line = (f"  reproduction of bundle {digest if isinstance(digest, str) else '?'} (its manifest's sha256): "
             f"{said}, tolerance {record.get('tolerance')!r}"
             + ("" if not found else f"; {len(found)} violation(s) below"))
-    return [line], found
+    if original is None:
+        return [line, "  its original figures: unchecked (kit verify --original ORIG.tar.gz holds them to the bundle "
+                      "reproduced)"], found
+    tie, more = check_original(record, where, original)
+    return [line, tie], found + more

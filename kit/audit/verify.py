@@ -47,6 +47,7 @@ class Compliance:
     # failing rules added or tightened after made_under, which the bundle passes as made_under judges them
     newer_rules_failed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. the bundle a reproduction reproduced (kit.audit.pair)
+    side: pair.Side | None = None  # its name and figures, for a reproduction of it (kit verify --original)
 
     @property
     def violations(self) -> list[rl.Violation]:
@@ -177,7 +178,17 @@ def check_system(root: Path, run_dir: Path) -> list[rl.Violation]:
 
 
 def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: str | None = None,
-                label: str | None = None, claims_rel_tol: float = CLAIMS_REL_TOL) -> Compliance:
+                label: str | None = None, claims_rel_tol: float = CLAIMS_REL_TOL,
+                original: pair.Side | None = None) -> Compliance:
+    """The compliance of an unpacked bundle; ORIGINAL: the bundle it reproduced, verified (kit.audit.pair)."""
+    result = _verify_tree(root, allowed_signers, rules_version, label, claims_rel_tol, original)
+    if result.side is not None:
+        result.side.ok, result.side.violations = result.ok, len(result.violations)
+    return result
+
+
+def _verify_tree(root: Path, allowed_signers: Path | None, rules_version: str | None, label: str | None,
+                 claims_rel_tol: float, original: pair.Side | None) -> Compliance:
     start = time.monotonic()
     result = Compliance(label or str(root))
     members = list(root.rglob("*"))  # does not descend into linked folders
@@ -219,7 +230,8 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
         result.newer_rules_failed = newer_rules_failed(result.findings, named, evidence)
     result.extra += [rl.Violation("readable", why, f"run/{runs[0].name}/{file}") for file, why in evidence.problems]
     result.extra += check_system(root, runs[0])
-    result.notes, found = pair.check_pair(root, runs[0], provenance)  # a reproduction: its figures, its original
+    result.side = pair.side_of(result.bundle, root, runs[0])
+    result.notes, found = pair.check_pair(root, runs[0], provenance, original)  # a reproduction: its figures
     result.extra += found
     completion = evidence.report.completion if evidence.report else None
     if completion is not None and not completion.complete:  # its figures are of the finished runs only
@@ -259,7 +271,7 @@ def inside(root: Path, rel) -> tuple[Path | None, str]:
 
 def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str | None = None, *,
            max_unpacked_bytes: int = bd.MAX_UNPACKED_BYTES, max_ratio: float = bd.MAX_RATIO,
-           claims_rel_tol: float = CLAIMS_REL_TOL) -> Compliance:
+           claims_rel_tol: float = CLAIMS_REL_TOL, original: pair.Side | None = None) -> Compliance:
     """A .tar.gz bundle (unpacked into a temporary folder, within the size and ratio limits: a bundle past one
     is an integrity violation) or an unpacked bundle folder. The limits and the claims' tolerance are the
     verifier's: finite and positive (NaN would disable a comparison)."""
@@ -284,7 +296,7 @@ def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str
                                  f"put its principal first, e.g. 'auditor@example.org {fields[0]} AAAA...'", number)
     if bundle.is_dir():
         bd.refuse_non_bundle_folder(bundle)
-        return verify_tree(bundle, allowed_signers, rules_version, claims_rel_tol=claims_rel_tol)
+        return verify_tree(bundle, allowed_signers, rules_version, claims_rel_tol=claims_rel_tol, original=original)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kit-verify-") as tmp:
         try:
@@ -295,6 +307,7 @@ def verify(bundle: Path, allowed_signers: Path | None = None, rules_version: str
             result = Compliance(str(bundle))
             result.integrity.append(rl.Violation(INTEGRITY, str(exc).split(": ", 1)[-1], bundle.name))
             return result
-        result = verify_tree(root, allowed_signers, rules_version, label=str(bundle), claims_rel_tol=claims_rel_tol)
+        result = verify_tree(root, allowed_signers, rules_version, label=str(bundle), claims_rel_tol=claims_rel_tol,
+                             original=original)
     result.seconds = time.monotonic() - start
     return result

@@ -46,6 +46,9 @@ def add_parser(sub) -> None:
     p.add_argument("bundle", type=Path, help="a .tar.gz from kit bundle (or its unpacked folder)")
     p.add_argument("--allowed-signers", type=Path, help="OpenSSH allowed-signers file; requires a valid signature")
     p.add_argument("--rules", help="rule set of this kit, e.g. v1 (default: the newest; a bundle never chooses it)")
+    p.add_argument("--original", type=Path, metavar="ORIG",
+                   help="for a reproduction's bundle: the bundle it reproduced, verified too, its digest and figures "
+                        "held to what the reproduction says of it")
     p.add_argument("--json", action="store_true", help="print the compliance report as JSON")
     p.add_argument("--max-unpacked-bytes", type=int, metavar="N",
                    help="refuse a .tar.gz unpacking to more than N bytes (default 4 GiB), before extracting it")
@@ -162,8 +165,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     try:
         limits = {"max_unpacked_bytes": args.max_unpacked_bytes, "max_ratio": args.max_ratio,
                   "claims_rel_tol": args.claims_rel_tol}
-        result = verify(args.bundle, args.allowed_signers, args.rules,
-                        **{k: v for k, v in limits.items() if v is not None})
+        limits = {k: v for k, v in limits.items() if v is not None}
+        original = None
+        if args.original is not None:
+            from kit.audit.pair import Side
+
+            checked = verify(args.original, args.allowed_signers, args.rules, **limits)
+            original = checked.side or Side(str(args.original), None)
+            original.ok, original.violations = checked.ok, len(checked.violations)
+        result = verify(args.bundle, args.allowed_signers, args.rules, original=original, **limits)
     except (KitError, InputError, OSError) as exc:
         print(printable(f"kit verify: {exc}"), file=sys.stderr)
         return EXIT_BAD_INPUT

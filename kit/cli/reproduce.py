@@ -151,11 +151,10 @@ def _inventory(args: argparse.Namespace):
 def bundle_identity(root: Path, bundle: Path, signature) -> dict:
     """What names the bundle reproduced: its manifest's own sha256 (kit.audit.bundle: the same in its .tar.gz and
     unpacked), the .tar.gz's sha256 where it is one, and what its signature check said."""
-    from kit.audit.bundle import MANIFEST, SELF_KEY
+    from kit.audit.bundle import manifest_digest
 
-    manifest = parse_json(root.joinpath(MANIFEST).read_bytes())
     return {"bundle_sha256": hashlib.sha256(bundle.read_bytes()).hexdigest() if bundle.is_file() else None,
-            "bundle_manifest_sha256": manifest.get(SELF_KEY),
+            "bundle_manifest_sha256": manifest_digest(root),
             "bundle_signature": signature.state if signature else None}
 
 
