@@ -171,3 +171,18 @@ def test_command_records_read_one_by_one_or_all_the_readable_ones(tmp_path):
     (tmp_path / "results.json").write_text("[]")
     with pytest.raises(InputError, match="results.json: expected a JSON object"):
         read_results(tmp_path)
+
+
+def test_a_capture_of_the_wrong_shape_is_left_out_and_never_written(tmp_path):
+    from kit.core.rundir import host_captures, save_capture
+
+    good = {"host": "h1", "smi": None, "topology": None, "cpu": {"model_name": "x"}, "memory_bytes": 2**30,
+            "os_release": "Debian", "kernel": "6.1", "ib_devices": []}
+    for host in ("h1", "h2", "h3"):
+        (tmp_path / "env" / host).mkdir(parents=True)
+    save_capture(tmp_path / "env" / "h1", good)
+    (tmp_path / "env" / "h2" / "capture.json").write_text(json.dumps(good | {"host": "h2", "memory_bytes": "2G"}))
+    assert host_captures(tmp_path) == {"h1": good}
+    with pytest.raises(InputError, match=r"h3/capture.json: smi.gpus: expected a list, found an object"):
+        save_capture(tmp_path / "env" / "h3", good | {"smi": {"gpus": {}}})
+    assert not (tmp_path / "env" / "h3" / "capture.json").exists()

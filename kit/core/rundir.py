@@ -58,6 +58,12 @@ COMMAND_SHAPE = Obj({  # <log stem>.cmd.json: kit.config.reference.record, compl
     "placeholders": Seq(OBJECT), "scratch": OBJECT, "outputs": Seq(STR), "exit_code": Opt(INT)})
 
 
+CAPTURE_SHAPE = Obj({  # env/<host>/capture.json: kit.hosts.capture.model.HostCapture.to_dict
+    "host": STR, "smi": Opt(Obj({"gpus": Seq(OBJECT)})), "topology": Opt(OBJECT), "cpu": OBJECT,
+    "memory_bytes": INT, "os_release": STR, "kernel": STR, "docker_version": Opt(STR), "ib_devices": Seq(STR),
+    "nic": Opt(STR)})
+
+
 def _figure_named_figure(meta: dict) -> dict:
     """run.json 1 -> 2: a run's figure is `figure` (version 1: `samples_per_sec`, also where it counted tokens)."""
     runs = meta.get("runs")
@@ -224,7 +230,8 @@ def capture_path(env_dir: Path | str, host: str) -> Path:
 
 
 def save_capture(host_dir: Path | str, capture: dict) -> Path:
-    """check-env's record of one host (<env>/<host>/capture.json), atomic."""
+    """check-env's record of one host (<env>/<host>/capture.json), atomic, its shape checked (CAPTURE_SHAPE)."""
+    check(capture, CAPTURE_SHAPE, Path(host_dir) / CAPTURE_JSON)
     return write_text(Path(host_dir) / CAPTURE_JSON, json.dumps(capture, indent=2) + "\n")
 
 
@@ -240,7 +247,8 @@ def host_yardsticks(run_dir: Path | str) -> dict[str, Path]:
 
 def host_captures(run_dir: Path) -> dict[str, dict]:
     """{host: its capture} of a run (env/<host>/capture.json: check-env's record of its hardware), in host order;
-    one that does not read as a JSON object is left out (kit verify names it: environment_consistent)."""
+    one that does not read as a JSON object of CAPTURE_SHAPE is left out (kit verify names it:
+    environment_consistent)."""
     return env_captures(Path(run_dir) / "env")
 
 
@@ -250,8 +258,8 @@ def env_captures(env_dir: Path) -> dict[str, dict]:
     for path in sorted(Path(env_dir).glob(f"*/{CAPTURE_JSON}")):
         try:
             data = once("capture", path, lambda path=path: parse_json(path.read_bytes()))
-        except (OSError, ValueError):
+            check(data, CAPTURE_SHAPE, path)
+        except (OSError, ValueError, InputError):
             continue
-        if isinstance(data, dict):
-            out[path.parent.name] = data
+        out[path.parent.name] = data
     return out
