@@ -16,13 +16,15 @@ from kit.audit import bundle as bd
 from kit.audit.rules.program_clock import (
     CLOCK_BAND,
     CLOCKED_FORMATS,
+    FIGURE_BAND,
+    RECORD_BAND,
     SUMMARY_BAND,
     SUMMARY_IS_MEAN,
     summary_over_step_mean,
 )
 from kit.audit.verify import verify
 from kit.cli import main
-from kit.results.extract import samples_per_step
+from kit.results.extract import clocked_intervals, samples_per_step
 from kit.results.parsers import PER_STEP, parse_log
 
 VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128"
@@ -57,6 +59,34 @@ def test_the_band_holds_every_genuine_clocked_log(published):
     low, high = min(ratios.values()), max(ratios.values())
     assert 0.985 < low and high < 1.01, (low, high)  # measured: see kit/audit/rules/program_clock.py
     assert CLOCK_BAND[0] < low and high < CLOCK_BAND[1]
+
+
+def test_the_figure_and_record_bands_hold_every_genuine_clocked_log(published):
+    """Version 2's bands (rule set v9): over every interval of each genuine series, the mean of the printed rates
+    over the mean of their clock's, and each interval's rate over its clock's (measured: 0.9987-1.0082 and
+    0.821-1.025)."""
+    means, singles = [], []
+    for path in sorted(p for p in published.rglob("*") if p.is_file() and p.suffix not in (".yaml", ".md")) + \
+            [VISIT / "dle" / DLE / "resnet50_b256_amp_1.log"]:
+        try:
+            parsed = parse_log(path)
+        except Exception:  # noqa: BLE001 - logs of other formats, or no figure: not this rule's
+            continue
+        if parsed.format.name not in CLOCKED_FORMATS:
+            continue
+        for metric in sorted({r.metric for r in parsed.records if r.kind == PER_STEP}):
+            intervals = clocked_intervals(parsed.records, metric)
+            if len(intervals) < 3:
+                continue
+            clock = [_global_batch(path) * (b.step - a.step) / (b.timestamp - a.timestamp) for a, b in intervals]
+            printed = [b.value for _, b in intervals]
+            means.append(statistics.fmean(printed) / statistics.fmean(clock))
+            singles += [p / c for p, c in zip(printed, clock, strict=True)]
+    assert len(means) >= 40
+    assert 0.998 < min(means) and max(means) < 1.009, (min(means), max(means))
+    assert FIGURE_BAND[0] < min(means) and max(means) < FIGURE_BAND[1]
+    assert 0.82 < min(singles) and max(singles) < 1.026, (min(singles), max(singles))
+    assert RECORD_BAND[0] < min(singles) and max(singles) < RECORD_BAND[1]
 
 
 def test_dle_pytorch_summaries_are_the_mean_of_their_steps_on_every_genuine_log(published):
@@ -95,7 +125,36 @@ def test_the_real_dle_run_agrees_with_its_clock_and_doubled_rates_do_not(dle_run
     log.write_text(re.sub(r"(_ips : )([\d.]+)", lambda m: f"{m[1]}{float(m[2]) * 2:.2f}", log.read_text()))
     assert main(["report", str(dle_run)]) == 0
     forged = bd.make_bundle(dle_run, tmp_path / "b.tgz", submitter="t", system_name="t")
-    said = [(v.rule, v.message) for v in verify(forged).violations]
+    said = [(v.rule, v.message) for v in verify(forged, rules_version="v8").violations]
     assert len(said) == 1 and said[0][0] == "program_figure_agrees_with_its_clock", said
     assert re.search(r"its train\.total_ips rates are 2\.0\d\dx what its records' clock shows", said[0][1]), said
     assert verify(forged, rules_version="v5").ok  # the hole was real: the harness / program ratio halved unseen
+    said = [(v.rule, v.message) for v in verify(forged).violations]  # v9: by the figure's own reduction
+    assert [rule for rule, _ in said] == ["program_figure_agrees_with_its_clock"] * 2, said
+    assert re.search(r"the \w+ of the \d+ train\.total_ips rates its figure counts is 2\.0\d\dx the \w+ of what "
+                     r"their clock gives", said[0][1]), said
+    assert re.search(r"\d+ of the \d+ train\.total_ips records its figure counts lie beyond 0\.75-1\.25x their "
+                     r"clock \(the first 2\.0\d\dx\)", said[1][1]), said
+
+
+def _inflated(run_dir: Path, tmp_path: Path, name: str, factor: float, every: int, of: int) -> Path:
+    """The DLE log's rates (both metrics) x FACTOR on EVERY of each OF records (all: every == of), the report
+    written again from the logs (a forger with the key), bundled."""
+    log = run_dir / DLE / "resnet50_b256_amp_1.log"
+    seen = iter(range(10**9))
+    log.write_text(re.sub(r"(_ips : )([\d.]+)", lambda m: f"{m[1]}{float(m[2]) * factor:.2f}"
+                          if next(seen) // 2 % of < every else m[0], log.read_text()))
+    assert main(["report", str(run_dir)]) == 0
+    return bd.make_bundle(run_dir, tmp_path / f"{name}.tgz", submitter="t", system_name="t")
+
+
+@pytest.mark.parametrize("factor, every, of", [(1.09, 1, 1), (1.6, 2, 5)])
+def test_inflations_the_median_rule_let_through_are_held_by_the_figures_own_reduction(dle_run, tmp_path, factor,
+                                                                                    every, of):
+    """Every rate +9% (inside v6-v8's 10% band), or 2 of every 5 records x1.6 (the median interval untouched): the
+    figure moves, v8 passes it, v9 does not."""
+    forged = _inflated(dle_run, tmp_path, "forged", factor, every, of)
+    assert verify(forged, rules_version="v8").ok
+    said = [(v.rule, v.message) for v in verify(forged).violations]
+    assert said and {rule for rule, _ in said} == {"program_figure_agrees_with_its_clock"}, said
+    assert re.search(r"rates its figure counts is 1\.[0-2]\d\dx", said[0][1]), said

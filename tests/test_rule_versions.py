@@ -267,8 +267,8 @@ def test_kit_verify_rules_v1_gives_v1s_verdict(capsys):
     assert main(["verify", said_gpu]) == 1
     out = capsys.readouterr().out
     assert "FAIL log_states_its_case: 1 checked" in out and "loader 'gpu' (the case: 'cpu')" in out
-    assert main(["verify", said_gpu, "--rules", "v9"]) == 2
-    assert "no rule set 'v9' in this kit; known: v1, v2, v3" in capsys.readouterr().err
+    assert main(["verify", said_gpu, "--rules", "v99"]) == 2
+    assert "no rule set 'v99' in this kit; known: v1, v2, v3" in capsys.readouterr().err
     assert main(["verify", said_gpu, "--json", "--rules", "v1"]) == 0
     predicates_used = {r["rule"]: r["predicate"] for r in json.loads(capsys.readouterr().out)["rules"]}
     assert predicates_used["log_states_its_case"] == "harness_log_states_its_case@1"

@@ -250,13 +250,19 @@ def _wallclock(series: list[Record], method: Method) -> tuple[float, list[Record
     return (last - first) * method.batch / elapsed, [start, end]
 
 
-def samples_per_step(records: list[Record], metric: str, kind: str = PER_STEP) -> list[float]:
-    """What a log's own clock says of its steps: for each record of METRIC and KIND (one rank's: pick_rank) after
-    the one before it in the same epoch, its rate x the seconds between them over the steps between them."""
+def clocked_intervals(records: list[Record], metric: str, kind: str = PER_STEP) -> list[tuple[Record, Record]]:
+    """(the record before, the record) of each record of METRIC and KIND (one rank's: pick_rank) that follows another
+    in the same epoch by steps and time: the intervals a log's own clock times."""
     series = pick_rank([r for r in records if r.metric == metric and r.kind == kind and r.timestamp is not None
                         and r.step is not None], None, [])
-    return [b.value * (b.timestamp - a.timestamp) / (b.step - a.step) for a, b in pairwise(series)
-            if b.step > a.step and b.timestamp > a.timestamp and a.epoch == b.epoch]
+    return [(a, b) for a, b in pairwise(series) if b.step > a.step and b.timestamp > a.timestamp and a.epoch == b.epoch]
+
+
+def samples_per_step(records: list[Record], metric: str, kind: str = PER_STEP) -> list[float]:
+    """What a log's own clock says of its steps: for each clocked interval (clocked_intervals), its record's rate x
+    the seconds between them over the steps between them."""
+    return [b.value * (b.timestamp - a.timestamp) / (b.step - a.step)
+            for a, b in clocked_intervals(records, metric, kind)]
 
 
 def rounded(value: float, method: Method) -> float:

@@ -9,6 +9,14 @@ DLPerf's TF2 ResNet50 1-32 GPUs, PaddlePaddle Perf's NGC PyTorch, MXNet and Tens
 DLE run): 0.989-1.008 (tests/test_program_clock.py). Rates doubled read 2.0. A figure its recipe reads from a
 summary line (DLE PyTorch's last summary, on 2 nodes or more) is held to the mean of the per-step records the clock
 holds (SUMMARY_BAND); other formats' summaries (TF1's, MXNet's) are no such mean and are not held to one.
+
+Version 2 (rule set v9) holds the figure by the statistic that makes it, where version 1 held the MEDIAN interval,
+so that half the records could be inflated freely and a uniform +9% passed: the rates of the intervals the figure
+counts (its window's records; a summary figure: every interval), reduced as the figure's method reduces them (mean,
+median, harmonic mean), over the same reduction of what the clock gives for them (global batch x steps / seconds),
+within FIGURE_BAND; and every counted interval within RECORD_BAND. Measured on the same genuine logs (49 series,
+every interval of each): the mean of the rates over the mean of the clock's 0.9987-1.0082; single intervals
+0.821-1.025 (the lowest: DLE PyTorch's 8-GPU Perf logs, the first interval of an epoch).
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from kit.audit.evidence import Evidence
 from kit.audit.rules.findings import Finding
 from kit.audit.rules.predicates import predicate
 from kit.config import reference
-from kit.results.extract import pick_rank, samples_per_step
+from kit.results import stats
+from kit.results.extract import clocked_intervals, pick_rank, samples_per_step
 from kit.results.parsers import PER_STEP, SUMMARY, ParseError, parse_log
 
 CLOCKED_FORMATS = ("dle-pytorch", "dle-mxnet", "dle-tf1", "tf2-keras-timehistory")  # where the band was measured
@@ -29,6 +38,8 @@ LEAST_INTERVALS = 3
 # the summary is held to that mean; measured 0.9995-1.0002 on every genuine log (1, 8, 32 GPUs; the H200 visit's)
 SUMMARY_IS_MEAN = ("dle-pytorch",)
 SUMMARY_BAND = (0.99, 1.01)
+FIGURE_BAND = (0.98, 1.02)  # version 2: the figure's reduction of its rates over that of their clock
+RECORD_BAND = (0.75, 1.25)  # version 2: each interval the figure counts
 
 
 def summary_over_step_mean(records, metric: str) -> float | None:
@@ -42,10 +53,11 @@ def summary_over_step_mean(records, metric: str) -> float | None:
     return summaries[-1].value / mean if mean > 0 else None
 
 
-@predicate()
-def program_figure_agrees_with_its_clock(ev: Evidence, out: Finding) -> None:
+@predicate(versions={1: {"by_figure": False}, 2: {"by_figure": True}})
+def program_figure_agrees_with_its_clock(ev: Evidence, out: Finding, by_figure: bool = False) -> None:
     """Each published program's rate records of its figure's metric, in a format that stamps them with time and
-    step, say what their clock shows: the median of rate x seconds / (global batch x steps) within CLOCK_BAND."""
+    step, say what their clock shows: the median of rate x seconds / (global batch x steps) within CLOCK_BAND;
+    from version 2 (by_figure), the figure held by its own reduction (held_by_its_reduction)."""
     unclocked = 0
     for key, log, figure in ev.runs():
         if reference.log_reduction(log) is None:
@@ -60,6 +72,10 @@ def program_figure_agrees_with_its_clock(ev: Evidence, out: Finding) -> None:
         except ParseError:
             continue  # it gave the figure above: read the same
         global_batch = log.group.batch * log.gpus_per_node * log.nodes
+        if by_figure:
+            for line, said in held_by_its_reduction(records, figure, global_batch):
+                out.fail(f"{key} run {log.run}: {said}", rel, line)
+            continue
         ratios = [samples / global_batch for samples in samples_per_step(records, figure.metric)]
         if len(ratios) < LEAST_INTERVALS:
             out.fail(f"{key} run {log.run}: {len(ratios)} timed intervals between its {figure.metric} records (at "
@@ -79,3 +95,35 @@ def program_figure_agrees_with_its_clock(ev: Evidence, out: Finding) -> None:
                          f"{SUMMARY_BAND[1]})", rel, figure.last_line)
     if unclocked:
         out.note = f"{unclocked} program run(s) in a format with no per-record clock: not held to one"
+
+
+def held_by_its_reduction(records, figure, global_batch: int) -> list[tuple[int | None, str]]:
+    """(line, what does not hold) of a clocked program log's figure against its clock (version 2: module text)."""
+    intervals = clocked_intervals(records, figure.metric)
+    counted = intervals if figure.kind == SUMMARY or figure.first_line is None else [
+        (a, b) for a, b in intervals if figure.first_line <= b.line <= (figure.last_line or b.line)]
+    if len(counted) < LEAST_INTERVALS:
+        return [(figure.first_line, f"{len(counted)} timed intervals among the {figure.metric} records its figure "
+                 f"counts (at least {LEAST_INTERVALS}): its rates cannot be held to its clock")]
+    printed = [b.value for _, b in counted]
+    clock = [global_batch * (b.step - a.step) / (b.timestamp - a.timestamp) for a, b in counted]
+    how = figure.method.reduce if figure.method.reduce in stats.REDUCTIONS else "mean"
+    found = []
+    held = stats.reduce(printed, how) / stats.reduce(clock, how)
+    if not FIGURE_BAND[0] <= held <= FIGURE_BAND[1]:
+        found.append((figure.first_line, f"the {how} of the {len(counted)} {figure.metric} rates its figure counts "
+                      f"is {held:.3f}x the {how} of what their clock gives (global batch x steps / seconds; genuine "
+                      f"logs: {FIGURE_BAND[0]}-{FIGURE_BAND[1]})"))
+    off = [(b.line, p / c) for (_, b), p, c in zip(counted, printed, clock, strict=True)
+           if not RECORD_BAND[0] <= p / c <= RECORD_BAND[1]]
+    if off:
+        found.append((off[0][0], f"{len(off)} of the {len(counted)} {figure.metric} records its figure counts lie "
+                      f"beyond {RECORD_BAND[0]}-{RECORD_BAND[1]}x their clock (the first {off[0][1]:.3f}x)"))
+    if figure.kind == SUMMARY and figure.format in SUMMARY_IS_MEAN:
+        share = summary_over_step_mean(records, figure.metric)
+        if share is None or not SUMMARY_BAND[0] <= share <= SUMMARY_BAND[1]:
+            shown = "no per-step records to be their mean" if share is None else f"{share:.4f}x their mean"
+            found.append((figure.last_line, f"its figure is its summary {figure.metric}, {shown} (the mean of its "
+                          f"per-step records, which its clock holds; genuine logs: {SUMMARY_BAND[0]}-"
+                          f"{SUMMARY_BAND[1]})"))
+    return found
