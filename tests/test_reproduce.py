@@ -354,3 +354,66 @@ def test_a_published_programs_commit_other_than_this_kits_pin_is_a_difference(tm
                                                             f"{here[:12]} here"]
     harness_only = [c for c in cases if c.impl == "harness"]
     assert _code_differences(meta, tmp_path, run, harness_only) == []  # a case that runs no program: no difference
+
+
+def test_next_round_asks_each_inconclusive_case_for_the_re_runs_that_would_decide_it():
+    from kit.cli.reproduce import next_round
+    from kit.results.reproduction import INCONCLUSIVE, REPRODUCED, CaseVerdict
+
+    def verdict(case, said, ratio, low, high, runs):
+        return CaseVerdict(case, [100.0], [100.0] * runs, ratio, low, high, said, "")
+
+    # band 0.952..1.05: width 0.2 against room 0.0476 on the nearer edge: 2 x (0.2 / 0.0952)^2 = 8.8 -> 9 re-runs
+    straddles = verdict("a", INCONCLUSIVE, 1.0, 0.9, 1.1, 2)
+    assert next_round([straddles, verdict("b", REPRODUCED, 1.0, 0.99, 1.01, 2)], 0.05, 10) == (
+        {"a": 9}, "1 inconclusive case(s) again with 9 re-runs each")
+    assert next_round([straddles], 0.05, 4) == ({"a": 4}, "1 inconclusive case(s) again with 4 re-runs each")
+    assert next_round([verdict("a", INCONCLUSIVE, 1.0, 0.97, 1.03, 2)], 0.05, 10) == (
+        {"a": 3}, "1 inconclusive case(s) again with 3 re-runs each")
+    assert next_round([verdict("a", INCONCLUSIVE, 1.0, 0.9, 1.1, 10)], 0.05, 10) == (
+        None, "left inconclusive: a (10 re-runs, the cap)")
+    assert next_round([verdict("a", INCONCLUSIVE, 1.05, 1.0, 1.1, 3)], 0.05, 10) == (
+        None, "left inconclusive: a (on the band's edge)")
+    assert next_round([verdict("b", REPRODUCED, 1.0, 0.99, 1.01, 2)], 0.05, 10) == (None, "every case decided")
+
+
+def test_the_auditors_repeats_are_declared_in_the_reproductions_own_suite_and_verify(original, tmp_path, capsys):
+    _, packed = original
+    assert main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--repeats", "2",
+                 "--tolerance", "2"]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    said = reproduction(tmp_path / "runs")
+    (verdict,) = said["verdicts"]
+    assert said["repeats"] == 2 and said["round"] == 1 and said["earlier_rounds"] == []
+    assert len(verdict["reproduced"]) == 2 and verdict["why"].startswith("the re-runs' interval ["), verdict
+    suite = yaml.safe_load((run_dir / "suite.yaml").read_text())
+    assert suite["name"].endswith("-reproduction-x2") and suite["defaults"]["repeats"] == 2
+    assert verify(bundle(run_dir, tmp_path / "r.tgz")).ok
+    assert main(["reproduce", str(packed), "--repeats", "0"]) == 2
+    assert "--repeats: must be 1 to 1000, got 0" in capsys.readouterr().err
+
+
+def test_until_decided_runs_an_inconclusive_case_again_in_a_round_of_its_own(original, tmp_path, monkeypatch, capsys):
+    """The first round's verdict made inconclusive (a straddling interval: 3 re-runs would decide), the second
+    judged as it comes: a second reproduction with 3 re-runs of the case, naming the first."""
+    from kit.results import reproduction as rp
+
+    judged, real = [], rp.judge_claim
+
+    def first_inconclusive(case, original_figures, reproduced, *args, **kwargs):
+        made = real(case, original_figures, reproduced, *args, **kwargs)
+        judged.append(len(reproduced))
+        if len(judged) == 1:
+            return rp.CaseVerdict(case, original_figures, reproduced, 1.0, 0.97, 1.03, rp.INCONCLUSIVE, "straddles")
+        return made
+
+    monkeypatch.setattr(rp, "judge_claim", first_inconclusive)
+    _, packed = original
+    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--repeats", "2", "--tolerance", "2",
+                 "--until-decided"])
+    first, second = sorted((tmp_path / "runs").iterdir())
+    assert judged == [2, 3] and code == 0
+    again = json.loads((second / "reproduction.json").read_text())
+    assert (again["round"], again["repeats"], again["earlier_rounds"]) == (2, 3, [str(first)])
+    assert again["verdicts"][0]["verdict"] == "reproduced" and len(again["verdicts"][0]["reproduced"]) == 3
+    assert "kit reproduce --until-decided: 1 inconclusive case(s) again with 3 re-runs each" in capsys.readouterr().out

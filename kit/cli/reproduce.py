@@ -4,6 +4,7 @@ per case whether the figure came out the same (kit.results.reproduction).
 
     kit reproduce bundle.tar.gz [--cases 'torch/resnet50/*'] [--sample 2 [--seed S]] [--tolerance 0.05]
     kit reproduce bundle.tar.gz --hosts hosts.yaml [--scheduler slurm]
+    kit reproduce bundle.tar.gz [--repeats N] [--until-decided [--max-repeats M]]
 
 The bundle is verified first: one that does not verify is not reproduced. Refused (exit 2) where this kit's harness
 files, a chosen case's program commit or an image's pins differ from those the bundle ran, unless --force (recorded
@@ -12,8 +13,12 @@ in reproduction.json). Says the time to expect (the bundle's own run durations),
 Leaves a normal run directory (report, results, bundle-able) with reproduction.json and reproduction.md beside its
 report, naming the original bundle's digests; `kit bundle` of it carries them and `kit verify` checks its figures.
 Each case's verdict follows the kit's noise rule (interleaved repeats): reproduced, not reproduced, inconclusive
-(saying how many runs would resolve it) or not comparable. Exit: 0 every case reproduced, 1 any not reproduced,
-2 bad input, 3 inconclusive or not comparable only.
+(saying how many runs would resolve it) or not comparable. --repeats: the re-runs of each case, the auditor's
+(declared in the reproduction's own suite before it runs). --until-decided: each inconclusive case again in a
+reproduction of its own (a run directory, bundle-able, naming the earlier rounds), with as many re-runs as would
+decide it, at most --max-repeats; a round is judged on its own runs, never pooled with an earlier one's (the exit
+status: each case's last verdict). Exit: 0 every case reproduced, 1 any not reproduced, 2 bad input, 3
+inconclusive or not comparable only.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from kit.core.rundir import RunRecord, host_captures, read_results, read_run
 
 TIME_MARGIN = 3.0  # a re-run may take this many times the bundle's own longest run of its case ...
 TIME_FLOOR_S = 60.0  # ... and never less than this
+MAX_REPEATS = 10  # --until-decided asks for at most this many re-runs of a case (--max-repeats)
 
 
 def add_parser(sub) -> None:
@@ -55,6 +61,13 @@ def add_parser(sub) -> None:
     p.add_argument("--allowed-signers", type=Path, help="verify the bundle's signature against these signers")
     p.add_argument("--hosts", type=Path, metavar="HOSTS_FILE", help="run on this inventory's hosts (as `kit cluster "
                    "--hosts-file`: 1-node cases on the first host, n-node on the first n) instead of this host")
+    p.add_argument("--repeats", type=int, metavar="N", help="re-runs of each chosen case, the auditor's [the bundle's "
+                   "suite's repeats]; recorded")
+    p.add_argument("--until-decided", action="store_true", help="inconclusive cases again, each in a reproduction "
+                   "of its own with as many re-runs as would decide it (at most --max-repeats), until every case is "
+                   "decided or cannot be")
+    p.add_argument("--max-repeats", type=int, default=MAX_REPEATS, metavar="N",
+                   help=f"the most re-runs of a case --until-decided asks for [{MAX_REPEATS}]")
     p.add_argument("--scheduler", choices=("ssh", "slurm"), help="with --hosts: ssh, the inventory's hosts [ssh]; "
                    "slurm, its slurm: partition (each run one job step)")
 
@@ -122,6 +135,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     tolerance = rp.DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
     if not 0 < tolerance <= 10:
         raise InputError("--tolerance", f"must lie in (0, 10], got {tolerance}")
+    if args.repeats is not None and not 1 <= args.repeats <= 1000:
+        raise InputError("--repeats", f"must be 1 to 1000, got {args.repeats}")
+    if not 2 <= args.max_repeats <= 1000:
+        raise InputError("--max-repeats", f"must be 2 to 1000, got {args.max_repeats}")
     inv = _inventory(args)  # before anything else: a hosts file that does not load, one line and nothing written
     verdict = verify(args.bundle, args.allowed_signers)
     if not verdict.ok:
@@ -130,7 +147,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="kit-reproduce-") as tmp:
         root = args.bundle if args.bundle.is_dir() else unpack.unpack(args.bundle, Path(tmp))
         (original,) = [p for p in (root / "run").iterdir() if p.is_dir()]
-        return _reproduce(args, root, original, tolerance, rp, inv, verdict.signature)
+        return _reproduce(args, root, original, tolerance, rp, inv, verdict.signature, Path(tmp))
 
 
 def _inventory(args: argparse.Namespace):
@@ -158,7 +175,8 @@ def bundle_identity(root: Path, bundle: Path, signature) -> dict:
             "bundle_signature": signature.state if signature else None}
 
 
-def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: float, rp, inv, signature) -> int:
+def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: float, rp, inv, signature,
+               work: Path) -> int:
     from kit.audit.bundle import system_description
     from kit.config.suites import load_suite
     from kit.run import bench
@@ -189,37 +207,94 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
                          + "): reproduce with the kit that made it, or --force (recorded)")
     identity = bundle_identity(root, args.bundle, signature)
     console = progress_console()
-    past = _estimate(selection.apply(suite), run)
     where = f"the hosts of {args.hosts} ({args.scheduler})" if inv is not None else "this host"
-    console.print(f"kit reproduce: {len(chosen)} case(s) of {args.bundle} on {where}; {past.line()}",
-                  soft_wrap=True, markup=False)
-    console.print(f"kit reproduce: each re-run may take {_limits_said(limits)} (--timeout-s: the auditor's)",
-                  soft_wrap=True, markup=False)
-    run_dir = _run(args, original, suite, selection, inv, console, run, limits)
-    here = rp.figures_by_case(read_results(run_dir))
-    this_system = system_description(run_dir, None, "reproduction", where)
     cpu = suite.hardware == "cpu"
-    power = [] if cpu else rp.power_limit_differences([*host_captures(original).values()],
-                                                      [*host_captures(run_dir).values()])
-    system = {key: rp.case_differences(original_system, this_system, cpu, cases[key].gpus_per_node,
-                                       cases[key].nodes, power) for key in chosen}
-    notes = rp.noted_differences(original_system, this_system, cpu)
-    failed = _failed_runs(run_dir)
-    verdicts = [rp.judge_claim(key, figures[key], here.get(key, []), tolerance, system[key],
-                               rp.no_figure_of(key, failed)) for key in chosen]
-    record = {"schema_version": rp.RECORD_VERSION, "bundle": str(args.bundle), **identity, "tolerance": tolerance,
-              "cases": chosen, "patterns": args.cases, "sample": args.sample, "seed": args.seed,
-              "hosts": str(args.hosts) if inv is not None else None, "scheduler": args.scheduler,
-              "forced": differs if args.force else [], "time_limits": limits, "system_differences": system,
-              "noted_differences": notes, "failed_runs": failed, "counts": rp.counts(verdicts),
-              "verdicts": [v.to_dict() for v in verdicts]}
-    (run_dir / rp.RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n")
-    text = rp.to_markdown(verdicts, args.bundle.name, tolerance, rp.RECORD_VERSION, notes)
-    (run_dir / rp.TABLE_NAME).write_text(text)
-    bench.write_report(run_dir, run_suite(run_dir)[0])  # the report (and its page) headed by the verdicts
-    print(text, end="")
-    print(run_dir / rp.RECORD_NAME)
-    return rp.exit_code(verdicts, rp.RECORD_VERSION)
+    repeats, rounds, final = args.repeats, [], {}
+    while True:
+        suite_file = original / "suite.yaml" if repeats is None else with_repeats(original / "suite.yaml", repeats,
+                                                                                  work / f"round-{len(rounds) + 1}")
+        suite = load_suite(suite_file)
+        selection = Selection(select=tuple(chosen))
+        past = _estimate(selection.apply(suite), run)
+        console.print(f"kit reproduce: {len(chosen)} case(s) of {args.bundle} on {where}"
+                      f"{f', {repeats} re-run(s) each' if repeats else ''}; {past.line()}",
+                      soft_wrap=True, markup=False)
+        console.print(f"kit reproduce: each re-run may take {_limits_said(limits)} (--timeout-s: the auditor's)",
+                      soft_wrap=True, markup=False)
+        run_dir = _run(args, suite_file, suite, selection, inv, console, run, limits)
+        here = rp.figures_by_case(read_results(run_dir))
+        this_system = system_description(run_dir, None, "reproduction", where)
+        power = [] if cpu else rp.power_limit_differences([*host_captures(original).values()],
+                                                          [*host_captures(run_dir).values()])
+        system = {key: rp.case_differences(original_system, this_system, cpu, cases[key].gpus_per_node,
+                                           cases[key].nodes, power) for key in chosen}
+        notes = rp.noted_differences(original_system, this_system, cpu)
+        failed = _failed_runs(run_dir)
+        verdicts = [rp.judge_claim(key, figures[key], here.get(key, []), tolerance, system[key],
+                                   rp.no_figure_of(key, failed)) for key in chosen]
+        record = {"schema_version": rp.RECORD_VERSION, "bundle": str(args.bundle), **identity,
+                  "tolerance": tolerance, "cases": chosen, "patterns": args.cases, "sample": args.sample,
+                  "seed": args.seed, "repeats": repeats, "round": len(rounds) + 1,
+                  "earlier_rounds": [str(r) for r in rounds],
+                  "hosts": str(args.hosts) if inv is not None else None, "scheduler": args.scheduler,
+                  "forced": differs if args.force else [], "time_limits": limits, "system_differences": system,
+                  "noted_differences": notes, "failed_runs": failed, "counts": rp.counts(verdicts),
+                  "verdicts": [v.to_dict() for v in verdicts]}
+        (run_dir / rp.RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n")
+        text = rp.to_markdown(verdicts, args.bundle.name, tolerance, rp.RECORD_VERSION, notes)
+        (run_dir / rp.TABLE_NAME).write_text(text)
+        bench.write_report(run_dir, run_suite(run_dir)[0])  # the report (and its page) headed by the verdicts
+        print(text, end="")
+        print(run_dir / rp.RECORD_NAME)
+        rounds.append(run_dir)
+        final.update({v.case: v for v in verdicts})
+        more, why = next_round(verdicts, tolerance, args.max_repeats) if args.until_decided else (None, "")
+        if why:
+            print(f"kit reproduce --until-decided: {why}")
+        if more is None:
+            break
+        chosen, repeats = sorted(more), max(more.values())
+    return rp.exit_code(list(final.values()), rp.RECORD_VERSION)
+
+
+def next_round(verdicts: list, tolerance: float, most: int) -> tuple[dict[str, int] | None, str]:
+    """({inconclusive case: the re-runs a new round gives it}, what was decided) after a round of --until-decided:
+    each inconclusive case again, in a new reproduction of its own, with as many re-runs as would decide it
+    (kit.results.reproduction.runs_to_resolve), at most MOST; None where every case is decided, or none can be
+    (on the band's edge, or its round already had MOST)."""
+    from kit.results import reproduction as rp
+
+    open_cases = [v for v in verdicts if v.verdict == rp.INCONCLUSIVE]
+    if not open_cases:
+        return None, "every case decided"
+    more, stuck = {}, []
+    for v in open_cases:
+        needed = rp.runs_to_resolve(v.ratio, v.low, v.high, tolerance, len(v.reproduced)) \
+            if v.low is not None and v.high is not None else None
+        if needed is None or len(v.reproduced) >= most:
+            why = "on the band's edge" if needed is None else f"{most} re-runs, the cap"
+            stuck.append(f"{v.case} ({why})")
+        else:
+            more[v.case] = min(needed, most)
+    said = (f"{len(more)} inconclusive case(s) again with {max(more.values())} re-runs each" if more else "") + \
+        (("; " if more else "") + "left inconclusive: " + ", ".join(stuck) if stuck else "")
+    return (more or None), said
+
+
+def with_repeats(suite_file: Path, repeats: int, folder: Path) -> Path:
+    """The bundle's suite with every case's repeats set to REPEATS (the auditor's, declared before the run), written
+    into FOLDER; named <name>-reproduction-x<R>, not a built-in suite's name, as its cases differ."""
+    import yaml
+
+    data = yaml.safe_load(suite_file.read_text())
+    data["name"] = f"{data.get('name')}-reproduction-x{repeats}"
+    data["defaults"] = {**(data.get("defaults") or {}), "repeats": repeats}
+    data["cases"] = [{k: v for k, v in entry.items() if k != "repeats"} if isinstance(entry, dict) else entry
+                     for entry in data.get("cases") or []]
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / "suite.yaml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
 
 
 def _time_limits(given: float | None, run: RunRecord, cases: list) -> dict[str, float]:
@@ -254,7 +329,7 @@ def _estimate(chosen, run: RunRecord):
     return estimate(runs, past=durations(run), source="the bundle's own runs of these cases")
 
 
-def _run(args: argparse.Namespace, original: Path, suite, selection, inv, console, run: RunRecord,
+def _run(args: argparse.Namespace, suite_file: Path, suite, selection, inv, console, run: RunRecord,
          limits: dict[str, float] | None = None) -> Path:
     """The chosen cases run as kit bench runs them here (its progress bar, the ETA from the bundle's durations),
     or as kit cluster runs them on --hosts (its per-host lines): the run directory."""
@@ -265,10 +340,10 @@ def _run(args: argparse.Namespace, original: Path, suite, selection, inv, consol
     if inv is not None:
         from kit.cli.multinode import cluster_run
 
-        job = argparse.Namespace(suite=str(original / "suite.yaml"), resume=None, runs_dir=args.runs_dir,
+        job = argparse.Namespace(suite=str(suite_file), resume=None, runs_dir=args.runs_dir,
                                  on_failure="continue", force=False, image=None, scheduler=args.scheduler)
         return cluster_run(job, inv, selection, limits)[1]
-    run_dir, _ = records.start(original / "suite.yaml", args.runs_dir)
+    run_dir, _ = records.start(suite_file, args.runs_dir)
     try:
         cli_bench._bench_with_progress(bench, run_dir, suite, console, None, selection=selection,
                                        runs_dir=args.runs_dir, past=durations(run),  # run.json records the selection
