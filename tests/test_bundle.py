@@ -438,6 +438,32 @@ def test_a_real_nlp_run_verifies_clean(tmp_path):
     assert verdict.violations == []
     checked = {f.rule.name: f.checked for f in verdict.findings}
     assert checked["measured_steps"] == 3 and checked["results_recomputed"] >= 3
+    corpus = next(f for f in verdict.findings if f.rule.name == "nlp_steps_are_the_corpus")
+    assert corpus.checked == 3 and not corpus.note, "every NLP run's corpus recomputed by the harness's own code"
+
+    # a forger doubles the Transformer's tokens through every line, consistently (steps, epochs, run_stop and the
+    # corpus record; each rate its count over its seconds) and writes the report again: the log's own sums hold
+    (log,) = (run_dir / "logs" / "torch" / "transformer").rglob("*.log")
+
+    def doubled(d: dict) -> dict:
+        if "tokens" in d:
+            d["tokens"] *= 2
+            rate = round(d["tokens"] / d["seconds"], 3)
+            d |= {k: rate for k in ("tokens_per_sec", "throughput") if k in d}
+        if d.get("event") == "corpus":
+            d["tokens_per_epoch"] *= 2
+        return d
+
+    rewrite_kitlog(log, doubled)
+    assert main(["report", str(run_dir)]) == 0
+    forged = bd.make_bundle(run_dir, run_dir.parent / "forged.tgz", submitter="Lab", system_name="box")
+    assert verify(forged, rules_version="v8").violations == [], "the sums hold: v8 took it"
+    said = [(v.rule, v.line, v.message) for v in verify(forged).violations]
+    assert {rule for rule, _, _ in said} == {"nlp_steps_are_the_corpus"}, said
+    assert re.fullmatch(r"torch/transformer/bz256/1n1g/fp32 run 1: the corpus record says tokens_per_epoch (\d+) "
+                        r"where the corpus has (\d+)", said[0][2]) and said[0][1] == 3, said
+    assert re.fullmatch(r".* run 1: epoch 1 step 1: (\d+) sequences, (\d+) tokens where the corpus's batch 1 has "
+                        r"\1, (\d+)", said[1][2]), said
 
 
 def test_mixed_image_ids_fail_same_image_everywhere(real_run, tmp_path):

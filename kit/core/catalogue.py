@@ -37,6 +37,26 @@ def harness_sha256() -> dict[str, str]:
 
 harness = load("catalogue")
 contract = load("contract")
+CORPUS_FILES = ("synthetic.py", "model_specs.py", "catalogue.py")  # what corpus_batches runs of the harness
+
+
+def corpus_batches(model: str, size: str, corpus_size: int, local_batch: int, seq_len: int, seed: int,
+                   world: int) -> list[tuple[int, int]]:
+    """(sequences, tokens) of each batch of an NLP run's synthetic corpus, in training order, as the harness makes
+    it (scripts/harness/synthetic.py, the vocabulary of model_specs' configuration of SIZE): every epoch's steps.
+    ValueError where the harness refuses the arguments."""
+    saved = sys.modules.get("catalogue")
+    sys.modules["catalogue"] = harness  # the harness files import it by its plain name
+    try:
+        synthetic, specs = load("synthetic"), load("model_specs")
+    finally:
+        if saved is None:
+            sys.modules.pop("catalogue", None)
+        else:
+            sys.modules["catalogue"] = saved
+    vocab = specs.seed003_config(model, size)["vocab"]
+    make = synthetic.bert_corpus if model == "bert" else synthetic.transformer_corpus
+    return [(b.sequences, b.tokens) for b in make(corpus_size, local_batch, seq_len, vocab, seed, 0, world)]
 
 # units that count a model's samples, however a log names them
 SAMPLE_UNITS = ("samples/s", "images/s", "img/s", "imgs/s", "sequences/s")

@@ -7,6 +7,7 @@ keeps the meaning it was written with.
 """
 
 from kit.audit.rules import closed as _closed  # noqa: F401  (registers the closed world's predicates)
+from kit.audit.rules import corpus as _corpus  # noqa: F401  (an NLP run's steps against its corpus)
 from kit.audit.rules import declared as _declared  # noqa: F401  (registers the declared suite's predicates)
 from kit.audit.rules import derived as _derived  # noqa: F401  (registers the derived files' predicates)
 from kit.audit.rules import program_clock as _program_clock  # noqa: F401  (a program's figure against its clock)
