@@ -11,7 +11,9 @@ import calendar
 import datetime
 import json
 import logging
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,8 @@ from kit.results.parsers import (
     refuse_non_finite_loss,
 )
 from kit.results.parsers.logtext import read_log_text
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 ORIGINAL_FORMATS = {"tf2-keras-timehistory", "dle-pytorch", "dle-tf1", "dle-mxnet", "paddleclas"}
 NEW_FORMATS = {"plsc", "fleetx-vgg", "paddle-models-1.8", "oneflow", "nvlog-tf"}
@@ -627,3 +631,168 @@ def test_a_non_finite_loss_is_found_in_each_spelling(line, said):
         refuse_non_finite_loss(text, "x.log")
     assert info.value.line == 2 and f"({said})" in str(info.value)
     refuse_non_finite_loss(text.replace(line, "loss: 6.5, Loss=inference, LOSS: nano"), "x.log")  # none here
+
+
+# --------------------------------------------------------------------------------------------
+# A loss printed as NaN or infinite: each format searches the lines it reads (LogFormat.reads_loss)
+# --------------------------------------------------------------------------------------------
+
+# (format, real log, its throughput line's loss as printed, the same loss NaN or infinite, what the error names)
+REAL_LOSS_LINES = [
+    ("dle-pytorch", "perf-v100/pytorch/pytorch_gpu1_amp_bs256.txt", r"train\.loss : [\d.]+", "train.loss : nan",
+     "train.loss : nan"),
+    ("dle-mxnet", "perf-v100/mxnet/mxnet_gpu1_amp_bs256.txt", r"train\.loss : [\d.]+", "train.loss : inf",
+     "train.loss : inf"),
+    ("dle-bert-pytorch", "perf-models/Bert/OtherReports/PyTorch/logs/A100_LOG/"
+     "bert_base_lamb_pretraining.pyt_bert_pretraining_phase1_fp16_bs128_gpu1.log", r"final_loss : [\d.]+",
+     "final_loss : nan", "final_loss : nan"),
+    ("dle-bert-tf1", "perf-models/Bert/OtherReports/TensorFlow/logs/A100_LOG/"
+     "tf_bert_pretraining_lamb_base_fp16_bs128_gpu1.log", r"total_loss : [\d.]+", "total_loss : -inf",
+     "total_loss : -inf"),
+    ("paddleclas", "perf-v100/paddle/PaddleClas_ResNet50_bs256_fp32_DP_N1C1_log", r"loss: +[\d.]+", "loss:     nan",
+     "loss:     nan"),
+    ("paddlenlp-bert", "perf-models/Bert/logs/A100_LOG/PaddleNLP_bert_base_seqlen128_bs96_fp16_DP_N1C1_log",
+     r"loss: [\d.]+", "loss: nan", "loss: nan"),
+    ("paddlenlp-transformer", "perf-models/Transformer/logs/A100_LOG/"
+     "PaddleNLP_transformer_big_bs5120_pure_fp16_DP_N1C1_log", r"avg loss: [\d.]+, normalized loss: [\d.]+",
+     "avg loss: nan, normalized loss: nan", "loss: nan"),
+    ("paddleseg", "perf-models/HRNetW18/logs/paddle/PaddleSeg_fcn_hrnetw18_bs8_fp16_DP_N1C1_log", r"loss: [\d.]+",
+     "loss: inf", "loss: inf"),
+    ("mmseg", "perf-models/DeepLabV3P/OtherReports/PyTorch/logs/pytorch/deeplabv3p_c1_fp16.log", r"loss: [\d.]+$",
+     "loss: nan", "loss: nan"),
+]
+
+
+@pytest.mark.parametrize(("name", "log", "loss", "broken", "said"), REAL_LOSS_LINES, ids=[c[0] for c in REAL_LOSS_LINES])
+def test_a_non_finite_loss_on_a_real_throughput_line_is_refused_naming_its_line(published, name, log, loss, broken,
+                                                                                  said):
+    text = read_log_text(published / log)
+    lines = text.split("\n")
+    with_loss = [r.line for r in parse_text(text, log, name).records if re.search(loss, lines[r.line - 1])]
+    at = with_loss[len(with_loss) // 2]  # a throughput line mid-run
+    lines[at - 1] = re.sub(loss, broken, lines[at - 1], count=1)
+    for fmt in (name, "auto"):
+        with pytest.raises(ParseError, match=re.escape(f"no figure: the run trained on a non-finite loss ({said})")
+                           ) as refused:
+            parse_text("\n".join(lines), log, fmt)
+        assert refused.value.line == at
+
+
+def test_fairseq_s_avg_loss_nan_gives_the_published_figure_as_it_always_did(published):
+    """The published fp16 1-GPU logs print 'avg loss nan' (no ':') 529 and 450 times: a few intervals between finite
+    losses, then every one to the end (validation loss nan, BLEU 0.00). Their published figures are re-derived from
+    those lines (kit/claims/perf-models.yaml), so they are read, never refused; the check does not read that shape."""
+    for gpu, count in (("A100", 529), ("V100", 450)):
+        log = published / f"perf-models/Transformer/OtherReports/PyTorch/logs/{gpu}_LOG/transformer_pytorch_bs5120_fp16_gpu1"
+        text = read_log_text(log)
+        lines = text.split("\n")
+        assert text.count("|avg loss nan |") == count and "UNCASED BLEU 0.00" in text
+        skipped = [i for i, line in enumerate(lines, 1) if "|avg loss nan |" in line and "|tokens/s " in line]
+        assert len(skipped) == count - 1  # (and the end-of-epoch line, 'step ()', no figure)
+        parsed = parse_text(text, log)
+        assert parsed.format.name == "dle-transformer-pytorch"
+        assert set(skipped) <= {r.line for r in parsed.records}
+        assert all("avg loss nan" in lines[r.line - 1] for r in parsed.records[-300:])  # to the end
+
+
+def test_tf2_keras_loss_after_the_throughput_lines_is_refused(published):
+    """TimeHistory lines carry no loss: Keras prints the epoch's at its end and the run's in 'Run stats', after the
+    last one; either printed as NaN refuses the log, naming its line."""
+    log = published / "dlperf-tf2-resnet50/1n1g/rn50_b128_fp32_1.log"
+    lines = read_log_text(log).split("\n")
+    epoch_end = next(i for i, line in enumerate(lines) if line.startswith("600/600 - ")) + 1
+    stats = next(i for i, line in enumerate(lines) if "'loss': 10.46327018737793" in line) + 1
+    assert epoch_end < stats and "TimeHistory: " not in "".join(lines[epoch_end:])
+    for at, old, new in ((epoch_end, "loss: 10.4633", "loss: nan"), (stats, "'loss': 10.46327018737793", "'loss': nan")):
+        broken = lines.copy()
+        broken[at - 1] = broken[at - 1].replace(old, new)
+        with pytest.raises(ParseError, match="no figure: the run trained on a non-finite loss") as refused:
+            parse_text("\n".join(broken), log)
+        assert refused.value.line == at
+
+
+def test_dle_tf1_s_lines_print_no_loss_and_one_on_an_item_line_is_refused(published):
+    """The NGC TF1 ResNet benchmark's lines are '(0, 210) total_ips : 415.71' (a PARAMETER line states a setting):
+    no loss. A DLLogger line it reads that carries one beside its figure is searched like dle-pytorch's."""
+    text = read_log_text(published / "perf-v100/tensorflow/tf_gpu1_amp_bs256.txt")
+    assert "loss" not in "".join(line for line in text.split("\n") if "PARAMETER" not in line)
+    line = "DLL 2022-11-24 04:01:47.584573 - (0, 210) total_ips : 1222.29 total_loss : nan\n"
+    with pytest.raises(ParseError, match=r"non-finite loss \(total_loss : nan\)") as refused:
+        parse_text(text + line, "tf1.log", "dle-tf1")
+    assert refused.value.line == text.count("\n") + 1
+
+
+def test_a_non_finite_loss_on_the_harness_s_step_is_refused(published):
+    log = FIXTURES / "gpu-runs/h200-20261128/suite-interrupted/logs/torch/resnet50/bz256/1n1g/resnet50_b256_tf32_1.log"
+    lines = log.read_text().split("\n")
+    at = [i for i, line in enumerate(lines, 1) if '"event": "step"' in line][3]
+    lines[at - 1] = re.sub(r'"loss": [\d.]+', '"loss": NaN', lines[at - 1])
+    with pytest.raises(ParseError, match=r'non-finite loss \(loss": NaN\)') as refused:
+        parse_text("\n".join(lines), log)
+    assert refused.value.line == at
+
+
+NAN = float("nan")
+# (format, good lines, the same run's line whose loss is NaN or infinite, refused): the tools' own format strings
+LOSS_LINES = [
+    ("plsc", [plsc_v1(0, 200, 0.1, 44.1, 9408.2391, "2020-01-28 10:11:12")],
+     plsc_v1(0, 400, 0.1, NAN, 9408.2391, "2020-01-28 10:11:22"), True),
+    ("plsc", [plsc_v1b(0, 200, 0.1, 40.123456, 9408.2391, "2021-01-20 10:00:00", 0)],
+     plsc_v1b(0, 400, 0.1, float("inf"), 9408.2391, "2021-01-20 10:00:10", 0), True),
+    ("plsc", [plsc_2x(1, 25, 100, 5058, 0.2, 45.3, 0.1, 0.001, 128, 8, "2022-10-12 10:00:00")],
+     plsc_2x(1, 25, 110, 5058, 0.2, NAN, 0.1, 0.001, 128, 8, "2022-10-12 10:00:01"), True),
+    # arcface_paddle's 'loss nan,' (no ':'): not read as a loss, as before
+    ("plsc", [plsc_arcface(45.3, 0.2, 0, 100, 1.0, 2607.1, "2021-09-28 11:08:48", 0)],
+     plsc_arcface(NAN, 0.2, 0, 200, 1.0, 2607.1, "2021-09-28 11:08:58", 0), False),
+    ("fleetx-vgg", [fleetx_fit(0, 11, 6.9, [0.5237])], fleetx_fit(0, 12, NAN, [0.5237, 0.5]), True),
+    ("oneflow", [ONEFLOW_LOSS.format("train", 0, 20, 7.0, 0.0, 0.0, 3988.9)],
+     ONEFLOW_LOSS.format("train", 0, 40, NAN, 0.0, 0.0, 3988.9), True),
+    # '\tloss nan,' (no ':'): not read as a loss, as before
+    ("paddle-models-1.8", [models18(0, 10, 6.9, 0.0, 0.0, 0.1, 0.36181)], models18(0, 20, NAN, 0.0, 0.0, 0.1, 0.36),
+     False),
+    ("dle-transformerxl-pytorch", ["| epoch   1 step       10 | batches     10 / 2585 | lr 0.000e+00 | ms/batch 948.3 "
+                                   "| tok/s   57889 | loss 12.55 | ppl 282432.58"],
+     "| epoch   1 step       20 | batches     20 / 2585 | lr 0.000e+00 | ms/batch 294.0 | tok/s  135858 | loss nan "
+     "| ppl nan", False),
+    # the formats whose figure lines carry no loss: the whole text searched (the loss on a line of its own)
+    ("nvlog-tf", nvlog_benchmark_run(), nvlog("total_loss", NAN, 1556214453.0, "training_hooks.py:101"), True),
+    ("dle-tts-pytorch", ["DLL 2022-11-30 06:50:54.604540 - (0, 0) train_items_per_sec : 17214.87 items/s"],
+     "DLL 2022-11-30 06:51:05.869919 - (1, 0) train_loss : nan ", True),
+]
+
+
+@pytest.mark.parametrize(("name", "good", "line", "refused"), LOSS_LINES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(LOSS_LINES)])
+def test_a_non_finite_loss_in_each_format_s_own_line_shape(name, good, line, refused):
+    text = "\n".join([*good, line, *good]) + "\n"
+    assert parse_text("\n".join(good) + "\n", "good.log").format.name == name
+    if not refused:
+        assert parse_text(text, "nan.log", name).records
+        return
+    with pytest.raises(ParseError, match="no figure: the run trained on a non-finite loss") as info:
+        parse_text(text, "nan.log", name)
+    assert info.value.line == len(good) + 1
+
+
+def test_a_loss_on_a_line_the_format_does_not_read_is_not_searched(published):
+    """reads_loss: the lines a format reads are searched, not the whole log; a format whose lines carry none (here
+    NVLOG's) has its whole text searched."""
+    log = published / "perf-models/HRNetW18/logs/paddle/PaddleSeg_fcn_hrnetw18_bs8_fp16_DP_N1C1_log"
+    text = read_log_text(log)
+    echo = "the last run's loss: nan (not this run's)\n"
+    assert parse_text(echo + text, log).records == [r._replace(line=r.line + 1) for r in parse_text(text, log).records]
+    nvlog_text = "\n".join(nvlog_benchmark_run()) + "\n"
+    with pytest.raises(ParseError, match="non-finite loss") as refused:
+        parse_text(echo + nvlog_text, "nvlog.log")
+    assert refused.value.line == 1
+
+
+def test_a_log_that_gives_no_figure_and_trained_on_nan_is_refused_for_the_nan():
+    """A format that finds no throughput line (or refuses one) in a log holding a non-finite loss anywhere says the
+    loss, the first in the text, as before the check moved into the formats."""
+    text = "epoch 1 loss: nan\n" + plsc_v1(0, 200, 0.1, 44.1, 9408.2391, "2020-01-28 10:11:12") + "\n"
+    assert parse_text(text, "x.log", "plsc").records  # the line plsc reads holds a finite loss
+    for fmt in ("paddleseg", "dle-pytorch", "tf2-keras-timehistory"):
+        with pytest.raises(ParseError, match=r"non-finite loss \(loss: nan\)") as refused:
+            parse_text(text, "x.log", fmt)
+        assert refused.value.line == 1

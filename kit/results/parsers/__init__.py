@@ -5,7 +5,6 @@ Adding a format: write a LogFormat subclass in its own module and list it in _AL
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter, lt
@@ -33,7 +32,16 @@ from kit.results.parsers.paddlenlp_bert import PaddleNLPBert
 from kit.results.parsers.paddlenlp_transformer import PaddleNLPTransformer
 from kit.results.parsers.paddleseg import PaddleSeg
 from kit.results.parsers.plsc import PLSC
-from kit.results.parsers.records import KINDS, PER_CARD, PER_EPOCH, PER_STEP, SUMMARY, ParseError, Record
+from kit.results.parsers.records import (
+    KINDS,
+    PER_CARD,
+    PER_EPOCH,
+    PER_STEP,
+    SUMMARY,
+    ParseError,
+    Record,
+    refuse_non_finite_loss,
+)
 from kit.results.parsers.tf2_keras import TF2KerasTimeHistory
 
 __all__ = [
@@ -52,6 +60,7 @@ __all__ = [
     "get_format",
     "parse_log",
     "parse_text",
+    "refuse_non_finite_loss",
 ]
 
 _ALL: list[LogFormat] = [
@@ -128,40 +137,20 @@ def detect_format(text: str, path: str | Path) -> LogFormat:
     raise ParseError(path, f"no throughput line of any known format ({', '.join(FORMATS)})")
 
 
-# a loss printed as NaN or infinite, in any format's words: 'train.loss : nan' (DLE), '"loss": NaN' (JSON lines),
-# 'loss: inf' (PaddleClas, PaddleNLP), 'Train-loss=nan' (MXNet)
-# (loss or Loss, as every format the kit reads spells it; the value in any letter case). The pattern starts with a
-# literal the regex engine scans for at memory speed; an IGNORECASE pattern is tried at every character (~10x
-# slower), and each literal more is one more pass over the text.
-NON_FINITE_LOSS = re.compile(
-    r"""oss[\w.-]*["']?[^\S\n]*[:=][^\S\n]*["']?([-+]?(?:[nN][aA][nN]|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?))\b""")
-
-
-def non_finite_loss(text: str) -> tuple[int, int] | None:
-    """(start, end) of the first loss printed as NaN or infinite, or None."""
-    pos = 0
-    while (found := NON_FINITE_LOSS.search(text, pos)) is not None:
-        if found.start() and text[found.start() - 1] in "lL":
-            return found.start() - 1, found.end()
-        pos = found.start() + 1
-    return None
-
-
-def refuse_non_finite_loss(text: str, path: str | Path) -> None:
-    """A run that trained on a non-finite loss measured a broken step (NaN arithmetic can run faster): no figure."""
-    found = non_finite_loss(text)
-    if found is not None:
-        start = found[0]
-        while start and (text[start - 1].isalnum() or text[start - 1] in "_.-"):  # the loss's whole name
-            start -= 1
-        line = text.count("\n", 0, start) + 1
-        said = text[start:found[1]][-80:]
-        raise ParseError(path, f"no figure: the run trained on a non-finite loss ({said})", line)
-
-
 def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:
     log_format = detect_format(text, path) if fmt == "auto" else get_format(fmt)
-    refuse_non_finite_loss(text, path)
+    if not log_format.reads_loss:  # its lines carry no loss: a non-finite one anywhere refuses the log
+        refuse_non_finite_loss(text, path)
+    try:
+        records = _records(log_format, text, path)
+    except ParseError:
+        if log_format.reads_loss:  # a log refused that trained on a non-finite loss is refused for it, as it was
+            refuse_non_finite_loss(text, path)  # (its first one in the text; a pass only where no figure comes)
+        raise
+    return ParsedLog(str(path), log_format, records, not text.endswith("\n"))
+
+
+def _records(log_format: LogFormat, text: str, path: str | Path) -> list[Record]:
     try:
         with gc_paused():
             records = log_format.parse_text(text, path)
@@ -175,7 +164,7 @@ def parse_text(text: str, path: str | Path, fmt: str = "auto") -> ParsedLog:
     if wrong is not None:
         raise ParseError(path, f"{wrong.metric or 'throughput'} {wrong.value:g} {wrong.unit} is not a throughput "
                          "(must be > 0)", wrong.line)
-    return ParsedLog(str(path), log_format, records, not text.endswith("\n"))
+    return records
 
 
 def parse_log(path: str | Path, fmt: str = "auto") -> ParsedLog:

@@ -42,6 +42,10 @@ class LogFormat:
     priority: int = 0  # breaks detection ties: higher wins
     # True when parse_line reads a value only with the unit or separator that follows it (see scan_lines)
     value_delimited: bool = False
+    # True when parse_text refuses a loss printed as NaN or infinite on the lines it reads (records.NON_FINITE_LOSS:
+    # a search of those lines, or non_finite_at of the losses its line regex reads); False for a format whose lines
+    # carry no loss: the package's parse_text searches the whole text first (a pass over megabytes).
+    reads_loss: bool = False
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         raise NotImplementedError

@@ -8,6 +8,9 @@ End of run, one line (the figure):
 Older releases print no units ('training_sequences_per_second : 16610.595729661483  final_loss : ...'),
 often behind mpirun's 'Thu Jun  9 09:17:45 2022[1,0]<stdout>:'. The figure is the whole job's
 sequences/s, as the script computed it over the timed steps: a summary record.
+The figure's line carries the run's final_loss: one printed as NaN or infinite there refuses the log (the
+per-iteration lines, average_loss and step_loss, are not read). An fp16 run's steps that dynamic loss scaling skipped
+print a finite loss ('skipped_steps : 12' in the published logs).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import re
 from pathlib import Path
 
 from kit.results.parsers.base import LogFormat
-from kit.results.parsers.records import NUMBER, SUMMARY, Record, known_unit, to_float
+from kit.results.parsers.records import NUMBER, SUMMARY, Record, known_unit, refuse_non_finite_loss, to_float
 from kit.results.parsers.times import posix_time
 
 _HEAD = re.compile(r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))? - ")
@@ -37,11 +40,13 @@ class DLEBertPyTorch(LogFormat):
     summary_metric = METRIC
     series_kind = SUMMARY
     priority = 33
+    reads_loss = True
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         head = _HEAD.search(line)
         if head is None:
             return []
+        refuse_non_finite_loss(line, path, head.end(), line=lineno)
         found = []
         for m in _ITEM.finditer(line, head.end()):
             value = to_float(m["value"], path, lineno)

@@ -10,6 +10,9 @@ End of run (1- and 8-GPU logs of the 2023 release; the 32-GPU runs print none):
 The script prints 'Skipping time record for  N  due to checkpoint-saving/warmup overhead' before a
 warm-up iteration's line; the line still carries a figure, which the publisher's method may skip.
 Every figure is the whole job's sequences/s (global batch x accumulation / step time).
+A line's losses follow its figure ('mlm_loss : 10.4574  nsp_loss : 0.7004  total_loss : 11.1578 ...'): one printed
+as NaN or infinite there refuses the log. An fp16 run's overflow steps halve its 'loss_scaler' and print finite
+losses (the published logs).
 """
 
 from __future__ import annotations
@@ -26,16 +29,18 @@ from kit.results.parsers.records import (
     SUMMARY,
     Record,
     cannot_read,
+    holds_non_finite_loss,
     known_unit,
     new_record,
     read_number,
+    refuse_non_finite_loss,
 )
 from kit.results.parsers.times import posix_time, posix_times
 
-# (its blanks never cross a line's end: it reads whole logs too)
+# (its blanks never cross a line's end: it reads whole logs too); rest: the line after the figure, its losses
 _LINE = re.compile(
     r"DLL (\d{4}-\d\d-\d\d[ T]\d\d:\d\d):(\d\d)(?:\.(\d+)|) - [^\S\n]*(?:Iteration: (?P<step>\d+)[^\S\n]+|)"
-    r"throughput_train : (?P<value>" + NUMBER + r") (?P<unit>\S+)"
+    r"throughput_train : (?P<value>" + NUMBER + r") (?P<unit>\S+)(?P<rest>[^\n]*)"
 )
 _UNITS = {"sequences/s": "sequences/s", "seq/s": "sequences/s", "sentences/s": "sequences/s",
           "sequences/sec": "sequences/s"}
@@ -52,6 +57,7 @@ class DLEBertTF1(LogFormat):
     summary_metric = METRIC
     priority = 34
     value_delimited = True
+    reads_loss = True
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
         return self.scan_lines_bulk(text, path, lambda lines: self.bulk_matches(_LINE, lines, path))
@@ -61,9 +67,9 @@ class DLEBertTF1(LogFormat):
         return [] if m is None else [self.record_of(m, line[: m.start()], lineno, rank, path)]
 
     def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
-        minutes, seconds, fractions, steps, raws, raw_units = found.groups
+        minutes, seconds, fractions, steps, raws, raw_units, rests = found.groups
         values, units = finite_floats(raws), list(map(_UNITS.get, raw_units))
-        if values is None or None in units:
+        if values is None or None in units or holds_non_finite_loss("\n".join(rests)):  # (record_of names it)
             return None
         try:
             times = posix_times(minutes, seconds, fractions)
@@ -73,7 +79,8 @@ class DLEBertTF1(LogFormat):
         return make_records(values, units, METRIC, kinds, found.lines, steps, None, times, found.ranks)
 
     def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
-        minute, ss, frac, step, raw, raw_unit = m.groups()
+        refuse_non_finite_loss(m.string, path, m.start("rest"), m.end("rest"), lineno)
+        minute, ss, frac, step, raw, raw_unit, _ = m.groups()
         value = read_number(raw, path, lineno)
         unit = _UNITS.get(raw_unit) or known_unit(raw_unit, _UNITS, path, lineno)
         try:

@@ -3,6 +3,9 @@
 Text backend: 'DLL 2023-08-04 05:46:28.192913 - <step> <name> : <value> [unit] ...' where
 <step> is 'Epoch: 0 Iteration: 1', 'Epoch: 0', 'Summary:', '(0, 210)', '()' or 'PARAMETER'.
 JSON backend: 'DLLL {"timestamp": ..., "step": [0, 210], "data": {...}}'.
+A line's items hold its loss beside its figure ('train.loss : nan  train.total_ips : 5852.99 img/s'): a loss printed
+as NaN or infinite among the items of a line it reads (after its step) refuses the log; a PARAMETER line states a
+setting ('init_loss_scale : inf'), never a step's loss, and is not searched.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from kit.results.parsers.records import (
     Record,
     cannot_read,
     new_record,
+    non_finite_loss,
+    refuse_non_finite_loss,
     to_float,
 )
 from kit.results.parsers.times import minute_start, posix_time, posix_times
@@ -140,6 +145,18 @@ def _ints_or_none(column: list[str | None]) -> list[int | None]:
 PER_SUMMARY_OR_EPOCH = (PER_EPOCH, SUMMARY)  # [no epoch]: a row without a step
 
 
+def _holds_non_finite_loss(rests: str, params: list[str | None]) -> bool:
+    """Whether a head's rest of its line but a PARAMETER line's (rests: them joined by newlines; params: each head's
+    PARAMETER group) holds a loss printed as NaN or infinite."""
+    found = non_finite_loss(rests)
+    while found is not None:
+        if params[rests.count("\n", 0, found[0])] is None:
+            return True
+        after = rests.find("\n", found[1])  # a PARAMETER line's: search from the next
+        found = None if after == -1 else non_finite_loss(rests, after + 1)
+    return False
+
+
 def _shapes(summaries: list, epochs: list, iterations: list, it_onlys: list, firsts: list, seconds: list
             ) -> tuple[list, list, list]:
     """_kind_step_epoch of each row of the columns, as three columns (kinds, steps, epochs); a ValueError as it raises
@@ -176,6 +193,8 @@ def _json_kind_and_step(step: object) -> tuple[str, int | None, int | None] | No
 class DLLoggerFormat(LogFormat):
     """Base for the NGC DeepLearningExamples formats; subclasses name metrics and detectors."""
 
+    reads_loss = True
+
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         json_at = line.find("DLLL {")
         if json_at != -1:
@@ -186,6 +205,7 @@ class DLLoggerFormat(LogFormat):
         y, mo, d, hh, mi, ss, frac, summary, param, *step_groups = m.groups()
         if param:
             return []
+        refuse_non_finite_loss(line, path, m.end(), line=lineno)
         kind, step, epoch = _kind_step_epoch(summary, *step_groups)
         ts = posix_time(y, mo, d, hh, mi, ss, frac)
         found = []
@@ -248,7 +268,7 @@ class DLLoggerFormat(LogFormat):
         reads the step and time of each head but a PARAMETER one, on a line without a figure too).
         None where a line needs more (_scan or scan_lines reads the text then, errors included): a line not behind
         one mpirun tag in a tagged log, a number int() refuses (or, for _scan, a head long enough to hold one), a
-        figure float() refuses or that is not finite, a time posix_time() refuses.
+        figure float() refuses or that is not finite, a time posix_time() refuses, a loss printed as NaN or infinite.
         """
         k = _BULK_LINE.groups + 1
         parts = _BULK_LINE.split(text)  # gap, 12 groups, gap, ...
@@ -264,7 +284,10 @@ class DLLoggerFormat(LogFormat):
         if tagged and ranks is None:
             return None
         # the items: the rests joined, each item's rest (line) from the newlines before it
-        befores, names, raws, units = _items("\n".join(rests))
+        joined = "\n".join(rests)
+        if _holds_non_finite_loss(joined, params):  # (_scan or scan_lines names it)
+            return None
+        befores, names, raws, units = _items(joined)
         at = list(accumulate(map(str.count, befores[:-1], repeat("\n"))))
         if "PARAMETER" in params:  # a PARAMETER line's items are no figures
             heads_at = positions(params, "PARAMETER")
@@ -329,6 +352,7 @@ class DLLoggerFormat(LogFormat):
             y, mo, d, hh, mi, ss, frac, summary, param, *step_groups = m.groups()
             if param:
                 continue
+            refuse_non_finite_loss(text, path, after, end, lineno)
             # findall's items: most lines hold one, right after the step, and no other ' : ' after it
             one = item_at(text, after, end)
             found = (one.groups(""),) if one and text.find(" : ", one.end(), end) == -1 else items(text, after, end)
@@ -366,6 +390,7 @@ class DLLoggerFormat(LogFormat):
         ks = _json_kind_and_step(entry.get("step"))
         if ks is None:
             return
+        refuse_non_finite_loss(payload, path, line=lineno)
         kind, step, epoch = ks
         ts = entry.get("timestamp")
         try:

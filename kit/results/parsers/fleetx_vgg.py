@@ -16,7 +16,8 @@ cost = %f, step per second: %f, speed: %f'; both are read.
 the synchronous data-parallel job, the same on every card. It is NOT images/s: multiply by the
 global batch (per-card batch x cards, `kit extract --scale`). 'step per second' is the running
 mean since step start_step+1 of the epoch; it is not recorded (the stats layer reduces 'speed').
-Lines are printed from step start_step+1 (11) on, by every worker.
+Lines are printed from step start_step+1 (11) on, by every worker. A line's 'train_loss: nan' (or inf) refuses the
+log.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kit.results.parsers.base import LogFormat
-from kit.results.parsers.records import NUMBER, PER_STEP, Record, to_float
+from kit.results.parsers.records import NUMBER, PER_STEP, Record, refuse_non_finite_loss, to_float
 
 _SPEED = re.compile(
     r"(?:epoch id: (?P<epoch>\d+)|worker_index: (?P<worker>\d+)), step(?P<step>\d+)"
@@ -43,11 +44,13 @@ class FleetXVGG(LogFormat):
     detect_literals = ("step per second: ",)
     default_metric = "speed"
     priority = 45
+    reads_loss = True
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         m = _SPEED.search(line)
         if m is None:
             return
+        refuse_non_finite_loss(line, path, line=lineno)
         value = to_float(m["value"], path, lineno)
         epoch = int(m["epoch"]) if m["epoch"] is not None else None
         if rank is None and m["worker"] is not None:

@@ -15,12 +15,14 @@ Harness, one JSON object per line (scripts/harness/README.md):
   tokens (sequences) / time, which run_stop's "throughput" states. The series keeps the metric
   name 'samples/s' (the harness's figure) whatever its unit.
   run_stop's "peak_memory_mb" (peak RSS on a CPU, the framework's peak-allocated bytes on a GPU)
-  is read by read_peak_memory().
+  is read by read_peak_memory(). A step's loss is its only one; the grammar (harnesslog) refuses one that is not
+  finite, as the harness itself stops on it (reason nan_loss).
 mlcommons/logging mlperf_logging/mllog (mllog.get_mllogger().event(key=..., value=..., metadata=...)):
     :::MLLOG {"namespace": "", "time_ms": 1611234567890, "event_type": "POINT_IN_TIME",
               "key": "tracked_stats", "value": {"throughput": 2412.6}, "metadata": {"step": 42, ...}}
   read as a per-step throughput (samples/s) when the key is 'tracked_stats' and the value holds
-  'throughput'.
+  'throughput'. Its lines carry no loss: a loss printed as NaN or infinite anywhere in such a log refuses it (the
+  whole text searched).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from kit.core.inputs import parse_json
 from kit.results.parsers import harnesslog
 from kit.results.parsers.base import LogFormat
 from kit.results.parsers.harnesslog import KITLOG, MLLOG, LogEvent
-from kit.results.parsers.records import PER_STEP, SUMMARY, ParseError, Record
+from kit.results.parsers.records import PER_STEP, SUMMARY, ParseError, Record, refuse_non_finite_loss
 
 SAMPLES = "samples/s"
 EPOCH_UNITS = {"tokens/s": "tokens", "sequences/s": "sequences"}  # unit -> the epoch line's count field
@@ -156,6 +158,7 @@ class KitLog(LogFormat):
     default_metric = SAMPLES
     summary_metric = SAMPLES
     priority = 100  # a structured line is unambiguous
+    reads_loss = True  # a harness log's steps (above); an MLLOG log's whole text
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         """An MLLOG line of a log that is not the harness's (a harness log is read whole: parse_text)."""
@@ -173,6 +176,7 @@ class KitLog(LogFormat):
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
         if ":::KITLOG" not in text:
+            refuse_non_finite_loss(text, path)
             return super().parse_text(text, path)
         return harness_records(harnesslog.read_text(text), path)
 

@@ -14,6 +14,9 @@ Tacotron2 / WaveGlow (SpeechSynthesis/Tacotron2 train.py), DLLogger text: per it
 and end of run '()':
     'DLL 2023-02-14 05:37:33.096679 - () train_items_per_sec : 360558.7583777193 items/s'   (older: no unit)
 Every figure is the whole job's. A log none of whose lines is whole gives no record (parse_text refuses it).
+The SSD, GNMT and Tacotron2/WaveGlow figure lines carry no loss (each program prints it on lines of its own): a loss
+printed as NaN or infinite anywhere in their logs refuses them (the whole text searched). Transformer-XL's interval
+line carries its loss, '| loss 7.22 |' (no ':', not read as one, as before): its lines are searched.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import re
 from pathlib import Path
 
 from kit.results.parsers.base import LogFormat
-from kit.results.parsers.records import NUMBER, PER_EPOCH, PER_STEP, SUMMARY, Record, to_float
+from kit.results.parsers.records import NUMBER, PER_EPOCH, PER_STEP, SUMMARY, Record, refuse_non_finite_loss, to_float
 from kit.results.parsers.times import posix_time
 
 _SSD = re.compile(
@@ -87,6 +90,7 @@ class DLETransformerXLPyTorch(LogFormat):
     default_metric = "tok/s"
     summary_metric = "training_throughput"
     priority = 38
+    reads_loss = True
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         m = _TXL_END.search(line)
@@ -96,6 +100,7 @@ class DLETransformerXLPyTorch(LogFormat):
         m = _TXL_STEP.search(line)
         if m is None:
             return []
+        refuse_non_finite_loss(line, path, line=lineno)
         return [Record(to_float(m["value"], path, lineno), "tokens/s", "tok/s", PER_STEP, lineno, int(m["step"]),
                        int(m["epoch"]), rank=rank)]
 

@@ -11,6 +11,8 @@ read from the config the log prints ('samples_per_gpu=8,'); the job's figure is 
 (--scale), and the harmonic mean of those records is samples_per_gpu x cards / mean(time).
 A log that records no samples_per_gpu gives per-step steps/s (1 / time), the job's, the same on every
 card: read them with --kind per-step and pass --scale <global batch>.
+An iteration line ends with its losses ('decode.loss_ce: 1.3258, ..., loss: 1.3258'): one printed as NaN or
+infinite there refuses the log.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from kit.results.parsers.base import LogFormat
 from kit.results.parsers.lines import scan_lines
-from kit.results.parsers.records import NUMBER, PER_CARD, PER_STEP, ParseError, Record, to_float
+from kit.results.parsers.records import NUMBER, PER_CARD, PER_STEP, ParseError, Record, refuse_non_finite_loss, to_float
 from kit.results.parsers.times import posix_time
 
 _LINE = re.compile(
@@ -40,6 +42,7 @@ class MMSeg(LogFormat):
     series_kind = PER_CARD
     priority = 42
     value_delimited = True
+    reads_loss = True
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
         batch = _BATCH.search(text)
@@ -51,6 +54,7 @@ class MMSeg(LogFormat):
             m = _LINE.search(line)
             if m is None:
                 return []
+            refuse_non_finite_loss(line, path, m.end(), line=lineno)
             seconds = to_float(m["value"], path, lineno)
             if not seconds > 0:
                 raise ParseError(path, f"time: {m['value']} s per iteration is not a duration (must be > 0)", lineno)

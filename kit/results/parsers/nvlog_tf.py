@@ -24,6 +24,8 @@ records, plus the summary. The step is the 'iteration' line logged just before (
 timestamp is the line's own seconds field. NaN/Infinity (json.dumps of a diverged value) are errors.
 Throughput logged after ':::NVLOG... Starting Model Evaluation...' is inference, not training,
 and is left out; a log that has only that is an error.
+A throughput line carries no loss (the training hook logs 'total_loss: ...' on a line of its own): a loss printed as
+NaN or infinite anywhere in the log refuses it (the whole text searched).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ The figure is GLOBAL (all devices of all nodes): the job function returns the co
 wall time between two prints. DLPerf's 2n8g example (batch 128 per V100) reads 5917.583 samples/s:
 about 370 per GPU, i.e. the whole 16-GPU job. The trailing number is time.time() at the print: the timestamp.
 Some graph-mode test scripts print a placeholder 'samples/s: -1.000': that is no measurement and
-is an error, never a figure.
+is an error, never a figure. A line's 'loss: nan' (or inf) refuses the log.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kit.results.parsers.base import LogFormat
-from kit.results.parsers.records import NUMBER, PER_STEP, ParseError, Record, to_float
+from kit.results.parsers.records import NUMBER, PER_STEP, ParseError, Record, refuse_non_finite_loss, to_float
 
 _SAMPLES = re.compile(
     r"(?:(?P<desc>\w+): )?epoch (?P<epoch>\d+), iter (?P<step>-?\d+), [^\n]*?"
@@ -45,11 +45,13 @@ class OneFlow(LogFormat):
     detect_literals = ("samples/s: ",)
     default_metric = "samples/s"
     priority = 25
+    reads_loss = True
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         m = _SAMPLES.search(line)
         if m is None or m["desc"] not in (None, "train"):
             return
+        refuse_non_finite_loss(line, path, line=lineno)
         value = to_float(m["value"], path, lineno)
         if value < 0:
             raise ParseError(path, f"'samples/s: {m['value']}' is a placeholder, not a measured throughput", lineno)

@@ -2,8 +2,9 @@
 PaddleSeg): one card's figure, read as records named 'ips', per card (the job's figure is ips x cards, --scale).
 
 PaddleIps: the metric, the kind and a line's leading time. PaddleIpsLine: a suite whose throughput line is
-'<head>, ... ips: <value> <unit>', read whole by one regex (line_regex, the bulk path included). Each suite's
-module keeps its own pieces: the head, its units, its time's regexes, its quirks.
+'<head>, loss: <loss>, ... ips: <value> <unit>', read whole by one regex (line_regex, the bulk path included); a
+loss printed as NaN or infinite there refuses the log. Each suite's module keeps its own pieces: the head, its loss's
+name, its units, its time's regexes, its quirks.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from pathlib import Path
 from kit.results.parsers.base import LogFormat
 from kit.results.parsers.columns import finite_floats, ints, make_records, units_of
 from kit.results.parsers.lines import LineMatches
-from kit.results.parsers.records import NUMBER, PER_CARD, Record, known_unit, new_record, read_number
+from kit.results.parsers.records import (
+    NUMBER,
+    PER_CARD,
+    Record,
+    known_unit,
+    new_record,
+    non_finite_at,
+    non_finite_loss_error,
+    read_number,
+)
 from kit.results.parsers.times import leading_times, posix_time
 
 METRIC = "ips"
@@ -44,34 +54,45 @@ class PaddleIps(LogFormat):
 
 
 class PaddleIpsLine(PaddleIps):
-    """A suite whose throughput line is '<head>, ... ips: <value> <unit>': the first 'ips: ' after the head that reads.
+    """A suite whose throughput line is '<head>, loss: <loss>, ... ips: <value> <unit>': the first 'ips: ' after the
+    head that reads; the loss printed right after the head (where it is) must not be NaN or infinite.
 
-    A subclass sets head (a regex starting with literal characters, with the groups step and epoch), unit_chars (a
-    regex class of a unit's characters: the unit ends at the first other one) and units (the log's spellings, none
-    ending in ',' or '.', -> the kit's); line_regex and greedy_line_regex are made from them.
+    A subclass sets head (a regex starting with literal characters, with the groups step and epoch), loss (the loss's
+    name and separator after the head), unit_chars (a regex class of a unit's characters: the unit ends at the first
+    other one) and units (the log's spellings, none ending in ',' or '.', -> the kit's); line_regex and
+    greedy_line_regex are made from them.
     """
 
     value_delimited = True
+    reads_loss = True
     tail_literal = "ips: "
     head: str
+    loss = "loss: "
     unit_chars: str
     units: dict[str, str]
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
+        # the loss where it may be NaN or infinite (it starts with one's letter): a number leaves the group None,
+        # which costs split() no string per line
+        head = cls.head + r"(?:" + re.escape(cls.loss) + r"(?P<loss>[-+]?[nNiI][^,\s]*+)|)"
         tail = r"ips: (?P<value>" + NUMBER + r") (?P<unit>" + cls.unit_chars + r"+)"
         # (?:[^\ni]++|i)*? is [^\n]*? (the first tail that reads), skipping to each i
-        cls.line_regex = re.compile(cls.head + r"(?:[^\ni]++|i)*?" + tail)
-        cls.greedy_line_regex = re.compile(cls.head + r"[^\n]*" + tail)
+        cls.line_regex = re.compile(head + r"(?:[^\ni]++|i)*?" + tail)
+        cls.greedy_line_regex = re.compile(head + r"[^\n]*" + tail)
         cls.bulk_prefixes = cls.time is not None
         groups = cls.line_regex.groupindex
         cls._step_epoch_value_unit = itemgetter(*(groups[name] - 1 for name in ("step", "epoch", "value", "unit")))
+        cls._loss_of = itemgetter(groups["loss"] - 1)
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> list[Record]:
         m = self.line_regex.search(line)
         return [] if m is None else [self.record_of(m, line[: m.start()], lineno, rank, path)]
 
     def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
+        losses = self._loss_of(found.groups)
+        if (at := non_finite_at(losses)) is not None:
+            raise non_finite_loss_error(path, self.loss + losses[at], found.lines[at])
         steps, epochs, raws, raw_units = self._step_epoch_value_unit(found.groups)
         values, steps, epochs = finite_floats(raws), ints(steps), ints(epochs)
         units = units_of(raw_units, self.units)
@@ -86,6 +107,8 @@ class PaddleIpsLine(PaddleIps):
         return make_records(values, units, METRIC, PER_CARD, found.lines, steps, epochs, times, found.ranks)
 
     def record_of(self, m: re.Match[str], prefix: str, lineno: int, rank: int | None, path: str | Path) -> Record:
+        if non_finite_at([m["loss"]]) is not None:
+            raise non_finite_loss_error(path, self.loss + m["loss"], lineno)
         step, epoch, raw, raw_unit = self._step_epoch_value_unit(m.groups())
         value = read_number(raw, path, lineno)
         raw_unit = raw_unit.rstrip(",.")

@@ -23,6 +23,8 @@ The value is seconds per batch (`train_batch_elapse = t2 - t1`, t1 taken after t
 batch's bookkeeping, so data waiting is included), kept as printed: unit "s", never inverted here.
 The batch it covers is args.batch_size ("Minibatch size on all the devices" of the process);
 DLPerf's extract_paddle_logs.py turns it into samples/s as total_batch_size / elapse.
+The line's loss is printed 'loss 6.90215' (no ':'), which the search for a non-finite loss does not read as one
+(records.NON_FINITE_LOSS): its lines are searched, and a 'loss nan' gives a figure, as it always did.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kit.results.parsers.base import LogFormat
-from kit.results.parsers.records import NUMBER, PER_STEP, ParseError, Record, to_float
+from kit.results.parsers.records import NUMBER, PER_STEP, ParseError, Record, refuse_non_finite_loss, to_float
 from kit.results.parsers.times import posix_time
 
 _ELAPSE = re.compile(
@@ -50,11 +52,13 @@ class PaddleModels18(LogFormat):
     detect_literals = ("train batch ",)
     default_metric = "elapse"
     priority = 35
+    reads_loss = True
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         m = _ELAPSE.search(line)
         if m is None:
             return
+        refuse_non_finite_loss(line, path, line=lineno)
         value = to_float(m["value"], path, lineno)
         if value <= 0:
             raise ParseError(path, f"batch time 'elapse {m['value']} sec' is not a duration", lineno)

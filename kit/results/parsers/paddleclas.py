@@ -7,6 +7,8 @@
 older:       '... ips: 390.12 images/sec'
 The figure is per card: the total is ips x number of cards. Launcher lines such as
 '--ips:0,1,2,3', 'ips: None' or 'ips: 127.0.0.1' are host lists, never throughput.
+The line's loss ('loss:  8.3496', 'CELoss: 6.9, loss: 6.9') comes before its 'ips:': one printed as NaN or infinite
+there refuses the log.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from pathlib import Path
 from kit.results.parsers.columns import finite_floats, make_records
 from kit.results.parsers.logtext import holds
 from kit.results.parsers.paddle_ips import METRIC, PaddleIps
-from kit.results.parsers.records import NUMBER, PER_CARD, Record, new_record, read_number
+from kit.results.parsers.records import (
+    NUMBER,
+    PER_CARD,
+    Record,
+    new_record,
+    non_finite_loss,
+    read_number,
+    refuse_non_finite_loss,
+)
 
 _UNIT = r"(?P<unit>samples/sec|samples/s|images/sec|images/s|img/s)(?![\w/])"
 _IPS = re.compile(r"ips: ?(?P<value>" + NUMBER + r") ?" + _UNIT)
@@ -39,6 +49,7 @@ class PaddleClas(PaddleIps):
     detectors = (re.compile(r"ips: ?[\d.]+ ?(?:samples|images)/s"),)
     detect_literals = ("ips:",)
     priority = 50
+    reads_loss = True
     time = re.compile(r"\[(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\]")
     times = re.compile(r"\n\[(\d{4}/\d\d/\d\d \d\d:\d\d):(\d\d)\]")
 
@@ -49,6 +60,7 @@ class PaddleClas(PaddleIps):
         m = _IPS.match(line, at) if at != -1 else None
         if m is None or "[Eval]" in line or "eval step" in line:
             return []
+        refuse_non_finite_loss(line, path, 0, at, lineno)
         raw, unit = m.groups()
         value = read_number(raw, path, lineno)
         ts = self.time_of(line) if line.startswith("[") else None
@@ -63,7 +75,7 @@ class PaddleClas(PaddleIps):
         """parse_line's records of text (whole lines) from one regex.split() and C-level maps; None where a line needs
         more (scan_lines reads the text then, errors included): mpirun tags, two 'ips:' parse_line may read on a
         line, a figure float() refuses or that is not finite, a step or epoch int() refuses, lines that read their
-        step or epoch markers differently."""
+        step or epoch markers differently, a loss printed as NaN or infinite."""
         if holds(text, "<std"):
             return None
         parts = _ANY_IPS.split(text)  # gap, value, unit, gap, ...
@@ -88,7 +100,7 @@ class PaddleClas(PaddleIps):
             keep = [raw is not None and line not in skip for raw, line in zip(raws, lines, strict=True)]
             lines, raws, units, prefixes = (list(compress(c, keep)) for c in (lines, raws, units, prefixes))
         values = finite_floats(raws)
-        if values is None:
+        if values is None or non_finite_loss("\n".join(prefixes)) is not None:  # (a line's loss before its figure)
             return None
         try:
             times = self.times_of(prefixes)

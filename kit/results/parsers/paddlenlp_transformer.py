@@ -28,6 +28,7 @@ class PaddleNLPTransformer(PaddleIpsLine):
     detect_literals = ("step_idx: ",)
     priority = 57
     head = r"step_idx: (?P<step>\d+), epoch: (?P<epoch>\d+), batch: \d+, "
+    loss = "avg loss: "
     unit_chars = r"[^\s\x1b]"  # the unit ends at a space or the logger's colour reset
     units = {"words/sec": "words/s", "words/s": "words/s", "tokens/sec": "tokens/s", "tokens/s": "tokens/s"}
     time = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d+)")

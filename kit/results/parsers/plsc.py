@@ -37,6 +37,8 @@ arcface_paddle (PLSC 2021 dynamic/static): PaddlePaddle/PLSC utils/logging.py
      batch_cost: 0.10000s, reader_cost: 0.00100, ips: 10240.00000 images/sec, eta: 1 day, 2:00:00'
   It looks like PaddleClas's per-card 'ips' but is global: the 'plsc' logger name tells them
   apart, and this format's priority is above PaddleClas's so --format auto picks plsc.
+Each of the three lines carries the loss: one printed as NaN or infinite ('loss:nan', 'loss: nan,') refuses the log;
+arcface_paddle's 'loss nan,' (no ':') is not read as one.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kit.results.parsers.base import LogFormat
-from kit.results.parsers.records import NUMBER, PER_STEP, Record, to_float
+from kit.results.parsers.records import NUMBER, PER_STEP, Record, refuse_non_finite_loss, to_float
 from kit.results.parsers.times import posix_time
 
 _QPS = re.compile(
@@ -95,6 +97,7 @@ class PLSC(LogFormat):
     detect_literals = ("qps:", "throughput: ", "plsc INFO")
     default_metric = "throughput"  # one name for 'qps', 'throughput' and 'ips': the same global figure
     priority = 60  # above PaddleClas (50): a 2.x PLSC 'ips: ... images/sec' line matches both detectors
+    reads_loss = True
 
     def parse_line(self, line: str, lineno: int, rank: int | None, path: str | Path) -> Iterator[Record]:
         for pattern in _PATTERNS:
@@ -103,6 +106,7 @@ class PLSC(LogFormat):
                 break
         else:
             return
+        refuse_non_finite_loss(line, path, line=lineno)
         value = to_float(m["value"], path, lineno)
         step = int(m["step"])
         yield Record(

@@ -4,6 +4,10 @@
  327.08 examples/second between steps 100 and 200'
 Older releases print "BenchmarkMetric: {'global step':100, 'time_taken': 39.13,
 'examples_per_second': 327.08}". One record per logged interval, at its end step.
+Those lines carry no loss. Keras prints an epoch's mean loss at its end ('600/600 - 239s - loss: 10.4633 - ...')
+and the run's in its 'Run stats:' ({..., 'loss': 10.46327018737793, ...}), both after the epoch's last throughput
+line: the text after the log's last one is searched, and a loss printed as NaN or infinite there refuses the log
+(a run that trained on NaN ends on one; an earlier epoch's end is not searched).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from kit.results.parsers.base import LogFormat
 from kit.results.parsers.columns import finite_floats, ints, make_records
 from kit.results.parsers.lines import LineMatches, scan_lines
 from kit.results.parsers.logtext import holds
-from kit.results.parsers.records import PER_STEP, Record, to_float
+from kit.results.parsers.records import PER_STEP, Record, refuse_non_finite_loss, to_float
 from kit.results.parsers.times import posix_time
 
 _TIME_HISTORY = re.compile(
@@ -40,11 +44,18 @@ class TF2KerasTimeHistory(LogFormat):
     detect_literals = ("examples/second", "examples_per_second")
     default_metric = "examples_per_second"
     priority = 40
+    reads_loss = True  # after its last throughput line (above)
 
     def parse_text(self, text: str, path: str | Path) -> list[Record]:
         if holds(text, "BenchmarkMetric: {"):  # older releases: a line's TimeHistory, else its BenchmarkMetric
-            return scan_lines(text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path)
-        return self.scan_lines_bulk(text, path, lambda lines: self.bulk_matches(_TIME_HISTORY, lines, path, True))
+            records = scan_lines(text, self.needle, lambda ln, no, rk: self.parse_line(ln, no, rk, path), path)
+            last = max(text.rfind("TimeHistory: "), text.rfind("BenchmarkMetric: {"))
+        else:
+            records = self.scan_lines_bulk(text, path, lambda lines: self.bulk_matches(_TIME_HISTORY, lines, path, True))
+            last = text.rfind("TimeHistory: ")
+        if records:  # the epochs' and the run's losses, printed after the last throughput line
+            refuse_non_finite_loss(text, path, text.rfind("\n", 0, last) + 1)
+        return records
 
     def bulk_records(self, found: LineMatches, path: str | Path) -> list[Record] | None:
         _, raws, _, lasts = found.groups
