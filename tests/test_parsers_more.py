@@ -758,6 +758,9 @@ LOSS_LINES = [
     ("nvlog-tf", nvlog_benchmark_run(), nvlog("total_loss", NAN, 1556214453.0, "training_hooks.py:101"), True),
     ("dle-tts-pytorch", ["DLL 2022-11-30 06:50:54.604540 - (0, 0) train_items_per_sec : 17214.87 items/s"],
      "DLL 2022-11-30 06:51:05.869919 - (1, 0) train_loss : nan ", True),
+    # GNMT's 'Loss/tok nan' (no ':'): not read as a loss, as before
+    ("dle-gnmt-pytorch", ["0: Performance: Epoch: 0\tTraining: 1161371 Tok/s\tValidation: 1192748 Tok/s"],
+     "0: TRAIN [1][10/21]\tTime 0.294 (0.295)\tData 1.1e-04 (1.2e-04)\tTok/s 135858 (135000)\tLoss/tok nan (nan)", False),
 ]
 
 

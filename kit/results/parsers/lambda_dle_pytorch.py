@@ -14,9 +14,11 @@ Tacotron2 / WaveGlow (SpeechSynthesis/Tacotron2 train.py), DLLogger text: per it
 and end of run '()':
     'DLL 2023-02-14 05:37:33.096679 - () train_items_per_sec : 360558.7583777193 items/s'   (older: no unit)
 Every figure is the whole job's. A log none of whose lines is whole gives no record (parse_text refuses it).
-The SSD, GNMT and Tacotron2/WaveGlow figure lines carry no loss (each program prints it on lines of its own): a loss
-printed as NaN or infinite anywhere in their logs refuses them (the whole text searched). Transformer-XL's interval
-line carries its loss, '| loss 7.22 |' (no ':', not read as one, as before): its lines are searched.
+The SSD, GNMT and Tacotron2/WaveGlow figure lines carry no loss (SSD's benchmark prints none; GNMT prints
+'Loss/tok 10.43 (10.43)' on its TRAIN lines, not read as a loss; Tacotron2/WaveGlow 'train_loss : 47.09' on a DLLogger
+line of its own): a loss printed as NaN or infinite anywhere in their logs refuses them (the whole text searched, as
+before; no published log of theirs is in bench-parse's corpus). Transformer-XL's interval line carries its loss,
+'| loss 12.55 |' (no ':', not read as one, as before): its lines are searched.
 """
 
 from __future__ import annotations
