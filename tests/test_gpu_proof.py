@@ -171,8 +171,8 @@ def test_the_dry_run_prints_its_plan_first_then_runs_loader_suite_program_in_ord
                for w in timed)  # written with 3 decimals: on a loaded host a window can be 0.14 images/s
     real = by_what["resnet50 bs4 amp-nhwc: real JPEGs (torchvision) / synthetic, windows of one process"]
     assert measured_or_out_of_time(real), real
+    median = gpu_stages.stats.median  # also stage 2's below: a host too loaded for a pair of windows has none
     if pairs:  # what a pair of windows gives (a host loaded past fitting one in the stage says so above)
-        median = gpu_stages.stats.median
         ratio = median([w["images_per_sec"] for w in timed if w["kind"] == "real"]) / median(
             [w["images_per_sec"] for w in timed if w["kind"] == "synthetic"])
         kinds = [w["kind"] for w in timed]  # a stage that ends mid-pair leaves one window more of one kind

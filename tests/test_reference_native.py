@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -212,8 +213,13 @@ def test_kit_bench_runs_dle_pytorch_natively_beside_the_harness_and_reports_the_
         assert not [n for n in tar.getnames() if n.endswith(".pth.tar")]
     result = verify(packed)
     # ... but the clock of what the stand-in replays: a real bs256 log's lines for this batch-2 case
-    (clock,) = [v.message for v in result.violations if v.rule == "program_figure_agrees_with_its_clock"]
-    assert "its train.total_ips rates are 128.0" in clock, clock
+    # (rule set v9: the figure's mean of its rates against their clock's, and each record beyond the band)
+    clock = [v.message for v in result.violations if v.rule == "program_figure_agrees_with_its_clock"]
+    assert len(clock) == 2 and re.search(r"train\.total_ips rates its figure counts is 12[78]\.\d+x", clock[0]), clock
+    assert "train.total_ips records its figure counts lie beyond 0.75-1.25x their clock" in clock[1], clock
+    (v8,) = [v.message for v in verify(packed, rules_version="v8").violations
+             if v.rule == "program_figure_agrees_with_its_clock"]
+    assert "its train.total_ips rates are 128.0" in v8, v8
     # ... and the stand-in tree is no checkout of the pin: the run was forced, which rule set v6 fails
     (forced,) = [v.message for v in result.violations if v.rule == "program_code_at_pin"]
     assert "it ran forced off the pin (kit bench --force, run.json model_code_forced)" in forced, forced

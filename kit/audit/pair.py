@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.audit.bundle import manifest_digest
 from kit.audit.rules import Violation
 from kit.core.inputs import parse_json
 from kit.results import reproduction as rp
@@ -40,13 +39,14 @@ class Side:
     violations: int = 0
 
 
-def side_of(label: str, root: Path, run_dir: Path | None) -> Side:
+def side_of(label: str, digest: str | None, run_dir: Path | None) -> Side:
+    """A bundle's side of a pair: DIGEST, its manifest's sha256 (kit.audit.bundle.manifest_digest)."""
     try:
         results = parse_json((run_dir / "results.json").read_bytes()) if run_dir else {}
         figures = rp.figures_by_case(results) if isinstance(results, dict) else {}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         figures = {}
-    return Side(label, manifest_digest(root), figures)
+    return Side(label, digest, figures)
 
 
 def check_original(record: dict, where: str, original: Side) -> tuple[str, list[Violation]]:

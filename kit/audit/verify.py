@@ -230,7 +230,7 @@ def _verify_tree(root: Path, allowed_signers: Path | None, rules_version: str | 
         result.newer_rules_failed = newer_rules_failed(result.findings, named, evidence)
     result.extra += [rl.Violation("readable", why, f"run/{runs[0].name}/{file}") for file, why in evidence.problems]
     result.extra += check_system(root, runs[0])
-    result.side = pair.side_of(result.bundle, root, runs[0])
+    result.side = pair.side_of(result.bundle, bd.manifest_digest(root), runs[0])
     result.notes, found = pair.check_pair(root, runs[0], provenance, original)  # a reproduction: its figures
     result.extra += found
     completion = evidence.report.completion if evidence.report else None
