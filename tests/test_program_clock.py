@@ -38,20 +38,26 @@ def _global_batch(path: Path) -> int:
     return batch * (int(layout[1]) * int(layout[2]) if layout else int(count[1]) if count else 1)
 
 
-def test_the_band_holds_every_genuine_clocked_log(published):
-    ratios = {}
+def genuine_clocked_series(published: Path):
+    """(path, records, metric) of every per-step series of every genuine log in a clocked format: the published
+    fixtures and the H200 visit's DLE run."""
     for path in sorted(p for p in published.rglob("*") if p.is_file() and p.suffix not in (".yaml", ".md")) + \
             [VISIT / "dle" / DLE / "resnet50_b256_amp_1.log"]:
         try:
             parsed = parse_log(path)
         except Exception:  # noqa: BLE001 - logs of other formats, or no figure: not this rule's
             continue
-        if parsed.format.name not in CLOCKED_FORMATS:
-            continue
-        for metric in sorted({r.metric for r in parsed.records if r.kind == PER_STEP}):
-            said = [samples / _global_batch(path) for samples in samples_per_step(parsed.records, metric)]
-            if len(said) >= 3:
-                ratios[(path.as_posix(), metric)] = statistics.median(said)
+        if parsed.format.name in CLOCKED_FORMATS:
+            for metric in sorted({r.metric for r in parsed.records if r.kind == PER_STEP}):
+                yield path, parsed.records, metric
+
+
+def test_the_band_holds_every_genuine_clocked_log(published):
+    ratios = {}
+    for path, records, metric in genuine_clocked_series(published):
+        said = [samples / _global_batch(path) for samples in samples_per_step(records, metric)]
+        if len(said) >= 3:
+            ratios[(path.as_posix(), metric)] = statistics.median(said)
     assert len(ratios) >= 40 and {f for f in CLOCKED_FORMATS} <= {parse_log(p).format.name for p in [
         published / "perf-v100/pytorch/pytorch_gpu1_amp_bs256.txt", published / "perf-v100/mxnet/mxnet_gpu1_amp_bs256.txt",
         published / "perf-v100/tensorflow/tf_gpu1_amp_bs256.txt",
@@ -66,22 +72,14 @@ def test_the_figure_and_record_bands_hold_every_genuine_clocked_log(published):
     over the mean of their clock's, and each interval's rate over its clock's (measured: 0.9987-1.0082 and
     0.821-1.025)."""
     means, singles = [], []
-    for path in sorted(p for p in published.rglob("*") if p.is_file() and p.suffix not in (".yaml", ".md")) + \
-            [VISIT / "dle" / DLE / "resnet50_b256_amp_1.log"]:
-        try:
-            parsed = parse_log(path)
-        except Exception:  # noqa: BLE001 - logs of other formats, or no figure: not this rule's
+    for path, records, metric in genuine_clocked_series(published):
+        intervals = clocked_intervals(records, metric)
+        if len(intervals) < 3:
             continue
-        if parsed.format.name not in CLOCKED_FORMATS:
-            continue
-        for metric in sorted({r.metric for r in parsed.records if r.kind == PER_STEP}):
-            intervals = clocked_intervals(parsed.records, metric)
-            if len(intervals) < 3:
-                continue
-            clock = [_global_batch(path) * (b.step - a.step) / (b.timestamp - a.timestamp) for a, b in intervals]
-            printed = [b.value for _, b in intervals]
-            means.append(statistics.fmean(printed) / statistics.fmean(clock))
-            singles += [p / c for p, c in zip(printed, clock, strict=True)]
+        clock = [_global_batch(path) * (b.step - a.step) / (b.timestamp - a.timestamp) for a, b in intervals]
+        printed = [b.value for _, b in intervals]
+        means.append(statistics.fmean(printed) / statistics.fmean(clock))
+        singles += [p / c for p, c in zip(printed, clock, strict=True)]
     assert len(means) >= 40
     assert 0.998 < min(means) and max(means) < 1.009, (min(means), max(means))
     assert FIGURE_BAND[0] < min(means) and max(means) < FIGURE_BAND[1]
