@@ -312,7 +312,7 @@ def test_step_records_that_contradict_their_own_clock_fail(real_run, tmp_path):
     def long_ago(d):
         yield {**d, "time_ms": d["time_ms"] - 400 * 86400 * 1000} if "time_ms" in d else d
 
-    for edit, rule, message in ((halved, "steps_agree_with_their_clock", "less than 95%"),
+    for edit, rule, message in ((halved, "steps_agree_with_their_clock", "less than 97%"),
                                 (fastest_ten_times, "every_log_read", " is due"),  # which: the fastest's number
                                 (long_ago, "steps_agree_with_their_clock", "lies outside the run's window in run.json")):
         run = fresh_copy(real_run, tmp_path / edit.__name__)
