@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kit.config import reference
 from kit.config.cases import Case
-from kit.core.catalogue import harness
+from kit.core.catalogue import corpus_batches, harness
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO.parent / "shared" / "fixtures" / "published-logs"
@@ -126,30 +126,26 @@ def harness_rank0(case: Case, repeat: int, host: str) -> str:
 
 def epoch_timed(case: Case, repeat: int, host: str, t0: int, speed: float) -> str:
     """Seed 003's NLP rule as the harness logs it (scripts/harness/train.py timed_epochs): warm-up, then whole
-    epochs of a fixed corpus, each step line marked "timing": "epochs", one epoch line each, run_stop. Per step
-    (global): BERT batch_size sequences of ~0.9 x seq_len real tokens, Transformer batch_size tokens (~0.9 of them
-    target tokens) in pairs of ~27."""
+    epochs of a fixed corpus, each step line marked "timing": "epochs", one epoch line each, run_stop. Each step the
+    next batch (sequences, tokens) of the synthetic corpus the harness makes of the case (kit.core.catalogue.
+    corpus_batches, the harness's own code: rule set v9 recomputes it)."""
     ranks, unit = case.processes, UNIT[case.model]
-    if case.model == "bert":
-        seqs_step = case.batch_size * ranks
-        toks_step = int(0.9 * (case.seq_len or 128)) * seqs_step
-    else:
-        seqs_step = max(case.batch_size // 27, 1) * ranks
-        toks_step = int(0.9 * case.batch_size) * ranks
-    batches = max((case.corpus_size or harness.MODELS[case.model].corpus_size) // seqs_step, 1)
-    count = counted(unit, seqs_step, toks_step)
+    fields = seed003_fields(case)
+    corpus = corpus_batches(case.model, fields["size"], fields["corpus_size"], case.batch_size, fields["seq_len"],
+                            0, ranks)
+    batches = len(corpus)
     common = {"ranks": ranks, "framework": case.framework, "model": case.model, "precision": case.precision}
     out = [kitlog({"event": "corpus", "time_ms": t0 + 10, "batches_per_epoch": batches,
-                   "sequences_per_epoch": seqs_step * batches, "tokens_per_epoch": toks_step * batches,
+                   "sequences_per_epoch": sum(s for s, _ in corpus), "tokens_per_epoch": sum(t for _, t in corpus),
                    "seq_len": case.seq_len, "corpus_size": case.corpus_size})]
     t = t0 + 15_000
     out.append(kitlog({"event": "warmup_end", "time_ms": t, "steps": case.warmup_steps, "seconds": 15.0}))
     step, total = case.warmup_steps, {"seconds": 0.0, "sequences": 0, "tokens": 0, "steps": 0}
     for epoch in range(1, case.measure_epochs + 1):
         secs = 0.0
-        for i in range(batches):
+        for i, (seqs_step, toks_step) in enumerate(corpus):
             step += 1
-            sec = count / (speed * ranks) * (1.0 + 0.01 * ((i * 7 + repeat) % 5 - 2))
+            sec = counted(unit, seqs_step, toks_step) / (speed * ranks) * (1.0 + 0.01 * ((i * 7 + repeat) % 5 - 2))
             secs += sec
             t += int(sec * 1000)
             out.append(kitlog({"event": "step", "time_ms": t, "step": step, "epoch": epoch, "timing": "epochs",
@@ -157,7 +153,7 @@ def epoch_timed(case: Case, repeat: int, host: str, t0: int, speed: float) -> st
                                "samples_per_sec": round(seqs_step / sec, 3),
                                "tokens_per_sec": round(toks_step / sec, 3), **common,
                                "loss": round(7.5 - 0.001 * i, 5)}))
-        seqs, toks = seqs_step * batches, toks_step * batches
+        seqs, toks = sum(s for s, _ in corpus), sum(t for _, t in corpus)
         out.append(kitlog({"event": "epoch", "time_ms": t + 1, "epoch": epoch, "steps": batches, "sequences": seqs,
                            "tokens": toks, "seconds": round(secs, 6), "unit": unit,
                            "throughput": round(counted(unit, seqs, toks) / secs, 3), **common}))
