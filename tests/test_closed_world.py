@@ -265,10 +265,13 @@ def shift_repeat_by(extra_s: float, scale: float = 1.0):
 @pytest.mark.parametrize(("extra_s", "scale"), [(5e-6, 1.0), (0.0, 0.97), (-2e-4, 0.99)])  # shorter: within the clock
 def test_a_repeat_copied_and_shifted_or_scaled_is_one_run_s_clock(real_run, tmp_path, extra_s, scale):
     """Rule set v6 (repeats_are_separate_runs@2): a straight line maps the copy's step seconds onto the original's;
-    v5 compared them only for equality within 1 us."""
+    v5 compared them only for equality within 1 us. (A copy 3% faster sits at the edge of v9's 97% fill of its clock,
+    steps_agree_with_their_clock@3: that rule may name it too.)"""
     bundle = forged(real_run, tmp_path, shift_repeat_by(extra_s, scale))
-    said = [v.message for v in verify(bundle).violations]
-    assert len(said) == 1 and "have step seconds one straight line maps onto each other" in said[0], said
+    said = {v.rule: v.message for v in verify(bundle).violations}
+    assert "repeats_are_separate_runs" in said and set(said) <= {"repeats_are_separate_runs"} | (
+        {"steps_agree_with_their_clock"} if scale < 0.98 else set()), said
+    assert "have step seconds one straight line maps onto each other" in said["repeats_are_separate_runs"], said
     assert verify(bundle, rules_version="v5").ok
 
 
