@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, SHARED
 
 from kit.core.inputs import InputError
-from kit.core.rundir import read_run_meta, run_entries, save_run_meta
+from kit.core.rundir import read_run_meta, save_run_meta
 
 # where the records are named on purpose: their reader, the table of schema versions, the audit's own evidence,
 # rules and reproduction check (each judges a bundle's copy on its own terms)
@@ -87,7 +87,7 @@ def test_missing_written_and_read_back(tmp_path):
         read_run_meta(tmp_path)
     save_run_meta(tmp_path, {"runs": {"logs/a.log": {"status": "ok"}}, "planned_runs": []})
     meta = read_run_meta(tmp_path)
-    assert run_entries(meta) == {"logs/a.log": {"status": "ok"}}
+    assert meta["runs"] == {"logs/a.log": {"status": "ok"}}
     assert json.loads(Path(tmp_path, "run.json").read_text())["schema_version"] == 2
     assert not list(tmp_path.glob(".run.json.*"))  # written through a temporary name, renamed
 

@@ -31,7 +31,7 @@ PROVENANCE_KEY = "reproduction_of"
 @dataclass
 class Side:
     """What a bundle brings to a pair, read while it is unpacked: its name (its manifest's sha256) and its
-    results.json's run figures per case; verify's verdict on it beside them (filled when verify ends)."""
+    results.json's run figures per case; verify's verdict on it beside them (its caller's, once verify ends)."""
     label: str
     digest: str | None
     figures: dict[str, list[float]] = field(default_factory=dict)

@@ -181,14 +181,6 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
                 label: str | None = None, claims_rel_tol: float = CLAIMS_REL_TOL,
                 original: pair.Side | None = None) -> Compliance:
     """The compliance of an unpacked bundle; ORIGINAL: the bundle it reproduced, verified (kit.audit.pair)."""
-    result = _verify_tree(root, allowed_signers, rules_version, label, claims_rel_tol, original)
-    if result.side is not None:
-        result.side.ok, result.side.violations = result.ok, len(result.violations)
-    return result
-
-
-def _verify_tree(root: Path, allowed_signers: Path | None, rules_version: str | None, label: str | None,
-                 claims_rel_tol: float, original: pair.Side | None) -> Compliance:
     start = time.monotonic()
     result = Compliance(label or str(root))
     members = list(root.rglob("*"))  # does not descend into linked folders

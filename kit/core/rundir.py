@@ -180,11 +180,6 @@ def save_run_meta(run_dir: Path | str, meta: dict) -> Path:
     return write_json(path, meta, RUN_JSON)
 
 
-def run_entries(meta: dict) -> dict[str, dict]:
-    """The runs run.json records, by log path (read_run_meta checked each is an object)."""
-    return meta.get("runs") or {}
-
-
 def results_path(run_dir: Path | str) -> Path:
     return Path(run_dir) / RESULTS_JSON
 

@@ -19,10 +19,9 @@ from kit.core.catalogue import CORPUS_FILES, corpus_batches, harness, harness_sh
 MAX_NAMED = 5  # mismatching steps named per run
 
 
-def _recomputed(start: dict, ran: dict, cache: dict) -> tuple[list[tuple[int, int]] | None, str]:
+def _recomputed(start: dict, same_code: bool, cache: dict) -> tuple[list[tuple[int, int]] | None, str]:
     """The corpus of run_start's arguments, or None and why not."""
-    here = harness_sha256()
-    if any(ran.get(name) != here.get(name) for name in CORPUS_FILES):
+    if not same_code:
         return None, "the run's harness corpus files are not this kit's (run.json harness_sha256)"
     if start.get("data") != "synthetic":
         return None, f"data {start.get('data')!r}: not the synthetic corpus"
@@ -45,6 +44,8 @@ def nlp_steps_are_the_corpus(ev: Evidence, out: Finding) -> None:
     tokens) the corpus's batches in order, the corpus the one the harness makes of run_start's arguments."""
     cache: dict = {}
     ran = ev.meta.get("harness_sha256") if isinstance(ev.meta.get("harness_sha256"), dict) else {}
+    here = harness_sha256()
+    same_code = all(ran.get(name) == here.get(name) for name in CORPUS_FILES)
     unrecomputed = []
     for key, log, _figure in ev.runs():
         case = ev.cases.get(key)
@@ -60,7 +61,7 @@ def nlp_steps_are_the_corpus(ev: Evidence, out: Finding) -> None:
                      corpora[0].line if corpora else 1)
             continue
         said = corpora[0].data
-        batches, why = _recomputed(starts[0], ran, cache)
+        batches, why = _recomputed(starts[0], same_code, cache)
         if batches is None:
             unrecomputed.append(f"{key} run {log.run} ({why})")
             batches = _own_batches(steps)

@@ -86,13 +86,8 @@ def program_figure_agrees_with_its_clock(ev: Evidence, out: Finding, by_figure: 
             out.fail(f"{key} run {log.run}: its {figure.metric} rates are {said:.3f}x what its records' clock "
                      f"shows (rate x seconds between records over global batch x steps; genuine logs: "
                      f"{CLOCK_BAND[0]}-{CLOCK_BAND[1]})", rel, figure.first_line)
-        if figure.kind == SUMMARY and figure.format in SUMMARY_IS_MEAN:
-            share = summary_over_step_mean(records, figure.metric)
-            if share is None or not SUMMARY_BAND[0] <= share <= SUMMARY_BAND[1]:
-                shown = "no per-step records to be their mean" if share is None else f"{share:.4f}x their mean"
-                out.fail(f"{key} run {log.run}: its figure is its summary {figure.metric}, {shown} (the mean of "
-                         f"its per-step records, which its clock holds; genuine logs: {SUMMARY_BAND[0]}-"
-                         f"{SUMMARY_BAND[1]})", rel, figure.last_line)
+        for line, said in summary_not_its_steps(records, figure):
+            out.fail(f"{key} run {log.run}: {said}", rel, line)
     if unclocked:
         out.note = f"{unclocked} program run(s) in a format with no per-record clock: not held to one"
 
@@ -119,11 +114,17 @@ def held_by_its_reduction(records, figure, global_batch: int) -> list[tuple[int 
     if off:
         found.append((off[0][0], f"{len(off)} of the {len(counted)} {figure.metric} records its figure counts lie "
                       f"beyond {RECORD_BAND[0]}-{RECORD_BAND[1]}x their clock (the first {off[0][1]:.3f}x)"))
-    if figure.kind == SUMMARY and figure.format in SUMMARY_IS_MEAN:
-        share = summary_over_step_mean(records, figure.metric)
-        if share is None or not SUMMARY_BAND[0] <= share <= SUMMARY_BAND[1]:
-            shown = "no per-step records to be their mean" if share is None else f"{share:.4f}x their mean"
-            found.append((figure.last_line, f"its figure is its summary {figure.metric}, {shown} (the mean of its "
-                          f"per-step records, which its clock holds; genuine logs: {SUMMARY_BAND[0]}-"
-                          f"{SUMMARY_BAND[1]})"))
-    return found
+    return found + summary_not_its_steps(records, figure)
+
+
+def summary_not_its_steps(records, figure) -> list[tuple[int | None, str]]:
+    """(line, what does not hold) where the figure is a summary that should be the mean of its per-step records
+    (SUMMARY_IS_MEAN), which the clock holds, and is not (SUMMARY_BAND)."""
+    if figure.kind != SUMMARY or figure.format not in SUMMARY_IS_MEAN:
+        return []
+    share = summary_over_step_mean(records, figure.metric)
+    if share is not None and SUMMARY_BAND[0] <= share <= SUMMARY_BAND[1]:
+        return []
+    shown = "no per-step records to be their mean" if share is None else f"{share:.4f}x their mean"
+    return [(figure.last_line, f"its figure is its summary {figure.metric}, {shown} (the mean of its per-step "
+             f"records, which its clock holds; genuine logs: {SUMMARY_BAND[0]}-{SUMMARY_BAND[1]})")]
