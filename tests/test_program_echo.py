@@ -4,7 +4,6 @@ echo edited, alone or with the raport that repeats it) fail v4 naming file, line
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -12,15 +11,14 @@ from pathlib import Path
 import pytest
 from conftest import SHARED
 from kitlogs import recorded_clean, without_the_nan_repeat
+from publishedruns import program_run
 
 from kit.audit import bundle as bd
 from kit.audit.evidence import Evidence
 from kit.audit.rules.engine import evaluate, load_rules
 from kit.audit.verify import verify
 from kit.config.programs import IMPLS
-from kit.config.reference import Cluster, RefJob, build, record
 from kit.config.suites import load_suite
-from kit.core.layout import sidecar_name
 from kit.results.parsers.echo import ECHOES, echo
 from kit.run import bench
 
@@ -157,33 +155,8 @@ def test_a_dle_log_without_its_echo_fails_v4_and_passes_v3(tmp_path):
 
 
 # ---- the other formats: a run directory of one real published log at its case's place, with the command record
-# this kit's recipe writes for that case; the rule alone judges it (the log's figure is its publisher's)
-SUITE = """\
-schema_version: 1
-name: echo
-hardware: gpu
-defaults: {{repeats: 1, timeout_s: 120}}
-cases:
-  - {{framework: {framework}, impl: reference, model: {model}, precision: {precision}, batch_size: {batch},
-      nodes: 1, gpus_per_node: {gpus}}}
-"""
-
-
-def program_run(tmp_path: Path, case: str, published: str, edit=lambda text: text) -> tuple[Path, str]:
-    """CASE: 'framework/model/batch/precision/gpus'; PUBLISHED: a log under published-logs/."""
-    framework, model, batch, precision, gpus = case.split("/")
-    impl = IMPLS[(framework, model)]
-    job = RefJob(framework, model, precision, int(batch), int(gpus))
-    (tmp_path / "suite.yaml").write_text(SUITE.format(framework=framework, model=model, precision=precision,
-                                                      batch=batch, gpus=gpus))
-    rel = f"logs/{impl.name}/{model}/bz{batch}/1n{gpus}g/{model}_b{batch}_{precision}_1.log"
-    log = tmp_path / rel
-    log.parent.mkdir(parents=True)
-    log.write_text(edit((PUBLISHED / published).read_text(errors="replace")))
-    cluster = Cluster()
-    meta = record(build(job, cluster, recipe_only=True), job, cluster)
-    log.with_name(sidecar_name(log.name)).write_text(json.dumps(meta))
-    return tmp_path, rel
+# this kit's recipe writes for that case (publishedruns.program_run); the rule alone judges it (the log's figure is its
+# publisher's)
 
 
 def judged(run_dir: Path) -> list[str]:
