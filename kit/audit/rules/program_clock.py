@@ -38,6 +38,7 @@ LEAST_INTERVALS = 3
 # the summary is held to that mean; measured 0.9995-1.0002 on every genuine log (1, 8, 32 GPUs; the H200 visit's)
 SUMMARY_IS_MEAN = ("dle-pytorch",)
 SUMMARY_BAND = (0.99, 1.01)
+NAMED_RUNS = 20  # of the runs not held to a clock, named in verify's note
 FIGURE_BAND = (0.98, 1.02)  # version 2: the figure's reduction of its rates over that of their clock
 RECORD_BAND = (0.75, 1.25)  # version 2: each interval the figure counts
 
@@ -58,12 +59,12 @@ def program_figure_agrees_with_its_clock(ev: Evidence, out: Finding, by_figure: 
     """Each published program's rate records of its figure's metric, in a format that stamps them with time and
     step, say what their clock shows: the median of rate x seconds / (global batch x steps) within CLOCK_BAND;
     from version 2 (by_figure), the figure held by its own reduction (held_by_its_reduction)."""
-    unclocked = 0
+    unclocked = []
     for key, log, figure in ev.runs():
         if reference.log_reduction(log) is None:
             continue
         if figure.format not in CLOCKED_FORMATS:
-            unclocked += 1
+            unclocked.append(f"{key} run {log.run} ({figure.format})")
             continue
         out.checked += 1
         rel = ev.rel(log.path)
@@ -89,7 +90,15 @@ def program_figure_agrees_with_its_clock(ev: Evidence, out: Finding, by_figure: 
         for line, said in summary_not_its_steps(records, figure):
             out.fail(f"{key} run {log.run}: {said}", rel, line)
     if unclocked:
-        out.note = f"{unclocked} program run(s) in a format with no per-record clock: not held to one"
+        out.note = not_held_to_a_clock(unclocked)
+
+
+def not_held_to_a_clock(runs: list[str]) -> str:
+    """verify's note naming each program run whose figure the rule does not hold to a clock: its format is none of
+    CLOCKED_FORMATS (the first NAMED_RUNS named, the rest counted)."""
+    named = "; ".join(runs[:NAMED_RUNS]) + (f"; {len(runs) - NAMED_RUNS} more" if len(runs) > NAMED_RUNS else "")
+    return (f"not held to a clock, {len(runs)} program run(s) (the rule holds only {', '.join(CLOCKED_FORMATS)} logs "
+            f"to theirs): {named}")
 
 
 def held_by_its_reduction(records, figure, global_batch: int) -> list[tuple[int | None, str]]:
