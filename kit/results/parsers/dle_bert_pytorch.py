@@ -8,6 +8,10 @@ End of run, one line (the figure):
 Older releases print no units ('training_sequences_per_second : 16610.595729661483  final_loss : ...'),
 often behind mpirun's 'Thu Jun  9 09:17:45 2022[1,0]<stdout>:'. The figure is the whole job's
 sequences/s, as the script computed it over the timed steps: a summary record.
+Its clock (iteration_times): run_pretraining.py prints one 'Training Iteration' line at the end of every optimizer
+step, the steps dynamic loss scaling skipped included (their iteration number repeats), the last with final_loss
+('DLL 2023-07-28 15:17:50.783778 - Training Epoch: 0 Training Iteration: 20  final_loss : 8.557'); the figure is
+the sequences of all those steps over the seconds from the first step's start to the last line.
 The figure's line carries the run's final_loss: one printed as NaN or infinite there refuses the log (the
 per-iteration lines, average_loss and step_loss, are not read). An fp16 run's steps that dynamic loss scaling skipped
 print a finite loss ('skipped_steps : 12' in the published logs).
@@ -19,6 +23,7 @@ import re
 from pathlib import Path
 
 from kit.results.parsers.base import LogFormat
+from kit.results.parsers.lines import split_rank_fragments
 from kit.results.parsers.records import NUMBER, SUMMARY, Record, known_unit, refuse_non_finite_loss, to_float
 from kit.results.parsers.times import posix_time
 
@@ -28,6 +33,8 @@ _ITEM = re.compile(
 )
 _UNITS = {"sequences/s": "sequences/s", "seq/s": "sequences/s", "sequences/sec": "sequences/s"}
 METRIC = "training_sequences_per_second"
+_ITERATION = re.compile(r"DLL (\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))? - Training Epoch: \d+ "
+                        r"Training Iteration: \d+ ")
 
 
 class DLEBertPyTorch(LogFormat):
@@ -54,3 +61,14 @@ class DLEBertPyTorch(LogFormat):
             unit = "sequences/s" if m["next"] is None or m["key"] else known_unit(m["next"], _UNITS, path, lineno)
             found.append(Record(value, unit, METRIC, SUMMARY, lineno, None, None, posix_time(*head.groups()), rank))
         return found
+
+
+def iteration_times(text: str) -> list[tuple[int, float, int | None]]:
+    """(line, DLLogger stamp, mpirun rank or None) of each optimizer step's 'Training Iteration' line, in order (the
+    module's text): a line of a step the figure counts."""
+    found = []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if "Training Iteration: " in line:
+            found += [(lineno, posix_time(*m.groups()), rank) for rank, fragment in split_rank_fragments(line)
+                      if (m := _ITERATION.search(fragment))]
+    return found

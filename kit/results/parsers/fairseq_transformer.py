@@ -4,7 +4,9 @@ Every log_interval steps, on rank 0:
     'Transformer | epoch 0 | step 100 |avg loss 12.415 |avg tokens 36320.000 |tokens/s 65689.780 |walltime 67.142 |'
   (multi-node runs behind mpirun's 'Thu Feb 25 12:11:25 2021[1,0]<stdout>:' tag).
 'tokens/s' is the whole job's source+target tokens per second over the interval (every card's
-tokens). Not read: the end-of-epoch line 'Transformer | epoch 0 | step () |avg loss 4.774 |walltime ...'
+tokens), 'avg tokens' the mean of its steps' tokens (every card's), 'walltime' the seconds since training began: over
+two records of an epoch, avg tokens x steps / walltime's seconds is what the clock says of tokens/s (step_clocks).
+Not read for a figure: the end-of-epoch line 'Transformer | epoch 0 | step () |avg loss 4.774 |walltime ...'
 (no figure), 'Epoch time: ...', '| done training in ... seconds' and the evaluation's
 '| Translated 3003 sentences (...) in 2.6s (1133.53 sentences/s, 21597.18 tokens/s)' (inference).
 A line's 'avg loss nan' (no ':', which the search for a non-finite loss does not read as one) is read as a figure, as
@@ -22,12 +24,14 @@ from pathlib import Path
 
 from kit.results.parsers.base import LogFormat
 from kit.results.parsers.columns import finite_floats, ints, make_records
-from kit.results.parsers.lines import LineMatches
+from kit.results.parsers.lines import LineMatches, split_rank_fragments
 from kit.results.parsers.records import NUMBER, PER_STEP, Record, new_record, read_number
 
 _HEAD = r"Transformer \| epoch (?P<epoch>\d+) \| step (?P<step>\d+) \|"
 _TAIL = r"\|tokens/s (?P<value>" + NUMBER + r") \|"
 _LINE = re.compile(_HEAD + r"[^\n]*?" + _TAIL)
+_CLOCK = re.compile(_HEAD + r"[^\n]*?\|avg tokens (?P<tokens>" + NUMBER + r") " + _TAIL + r"walltime (?P<walltime>"
+                    + NUMBER + r") \|")
 
 
 class FairseqTransformer(LogFormat):
@@ -59,3 +63,15 @@ class FairseqTransformer(LogFormat):
         epoch, step, raw = m.groups()
         value = read_number(raw, path, lineno)
         return new_record(Record, (value, "tokens/s", "tokens/s", PER_STEP, lineno, int(step), int(epoch), None, rank))
+
+
+def step_clocks(text: str) -> dict[tuple[int, int | None], tuple[float, float]]:
+    """(line, mpirun rank or None) -> (avg tokens, walltime) of each record's line that prints both (the module's
+    text)."""
+    found = {}
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if "|walltime " in line:
+            for rank, fragment in split_rank_fragments(line):
+                if (m := _CLOCK.search(fragment)) is not None:
+                    found[(lineno, rank)] = (float(m["tokens"]), float(m["walltime"]))
+    return found
