@@ -91,7 +91,9 @@ def test_the_real_paddleclas_trains_here_at_its_pin_by_the_kits_cpu_recipe(bench
 
 def test_the_report_sets_the_harness_beside_paddleclas_and_the_bundle_verifies(bench_run, tmp_path):
     from kit.audit import bundle as bd
+    from kit.audit.rules.program_clock import EXACT_RECORD_BAND, paddleclas_timed, shares
     from kit.audit.verify import verify
+    from kit.results.parsers import PER_CARD, parse_log
 
     run_dir, _ = bench_run
     meta = json.loads((run_dir / "run.json").read_text())
@@ -105,6 +107,14 @@ def test_the_report_sets_the_harness_beside_paddleclas_and_the_bundle_verifies(b
     assert "static" in cells[0] and "compiled" in cells[0], row
     result = verify(bd.make_bundle(run_dir, tmp_path / "run.tar.gz", submitter="Lab", system_name="box"))
     assert [v for v in result.violations if v.rule.startswith("program_")] == [], result.violations
+    # rule set v10 holds its records to their stamps (to the second; a record every step, about 0.6 s, so some
+    # share a second): each over the span since its epoch's first record from the meter's reset, a second allowed
+    # at each end (kit/audit/rules/program_clock.py). Measured on this run here: 26 records, 1.0000-1.0000.
+    (clock,) = [f for f in result.findings if f.rule.name == "program_figure_agrees_with_its_clock"]
+    assert clock.checked == 1 and clock.violations == [], clock
+    (log,) = run_dir.glob("logs/paddleclas/resnet50/bz4/1n1g/*.log")
+    held = shares(paddleclas_timed(parse_log(log).records, "ips", PER_CARD, 4))
+    assert len(held) >= 10 and EXACT_RECORD_BAND[0] < min(held) and max(held) < EXACT_RECORD_BAND[1], held
 
 
 def test_the_real_paddleclas_trains_in_the_cpu_image_from_this_machines_copy(docker_engine, cpu_image, tmp_path,
