@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nethosts import NetHosts, start_free
+from nethosts import PASSIVE_OPENMP, NetHosts, start_free
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared")
@@ -19,12 +19,6 @@ PUBLISHED = SHARED / "fixtures" / "published-logs"
 SHARED_UNITS = {"test_slurm.py": "slurm", "test_slurm_programs.py": "slurm", "test_reproduce_slurm.py": "slurm"}
 LONGEST_FIRST = ("slurm", "test_images.py", "test_gpu_proof.py", "test_bundle.py", "test_bench.py", "test_multinode.py",
                  "test_harness.py", "test_harness_seed003.py", "test_reference_runs.py")
-
-
-# The tests' trainings share 2 cores with the other test worker: OpenMP threads that spin while they wait burn the
-# cores the other worker's training needs (a gpu_proof test beside two busy loops: 25.1 s of CPU spinning, 13.7 s
-# waiting passively, 13.9 s alone). Benchmarks keep the runtimes' defaults; run.json records these as inherited.
-PASSIVE_OPENMP = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
