@@ -26,7 +26,7 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps readers test lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-report bench-scale bench-overhead bench-telemetry bench-loader bench-decode bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
+.PHONY: help setup system-deps readers test test-profile lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-report bench-scale bench-overhead bench-telemetry bench-loader bench-decode bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -78,6 +78,13 @@ readers: $(READER_STAMPS) ## the venvs with tensorflow-cpu and mxnet that read c
 test: check-venv $(READER_STAMPS) ## run the test suite (pytest; TEST_WORKERS files at a time, 0: one process)
 	KIT_TF_PYTHON=$(CURDIR)/$(READERS)/tensorflow/bin/python KIT_MXNET_PYTHON=$(CURDIR)/$(READERS)/mxnet/bin/python \
 	  $(VENV_PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
+
+test-profile: check-venv $(READER_STAMPS) ## make test with each test's wall and CPU seconds recorded, then where the time went (bench/testprofile.py)
+	rm -rf bench/out/test-profile
+	KIT_TEST_PROFILE_DIR=$(CURDIR)/bench/out/test-profile PYTHONPATH=$(CURDIR)/bench \
+	KIT_TF_PYTHON=$(CURDIR)/$(READERS)/tensorflow/bin/python KIT_MXNET_PYTHON=$(CURDIR)/$(READERS)/mxnet/bin/python \
+	  $(VENV_PY) -m pytest -q -n $(TEST_WORKERS) -p testprofile; status=$$?; \
+	  $(VENV_PY) bench/testprofile.py bench/out/test-profile; exit $$status
 
 lint: check-venv ## ruff on the Python code; hadolint on docker/**/Dockerfile*
 	$(VENV)/bin/ruff check $(LINT_PATHS)
