@@ -8,14 +8,13 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import SHARED
+from conftest import PUBLISHED
 from kitlogs import recorded_clean
 
 from kit.config.programs import IMPLS
 from kit.config.reference import Cluster, RefJob, build, record
 from kit.core.layout import sidecar_name
 
-PUBLISHED = SHARED / "fixtures" / "published-logs"
 VISIT = Path(__file__).resolve().parent / "fixtures" / "gpu-runs" / "h200-20261128" / "dle"  # a GPU host, captured
 SUITE = """\
 schema_version: 1

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import PUBLISHED
 from kitlogs import recorded_clean, rewrite_kitlog, without_the_nan_repeat
-from publishedruns import PUBLISHED, recorded_program_run
+from publishedruns import recorded_program_run
 
 from kit.audit import bundle as bd
 from kit.audit.rules.program_clock import CLOCKED_FORMATS_V3

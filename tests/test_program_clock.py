@@ -13,9 +13,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import PUBLISHED, REPO
 from kitlogs import recorded_clean, without_the_nan_repeat
-from publishedruns import PUBLISHED, program_run, recorded_program_run
+from publishedruns import program_run, recorded_program_run
 
 from kit.audit import bundle as bd
 from kit.audit.evidence import Evidence
