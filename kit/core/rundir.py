@@ -61,7 +61,7 @@ COMMAND_SHAPE = Obj({  # <log stem>.cmd.json: kit.config.reference.record, compl
 CAPTURE_SHAPE = Obj({  # env/<host>/capture.json: kit.hosts.capture.model.HostCapture.to_dict
     "host": STR, "smi": Opt(Obj({"gpus": Seq(OBJECT)})), "topology": Opt(OBJECT), "cpu": OBJECT,
     "memory_bytes": INT, "os_release": STR, "kernel": STR, "docker_version": Opt(STR), "ib_devices": Seq(STR),
-    "nic": Opt(STR)})
+    "nic": Opt(STR), "cpu_quota": Opt(Obj({"cores": NUMBER, "file": STR})), "cpus_allowed": Opt(INT)})
 
 
 def _figure_named_figure(meta: dict) -> dict:

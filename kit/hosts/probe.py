@@ -28,6 +28,8 @@ PROBES = {
     "nvidia-smi-topo": "nvidia-smi topo -m",
     "nvidia-smi-q": "nvidia-smi -q -x",
     "cpuinfo": "cat /proc/cpuinfo",
+    "cpu-quota": ec.CPU_QUOTA_PROBE,  # the tightest cgroup CPU quota of the host's sessions
+    "cpus-allowed": "grep Cpus_allowed_list /proc/self/status",  # the CPUs its sessions may run on
     "meminfo": "cat /proc/meminfo",
     "os-release": "cat /etc/os-release",
     "kernel": "uname -r",

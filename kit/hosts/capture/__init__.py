@@ -13,9 +13,18 @@ when there is one). A field a driver does not print ("N/A", missing) is None, ne
 from kit.hosts.capture.errors import EnvCaptureError
 from kit.hosts.capture.model import HostCapture, capture_from_dir, capture_from_probes
 from kit.hosts.capture.smi import GpuInfo, GpuProcess, SmiReport, parse_query_text, parse_query_xml
-from kit.hosts.capture.system import CpuInfo, parse_cpuinfo, parse_meminfo, parse_os_release
+from kit.hosts.capture.system import (
+    CPU_QUOTA_PROBE,
+    CpuInfo,
+    parse_cpu_quota,
+    parse_cpuinfo,
+    parse_cpus_allowed,
+    parse_meminfo,
+    parse_os_release,
+)
 from kit.hosts.capture.topo import Topology, parse_topo
 
-__all__ = ["CpuInfo", "EnvCaptureError", "GpuInfo", "GpuProcess", "HostCapture", "SmiReport", "Topology",
-           "capture_from_dir", "capture_from_probes", "parse_cpuinfo", "parse_meminfo", "parse_os_release",
-           "parse_query_text", "parse_query_xml", "parse_topo"]
+__all__ = ["CPU_QUOTA_PROBE", "CpuInfo", "EnvCaptureError", "GpuInfo", "GpuProcess", "HostCapture", "SmiReport",
+           "Topology", "capture_from_dir", "capture_from_probes", "parse_cpu_quota", "parse_cpuinfo",
+           "parse_cpus_allowed", "parse_meminfo", "parse_os_release", "parse_query_text", "parse_query_xml",
+           "parse_topo"]

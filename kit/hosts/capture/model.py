@@ -9,13 +9,24 @@ from kit.core.inputs import parse_json
 from kit.core.text import clean_output
 from kit.hosts.capture.errors import EnvCaptureError
 from kit.hosts.capture.smi import LATER_GPU_KEYS, SmiReport, parse_query_xml
-from kit.hosts.capture.system import CpuInfo, parse_cpuinfo, parse_meminfo, parse_os_release
+from kit.hosts.capture.system import (
+    CpuInfo,
+    parse_cpu_quota,
+    parse_cpuinfo,
+    parse_cpus_allowed,
+    parse_meminfo,
+    parse_os_release,
+)
 from kit.hosts.capture.topo import Topology, parse_topo
+
+LATER_HOST_KEYS = ("cpu_quota", "cpus_allowed")  # captured from 2026-12-05 (of_vintage)
 
 
 def of_vintage(parsed: dict, stored: dict) -> dict:
     """A capture re-parsed now, as a capture.json of STORED's vintage: ones written before the kit captured the
-    application clocks (kit.hosts.capture.smi.LATER_GPU_KEYS) lack those keys."""
+    application clocks (kit.hosts.capture.smi.LATER_GPU_KEYS) or the CPU quota (LATER_HOST_KEYS) lack those keys."""
+    if isinstance(stored, dict):
+        parsed = {k: v for k, v in parsed.items() if k not in LATER_HOST_KEYS or k in stored}
     gpus = ((stored.get("smi") or {}).get("gpus") or []) if isinstance(stored, dict) else []
     if not parsed.get("smi") or not gpus or any(k in g for g in gpus if isinstance(g, dict) for k in LATER_GPU_KEYS):
         return parsed
@@ -36,6 +47,8 @@ class HostCapture:
     docker_version: str | None = None
     ib_devices: list[str] = field(default_factory=list)
     nic: str | None = None  # the interface for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME
+    cpu_quota: dict | None = None  # the tightest cgroup CPU quota {"cores", "file"}; None: none limits it
+    cpus_allowed: int | None = None  # the logical CPUs its sessions may run on (affinity); None: not captured
 
     @property
     def has_gpu(self) -> bool:
@@ -53,6 +66,8 @@ class HostCapture:
             "docker_version": self.docker_version,
             "ib_devices": list(self.ib_devices),
             "nic": self.nic,
+            "cpu_quota": self.cpu_quota,
+            "cpus_allowed": self.cpus_allowed,
         }
 
     @classmethod
@@ -68,6 +83,8 @@ class HostCapture:
             docker_version=d.get("docker_version"),
             ib_devices=list(d.get("ib_devices") or []),
             nic=d.get("nic"),
+            cpu_quota=d.get("cpu_quota"),
+            cpus_allowed=d.get("cpus_allowed"),
         )
 
 
@@ -121,6 +138,8 @@ def capture_from_probes(name: str, raw: dict[str, tuple[int, str]], nic: str | N
         docker_version=(ok("docker") or "").strip() or None,
         ib_devices=sorted((ok("infiniband") or "").split()),
         nic=nic if nic and raw.get("nic", (1, ""))[0] == 0 else None,
+        cpu_quota=parse_cpu_quota(text) if (text := ok("cpu-quota")) else None,
+        cpus_allowed=parse_cpus_allowed(text, f"{name}: Cpus_allowed_list") if (text := ok("cpus-allowed")) else None,
     )
 
 
