@@ -31,6 +31,7 @@ from kit.cli import (
     stage_data,
     standing,
     suites,
+    sweep,
     yardstick,
 )
 from kit.cli.common import EXIT_BAD_INPUT, EXIT_BUG, EXIT_MISMATCH, EXIT_OK, UsageError
@@ -45,7 +46,7 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_BUG", "EXIT_MISMATCH", "EXIT_OK", "UsageError
 
 # in the order `kit --help` lists them; multinode adds multinode, cluster and gather-logs, audit bundle and verify
 SUBCOMMANDS = (extract, report, crosscheck, formats, bench, multinode, stage_data, check_env, images, compare,
-               standing, audit, reproduce, suites, yardstick)
+               standing, audit, reproduce, suites, yardstick, sweep)
 COMMANDS = {
     "extract": extract.cmd_extract,
     "report": report.cmd_report,
@@ -65,6 +66,7 @@ COMMANDS = {
     "verify": audit.cmd_verify,
     "reproduce": reproduce.cmd_reproduce,
     "yardstick": yardstick.cmd_yardstick,
+    "sweep": sweep.cmd_sweep,
 }
 
 

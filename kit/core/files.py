@@ -27,6 +27,7 @@ SCHEMA_VERSIONS = {
     "images.json": 1,
     "manifest.json": 1,  # a bundle's sha256 manifest (and provenance.json beside it)
     "cmd.json": 1,  # a reference run's sidecar (scripts/reference/launch.py completes it)
+    "sweep.json": 1,  # a sweep's hosts and how each ended (kit.core.rundir.SWEEP_SHAPE)
 }
 
 

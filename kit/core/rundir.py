@@ -31,6 +31,7 @@ from kit.core.layout import SIDECAR_SUFFIX, sidecar_name
 from kit.core.schema import INT, NUMBER, OBJECT, STR, Map, Obj, Opt, Seq, check, migrated
 
 RUN_JSON = "run.json"
+SWEEP_JSON = "sweep.json"  # a sweep's record: its hosts and how each ended (kit.run.sweep)
 RESULTS_JSON = "results.json"
 CAPTURE_JSON = "capture.json"  # env/<host>/: check-env's record of the host
 YARDSTICK_JSON = "yardstick.json"  # env/<host>/: kit yardstick on the host before a GPU suite's runs
@@ -178,6 +179,43 @@ def save_run_meta(run_dir: Path | str, meta: dict) -> Path:
     path = run_meta_path(run_dir)
     check(stamped(RUN_JSON, meta), RUN_SHAPE, path)
     return write_json(path, meta, RUN_JSON)
+
+
+SWEEP_SHAPE = Obj({"schema_version": INT, "suite": STR, "hosts": Seq(STR), "started": STR, "finished": STR,
+                   "rows": Map(Obj({"status": STR, "reason": STR, "seconds": NUMBER}))})
+
+
+def is_sweep(run_dir: Path | str) -> bool:
+    return (Path(run_dir) / SWEEP_JSON).is_file()
+
+
+def read_sweep(run_dir: Path | str) -> dict:
+    """sweep.json of a sweep's directory, its shape checked (SWEEP_SHAPE)."""
+    path = Path(run_dir) / SWEEP_JSON
+    record = read_json_object(path, SWEEP_JSON)
+    check(record, SWEEP_SHAPE, path)
+    return record
+
+
+def save_sweep(run_dir: Path | str, record: dict) -> Path:
+    path = Path(run_dir) / SWEEP_JSON
+    check(stamped(SWEEP_JSON, record), SWEEP_SHAPE, path)
+    return write_json(path, record, SWEEP_JSON)
+
+
+def sweep_host_dir(run_dir: Path | str, host: str) -> Path:
+    """One host's run directory inside a sweep's: <sweep>/hosts/<host>/ (run.json, logs/, report.md as kit
+    multinode leaves them)."""
+    return Path(run_dir) / "hosts" / host
+
+
+def remote_run_id(run_dir: Path | str) -> str:
+    """The run's name on its hosts (<work_dir>/runs/<it>/<host>/...): its directory's, or for one host's part of a
+    sweep, the sweep's."""
+    run_dir = Path(run_dir)
+    if run_dir.parent.name == "hosts" and is_sweep(run_dir.parent.parent):
+        return run_dir.parent.parent.name
+    return run_dir.name
 
 
 def results_path(run_dir: Path | str) -> Path:

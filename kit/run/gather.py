@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kit.config.inventory import HostConfig, Inventory
 from kit.core.layout import log_of_run_folder, sidecar_name, telemetry_name
-from kit.core.rundir import read_run_meta
+from kit.core.rundir import read_run_meta, remote_run_id
 from kit.hosts.connect import connect
 from kit.hosts.fanout import on_all, values
 from kit.run.plan import PlannedRun
@@ -40,7 +40,7 @@ def gather_run(inv: Inventory, hosts: list[HostConfig], run_dir: Path, run: Plan
     """After a run: each host's folder of it, then rank 0's stdout.log as the run's log. A host that cannot be
     reached is reported and skipped (its logs stay on it: `kit gather-logs` fetches them later)."""
     def fetch(host: HostConfig) -> None:
-        remote = posixpath.join(host.work_dir, "runs", run_dir.name, host.name, run.folder.as_posix())
+        remote = posixpath.join(host.work_dir, "runs", remote_run_id(run_dir), host.name, run.folder.as_posix())
         _fetch(inv, host, remote, run_dir / "hosts" / host.name / run.folder)
 
     for name, out in on_all(hosts, fetch).items():
@@ -67,7 +67,8 @@ def gather_all(inv: Inventory, host_names: list[str], run_dir: Path) -> list[Pat
     """Fetch every host's raw logs of a run again (all of runs/<id>/<host>/ on each host); rank 0's into logs/."""
     run_dir = Path(run_dir).resolve()
     hosts = [inv.get(name) for name in host_names]
-    values(on_all(hosts, lambda h: _fetch(inv, h, posixpath.join(h.work_dir, "runs", run_dir.name, h.name),
+    run_id = remote_run_id(run_dir)
+    values(on_all(hosts, lambda h: _fetch(inv, h, posixpath.join(h.work_dir, "runs", run_id, h.name),
                                           run_dir / "hosts" / h.name)))
     meta = read_run_meta(run_dir, missing_ok=True)
     rank0 = (meta.get("hosts") or host_names)[0]

@@ -39,9 +39,9 @@ def preflight(inv: Inventory, hosts: list[HostConfig]) -> None:
 def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, policy: str = "continue",
             progress: Callable[[str, str, str], None] | None = None,
             force: bool = False, image: str | None = None, selection: Selection | None = None,
-            time_limits: dict[str, float] | None = None) -> tuple[list[RunOutcome], list[Path]]:
+            time_limits: dict[str, float] | None = None, report: bool = True) -> tuple[list[RunOutcome], list[Path]]:
     """Every case of the suite (those `selection` keeps, recorded in run.json) whose node count equals the hosts
-    given, then the report (of the whole suite, as kit bench's).
+    given, then (report) the report (of the whole suite, as kit bench's).
 
     Hosts with runtime docker get the image (the pinned one of each framework, or `image`) delivered and
     verified first; its IDs go into <run_dir>/images.json."""
@@ -81,7 +81,7 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     records.note_forced(run_dir, meta, forced)
     records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
     outcomes = run_each(Path(run_dir), suite, runner, runs, meta, policy, time_limits=time_limits)
-    return outcomes, write_report(Path(run_dir), suite)
+    return outcomes, write_report(Path(run_dir), suite) if report else []
 
 
 def cudnn_warning(suite: Suite, progress: Callable[[str, str, str], None]) -> str | None:

@@ -24,6 +24,7 @@ from kit.config import reference
 from kit.config.inventory import HostConfig, Inventory
 from kit.config.runtimes import runtime
 from kit.core.layout import sidecar_name, telemetry_name
+from kit.core.rundir import remote_run_id
 from kit.hosts.connect import connect, quote_cmd, remote_env
 from kit.hosts.fanout import on_all
 from kit.run import gather
@@ -130,7 +131,7 @@ class SshRunner(Runner):
                  images: dict[str, str] | None = None, progress: Progress | None = None):
         self.inv, self.hosts, self.hardware = inv, hosts, hardware
         self.run_dir = Path(run_dir).resolve()
-        self.run_id = self.run_dir.name
+        self.run_id = remote_run_id(self.run_dir)
         self.images = images or {}  # framework -> image reference, for hosts with a container runtime
         self.progress = progress or (lambda host, what, detail: None)
         self._run: PlannedRun | None = None

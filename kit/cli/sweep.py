@@ -1,0 +1,104 @@
+"""`kit sweep`: a suite's one-node cases on every host at once (kit.run.sweep), then the fleet table
+(kit.results.fleet) in report.md and results.json. Exit 0: every host ran every run and none differs from the
+fleet beyond noise; 1: a host failed, was lost or differs; 2: bad input or nothing could start; 130: Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kit.cli.common import EXIT_MISMATCH, EXIT_OK, UsageError, add_hosts_file, hosts_file, progress_console
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("sweep", help="a suite's one-node cases on every host at once; which host is slow, and why")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--suite", help="suite name or YAML; its one-node cases run on every host")
+    which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="redo only what a sweep is missing")
+    p.add_argument("--hosts", help="comma-separated host names from the inventory (default: all of them)")
+    add_hosts_file(p)
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    p.add_argument("--on-failure", choices=("continue", "stop"), default="continue",
+                   help="on a host whose run failed: go on with its other runs (default) or stop that host")
+    p.add_argument("--force", action="store_true", help="run on a host even where check_env refuses it (busy GPUs), "
+                   "or its model code is not at the pinned commit (run.json records what was forced and why)")
+
+
+def _hosts(args: argparse.Namespace, inv, recorded: list[str] | None):
+    if args.hosts:
+        names = [n.strip() for n in args.hosts.split(",") if n.strip()]
+    else:
+        names = recorded or inv.names
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if not names or twice:
+        raise UsageError(f"--hosts {args.hosts!r}: name each host once (comma-separated names from the inventory)")
+    if recorded and names != recorded:
+        raise UsageError(f"{args.resume}: the sweep ran on {','.join(recorded)}; resume it on those hosts")
+    return [inv.get(name) for name in names]
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from kit.config.hosts import load_hosts
+    from kit.config.suites import load_suite
+    from kit.core import rundir
+    from kit.run import records, sweep
+
+    inv = load_hosts(hosts_file(args))
+    if args.resume:
+        if not rundir.is_sweep(args.resume):
+            raise UsageError(f"{args.resume}: not a sweep's directory (no {rundir.SWEEP_JSON})")
+        run_dir = Path(args.resume)
+        hosts = _hosts(args, inv, rundir.read_sweep(run_dir)["hosts"])
+        suite = records.resume(run_dir, write=True)
+    else:
+        hosts = _hosts(args, inv, None)
+        sweep.check_plan(load_suite(args.suite))
+        run_dir, suite = records.start(args.suite, args.runs_dir)
+    console = progress_console()
+
+    def progress(host: str, what: str, detail: str) -> None:
+        console.print(f"  {host:<10} {what:<13} {detail}", soft_wrap=True, markup=False)
+
+    console.print(f"kit sweep: suite {suite.name}, one-node cases on {len(hosts)} host(s) at once: "
+                  f"{', '.join(h.name for h in hosts)} -> {run_dir}", soft_wrap=True, markup=False)
+    try:
+        rows = sweep.run_sweep(inv, hosts, suite, run_dir, progress, args.on_failure, args.force)
+    except KeyboardInterrupt:
+        console.print(f"kit sweep: interrupted; every host's processes were stopped. Continue with: kit sweep "
+                      f"--resume {run_dir}", soft_wrap=True, markup=False)
+        return 130
+    fleet = write_fleet(run_dir)
+    print(fleet_text(fleet), end="")
+    print(run_dir / "report.md")
+    healthy = all(r.status == sweep.OK for r in rows.values()) and not any(h["differs"] for h in fleet["hosts"])
+    return EXIT_OK if healthy else EXIT_MISMATCH
+
+
+def write_fleet(run_dir: Path) -> dict:
+    """The sweep's report.md (the fleet section, each host's report named) and results.json (the fleet table)."""
+    from kit.core import rundir
+    from kit.core.files import write_json, write_text
+    from kit.results.fleet import fleet_markdown, fleet_of
+
+    fleet = fleet_of(run_dir)
+    hosts = [f"- {h}: [hosts/{h}/report.md](hosts/{h}/report.md)" for h in rundir.read_sweep(run_dir)["hosts"]
+             if (rundir.sweep_host_dir(run_dir, h) / "report.md").is_file()]
+    text = f"# Sweep {Path(run_dir).name}\n\n{fleet_markdown(fleet)}\n## Each host's report\n\n" + "\n".join(hosts)
+    write_text(Path(run_dir) / "report.md", text + "\n")
+    write_json(rundir.results_path(run_dir), {"fleet": fleet}, rundir.RESULTS_JSON)
+    return fleet
+
+
+def fleet_text(fleet: dict) -> str:
+    """The console's table: verdict, then host, case, figure, ratio, noise, worst first."""
+    lines = [fleet["verdict"]]
+    for r in fleet["hosts"]:
+        if not r["cases"]:
+            lines.append(f"  {r['host']:<10} {r['status']}: {r['reason']}")
+        for case, c in sorted(r["cases"].items()):
+            lines.append(f"  {r['host']:<10} {case:<32} {c['median']:10.2f} {fleet['cases'][case]['unit']:<9} "
+                         f"x{c['ratio']:.3f}  {c['noise']}" + (f"  [{r['status']}: {r['reason']}]" if r["reason"]
+                                                               else ""))
+        for e in r["evidence"]:
+            lines.append(f"  {'':<10} evidence: {e['what']}: {e['host']} (peers: {', '.join(e['peers'])})")
+    return "\n".join(lines) + "\n"
