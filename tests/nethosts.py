@@ -672,3 +672,61 @@ def write_inventory(net: NetHosts, root: Path, extra: Iterable[dict] = (), ssh: 
     path.write_text(yaml.safe_dump({"schema_version": 1, "ssh": {"known_hosts": str(net.known_hosts), **(ssh or {})},
                                     "hosts": hosts + list(extra)}))
     return path
+
+
+def hold_cpu(net: NetHosts, name: str, cores: float, cpus: str | None = None) -> list[Path]:
+    """Host `name`'s sshd, and so every session it starts from now on, held to `cores` of CPU time by a cgroup of
+    its own (v2 cpu.max where the cpu controller is on the unified hierarchy, else v1 cpu.cfs_quota_us), given that
+    share before other processes of this machine (a weight 8x the default), and, with
+    `cpus` ("0", "1-3"), to those CPUs (cpuset); the host's /sys/fs/cgroup is mounted so that its sessions see the
+    limit. Returns the cgroups made (release_cpu undoes it)."""
+    h = net.host(name)
+    sshd = net._sshd_pid(h)
+    if sshd is None:
+        raise RuntimeError(f"test host {name} is not running")
+    group, period = f"{net.prefix}-{name}", 10_000  # 10 ms periods: a held run is slowed evenly, not in bursts
+    quota = str(max(int(cores * period), 1000))  # the kernel's least quota: 1 ms
+    unified = Path("/sys/fs/cgroup")
+    if "cpu" in ((unified / "cgroup.controllers").read_text().split() if (unified / "cgroup.controllers").is_file()
+                 else []):
+        wanted = ["+cpu"] + (["+cpuset"] if cpus else [])
+        (unified / "cgroup.subtree_control").write_text(" ".join(wanted))
+        made = [unified / group]
+        made[0].mkdir(exist_ok=True)
+        (made[0] / "cpu.max").write_text(f"{quota} {period}")
+        (made[0] / "cpu.weight").write_text("800")  # first to the CPU up to its quota, beside other processes
+        if cpus:
+            (made[0] / "cpuset.cpus").write_text(cpus)
+    else:
+        made = [unified / "cpu" / group]
+        made[0].mkdir(exist_ok=True)
+        (made[0] / "cpu.cfs_period_us").write_text(str(period))
+        (made[0] / "cpu.cfs_quota_us").write_text(quota)
+        (made[0] / "cpu.shares").write_text("8192")  # first to the CPU up to its quota, beside other processes
+        if cpus:
+            made.append(unified / "cpuset" / group)
+            made[1].mkdir(exist_ok=True)
+            (made[1] / "cpuset.cpus").write_text(cpus)
+            (made[1] / "cpuset.mems").write_text((unified / "cpuset" / "cpuset.mems").read_text().strip())
+    for cgroup in made:
+        (cgroup / "cgroup.procs").write_text(str(sshd))
+    enter = [_which("nsenter") or "nsenter", f"--target={sshd}", "--mount", "--"]
+    mounted = subprocess.run([*enter, "sh", "-c", _cgroup_script()], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        raise RuntimeError(f"mounting cgroups on test host {name} failed: {mounted.stderr.strip()}")
+    return made
+
+
+def release_cpu(made: list[Path]) -> None:
+    """hold_cpu undone: what is left in its cgroups moved back to their roots, the cgroups removed."""
+    for cgroup in made:
+        root = cgroup.parent
+        for pid in (cgroup / "cgroup.procs").read_text().split() if cgroup.is_dir() else []:
+            try:
+                (root / "cgroup.procs").write_text(pid)
+            except OSError:  # gone meanwhile
+                continue
+        try:
+            cgroup.rmdir()
+        except OSError:
+            pass
