@@ -24,6 +24,7 @@ __all__ = [
     "stage_data",
     "run_single",
     "run_multinode",
+    "sweep",
     "cluster",
     "gather_logs",
     "report",
@@ -125,6 +126,27 @@ def run_multinode(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None
     _register("run_multinode", c, {"suite": None if resume else suite, "hosts_file": _hosts_file(hosts_file),
                                    "runs_dir": runs_dir, "resume": resume, "on_failure": on_failure,
                                    "force": force})  # --resume: the run's own suite
+
+
+@task
+def _sweep_job(c):
+    _run_registered("sweep", "sweep")
+
+
+@task(
+    post=[_sweep_job],
+    help={
+        "suite": "suite name or YAML (its one-node cases run on every -H host)",
+        "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)",
+        "runs-dir": "where the run directory goes (default runs/)",
+        "resume": "sweep directory to finish",
+        "force": "run on a host even where check_env refuses it, or its model code is not at its pin",
+    },
+)
+def sweep(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, force=False):
+    """Every -H host's own runs of the suite's one-node cases, all hosts at once; the fleet table (kit sweep)."""
+    _register("sweep", c, {"suite": None if resume else suite, "hosts_file": _hosts_file(hosts_file),
+                           "runs_dir": runs_dir, "resume": resume, "force": force})
 
 
 @task

@@ -1,0 +1,136 @@
+"""`kit sweep` on real SSH hosts (network namespaces): every host its own runs at once, the held-back host named."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from nethosts import hold_cpu, release_cpu
+from test_multinode import FAB, REPO, hosts_yaml
+
+from kit.cli import main
+from kit.core import rundir
+
+SUITE = """\
+schema_version: 1
+name: tiny
+description: torch ResNet50 on CPU, tiny
+hardware: cpu
+defaults: {warmup_steps: 1, measure_steps: 10, repeats: REPEATS, batch_size: 2, image_size: 32, num_classes: 10,
+           timeout_s: 240}
+cases:
+  - {framework: torch, model: resnet50, nodes: 1, gpus_per_node: 1}
+"""
+# each host its own CPU share (h1 CPU 0, h2 and h3 CPU 1), h3 held to a quarter of a core
+SHARES = {"h1": (0.5, "0"), "h2": (0.5, "1"), "h3": (0.25, "1")}
+
+
+def write_suite(where: Path, repeats: int) -> Path:
+    path = where / "tiny.yaml"
+    path.write_text(SUITE.replace("REPEATS", str(repeats)))
+    return path
+
+
+def kitlog_events(log: Path) -> list[dict]:
+    return [json.loads(line.split(" ", 1)[1]) for line in log.read_text().splitlines() if line.startswith(":::KITLOG")]
+
+
+@pytest.fixture(scope="module")
+def held_sweep(ssh_hosts, tmp_path_factory):
+    """One fab sweep over h1, h2, h3 with h3's sessions held to a quarter of a core: (exit code, stdout, run dir)."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    inventory = hosts_yaml(ssh_hosts, tmp)
+    made = []
+    try:
+        for name, (cores, cpus) in SHARES.items():
+            made += hold_cpu(ssh_hosts, name, cores, cpus)
+        out = subprocess.run([str(FAB), "-H", "h1,h2,h3", "sweep", "--suite", str(write_suite(tmp, 3)),
+                              "--hosts-file", str(inventory), "--runs-dir", str(tmp / "runs")],
+                             cwd=REPO, capture_output=True, text=True, timeout=600)
+    finally:
+        release_cpu(made)
+    (run_dir,) = list((tmp / "runs").iterdir())
+    return out.returncode, out.stdout + out.stderr, run_dir
+
+
+def test_held_back_host_is_named_with_its_quota_and_the_others_within_noise(held_sweep):
+    rc, output, run_dir = held_sweep
+    assert rc == 1, output[-4000:]  # an outlier: the fleet is not healthy
+    fleet = rundir.read_results(run_dir)["fleet"]
+    worst, *others = fleet["hosts"]
+    assert worst["host"] == "h3" and worst["differs"] and worst["worst_ratio"] < 1, fleet
+    assert worst["evidence"][0]["what"] == "CPU quota", worst["evidence"]
+    assert worst["evidence"][0]["host"].startswith("0.25 of a core"), worst["evidence"]
+    assert worst["evidence"][0]["peers"] == ["0.5 of a core (cgroup cpu.cfs_quota_us)"] or \
+        worst["evidence"][0]["peers"] == ["0.5 of a core (cgroup cpu.max)"]
+    assert sorted(h["host"] for h in others) == ["h1", "h2"]
+    assert all(h["status"] == "ok" and not h["differs"] for h in others), others
+    verdict = fleet["verdict"]
+    assert verdict.startswith("2 of 3 hosts within noise of the fleet's median") and "; h3 \u2212" in verdict
+    assert "CPU quota 0.25 of a core" in verdict, verdict
+    assert verdict in output and verdict in (run_dir / "report.md").read_text()
+
+
+def test_every_host_ran_its_own_runs_at_the_same_time(held_sweep):
+    _rc, _output, run_dir = held_sweep
+    assert rundir.read_sweep(run_dir)["hosts"] == ["h1", "h2", "h3"]
+    spans = {}
+    for host in ("h1", "h2", "h3"):
+        part = rundir.sweep_host_dir(run_dir, host)
+        record = rundir.read_run(part)
+        assert record.hosts == [host] and record.finished
+        assert [(e.repeat, e.status) for e in record.runs.values()] == [(1, "ok"), (2, "ok"), (3, "ok")]
+        assert rundir.capture_path(run_dir / "env", host).is_file()  # captured first, at the sweep's top
+        logs = sorted((part / "logs").rglob("*.log"))
+        events = [kitlog_events(log) for log in logs]
+        assert all(e[0]["host"] == host for e in events)
+        spans[host] = (events[0][0]["time_ms"], events[-1][-1]["time_ms"])
+    # each host's first run started before every other host's last run ended: the hosts ran at once
+    assert all(start < end for host, (start, _) in spans.items() for other, (_, end) in spans.items())
+    for host in ("h1", "h2", "h3"):
+        assert f"[hosts/{host}/report.md]" in (run_dir / "report.md").read_text()
+
+
+def test_a_host_lost_mid_sweep_is_a_row_and_resume_redoes_only_its_runs(ssh_hosts, tmp_path):
+    inventory = hosts_yaml(ssh_hosts, tmp_path)
+    runs = tmp_path / "runs"
+    argv = ["sweep", "--suite", str(write_suite(tmp_path, 2)), "--hosts", "h1,h2", "--hosts-file", str(inventory),
+            "--runs-dir", str(runs)]
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault("rc", main(argv)))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:  # until h2 trains
+            logs = list((tmp_path / "work" / "h2").rglob("stdout.log"))
+            if logs and '"event": "step"' in logs[0].read_text(errors="replace"):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("h2 never started training")
+        ssh_hosts.stop_host("h2")
+        worker.join(timeout=300)
+        assert not worker.is_alive()
+    finally:
+        ssh_hosts.start_host("h2")
+    assert result["rc"] == 1
+    (run_dir,) = list(runs.iterdir())
+    rows = rundir.read_sweep(run_dir)["rows"]
+    assert rows["h1"]["status"] == "ok" and rows["h2"]["status"] == "failed" and "h2" in rows["h2"]["reason"]
+    fleet = rundir.read_results(run_dir)["fleet"]
+    assert fleet["hosts"][0]["host"] == "h2" and fleet["hosts"][0]["status"] == "failed"
+    assert "h2 failed: " in fleet["verdict"] and fleet["verdict"].startswith("1 of 2 hosts within noise")
+    h1_runs = {log: e.fields for log, e in rundir.read_run(rundir.sweep_host_dir(run_dir, "h1")).runs.items()}
+    assert [e["status"] for e in h1_runs.values()] == ["ok", "ok"]
+    # resume: h2's runs without a figure again, h1's left as they were
+    assert main(["sweep", "--resume", str(run_dir), "--hosts-file", str(inventory)]) == 0
+    again = {log: e.fields for log, e in rundir.read_run(rundir.sweep_host_dir(run_dir, "h1")).runs.items()}
+    assert again == h1_runs
+    h2 = rundir.read_run(rundir.sweep_host_dir(run_dir, "h2"))
+    assert [e.status for e in h2.runs.values()] == ["ok", "ok"]
+    assert rundir.read_sweep(run_dir)["rows"]["h2"]["status"] == "ok"
+    assert rundir.read_results(run_dir)["fleet"]["verdict"].startswith("2 of 2 hosts within noise")
