@@ -101,6 +101,18 @@ def cpu_image(docker_engine):
 
 
 @pytest.fixture(scope="session")
+def cpu_image_seed(cpu_image) -> Path:
+    """A Docker data-root holding the cpu image, made once per machine: test hosts' engines start from it
+    (NetHosts.start_docker seed=) where loading the image is not what a test is about."""
+    from dockerparts import seeded_data_root
+
+    try:
+        return seeded_data_root(cpu_image)
+    except RuntimeError as exc:
+        _infra_failure("a Docker data-root holding the cpu image", exc)
+
+
+@pytest.fixture(scope="session")
 def registry(tmp_path_factory: pytest.TempPathFactory):
     from dockerparts import Registry
 
@@ -115,13 +127,14 @@ def registry(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
-def docker_hosts(ssh_hosts: NetHosts, registry):
+def docker_hosts(ssh_hosts: NetHosts, registry, cpu_image_seed):
     """ssh_hosts h1 and h2, each with a Docker engine of its own (own data-root, exec-root, socket, pidfile),
-    allowed to pull from the test registry through the hosts' bridge."""
+    allowed to pull from the test registry through the hosts' bridge, holding the cpu image from the start (the
+    tests of delivery move a small image: tests/test_images.py)."""
     pull_from = f"{ssh_hosts.subnet}.254:{registry.port}"
     try:
         for name in ("h1", "h2"):
-            ssh_hosts.start_docker(name, insecure_registries=[pull_from])
+            ssh_hosts.start_docker(name, insecure_registries=[pull_from], seed=cpu_image_seed)
     except RuntimeError as exc:
         _infra_failure("Docker engines on the SSH test hosts", exc)
     return ssh_hosts

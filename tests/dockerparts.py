@@ -3,6 +3,7 @@
     client = ensure_engine()                 # the engine on /var/run/docker.sock; started (as root) if absent
     with Registry(tmp) as reg: reg.address   # docker-registry (Debian) on 0.0.0.0:<free port>
     built = cpu_image(client)                # kit/debian base (debootstrap) + the pinned cpu image, cached by tag
+    root = seeded_data_root(built)           # a data-root holding it, for test hosts' engines (NetHosts seed=)
 
 No pytest in here: bench scripts use it too.
 """
@@ -167,3 +168,57 @@ def cpu_image(client, progress=None):
     with one_at_a_time("cpu-image"):
         images.make_base(client, spec, say)
         return images.build(client, spec, say)
+
+
+SEEDS = Path("/var/cache/kit-tests/docker-data")
+
+
+def seeded_data_root(image, timeout_s: float = 600.0) -> Path:
+    """A Docker data-root holding IMAGE (a kit.images.build.Built) alone, its `image/` records and `overlay2/`
+    layers: loaded once per machine by a dockerd of its own (kept by the image's ID, older seeds removed), so that a
+    test host's engine starts from it (NetHosts.start_docker seed=) instead of a `docker load` of its own."""
+    root = SEEDS / image.id.split(":")[-1][:12]
+    with one_at_a_time("docker-seed"):
+        if (root / "complete").is_file():
+            return root
+        if SEEDS.is_dir():
+            for old in SEEDS.iterdir():
+                shutil.rmtree(old, ignore_errors=True)
+        work = SEEDS / "loading"
+        run = Path("/run/kit-docker-seed")  # short: the engine's sockets must stay under 108 bytes
+        shutil.rmtree(run, ignore_errors=True)
+        run.mkdir(parents=True)
+        (run / "daemon.json").write_text("{}\n")
+        sock = run / "docker.sock"
+        with open(run / "dockerd.log", "ab") as log:
+            dockerd = subprocess.Popen(
+                [shutil.which("dockerd") or "dockerd", "--config-file", str(run / "daemon.json"), "--data-root",
+                 str(work), "--exec-root", str(run / "exec"), "--pidfile", str(run / "docker.pid"), "--host",
+                 f"unix://{sock}", "--iptables=false", "--ip6tables=false", "--bridge=none"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        try:
+            end = time.monotonic() + 60
+            while subprocess.run(["docker", "-H", f"unix://{sock}", "version"], capture_output=True).returncode:
+                if dockerd.poll() is not None or time.monotonic() > end:
+                    raise RuntimeError("the seed dockerd did not come up: "
+                                       + (run / "dockerd.log").read_text(errors="replace")[-2000:])
+                time.sleep(0.2)
+            with subprocess.Popen(["docker", "save", image.ref], stdout=subprocess.PIPE) as save:
+                loaded = subprocess.run(["docker", "-H", f"unix://{sock}", "load"], stdin=save.stdout,
+                                        capture_output=True, text=True, timeout=timeout_s)
+            if save.returncode or loaded.returncode:
+                raise RuntimeError(f"loading {image.ref} into the seed failed: {loaded.stderr.strip()[-2000:]}")
+        finally:
+            dockerd.terminate()
+            try:
+                dockerd.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                dockerd.kill()
+                dockerd.wait()
+        root.mkdir(parents=True)
+        for part in ("image", "overlay2"):
+            (work / part).rename(root / part)
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(run, ignore_errors=True)
+        (root / "complete").write_text(f"{image.ref} {image.id}\n")
+        return root

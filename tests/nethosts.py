@@ -64,10 +64,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.run.command import CPU_OPENMP
+
 # The tests' trainings share 2 cores with the other test worker: OpenMP threads that spin while they wait burn the
 # cores the other worker's training needs (a gpu_proof test beside two busy loops: 25.1 s of CPU spinning, 13.7 s
-# waiting passively, 13.9 s alone). conftest sets them for local runs, sshd's SetEnv for the test hosts' sessions.
-PASSIVE_OPENMP = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
+# waiting passively, 13.9 s alone). The kit sets them for the CPU runs it starts; conftest for every other process
+# of the tests, sshd's SetEnv for the test hosts' sessions.
+PASSIVE_OPENMP = CPU_OPENMP
 LOCK_DIR = Path("/run/kit-nethosts")
 SSHD_PRIVSEP_DIR = Path("/run/sshd")
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -370,9 +373,13 @@ class NetHosts:
         return Path("/run/kit-docker") / f"{self.prefix}-{name}"
 
     def start_docker(self, name: str, insecure_registries: Iterable[str] = (),
-                     timeout_s: float = 60.0, path: Iterable[str] = (), env: dict[str, str] | None = None) -> Path:
+                     timeout_s: float = 60.0, path: Iterable[str] = (), env: dict[str, str] | None = None,
+                     seed: Path | None = None) -> Path:
         """Start a dockerd of the host's own inside its namespaces: own data-root, exec-root, socket and
         pidfile (so images loaded into one host are not in another). Returns its socket; no-op if up.
+
+        seed: a data-root holding images (tests/dockerparts.py seeded_data_root) the engine starts with: its image
+        records copied, its layers hard-linked (read-only lowers of every container; a container writes its own).
 
         path: folders put first on dockerd's PATH (e.g. a stand-in nvidia-container-runtime-hook: dockerd offers
         `--gpus` only where it finds that hook on its PATH when it starts); env: more variables for dockerd (its
@@ -389,6 +396,9 @@ class NetHosts:
         config.write_text("{}\n")  # not the machine's /etc/docker/daemon.json
         data_root = self.docker_data_root(name)
         data_root.mkdir(parents=True, exist_ok=True)
+        if seed is not None and not (data_root / "overlay2").exists():
+            for part, how in (("image", "-a"), ("overlay2", "-al")):
+                subprocess.run(["cp", how, str(seed / part), str(data_root / part)], check=True)
         socket_path = self.docker_socket(name)
         argv = [_which("dockerd") or "dockerd", "--config-file", str(config), "--data-root", str(data_root),
                 "--exec-root", str(run_dir / "exec"), "--pidfile", str(run_dir / "docker.pid"),

@@ -283,9 +283,9 @@ PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE S
         script.chmod(0o755)
         return script
 
-    def start_docker(self, node: str) -> Path:
+    def start_docker(self, node: str, seed: Path | None = None) -> Path:
         """The node's own Docker engine (NetHosts.start_docker); its tasks reach it through DOCKER_HOST."""
-        return self.net.start_docker(node)
+        return self.net.start_docker(node, seed=seed)
 
     def _start_slurmd(self, node: str) -> None:
         (self.workdir / f"spool-{node}").mkdir(exist_ok=True)

@@ -94,7 +94,7 @@ class GpuDockerHost:
 
 
 @pytest.fixture(scope="module")
-def gpu_docker_host(tmp_path_factory, cpu_image, docker_engine, published):
+def gpu_docker_host(tmp_path_factory, cpu_image, cpu_image_seed, published):
     """One test host whose own dockerd has the stand-in hook on its PATH (so `--gpus` works there), the kit's cpu
     image loaded into it, the stand-in nvidia-smi on its PATH and a model-code tree holding the stand-in main.py."""
     root = tmp_path_factory.mktemp("docker-gpu")
@@ -105,11 +105,8 @@ def gpu_docker_host(tmp_path_factory, cpu_image, docker_engine, published):
     try:
         host = net.hosts[0]
         hook_log = root / "hook-calls.jsonl"
-        socket = net.start_docker(host.name, path=[str(HOOK_DIR)], env={"STANDIN_HOOK_LOG": str(hook_log)})
-        with subprocess.Popen(["docker", "save", cpu_image.ref], stdout=subprocess.PIPE) as save:
-            loaded = subprocess.run(["docker", "-H", f"unix://{socket}", "load"], stdin=save.stdout,
-                                    capture_output=True, text=True, timeout=600)
-        assert save.returncode == 0 and loaded.returncode == 0, loaded.stderr
+        net.start_docker(host.name, path=[str(HOOK_DIR)], env={"STANDIN_HOOK_LOG": str(hook_log)},
+                         seed=cpu_image_seed)
         smi = host.bin_dir / "nvidia-smi"  # the GPU boundary replayed, as tests/test_reference_runs.py puts it
         smi.write_text(f"#!/bin/sh\nSTANDIN_SMI_DIR={published.parent / 'nvidia-smi'} exec "
                        f"{STANDIN / 'nvidia-smi' / 'nvidia-smi'} \"$@\"\n")

@@ -241,19 +241,22 @@ def test_record_merges_per_reference(tmp_path: Path):
     assert data["schema_version"] == 1
 
 
-def test_fab_push_images_and_verify_images_on_all_hosts_at_once(cpu_image, docker_hosts, inventory):
+def test_fab_push_images_and_verify_images_on_all_hosts_at_once(small_image, docker_hosts, inventory):
     import subprocess
 
     _inv, path = inventory
+    docker_hosts.run("h2", ["docker", "rmi", "-f", small_image.ref])  # h2 needs it whatever ran before
     fab = Path(sys.executable).parent / "fab"
     repo = Path(__file__).resolve().parent.parent
     for task in ("push_images", "verify_images"):
-        out = subprocess.run([str(fab), "-H", "h1,h2", task, "--image", cpu_image.ref, "--hosts-file", str(path)],
+        out = subprocess.run([str(fab), "-H", "h1,h2", task, "--image", small_image.ref, "--hosts-file", str(path)],
                              cwd=repo, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-        assert f"{cpu_image.ref}: {cpu_image.id} on every host (h1, h2)" in out.stdout
+        assert f"{small_image.ref}: {small_image.id} on every host (h1, h2)" in out.stdout
+        if task == "push_images":
+            assert "h2: loaded" in out.stdout, out.stdout[-3000:]
     assert "h1: skipped" in subprocess.run(
-        [str(fab), "-H", "h1,h2", "push_images", "--image", cpu_image.ref, "--hosts-file", str(path)],
+        [str(fab), "-H", "h1,h2", "push_images", "--image", small_image.ref, "--hosts-file", str(path)],
         cwd=repo, capture_output=True, text=True, timeout=300).stdout
 
 
