@@ -28,6 +28,10 @@ from kit.config.runtimes.base import MEMLOCK_ULIMIT, STACK_ULIMIT
 from kit.core.catalogue import contract, harness
 from kit.core.layout import sidecar_name
 
+# a CPU run's OpenMP threads sleep when they wait (GNU's and Intel's runtimes): spinning, they lose their cores
+# to any other process and a figure falls many-fold (29x beside one busy loop on 2 cores, docs/reference.md)
+CPU_OPENMP = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
+
 SCRIPTS = REPO_ROOT / "scripts"  # what runs on hosts and in images; never imports kit
 HARNESS = SCRIPTS / "harness" / "train.py"
 IMAGE_HARNESS = "/opt/kit/harness/train.py"  # where the images carry the harness (kit.images.spec)
@@ -96,6 +100,7 @@ def build_command(
     script = [str(harness), *harness_args(case, threads, data_list, device)]
     env: dict[str, str] = {"PYTHONUNBUFFERED": "1"}
     if threads is not None:
+        env.update(CPU_OPENMP)
         env["OMP_NUM_THREADS"] = str(threads)
         if case.framework == "paddle":
             env["FLAGS_paddle_num_threads"] = str(threads)
@@ -263,6 +268,8 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
         # Open MPI tags each chunk it reads from a rank: Python writing print()'s text and its newline apart
         # (PYTHONUNBUFFERED) splits the lines; "" is unset for Python and overrides an image's ENV
         kit_env = {"PYTHONUNBUFFERED": "" if ref.impl.tagged_output else "1"}
+        if hardware == "cpu":
+            kit_env.update(CPU_OPENMP)
         if site.launcher_logs and "paddle.distributed.launch" in ref.argv:
             kit_env["PADDLE_LOG_DIR"] = site.launcher_logs  # every rank's workerlog.N, gathered with the run
         inner = Command(launch_argv(python, here.scripts, ref, job, cluster, record), {**kit_env, **ref.env})
