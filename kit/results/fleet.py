@@ -45,6 +45,8 @@ def _other_load(_capture: dict, runs: list) -> str | None:
     return f"{'busy: ' if busy else ''}other processes up to {max(shares):.0%} of the CPU"
 
 
+UNTESTED_WORD = "untested: one run"
+
 # (what, how it is read from a host's capture and its runs), most telling first
 EVIDENCE: tuple[tuple[str, Callable[[dict, list], str | None]], ...] = (
     ("CPU quota", _quota),
@@ -118,7 +120,7 @@ def _case(by_host: dict[str, list[float]]) -> dict:
         check = ratio_check(by_host[baseline], values)
         differs = host != baseline and check.verdict == CONCLUSIVE
         noise_word = "the fleet's median" if host == baseline else \
-            "differs" if differs else "untested: one run" if check.verdict == UNTESTED else "within noise"
+            "differs" if differs else UNTESTED_WORD if check.verdict == UNTESTED else "within noise"
         out[host] = {"median": medians[host], "runs": values, "ratio": medians[host] / fleet, "differs": differs,
                      "interval": [check.low, check.high] if host != baseline else None, "noise": noise_word}
     return {"median": fleet, "baseline": baseline, "hosts": out}
@@ -144,11 +146,14 @@ def _pct(ratio: float) -> str:
 def verdict(table: list[dict]) -> str:
     """One line: how many hosts are within noise (and their widest spread), then each host that differs with its
     first evidence, and each host that failed with why."""
-    within = [r for r in table if r["status"] == "ok" and not r["differs"] and r["cases"]]
+    untested = [r for r in table if r["cases"] and any(c["noise"] == UNTESTED_WORD for c in r["cases"].values())]
+    within = [r for r in table if r["status"] == "ok" and not r["differs"] and r["cases"] and r not in untested]
     spread = max((abs(c["ratio"] - 1) for r in within for c in r["cases"].values()), default=0.0)
     parts = [f"{len(within)} of {len(table)} hosts within noise of the fleet's median (\u00b1{spread * 100:.1f}%)"]
     for r in table:
-        if r["differs"]:
+        if r in untested and not r["differs"]:
+            parts.append(f"{r['host']} {_pct(r['worst_ratio'])}: untested (one run on a side: its spread unknown)")
+        elif r["differs"]:
             why = r["evidence"][0] if r["evidence"] else None
             cause = f"{why['what']} {why['host']} against {' / '.join(why['peers'])} on its peers" if why else \
                 "no evidence in its captures differs from its peers'"

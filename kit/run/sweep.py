@@ -25,13 +25,14 @@ from kit.config.inventory import HostConfig, Inventory
 from kit.core import rundir
 from kit.core.inputs import KitError
 from kit.hosts import probe
+from kit.hosts.connect import check_reachable
 from kit.hosts.fanout import on_all
 from kit.run import multinode, records
 from kit.run.bench import write_report
 from kit.run.plan import plan_for_nodes
 
 Progress = Callable[[str, str, str], None]
-OK, FAILED, LOST = "ok", "failed", "unreachable"  # a host's row: every run gave a figure | some did not | no capture
+OK, FAILED, LOST = "ok", "failed", "unreachable"  # a host's row: every run gave a figure | some did not | gone
 _REPORTS = threading.Lock()  # the report's plots (matplotlib) are drawn one host at a time
 
 
@@ -111,4 +112,7 @@ def run_host(inv: Inventory, host: HostConfig, suite: Suite, run_dir: Path, prog
     reason = "; ".join(f"{o.run.label}: {o.status}: {o.reason}" for o in failed[:3])
     if len(failed) > 3:
         reason += f"; and {len(failed) - 3} more"
+    lost = check_reachable([host], inv) if failed else []
+    if lost:  # it failed because it went away: say so first
+        return HostRow(host.name, LOST, f"lost mid-sweep ({lost[0][1]}); {reason}", time.monotonic() - t0)
     return HostRow(host.name, FAILED if failed else OK, reason, time.monotonic() - t0)
