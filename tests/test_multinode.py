@@ -45,6 +45,17 @@ def harness_on(ssh_hosts, name: str) -> list[str]:
     return [line for line in out.stdout.splitlines() if "harness/" in line and "train.py" in line]
 
 
+def wait_for_training(work_dir: Path, timeout_s: float = 180) -> None:
+    """Until a run under a host's work_dir logs its first measured step (AssertionError after timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        logs = list(work_dir.rglob("stdout.log"))
+        if logs and '"event": "step"' in logs[0].read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no run under {work_dir} started training")
+
+
 def left_on(ssh_hosts, name: str, wrapper_s: float = 15) -> list[str]:
     """What of a stopped run is left on the host: its training processes must be gone when the kit returns (listed
     at once); the kit's wrapper shell (`bash -c`, its command line carries train.py's) ends right after them, once

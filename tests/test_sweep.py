@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from nethosts import hold_cpu, release_cpu
-from test_multinode import FAB, REPO, hosts_yaml
+from test_multinode import FAB, REPO, hosts_yaml, wait_for_training
 
 from kit.cli import main
 from kit.core import rundir
@@ -104,14 +103,7 @@ def test_a_host_lost_mid_sweep_is_a_row_and_resume_redoes_only_its_runs(ssh_host
     worker = threading.Thread(target=lambda: result.setdefault("rc", main(argv)))
     worker.start()
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:  # until h2 trains
-            logs = list((tmp_path / "work" / "h2").rglob("stdout.log"))
-            if logs and '"event": "step"' in logs[0].read_text(errors="replace"):
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError("h2 never started training")
+        wait_for_training(tmp_path / "work" / "h2")
         ssh_hosts.stop_host("h2")
         worker.join(timeout=300)
         assert not worker.is_alive()
