@@ -128,3 +128,14 @@ def test_a_host_lost_mid_sweep_is_a_row_and_resume_redoes_only_its_runs(ssh_host
     assert rundir.read_sweep(run_dir)["rows"]["h2"]["status"] == "ok"
     fleet = rundir.read_results(run_dir)["fleet"]
     assert [h["status"] for h in fleet["hosts"]] == ["ok", "ok"] and "untested (one run on a side" in fleet["verdict"]
+
+
+def test_report_and_standing_of_a_sweep(held_sweep, capsys):
+    _rc, _output, run_dir = held_sweep
+    verdict = rundir.read_results(run_dir)["fleet"]["verdict"]
+    assert main(["report", str(run_dir)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == verdict  # the fleet table again, from the run's records
+    assert main(["standing", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("## h")] == ["## h1", "## h2", "## h3"]
+    assert out.count("| torch/resnet50/bz2/1n1g/fp32 |") == 3  # each host's own figure on the ladder

@@ -10,7 +10,7 @@ from pathlib import Path
 from kit.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_method_flags, method_from, progress_console
 from kit.core import runlock
 from kit.core.inputs import InputError
-from kit.core.rundir import has_run_meta
+from kit.core.rundir import has_run_meta, is_sweep
 
 
 def add_parser(sub) -> None:
@@ -97,6 +97,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dir}: not a directory")
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise InputError(args.out, "exists and is not a folder (--out names the folder the report files go to)")
+    if is_sweep(args.dir):  # a sweep's report is its fleet table; each host's report is its own run's
+        from kit.cli.sweep import fleet_text, write_fleet
+
+        print(fleet_text(write_fleet(args.dir)), end="")
+        return EXIT_OK
     method = method_from(args)
     run = _is_run_dir(args.dir)
     if run and _default_method(args) and (args.out is None or args.out.resolve() == args.dir.resolve()):
