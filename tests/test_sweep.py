@@ -72,6 +72,8 @@ def test_held_back_host_is_named_with_its_quota_and_the_others_within_noise(held
     assert verdict.startswith("2 of 3 hosts within noise of the fleet's median") and "; h3 \u2212" in verdict
     assert "CPU quota 0.25 of a core" in verdict, verdict
     assert verdict in output and verdict in (run_dir / "report.md").read_text()
+    page = (run_dir / "report.html").read_text()
+    assert verdict in page and "<table>" in page and "<script" not in page  # one self-contained page
 
 
 def test_every_host_ran_its_own_runs_at_the_same_time(held_sweep):

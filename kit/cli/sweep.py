@@ -75,16 +75,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def write_fleet(run_dir: Path) -> dict:
-    """The sweep's report.md (the fleet section, each host's report named) and results.json (the fleet table)."""
+    """The sweep's report.md (the fleet section, each host's report named), report.html (the same page) and
+    results.json (the fleet table)."""
     from kit.core import rundir
     from kit.core.files import write_json, write_text
     from kit.results.fleet import fleet_markdown, fleet_of
+    from kit.results.html import HTML_NAME, markdown_page
 
     fleet = fleet_of(run_dir)
     hosts = [f"- {h}: [hosts/{h}/report.md](hosts/{h}/report.md)" for h in rundir.read_sweep(run_dir)["hosts"]
              if (rundir.sweep_host_dir(run_dir, h) / "report.md").is_file()]
     text = f"# Sweep {Path(run_dir).name}\n\n{fleet_markdown(fleet)}\n## Each host's report\n\n" + "\n".join(hosts)
     write_text(Path(run_dir) / "report.md", text + "\n")
+    write_text(Path(run_dir) / HTML_NAME, markdown_page(text + "\n"))
     write_json(rundir.results_path(run_dir), {"fleet": fleet}, rundir.RESULTS_JSON)
     return fleet
 

@@ -199,6 +199,16 @@ def to_html(report: Report, plots: dict[str, bytes], out_dir: Path | None = None
     return "\n".join(out)
 
 
+def markdown_page(text: str) -> str:
+    """A self-contained page of a Markdown text (a sweep's report.md), its first line's '# title' its title."""
+    title = text.split("\n", 1)[0].lstrip("# ").strip()
+    return "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+                      f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+                      '<meta name="viewport" content="width=device-width, initial-scale=1">',
+                      f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body><main>",
+                      _markdown().render(text), "</main></body></html>\n"])
+
+
 def write_html(report: Report, out_dir: Path, written: list[Path]) -> Path:
     """report.html into out_dir, with the plots among the files just written."""
     plots = {p.name: p.read_bytes() for p in written if p.name in PLOT_NAMES}
