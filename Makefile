@@ -26,7 +26,7 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps readers test test-profile lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 bench-parse bench-report bench-scale bench-overhead bench-telemetry bench-loader bench-decode bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
+.PHONY: help setup system-deps readers test test-profile lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 sweep-v100 sweep-a100 sweep-h100 bench-parse bench-report bench-scale bench-overhead bench-telemetry bench-loader bench-decode bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -136,6 +136,9 @@ bench-seed003: check-venv ## seed 003's five models on this CPU, Paddle vs PyTor
 
 bench-decode: check-venv ## the gpu loader's design on a CPU, decode stood in by a GIL-free 11.6 ms: the call in the loader / alone (<= 1.1), 1 call a batch, Python calls per batch flat, a small-op thread not slowed (>= 0.97), what a thread wake-up costs it on this host and the decode process's CPU a batch (DECODE_ARGS)
 	$(VENV_PY) bench/decode_overlap.py $(DECODE_ARGS)
+
+sweep-v100 sweep-a100 sweep-h100: check-venv ## a GPU suite's 1-node cases on EVERY host of hosts.yaml at once; the fleet table names the slow hosts and why
+	$(VENV)/bin/kit sweep --suite $(@:sweep-%=%) --runs-dir $(RUNS_DIR) $(if $(HOSTS),--hosts-file $(HOSTS))
 
 bench-fanout: check-venv ## check_env and a no-op launch on HOSTS (default 4) SSH test hosts / on 1 (target <= 1.3); needs root
 	$(VENV_PY) bench/fanout.py --hosts $(or $(HOSTS),4)
