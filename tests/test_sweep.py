@@ -141,3 +141,48 @@ def test_report_and_standing_of_a_sweep(held_sweep, capsys):
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if line.startswith("## h")] == ["## h1", "## h2", "## h3"]
     assert out.count("| torch/resnet50/bz2/1n1g/fp32 |") == 3  # each host's own figure on the ladder
+
+
+def test_cpu_quota_and_cpus_read_from_what_the_probes_print():
+    from kit.hosts.capture import parse_cpu_quota, parse_cpus_allowed
+
+    v1 = ("/sys/fs/cgroup/cpu/a/b/cpu.cfs_quota_us: 50000\n/sys/fs/cgroup/cpu/a/b/cpu.cfs_period_us: 100000\n"
+          "/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us: 20000\n/sys/fs/cgroup/cpu/a/cpu.cfs_period_us: 100000\n"
+          "/sys/fs/cgroup/cpu//cpu.cfs_quota_us: -1\n/sys/fs/cgroup/cpu//cpu.cfs_period_us: 100000\n")
+    assert parse_cpu_quota(v1) == {"cores": 0.2, "file": "/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us"}  # the tightest
+    assert parse_cpu_quota("/sys/fs/cgroup/u/cpu.max: 150000 100000\n/sys/fs/cgroup/cpu.max: max 100000\n") == \
+        {"cores": 1.5, "file": "/sys/fs/cgroup/u/cpu.max"}
+    assert parse_cpu_quota("/sys/fs/cgroup/u/cpu.max: max 100000\n") is None
+    assert parse_cpus_allowed("Name:\tgrep\nCpus_allowed_list:\t0-3,8,10-11\n") == 7
+
+
+def _entries(figures: dict[str, list[float]], failed: tuple[str, ...] = ()):
+    from kit.core.rundir import RunEntry
+
+    out = {host: [RunEntry(f"{host}/{i}", {"case": "torch/resnet50/bz2/1n1g/fp32", "repeat": i + 1, "status": "ok",
+                                          "figure": v, "unit": "images/s"}) for i, v in enumerate(values)]
+           for host, values in figures.items()}
+    for host in failed:
+        out[host] = [RunEntry(f"{host}/0", {"case": "torch/resnet50/bz2/1n1g/fp32", "repeat": 1, "status": "failed"})]
+    return out
+
+
+def test_fleet_table_names_what_differs_from_the_peers_only():
+    from kit.results.fleet import fleet_table
+
+    def capture(model: str, quota: float | None) -> dict:
+        return {"cpu": {"model_name": model, "logical_cpus": 8}, "cpu_quota": quota and {"cores": quota, "file":
+                "/sys/fs/cgroup/x/cpu.max"}, "cpus_allowed": 8, "kernel": "6.1", "memory_bytes": 2**34}
+
+    runs = _entries({"n1": [100, 101, 99], "n2": [98, 99, 100], "n3": [101, 100, 102], "n4": [60, 61, 59]}, ("n5",))
+    captures = {"n1": capture("EPYC", None), "n2": capture("EPYC", None), "n3": capture("EPYC", None),
+                "n4": capture("Xeon", None), "n5": capture("EPYC", None)}
+    rows = {"n5": {"status": "unreachable", "reason": "lost mid-sweep (connection refused)"}}
+    fleet = fleet_table(["n1", "n2", "n3", "n4", "n5"], rows, runs, captures)
+    assert [h["host"] for h in fleet["hosts"]][:2] == ["n5", "n4"]  # worst first: the lost host, then the slowest
+    n4 = fleet["hosts"][1]
+    assert n4["differs"] and n4["evidence"] == [{"what": "CPU model", "host": "Xeon", "peers": ["EPYC"]}]
+    # the fleet's median: 99.5 (of the hosts' medians 100, 99, 101, 60); n3 is 1.5% above it
+    assert fleet["verdict"] == ("3 of 5 hosts within noise of the fleet's median (\u00b11.5%); n5 unreachable: lost "
+                                "mid-sweep (connection refused); n4 \u221240%: CPU model Xeon against EPYC on its peers")
+    assert not any(h["differs"] for h in fleet["hosts"] if h["host"] != "n4")
