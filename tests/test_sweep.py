@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from nethosts import hold_cpu, release_cpu
-from test_multinode import FAB, REPO, hosts_yaml, wait_for_training
+from test_multinode import FAB, REPO, harness_on, hosts_yaml, wait_for_training
 
 from kit.cli import main
 from kit.core import rundir
@@ -130,6 +132,29 @@ def test_a_host_lost_mid_sweep_is_a_row_and_resume_redoes_only_its_runs(ssh_host
     assert rundir.read_sweep(run_dir)["rows"]["h2"]["status"] == "ok"
     fleet = rundir.read_results(run_dir)["fleet"]
     assert [h["status"] for h in fleet["hosts"]] == ["ok", "ok"] and "untested (one run on a side" in fleet["verdict"]
+
+
+def test_ctrl_c_ends_the_sweep_and_every_hosts_run(ssh_hosts, tmp_path):
+    import signal
+
+    suite = write_suite(tmp_path, 1)
+    suite.write_text(suite.read_text().replace("measure_steps: 10", "measure_steps: 1000000"))
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "sweep", "--suite", str(suite), "--hosts", "h1,h2",
+                             "--hosts-file", str(hosts_yaml(ssh_hosts, tmp_path)), "--runs-dir", str(tmp_path / "runs")],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for host in ("h1", "h2"):
+            wait_for_training(tmp_path / "work" / host)
+        assert harness_on(ssh_hosts, "h1") and harness_on(ssh_hosts, "h2")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "kit sweep --resume" in err
+    deadline = time.monotonic() + 60  # each host's watcher stops its run as its connection closes
+    while (left := harness_on(ssh_hosts, "h1") + harness_on(ssh_hosts, "h2")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left == [], f"Ctrl-C left harness processes: {left}"
 
 
 def test_report_and_standing_of_a_sweep(held_sweep, capsys):

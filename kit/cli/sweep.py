@@ -5,6 +5,9 @@ fleet beyond noise; 1: a host failed, was lost or differs; 2: bad input or nothi
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import threading
 from pathlib import Path
 
 from kit.cli.common import EXIT_MISMATCH, EXIT_OK, UsageError, add_hosts_file, hosts_file, progress_console
@@ -61,17 +64,38 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     console.print(f"kit sweep: suite {suite.name}, one-node cases on {len(hosts)} host(s) at once: "
                   f"{', '.join(h.name for h in hosts)} -> {run_dir}", soft_wrap=True, markup=False)
+    done: dict = {}
+    worker = threading.Thread(target=lambda: done.update(rows=_caught(sweep.run_sweep, inv, hosts, suite, run_dir,
+                                                                        progress, args.on_failure, args.force)),
+                              name="kit-sweep", daemon=True)
+    worker.start()
     try:
-        rows = sweep.run_sweep(inv, hosts, suite, run_dir, progress, args.on_failure, args.force)
+        while worker.is_alive():  # the main thread stays where Ctrl-C reaches it
+            worker.join(0.2)
     except KeyboardInterrupt:
-        console.print(f"kit sweep: interrupted; every host's processes were stopped. Continue with: kit sweep "
-                      f"--resume {run_dir}", soft_wrap=True, markup=False)
-        return 130
+        # every host's run ends with its SSH connection (kit.run.ssh.wrapper_command's watcher), as when kit is
+        # killed; run.json holds every finished run, so a resume redoes only the rest
+        console.print(f"kit sweep: interrupted; every host's runs stop as their connections close. Continue with: "
+                      f"kit sweep --resume {run_dir}", soft_wrap=True, markup=False)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    rows = done["rows"]
+    if isinstance(rows, BaseException):
+        raise rows
     fleet = write_fleet(run_dir)
     print(fleet_text(fleet), end="")
     print(run_dir / "report.md")
     healthy = all(r.status == sweep.OK for r in rows.values()) and not any(h["differs"] for h in fleet["hosts"])
     return EXIT_OK if healthy else EXIT_MISMATCH
+
+
+def _caught(fn, *args):
+    """fn(*args), or the exception it raised (re-raised by the main thread)."""
+    try:
+        return fn(*args)
+    except BaseException as exc:  # noqa: BLE001 -- handed to the main thread as it is
+        return exc
 
 
 def write_fleet(run_dir: Path) -> dict:
