@@ -211,3 +211,25 @@ def test_fleet_table_names_what_differs_from_the_peers_only():
     assert fleet["verdict"] == ("3 of 5 hosts within noise of the fleet's median (\u00b11.5%); n5 unreachable: lost "
                                 "mid-sweep (connection refused); n4 \u221240%: CPU model Xeon against EPYC on its peers")
     assert not any(h["differs"] for h in fleet["hosts"] if h["host"] != "n4")
+
+
+def test_a_throttled_gpu_host_is_named_by_its_telemetry_not_by_its_peers_jitter():
+    from kit.results.fleet import fleet_table
+
+    def tele(sm: float, temp: float, throttled: dict) -> dict:
+        return {"telemetry": {"throttled": throttled, "hosts": {"x": {"sm_mhz_median": sm, "limit_w": 700.0,
+                                                                      "temp_peak_c": temp}}}}
+
+    runs = _entries({"g1": [3000, 3010, 2990], "g2": [2980, 3000, 2995], "g3": [2100, 2110, 2090]})
+    for host, sm, temp, throttled in (("g1", 1980, 61, {}), ("g2", 1965, 63, {}),
+                                      ("g3", 1410, 62, {"hw_slowdown": 0.38, "sw_power_cap": 0.01})):
+        runs[host] = [type(e)(e.log, {**e.fields, **tele(sm, temp, throttled)}) for e in runs[host]]
+    captures = {h: {"cpu": {"model_name": "Xeon"}, "smi": {"driver_version": "580.1", "gpus": [{"product_name": "H200"}]}}
+                for h in ("g1", "g2", "g3")}
+    fleet = fleet_table(["g1", "g2", "g3"], {}, runs, captures)
+    g3 = fleet["hosts"][0]
+    assert g3["host"] == "g3" and g3["differs"]
+    assert [(e["what"], e["host"]) for e in g3["evidence"]] == [
+        ("GPU throttled during the runs", "hw_slowdown 38% of the window"),
+        ("GPU SM clock during the runs (MHz, median)", "1410")]  # 1.5% of temperature and clock jitter: no evidence
+    assert "g3 \u221230%: GPU throttled during the runs hw_slowdown 38% of the window against none" in fleet["verdict"]

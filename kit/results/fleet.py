@@ -8,7 +8,7 @@ differs from the fleet beyond noise, and for each host that does the evidence in
 A host's runs of a case are held against the runs of the host whose figure is the fleet's median by THE noise rule
 (kit.results.stats.ratio_check, as kit compare's): it differs when the ratio's interval excludes 1 and neither side's
 runs spread beyond the rule's CV. Evidence: each field of the host's capture and run records (EVIDENCE) whose value
-is none of its peers' (the hosts that do not differ).
+is none of its peers' (the hosts that do not differ); a figure, more than HOSTS_APART outside their range.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kit.core import rundir
 from kit.results import noise
+from kit.results.gpu_telemetry import HOSTS_APART, THROTTLED_SHARE
 from kit.results.stats import CONCLUSIVE, UNTESTED, median, ratio_check
 
 
@@ -47,11 +48,36 @@ def _other_load(_capture: dict, runs: list) -> str | None:
 
 UNTESTED_WORD = "untested: one run"
 
+def _telemetry(key: str) -> Callable[[dict, list], float | None]:
+    """The median over a host's runs of its GPUs' `key` in their telemetry (run.json: kit.results.gpu_telemetry)."""
+    def field(_capture: dict, runs: list) -> float | None:
+        values = [h[key] for e in runs for h in ((e.fields.get("telemetry") or {}).get("hosts") or {}).values()
+                  if isinstance(h, dict) and isinstance(h.get(key), int | float)]
+        return round(median(values), 1) if values else None
+    return field
+
+
+def _throttled(_capture: dict, runs: list) -> str | None:
+    tele = [e.fields["telemetry"] for e in runs if isinstance(e.fields.get("telemetry"), dict)]
+    if not tele:
+        return None
+    worst: dict[str, float] = {}
+    for t in tele:
+        for reason, share in (t.get("throttled") or {}).items():
+            worst[reason] = max(worst.get(reason, 0.0), share)
+    named = [f"{r} {v:.0%} of the window" for r, v in sorted(worst.items()) if v > THROTTLED_SHARE]
+    return ", ".join(named) or "none"
+
+
 # (what, how it is read from a host's capture and its runs), most telling first
 EVIDENCE: tuple[tuple[str, Callable[[dict, list], str | None]], ...] = (
     ("CPU quota", _quota),
     ("CPUs its sessions may use", lambda c, _r: c.get("cpus_allowed")),
     ("other processes during the runs", _other_load),
+    ("GPU throttled during the runs", _throttled),
+    ("GPU SM clock during the runs (MHz, median)", _telemetry("sm_mhz_median")),
+    ("GPU power limit during the runs (W)", _telemetry("limit_w")),
+    ("GPU temperature peak during the runs (C)", _telemetry("temp_peak_c")),
     ("GPU SM clock max (MHz)", _gpus("max_sm_clock_mhz")),
     ("GPU application clock (MHz)", _gpus("app_graphics_clock_mhz")),
     ("GPU power limit (W)", _gpus("power_limit_w")),
@@ -133,10 +159,22 @@ def evidence(host: str, peers: list[str], runs: dict[str, list], captures: dict[
     for what, read in EVIDENCE:
         value = read(mine, runs.get(host, [])) if mine else None
         theirs = {p: read(captures[p], runs.get(p, [])) for p in peers if p in captures}
-        if value is None or not theirs or value in theirs.values():
+        if value is None or not theirs or not _apart(value, list(theirs.values())):
             continue
-        found.append({"what": what, "host": str(value), "peers": sorted({str(v) for v in theirs.values()})})
+        found.append({"what": what, "host": _text(value), "peers": sorted({_text(v) for v in theirs.values()})})
     return found
+
+
+def _text(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _apart(value, theirs: list) -> bool:
+    """A figure more than HOSTS_APART outside its peers' range, anything else none of their values."""
+    numbers = [v for v in theirs if isinstance(v, int | float) and not isinstance(v, bool)]
+    if isinstance(value, int | float) and not isinstance(value, bool) and len(numbers) == len(theirs):
+        return value < min(numbers) * (1 - HOSTS_APART) or value > max(numbers) * (1 + HOSTS_APART)
+    return value not in theirs
 
 
 def _pct(ratio: float) -> str:
