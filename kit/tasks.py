@@ -104,6 +104,20 @@ def _run_registered(name: str, command: str, positional: tuple[str, ...] = ()) -
     _run_kit(argv + tail)
 
 
+# the flags every job over -H hosts takes (run_multinode, sweep)
+_JOB_HELP = {
+    "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)",
+    "runs-dir": "where the run directory goes (default runs/)",
+    "resume": "run directory to finish",
+}
+
+
+def _job_options(suite, hosts_file, runs_dir, resume, **more) -> dict:
+    """A job's flags as kit takes them; --resume: the run's own suite."""
+    return {"suite": None if resume else suite, "hosts_file": _hosts_file(hosts_file), "runs_dir": runs_dir,
+            "resume": resume, **more}
+
+
 @task
 def _multinode_job(c):
     _run_registered("run_multinode", "multinode")
@@ -113,9 +127,7 @@ def _multinode_job(c):
     post=[_multinode_job],
     help={
         "suite": "suite name or YAML (its cases with as many nodes as -H hosts)",
-        "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)",
-        "runs-dir": "where the run directory goes (default runs/)",
-        "resume": "run directory to finish",
+        **_JOB_HELP,
         "on-failure": "continue (default) or stop after a failed case",
         "force": "run even if check_env finds busy GPUs or mismatched hosts, or model code is not at its pin",
     },
@@ -123,9 +135,8 @@ def _multinode_job(c):
 def run_multinode(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, on_failure="continue",
                   force=False):
     """Start one job on ALL -H hosts at once (ranks, master, launcher flags), gather logs, report."""
-    _register("run_multinode", c, {"suite": None if resume else suite, "hosts_file": _hosts_file(hosts_file),
-                                   "runs_dir": runs_dir, "resume": resume, "on_failure": on_failure,
-                                   "force": force})  # --resume: the run's own suite
+    _register("run_multinode", c, _job_options(suite, hosts_file, runs_dir, resume, on_failure=on_failure,
+                                               force=force))
 
 
 @task
@@ -137,16 +148,13 @@ def _sweep_job(c):
     post=[_sweep_job],
     help={
         "suite": "suite name or YAML (its one-node cases run on every -H host)",
-        "hosts-file": "inventory (default: $KIT_HOSTS_FILE or hosts.yaml)",
-        "runs-dir": "where the run directory goes (default runs/)",
-        "resume": "sweep directory to finish",
+        **_JOB_HELP,
         "force": "run on a host even where check_env refuses it, or its model code is not at its pin",
     },
 )
 def sweep(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, force=False):
     """Every -H host's own runs of the suite's one-node cases, all hosts at once; the fleet table (kit sweep)."""
-    _register("sweep", c, {"suite": None if resume else suite, "hosts_file": _hosts_file(hosts_file),
-                           "runs_dir": runs_dir, "resume": resume, "force": force})
+    _register("sweep", c, _job_options(suite, hosts_file, runs_dir, resume, force=force))
 
 
 @task
