@@ -26,7 +26,7 @@ LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
 PIP_LOCAL_WHEELS := $(if $(wildcard /opt/wheels/*.whl),--find-links /opt/wheels)
 DOCKERFILES := $(shell find docker -type f -name 'Dockerfile*' 2>/dev/null | sort)
 
-.PHONY: help setup system-deps readers test test-profile lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 sweep-v100 sweep-a100 sweep-h100 bench-parse bench-report bench-scale bench-overhead bench-telemetry bench-loader bench-decode bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
+.PHONY: help setup system-deps readers test test-profile lint report images bench-images bench-local bench-seed003 bench-v100 bench-a100 bench-h100 sweep-v100 sweep-a100 sweep-h100 bench-parse bench-report bench-scale bench-overhead bench-telemetry bench-openmp bench-loader bench-decode bench-fanout bench-convert gpu-check gpu-prep gpu-check-loader crosscheck bundle verify clean distclean check-venv
 
 help: ## list the targets (this text)
 	@echo "usage: make <target> [VAR=value]"
@@ -127,6 +127,9 @@ bench-overhead: check-venv ## harness / bare training loop throughput (target >=
 
 bench-telemetry: check-venv ## the GPU sampler's own cost to a run at the kit's rate, resolved beside ten samplers and scaled back (target <= 1%)
 	$(VENV_PY) bench/sampler_overhead.py $(TELEMETRY_ARGS)
+
+bench-openmp: check-venv ## a CPU run's images/s waiting passively (the kit's) and spinning (the default), idle and beside a busy process
+	$(VENV_PY) bench/openmp_wait.py $(OPENMP_ARGS)
 
 bench-loader: check-venv ## loader-only images/s: cpu loader on 1, 2, all cores; gpu and dali on a CUDA host (LOADER_ARGS)
 	$(VENV_PY) bench/loader.py $(LOADER_ARGS)
