@@ -29,7 +29,7 @@ from kit.core.catalogue import contract, harness
 from kit.core.layout import sidecar_name
 
 # a CPU run's OpenMP threads sleep when they wait (GNU's and Intel's runtimes): spinning, they lose their cores
-# to any other process and a figure falls many-fold (29x beside one busy loop on 2 cores: docs/measurement.md)
+# to any other process and a figure falls many-fold (85x beside one busy process on 2 cores: docs/measurement.md)
 CPU_OPENMP = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
 
 SCRIPTS = REPO_ROOT / "scripts"  # what runs on hosts and in images; never imports kit
