@@ -17,8 +17,9 @@ REPORT_ARGS ?=
 # bench-overhead's models (each at its CPU preset, bench/harness_overhead.py); OVERHEAD_ARGS replaces the lot
 OVERHEAD_MODELS ?= resnet50,se_resnext50,deeplabv3p,bert,transformer,cyclegan
 RUNTIME     ?= native
-# test files run in parallel (pytest-xdist; tests/conftest.py keeps a file, or files sharing Slurm, on one worker)
-TEST_WORKERS ?= 2
+# test files run in parallel (pytest-xdist; tests/conftest.py keeps a file, or files sharing Slurm, on one worker);
+# one more worker than 2 cores: the tests that wait on Docker, Slurm and the SSH hosts leave a core to a third
+TEST_WORKERS ?= 3
 IMAGES      ?= cpu
 CLAIMS      ?= ../shared/fixtures/published-logs/expected.yaml
 LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
