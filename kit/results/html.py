@@ -162,11 +162,7 @@ def to_html(report: Report, plots: dict[str, bytes], out_dir: Path | None = None
     title_inline = md.parse(title)[1].children or []
     title_html = md.renderer.render(title_inline, md.options, {})
     title_text = "".join(t.content for t in title_inline if t.type in ("text", "code_inline"))
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>{html.escape(title_text)}</title><style>{CSS}</style></head><body><main>",
-           f"<h1>{title_html}</h1>"]
+    out = [_page_head(title_text), f"<h1>{title_html}</h1>"]
     if report.warnings:  # above the fold: what the figures below must be read with
         out.append('<div class="warning" id="warnings">' + md.render("\n".join(f"- {w}" for w in report.warnings))
                    + "</div>")
@@ -199,14 +195,18 @@ def to_html(report: Report, plots: dict[str, bytes], out_dir: Path | None = None
     return "\n".join(out)
 
 
-def markdown_page(text: str) -> str:
-    """A self-contained page of a Markdown text (a sweep's report.md), its first line's '# title' its title."""
-    title = text.split("\n", 1)[0].lstrip("# ").strip()
+def _page_head(title: str) -> str:
+    """Every page's head, up to its <main>: the policy that allows nothing but inline style and data: images."""
     return "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
                       f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
                       '<meta name="viewport" content="width=device-width, initial-scale=1">',
-                      f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body><main>",
-                      _markdown().render(text), "</main></body></html>\n"])
+                      f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body><main>"])
+
+
+def markdown_page(text: str) -> str:
+    """A self-contained page of a Markdown text (a sweep's report.md), its first line's '# title' its title."""
+    title = text.split("\n", 1)[0].lstrip("# ").strip()
+    return "\n".join([_page_head(title), _markdown().render(text), "</main></body></html>\n"])
 
 
 def write_html(report: Report, out_dir: Path, written: list[Path]) -> Path:
