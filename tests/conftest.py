@@ -6,7 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nethosts import PASSIVE_OPENMP, NetHosts, start_free
+from nethosts import NetHosts, start_free
+
+from kit.run.command import CPU_OPENMP
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KIT_SHARED") or REPO.parent / "shared")
@@ -22,7 +24,7 @@ LONGEST_FIRST = ("slurm", "test_images.py", "test_gpu_proof.py", "test_bundle.py
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for name, value in PASSIVE_OPENMP.items():
+    for name, value in CPU_OPENMP.items():
         os.environ.setdefault(name, value)
     if os.environ.get("PYTEST_XDIST_WORKER"):  # xdist sets 80x24 in its workers: `ps` on a test host cut lines there
         os.environ.pop("COLUMNS", None)

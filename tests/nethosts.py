@@ -69,8 +69,7 @@ from kit.run.command import CPU_OPENMP
 # The tests' trainings share 2 cores with the other test worker: OpenMP threads that spin while they wait burn the
 # cores the other worker's training needs (a gpu_proof test beside two busy loops: 25.1 s of CPU spinning, 13.7 s
 # waiting passively, 13.9 s alone). The kit sets them for the CPU runs it starts; conftest for every other process
-# of the tests, sshd's SetEnv for the test hosts' sessions.
-PASSIVE_OPENMP = CPU_OPENMP
+# of the tests (CPU_OPENMP), sshd's SetEnv for the test hosts' sessions.
 LOCK_DIR = Path("/run/kit-nethosts")
 SSHD_PRIVSEP_DIR = Path("/run/sshd")
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -509,7 +508,7 @@ class NetHosts:
                 "MaxSessions 50\n"
                 "Subsystem sftp internal-sftp\n"
                 f"SetEnv PATH={h.bin_dir}:{STD_PATH} KIT_TEST_HOST={h.name} DOCKER_HOST=unix://{self.docker_socket(h.name)}"
-                f" {' '.join(f'{k}={v}' for k, v in PASSIVE_OPENMP.items())}\n"
+                f" {' '.join(f'{k}={v}' for k, v in CPU_OPENMP.items())}\n"
             )
         self.known_hosts.write_text("\n".join(known) + "\n")
 
