@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -119,7 +120,7 @@ def reproduced(original, tmp_path_factory) -> tuple[int, Path, str]:
     runs = tmp_path_factory.mktemp("reproduced") / "runs"
     capture = io.StringIO()
     with contextlib.redirect_stderr(capture), contextlib.redirect_stdout(io.StringIO()):
-        code = main(["reproduce", str(packed), "--runs-dir", str(runs), "--tolerance", "2"])
+        code = main(["reproduce", str(packed), "--allow-busy", "--runs-dir", str(runs), "--tolerance", "2"])
     (run_dir,) = runs.iterdir()
     return code, run_dir, capture.getvalue()
 
@@ -130,7 +131,8 @@ def test_a_real_cpu_run_is_reproduced_here(original, reproduced):
     (verdict,) = said["verdicts"]
     assert (code, verdict["case"], verdict["verdict"]) == (0, CASE, "reproduced"), verdict
     assert said["tolerance"] == 2 and said["system_differences"] == {CASE: []} and said["counts"]["reproduced"] == 1
-    assert said["schema_version"] == 2 and verdict["why"].startswith("one re-run: the ratio ")
+    assert said["schema_version"] == 3 and verdict["why"].startswith("one re-run: the ratio ")
+    assert said["allow_busy"] is True and isinstance(said["disturbed_runs"], dict)
     (entry,) = json.loads((original[0] / "run.json").read_text())["runs"].values()
     # each re-run's time is the auditor's: the bundle's own run x 3, at least 60 s, never the suite's timeout_s
     assert said["time_limits"] == {CASE: max(60.0, round(3 * entry["wall_seconds"], 1))}
@@ -216,7 +218,7 @@ def test_a_consistent_forgery_verifies_but_is_not_reproduced(original, tmp_path,
     run_dir, _ = original
     forged = bundle(forged_faster(run_dir, tmp_path / "forged-run"), tmp_path / "forged.tgz", "--force")
     assert verify(forged).ok  # consistent: every file intact, every rule holds
-    code = main(["reproduce", str(forged), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "2"])
+    code = main(["reproduce", str(forged), "--allow-busy", "--runs-dir", str(tmp_path / "runs"), "--tolerance", "2"])
     (verdict,) = reproduction(tmp_path / "runs")["verdicts"]
     assert (code, verdict["verdict"]) == (1, "not reproduced"), verdict
     assert verdict["ratio"] < 0.1 and verdict["why"].startswith("one re-run"), verdict  # ~1/100: slower
@@ -226,7 +228,7 @@ def test_re_runs_that_time_out_are_not_reproduced_saying_why(original, tmp_path,
     """The auditor gives each re-run 0.5 s (--timeout-s): the run is stopped and gives no figure -- not reproduced
     (exit 1), never "not comparable"; the bundle's suite's timeout_s (300 s) plays no part."""
     _, packed = original
-    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--timeout-s", "0.5"])
+    code = main(["reproduce", str(packed), "--allow-busy", "--runs-dir", str(tmp_path / "runs"), "--timeout-s", "0.5"])
     said = reproduction(tmp_path / "runs")
     (verdict,) = said["verdicts"]
     assert (code, verdict["verdict"]) == (1, "not reproduced")
@@ -248,7 +250,7 @@ def test_repeats_forged_far_apart_make_an_inflated_claim_not_reproduced(tmp_path
                     "--force")
     assert verify(forged).ok
     capsys.readouterr()
-    code = main(["reproduce", str(forged), "--runs-dir", str(tmp_path / "again"), "--tolerance", "0.2"])
+    code = main(["reproduce", str(forged), "--allow-busy", "--runs-dir", str(tmp_path / "again"), "--tolerance", "0.2"])
     (verdict,) = reproduction(tmp_path / "again")["verdicts"]
     assert (code, verdict["verdict"]) == (1, "not reproduced"), verdict
     assert verdict["why"].startswith("slower: ratio ") and "beyond the 10% the kit's noise rule accepts: a finding " \
@@ -317,7 +319,7 @@ def test_a_bundle_of_other_harness_files_is_refused_unless_forced_and_then_recor
     assert main(["reproduce", str(root), "--runs-dir", str(runs)]) == 2 and not runs.exists()
     assert f"this kit's code differs from what the bundle ran ({name}: 000000000000 in the bundle" in \
         capsys.readouterr().err
-    assert main(["reproduce", str(root), "--runs-dir", str(runs), "--force", "--tolerance", "2"]) in (0, 1, 3)
+    assert main(["reproduce", str(root), "--allow-busy", "--runs-dir", str(runs), "--force", "--tolerance", "2"]) in (0, 1, 3)
     said = reproduction(runs)
     assert said["forced"] and said["forced"][0].startswith(f"{name}: 000000000000 in the bundle")
 
@@ -379,7 +381,7 @@ def test_next_round_asks_each_inconclusive_case_for_the_re_runs_that_would_decid
 
 def test_the_auditors_repeats_are_declared_in_the_reproductions_own_suite_and_verify(original, tmp_path, capsys):
     _, packed = original
-    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--repeats", "2", "--tolerance", "2"])
+    code = main(["reproduce", str(packed), "--allow-busy", "--runs-dir", str(tmp_path / "runs"), "--repeats", "2", "--tolerance", "2"])
     assert code in (0, 4)  # reproduced; inconclusive where a loaded host spreads the two re-runs past 10%
     (run_dir,) = (tmp_path / "runs").iterdir()
     said = reproduction(tmp_path / "runs")
@@ -410,7 +412,7 @@ def test_until_decided_runs_an_inconclusive_case_again_in_a_round_of_its_own(ori
 
     monkeypatch.setattr(rp, "judge_claim", first_inconclusive)
     _, packed = original
-    code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--repeats", "2", "--tolerance", "2",
+    code = main(["reproduce", str(packed), "--allow-busy", "--runs-dir", str(tmp_path / "runs"), "--repeats", "2", "--tolerance", "2",
                  "--until-decided", "--max-repeats", "3"])
     first, second = sorted((tmp_path / "runs").iterdir())  # round 2 had the cap: no third, whatever it found
     assert judged == [2, 3]
@@ -419,3 +421,67 @@ def test_until_decided_runs_an_inconclusive_case_again_in_a_round_of_its_own(ori
     (verdict,) = again["verdicts"]
     assert len(verdict["reproduced"]) == 3 and code == {"reproduced": 0, "inconclusive": 4}[verdict["verdict"]]
     assert "kit reproduce --until-decided: 1 inconclusive case(s) again with 3 re-runs each" in capsys.readouterr().out
+
+
+@contextlib.contextmanager
+def busy_beside():
+    """Another process (not of this one's tree: its parent exits) spinning on the CPU these tests are held to (it
+    inherits one_cpu's affinity): a busy host. Its pid."""
+    import signal
+    import subprocess
+    import sys
+
+    pid = int(subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True, check=True).stdout)
+    try:
+        yield pid
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_busy_host_runs_nothing_and_says_what_keeps_it_busy(original, tmp_path, capsys):
+    """Before anything runs, the kit waits for this host to be quiet (--quiet-wait-s); a process spinning beside it
+    all that time: exit 3, nothing written, the process named."""
+    _, packed = original
+    runs = tmp_path / "runs"
+    with busy_beside() as spin:
+        code = main(["reproduce", str(packed), "--runs-dir", str(runs), "--quiet-wait-s", "3"])
+    said = capsys.readouterr()
+    out = said.out
+    assert code == 3 and not runs.exists(), out
+    assert "kit reproduce: nothing run: this host stayed busy for " in out and f"pid {spin} python" in out
+    assert re.search(r"waiting for this host to be quiet \(\d of 3 s\): other processes used ", said.err), said.err
+    assert main(["reproduce", str(packed), "--quiet-wait-s", "-1"]) == 2
+    assert "--quiet-wait-s: must be 0 to 86400, got -1" in capsys.readouterr().err
+
+
+def test_a_re_run_made_on_a_busy_host_is_set_aside_and_verify_holds_that_to_run_json(original, tmp_path,
+                                                                                      monkeypatch, capsys):
+    """The host quiet when the round starts (the wait passed), busy while the re-run runs: the re-run is set aside,
+    not judged (inconclusive, exit 4, --until-decided's advice), its run.json host_load the evidence; the
+    reproduction bundles and verifies, and a record that calls the re-run undisturbed (to judge it) is caught."""
+    from kit.cli import reproduce
+
+    monkeypatch.setattr(reproduce, "wait_quiet", lambda *_: "")
+    _, packed = original
+    with busy_beside():
+        code = main(["reproduce", str(packed), "--runs-dir", str(tmp_path / "runs"), "--tolerance", "2"])
+    said = reproduction(tmp_path / "runs")
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    (verdict,) = said["verdicts"]
+    (entry,) = json.loads((run_dir / "run.json").read_text())["runs"].values()
+    assert entry["host_load"]["other_cpu_share"] > 0.10, entry["host_load"]
+    assert (code, verdict["verdict"], verdict["reproduced"]) == (4, "inconclusive", []), verdict
+    assert verdict["set_aside"] == [entry["figure"]] and said["disturbed_runs"] == {CASE: {"1": (
+        f"other processes used {entry['host_load']['other_cpu_share']:.0%} of the CPU")}}
+    assert verdict["why"].startswith("every re-run set aside, made while this host was busy: repeat 1: other "
+                                     "processes used ") and "--until-decided runs them again" in verdict["why"]
+    assert verify(bundle(run_dir, tmp_path / "r.tgz")).ok
+    forged = json.loads((run_dir / "reproduction.json").read_text())
+    forged["disturbed_runs"] = {}
+    (run_dir / "reproduction.json").write_text(json.dumps(forged, indent=2))
+    capsys.readouterr()
+    assert main(["bundle", str(run_dir), "--out", str(tmp_path / "f.tgz"), "--submitter", "t",
+                 "--system-name", "t"]) == 1  # kit bundle verifies what it packs
+    assert "reproduction.json: disturbed_runs {}, but run.json's host_load gives {'" + CASE + "': {'1': 'other " \
+        "processes used" in capsys.readouterr().err

@@ -103,4 +103,62 @@ def test_a_version_2_record_is_held_to_its_runs_and_its_claims():
     lost["failed_runs"] = []  # the reason a run gave no figure, taken out
     assert "verdicts[0].why" in [k for k, _ in rp.check_record(lost, results_of([]))[0]]
     assert rp.check_record({**edited, "schema_version": 7}, results_of(HONEST))[0] == [
-        ("schema_version", "7 is no reproduction record this kit knows (1, 2)")]
+        ("schema_version", "7 is no reproduction record this kit knows (1, 2, 3)")]
+
+
+BUSY = {"2": "other processes used 48% of the CPU"}
+
+
+def runs_results(values: list[float]) -> dict:
+    results = results_of(values)
+    for n, run in enumerate(results["groups"][0]["cases"][0]["runs"], 1):
+        run["run"] = n
+    return results
+
+
+def test_a_re_run_made_on_a_busy_host_is_set_aside_not_judged():
+    """Record version 3: the slow second re-run (the auditor's host busy) would make an honest claim not
+    reproduced; set aside, the other two decide, and the verdict says what was set aside and why."""
+    runs = [(1, 100.0), (2, 52.0), (3, 100.4)]
+    assert rp.judge_runs(CASE, [100.0], runs, 0.05, [], [], {}).verdict == rp.INCONCLUSIVE  # judged with it
+    v = rp.judge_runs(CASE, [100.0], runs, 0.05, [], [], BUSY)
+    assert (v.verdict, v.reproduced, v.set_aside) == (rp.REPRODUCED, [100.0, 100.4], [52.0])
+    assert v.why.endswith("; re-runs set aside, made while this host was busy: repeat 2: other processes used 48% "
+                          "of the CPU")
+    every = rp.judge_runs(CASE, [100.0], [(2, 52.0)], 0.05, [], [], BUSY)
+    assert (every.verdict, every.ratio, every.set_aside) == (rp.INCONCLUSIVE, None, [52.0])
+    assert every.why.startswith("every re-run set aside, made while this host was busy: repeat 2: ")
+
+
+def test_a_failed_re_run_on_a_quiet_host_is_still_not_reproduced_a_busy_one_set_aside():
+    failed = [f"{CASE} repeat 1: timeout: no end after 60 s", f"{CASE} repeat 2: timeout: no end after 60 s"]
+    quiet = rp.judge_runs(CASE, [100.0], [], 0.05, [], failed, BUSY)
+    assert quiet.verdict == rp.NOT_REPRODUCED and quiet.why.startswith("no figure: repeat 1: timeout")
+    assert "repeat 2: timeout" not in quiet.why.split(";")[0]
+    both = rp.judge_runs(CASE, [100.0], [], 0.05, [], failed, {**BUSY, "1": "other processes used 30% of the CPU"})
+    assert both.verdict == rp.INCONCLUSIVE and both.why.startswith("every re-run set aside")
+
+
+def test_a_version_3_record_is_held_to_its_runs_and_what_it_set_aside():
+    results = runs_results([100.0, 52.0, 100.4])
+    v = rp.judge_runs(CASE, [100.0], rp.runs_by_case(results)[CASE], 0.05, [], [], BUSY)
+    record = {"schema_version": 3, "tolerance": 0.05, "system_differences": {CASE: []}, "failed_runs": [],
+              "disturbed_runs": {CASE: BUSY}, "allow_busy": False, "counts": rp.counts([v]),
+              "verdicts": [v.to_dict()]}
+    assert rp.check_record(record, results) == ([], [v])
+    allowed = {**record, "allow_busy": True}  # the auditor judged every re-run: the record must say so
+    assert "verdicts[0].reproduced" in [k for k, _ in rp.check_record(allowed, results)[0]]
+    assert rp.check_record({**record, "disturbed_runs": [2]}, results)[0] == [
+        ("disturbed_runs", "not an object of case -> {repeat: why}, or allow_busy not true/false")]
+    old = record_of(HONEST, [100.0])  # version 2: nothing set aside, the field absent
+    assert "set_aside" not in old["verdicts"][0] and rp.check_record(old, results_of(HONEST))[0] == []
+
+
+def test_until_decided_runs_a_set_aside_case_again_until_the_cap():
+    from kit.cli.reproduce import next_round
+
+    every = rp.judge_runs(CASE, [100.0], [(1, 50.0), (2, 51.0), (3, 49.0)], 0.05, [], [],
+                          {str(n): "other processes used 50% of the CPU" for n in (1, 2, 3)})
+    assert next_round([every], 0.05, 10, {CASE: 3}) == ({CASE: 3}, "1 inconclusive case(s) again with 3 re-runs each")
+    assert next_round([every], 0.05, 10, {CASE: 10}) == (
+        None, f"left inconclusive: {CASE} (10 re-runs set aside, the cap: the host stays busy)")

@@ -4,6 +4,8 @@ prints that bundle's digest and the verdict counts, and checks reproduction.json
     reproduction.json   each case's runs equal to results.json's (itself recomputed from the logs by the rules),
                         its ratio and verdict those kit.results.reproduction makes of them, the counts those verdicts'
     reproduction.md     the table those verdicts make
+    run.json            the runs made while the host was busy (host_load), which a version-3 record names
+                        (disturbed_runs) and sets aside: an undisturbed re-run called disturbed is a violation
     provenance.json     `reproduction_of`: the same digest as reproduction.json's bundle_manifest_sha256
 
 So an edited figure, ratio, verdict or table is a violation naming reproduction.json (or .md) and the key. The
@@ -19,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.audit.rules import Violation
-from kit.core.inputs import parse_json
+from kit.core.inputs import InputError, parse_json
+from kit.core.rundir import read_run
 from kit.results import reproduction as rp
 
 RULE = "reproduction_recomputed"
@@ -83,6 +86,19 @@ def reproduction_of(run_dir: Path) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
+def _disturbed_held(record: dict, run_dir: Path, where: str) -> list[Violation]:
+    """The record's disturbed_runs against the busy runs its run.json's host_load gives (kit.results.noise's rule)."""
+    try:
+        busy = rp.disturbed_runs(read_run(run_dir).runs.values())
+    except (InputError, OSError) as exc:
+        return [Violation(RULE, f"disturbed_runs cannot be held to run.json: {exc}", where)]
+    said = record.get("disturbed_runs")
+    if said == busy:
+        return []
+    return [Violation(RULE, f"disturbed_runs {said!r}, but run.json's host_load gives {busy!r} (the runs made "
+                      "while the host was busy)", where)]
+
+
 def check_pair(root: Path, run_dir: Path, provenance: dict,
                original: Side | None = None) -> tuple[list[str], list[Violation]]:
     """(lines for verify's report, violations) of a reproduction's bundle, held to its ORIGINAL where the auditor
@@ -106,6 +122,8 @@ def check_pair(root: Path, run_dir: Path, provenance: dict,
         return [], [Violation(RULE, f"unreadable: {exc}", where)]
     problems, verdicts = rp.check_record(record, results)
     found = [Violation(RULE, f"{key}: {what}", where) for key, what in problems]
+    if record.get("schema_version", 0) >= 3:
+        found += _disturbed_held(record, run_dir, where)
     digest = record.get("bundle_manifest_sha256")
     if named != digest:
         found.append(Violation(RULE, f"{PROVENANCE_KEY} {named!r} is not {RECORD}'s bundle_manifest_sha256 "

@@ -17,8 +17,13 @@ Each case's verdict follows the kit's noise rule (interleaved repeats): reproduc
 (declared in the reproduction's own suite before it runs). --until-decided: each inconclusive case again in a
 reproduction of its own (a run directory, bundle-able, naming the earlier rounds), with as many re-runs as would
 decide it, at most --max-repeats; a round is judged on its own runs, never pooled with an earlier one's (the exit
-status: each case's last verdict). Exit: 0 every case reproduced, 1 any not reproduced, 2 bad input, 3
-inconclusive or not comparable only.
+status: each case's last verdict).
+This host busy (other processes over kit.results.noise's share of its CPU): before each round the kit waits for it
+to be quiet (--quiet-wait-s), naming what keeps it busy; a re-run made while it was busy anyway (its run.json
+host_load) is set aside, not judged, and --until-decided runs it again. --allow-busy judges them as any (recorded).
+Exit: 0 every case reproduced, 1 any not reproduced (a re-run that gave no figure too), 2 bad input, 3 a named
+system difference (or this host busy past --quiet-wait-s) stopped the comparison before anything ran, 4 a case left
+inconclusive (the auditor stopped before it was decided).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import json
 import random
 import secrets
 import tempfile
+import time
 from pathlib import Path
 
 from kit.cli.common import UsageError, progress_console
@@ -39,6 +45,8 @@ from kit.core.rundir import RunRecord, host_captures, read_results, read_run
 TIME_MARGIN = 3.0  # a re-run may take this many times the bundle's own longest run of its case ...
 TIME_FLOOR_S = 60.0  # ... and never less than this
 MAX_REPEATS = 10  # --until-decided asks for at most this many re-runs of a case (--max-repeats)
+QUIET_WAIT_S = 300.0  # how long the kit waits for a busy host to be quiet before a round (--quiet-wait-s)
+QUIET_SAID_S = 15.0  # a waiting line at most this often
 
 
 def add_parser(sub) -> None:
@@ -68,6 +76,11 @@ def add_parser(sub) -> None:
                    "decided or cannot be")
     p.add_argument("--max-repeats", type=int, default=MAX_REPEATS, metavar="N",
                    help=f"the most re-runs of a case --until-decided asks for [{MAX_REPEATS}]")
+    p.add_argument("--quiet-wait-s", type=float, default=QUIET_WAIT_S, metavar="SECONDS",
+                   help=f"how long to wait for this host to be quiet before each round [{QUIET_WAIT_S:g}]; still busy "
+                   "then: nothing more runs (exit 3 before the first round)")
+    p.add_argument("--allow-busy", action="store_true", help="run on this host however busy, and judge the re-runs "
+                   "made while it was busy like any other (recorded) instead of setting them aside")
     p.add_argument("--scheduler", choices=("ssh", "slurm"), help="with --hosts: ssh, the inventory's hosts [ssh]; "
                    "slurm, its slurm: partition (each run one job step)")
 
@@ -139,6 +152,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         raise InputError("--repeats", f"must be 1 to 1000, got {args.repeats}")
     if not 2 <= args.max_repeats <= 1000:
         raise InputError("--max-repeats", f"must be 2 to 1000, got {args.max_repeats}")
+    if not 0 <= args.quiet_wait_s <= 86400:
+        raise InputError("--quiet-wait-s", f"must be 0 to 86400, got {args.quiet_wait_s:g}")
     inv = _inventory(args)  # before anything else: a hosts file that does not load, one line and nothing written
     verdict = verify(args.bundle, args.allowed_signers)
     if not verdict.ok:
@@ -209,8 +224,17 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     console = progress_console()
     where = f"the hosts of {args.hosts} ({args.scheduler})" if inv is not None else "this host"
     cpu = suite.hardware == "cpu"
-    repeats, rounds, final = args.repeats, [], {}
+    repeats, rounds, final, aside = args.repeats, [], {}, {}
     while True:
+        busy = "" if inv is not None or args.allow_busy else wait_quiet(args.quiet_wait_s, console)
+        if busy and not rounds:
+            print(f"kit reproduce: nothing run: {busy}; figures made now would be low (quiet it, wait longer with "
+                  "--quiet-wait-s, or --allow-busy)")
+            return 3
+        if busy:
+            print(f"kit reproduce --until-decided: stopped: {busy}; left inconclusive: "
+                  + ", ".join(sorted(chosen)))
+            break
         suite_file = original / "suite.yaml" if repeats is None else with_repeats(original / "suite.yaml", repeats,
                                                                                   work / f"round-{len(rounds) + 1}")
         suite = load_suite(suite_file)
@@ -222,7 +246,7 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
         console.print(f"kit reproduce: each re-run may take {_limits_said(limits)} (--timeout-s: the auditor's)",
                       soft_wrap=True, markup=False)
         run_dir = _run(args, suite_file, suite, selection, inv, console, run, limits)
-        here = rp.figures_by_case(read_results(run_dir))
+        here = rp.runs_by_case(read_results(run_dir))
         this_system = system_description(run_dir, None, "reproduction", where)
         power = [] if cpu else rp.power_limit_differences([*host_captures(original).values()],
                                                           [*host_captures(run_dir).values()])
@@ -230,15 +254,21 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
                                            cases[key].nodes, power) for key in chosen}
         notes = rp.noted_differences(original_system, this_system, cpu)
         failed = _failed_runs(run_dir)
-        verdicts = [rp.judge_claim(key, figures[key], here.get(key, []), tolerance, system[key],
-                                   rp.no_figure_of(key, failed)) for key in chosen]
+        disturbed = rp.disturbed_runs(read_run(run_dir).runs.values())
+        judged = {} if args.allow_busy else disturbed
+        if args.allow_busy and disturbed:
+            notes.append(f"the auditor allowed a busy host (--allow-busy): {sum(map(len, disturbed.values()))} "
+                         "re-run(s) made while it was busy judged like the others")
+        verdicts = [rp.judge_runs(key, figures[key], here.get(key, []), tolerance, system[key], failed,
+                                  judged.get(key, {})) for key in chosen]
         record = {"schema_version": rp.RECORD_VERSION, "bundle": str(args.bundle), **identity,
                   "tolerance": tolerance, "cases": chosen, "patterns": args.cases, "sample": args.sample,
                   "seed": args.seed, "repeats": repeats, "round": len(rounds) + 1,
                   "earlier_rounds": [str(r) for r in rounds],
                   "hosts": str(args.hosts) if inv is not None else None, "scheduler": args.scheduler,
                   "forced": differs if args.force else [], "time_limits": limits, "system_differences": system,
-                  "noted_differences": notes, "failed_runs": failed, "counts": rp.counts(verdicts),
+                  "noted_differences": notes, "failed_runs": failed, "disturbed_runs": disturbed,
+                  "allow_busy": args.allow_busy, "counts": rp.counts(verdicts),
                   "verdicts": [v.to_dict() for v in verdicts]}
         (run_dir / rp.RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n")
         text = rp.to_markdown(verdicts, args.bundle.name, tolerance, rp.RECORD_VERSION, notes)
@@ -248,7 +278,9 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
         print(run_dir / rp.RECORD_NAME)
         rounds.append(run_dir)
         final.update({v.case: v for v in verdicts})
-        more, why = next_round(verdicts, tolerance, args.max_repeats) if args.until_decided else (None, "")
+        for v in verdicts:
+            aside[v.case] = aside.get(v.case, 0) + len(v.set_aside)
+        more, why = next_round(verdicts, tolerance, args.max_repeats, aside) if args.until_decided else (None, "")
         if why:
             print(f"kit reproduce --until-decided: {why}")
         if more is None:
@@ -257,11 +289,13 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
     return rp.exit_code(list(final.values()), rp.RECORD_VERSION)
 
 
-def next_round(verdicts: list, tolerance: float, most: int) -> tuple[dict[str, int] | None, str]:
+def next_round(verdicts: list, tolerance: float, most: int,
+               aside: dict[str, int] | None = None) -> tuple[dict[str, int] | None, str]:
     """({inconclusive case: the re-runs a new round gives it}, what was decided) after a round of --until-decided:
     each inconclusive case again, in a new reproduction of its own, with as many re-runs as would decide it
-    (kit.results.reproduction.runs_to_resolve), at most MOST; None where every case is decided, or none can be
-    (on the band's edge, or its round already had MOST)."""
+    (kit.results.reproduction.runs_to_resolve), at most MOST; a case whose every re-run was set aside (the host
+    busy) as many as were, until ASIDE (re-runs set aside so far per case) reaches MOST; None where every case is
+    decided, or none can be (on the band's edge, or its round already had MOST)."""
     from kit.results import reproduction as rp
 
     open_cases = [v for v in verdicts if v.verdict == rp.INCONCLUSIVE]
@@ -269,6 +303,12 @@ def next_round(verdicts: list, tolerance: float, most: int) -> tuple[dict[str, i
         return None, "every case decided"
     more, stuck = {}, []
     for v in open_cases:
+        if not v.reproduced and v.set_aside:
+            if (aside or {}).get(v.case, len(v.set_aside)) >= most:
+                stuck.append(f"{v.case} ({most} re-runs set aside, the cap: the host stays busy)")
+            else:
+                more[v.case] = min(max(len(v.set_aside), 2), most)
+            continue
         needed = rp.runs_to_resolve(v.ratio, v.low, v.high, tolerance, len(v.reproduced)) \
             if v.low is not None and v.high is not None else None
         if needed is None or len(v.reproduced) >= most:
@@ -279,6 +319,27 @@ def next_round(verdicts: list, tolerance: float, most: int) -> tuple[dict[str, i
     said = (f"{len(more)} inconclusive case(s) again with {max(more.values())} re-runs each" if more else "") + \
         (("; " if more else "") + "left inconclusive: " + ", ".join(stuck) if stuck else "")
     return (more or None), said
+
+
+def wait_quiet(limit_s: float, console) -> str:
+    """'' once this host is quiet (kit.results.noise's rule over a window of kit.run.hostload.busy_now), else why it
+    is not after LIMIT_S seconds of waiting; says every QUIET_SAID_S what it waits for."""
+    from kit.results import noise
+    from kit.run.hostload import busy_now
+
+    t0, said = time.monotonic(), None
+    while True:
+        entry, top = busy_now()
+        if not noise.is_busy(entry):
+            return ""
+        why = noise.busy_reason(entry) + (f" ({', '.join(top)})" if top else "")
+        waited = time.monotonic() - t0
+        if waited >= limit_s:
+            return f"this host stayed busy for {waited:.0f} s: {why}"
+        if said is None or waited - said >= QUIET_SAID_S:
+            console.print(f"kit reproduce: waiting for this host to be quiet ({waited:.0f} of {limit_s:g} s): {why}",
+                          soft_wrap=True, markup=False)
+            said = waited
 
 
 def with_repeats(suite_file: Path, repeats: int, folder: Path) -> Path:

@@ -69,6 +69,14 @@ def busy_warning(entry) -> str | None:
     return f"host busy: {what}: {ADVICE}"
 
 
+def busy_reason(entry) -> str:
+    """'other processes used 48% of the CPU' (and/or the GPUs other processes held) of a busy run's entry."""
+    other = _number(entry, "other_cpu_share")
+    parts = ([f"other processes used {other:.0%} of the CPU"] if other is not None and other > BUSY_OTHER_CPU_SHARE
+             else []) + ([f"GPUs held by other processes: {'; '.join(_gpus(entry))}"] if _gpus(entry) else [])
+    return ", ".join(parts)
+
+
 def busy_runs(entries: list) -> str | None:
     """'host busy during 2 of 3 runs (other processes used up to 62% of the CPU)' for one case's host_load
     entries (kit compare's reason), or None when none was busy."""

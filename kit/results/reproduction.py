@@ -12,21 +12,27 @@ the same rule as the report's frameworks side by side) and a verdict against a t
 Each edge is one ratio_target: slower beyond the band is reproduction / original below 1 / (1 + t), faster beyond
 it is original / reproduction below 1 / (1 + t) (ratio_check of the sides swapped: the reciprocal interval).
 With one run on a side the noise rule cannot test the spread: the point ratio decides, and the verdict says so.
+A re-run made while this host was busy (kit.results.noise's rule, from its run.json host_load) is set aside, not
+judged (record version 3): the auditor's own host slowed it, not the bundle's claim; unless the auditor allowed a
+busy host (--allow-busy, recorded).
 check_record: a reproduction.json's figures, ratios and verdicts against its run's own results.json (kit verify).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from kit.core.layout import case_key
-from kit.results import stats
+from kit.results import noise, stats
 
 VERDICTS = REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, INCONCLUSIVE = ("reproduced", "not reproduced",
                                                                        "not comparable", "inconclusive")
 DEFAULT_TOLERANCE = 0.05
-RECORD_VERSION = 2  # reproduction.json's schema_version: 1 both sides samples (compare_case), 2 the claim (judge_claim)
+# reproduction.json's schema_version: 1 both sides samples (compare_case), 2 the claim (judge_claim), 3 the claim with
+# the re-runs of a busy host set aside (disturbed_runs, allow_busy)
+RECORD_VERSION = 3
+KNOWN_VERSIONS = (1, 2, 3)
 RECORD_NAME, TABLE_NAME = "reproduction.json", "reproduction.md"  # what `kit reproduce` leaves in its run directory
 # system.json fields that make two runs different work, and those that only matter for a CPU run
 SYSTEM_FIELDS = (("accelerator_model_name", "GPU model"), ("accelerators_per_node", "GPUs per node"),
@@ -44,20 +50,46 @@ class CaseVerdict:
     high: float | None
     verdict: str
     why: str
+    set_aside: list[float] = field(default_factory=list)  # re-runs' figures not judged: made while the host was busy
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if not self.set_aside:  # as records before version 3 have it
+            del out["set_aside"]
+        return out
 
 
-def figures_by_case(results: dict) -> dict[str, list[float]]:
-    """results.json's run figures per case key (framework/model/bz<B>/<case>/<precision>)."""
-    out: dict[str, list[float]] = {}
+def runs_by_case(results: dict) -> dict[str, list[tuple[object, float]]]:
+    """results.json's (repeat, figure) of each run per case key (framework/model/bz<B>/<case>/<precision>)."""
+    out: dict[str, list[tuple[object, float]]] = {}
     for group in results.get("groups") or []:
         for case in group.get("cases") or []:
             key = case_key(group["framework"], group["model"], group["batch_per_device"], case["case"],
                            group["precision"])
-            out[key] = [r["value"] for r in case.get("runs") or [] if isinstance(r.get("value"), int | float)]
+            out[key] = [(r.get("run"), r["value"]) for r in case.get("runs") or []
+                        if isinstance(r.get("value"), int | float)]
     return out
+
+
+def figures_by_case(results: dict) -> dict[str, list[float]]:
+    """results.json's run figures per case key."""
+    return {key: [value for _, value in runs] for key, runs in runs_by_case(results).items()}
+
+
+def disturbed_runs(entries) -> dict[str, dict[str, str]]:
+    """{case: {repeat: why}} of the runs (run.json's entries: case, repeat, host_load) whose host was busy by
+    kit.results.noise's rule while they ran: 'other processes used 48% of the CPU'."""
+    out: dict[str, dict[str, str]] = {}
+    for entry in entries:
+        if noise.is_busy(entry.host_load):
+            out.setdefault(str(entry.case), {})[str(entry.repeat)] = noise.busy_reason(entry.host_load)
+    return out
+
+
+def split_disturbed(runs: list[tuple[object, float]], disturbed: dict[str, str]) -> tuple[list[float], list[float]]:
+    """(the figures judged, those set aside) of a case's (repeat, figure) runs, by its disturbed repeats."""
+    judged = [value for repeat, value in runs if str(repeat) not in disturbed]
+    return judged, [value for repeat, value in runs if str(repeat) in disturbed]
 
 
 # other_software_stack entries whose major version changes what runs on a GPU (kit.audit.sysdesc)
@@ -194,13 +226,28 @@ def compare_case(case: str, original: list[float], reproduced: list[float], tole
 
 
 def judge_claim(case: str, original: list[float], reproduced: list[float], tolerance: float, differs: list[str],
-                no_figure: str = "") -> CaseVerdict:
+                no_figure: str = "", set_aside: list[float] = (), busy: str = "") -> CaseVerdict:
     """Record version 2: the bundle's claim -- its figure, the median of its runs, a point -- against the interval of
     the auditor's re-runs (the median's, kit.results.stats.median_ci at NOISE_LEVEL), divided by the claim. Only
     the re-runs are a sample: the bundle's own spread is reported beside the verdict (a spread beyond the noise
     rule's is a finding), never used to widen the interval. Every road ends in a verdict: re-runs that gave no
     figure (failed, timed out) are NOT reproduced, saying why; NOT comparable only for the differences passed in
-    (those that change what a figure means); INCONCLUSIVE says how many re-runs would decide."""
+    (those that change what a figure means); INCONCLUSIVE says how many re-runs would decide. SET_ASIDE: figures of
+    re-runs made while the host was busy (BUSY: why), not judged: every re-run set aside is INCONCLUSIVE."""
+    verdict = _judge_claim(case, original, reproduced, tolerance, differs, no_figure)
+    if not busy:
+        return verdict
+    aside = f"re-runs set aside, made while this host was busy: {busy}"
+    if not reproduced and not no_figure and not differs and original:
+        return CaseVerdict(case, original, [], None, None, None, INCONCLUSIVE,
+                           f"every re-run set aside, made while this host was busy: {busy}; kit reproduce "
+                           "--until-decided runs them again once it is quiet", list(set_aside))
+    verdict.set_aside, verdict.why = list(set_aside), f"{verdict.why}; {aside}"
+    return verdict
+
+
+def _judge_claim(case: str, original: list[float], reproduced: list[float], tolerance: float, differs: list[str],
+                 no_figure: str) -> CaseVerdict:
     if differs:
         return CaseVerdict(case, original, reproduced, None, None, None, NOT_COMPARABLE, "; ".join(differs))
     if not original:
@@ -239,6 +286,15 @@ def judge_claim(case: str, original: list[float], reproduced: list[float], toler
                else f"about {needed} re-runs would decide it (kit reproduce --until-decided)")
     return CaseVerdict(case, original, reproduced, ratio, low, high, INCONCLUSIVE,
                        f"{doubt}: {resolve}{spread}")
+
+
+def judge_runs(case: str, original: list[float], runs: list[tuple[object, float]], tolerance: float,
+               differs: list[str], failed_runs: list[str], disturbed: dict[str, str]) -> CaseVerdict:
+    """judge_claim of a case's re-runs as a reproduction records them: its (repeat, figure) runs and failed-run lines,
+    the repeats made while the host was busy ({repeat: why}) set aside."""
+    judged, aside = split_disturbed(runs, disturbed)
+    return judge_claim(case, original, judged, tolerance, differs, no_figure_of(case, failed_runs, disturbed), aside,
+                       busy_of(disturbed))
 
 
 def counts(verdicts: list[CaseVerdict]) -> dict[str, int]:
@@ -288,23 +344,30 @@ def check_record(record: dict, results: dict) -> tuple[list[tuple[str, str]], li
         return [("verdicts", "missing, empty or not a list")], []
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 < tolerance <= 10:
         return [("tolerance", f"{tolerance!r} is not a tolerance in (0, 10]")], []
-    if version not in (1, 2):
-        return [("schema_version", f"{version!r} is no reproduction record this kit knows (1, 2)")], []
+    if version not in KNOWN_VERSIONS:
+        return [("schema_version", f"{version!r} is no reproduction record this kit knows "
+                 f"({', '.join(map(str, KNOWN_VERSIONS))})")], []
     if version == 1 and (not isinstance(differs, list) or not all(isinstance(d, str) for d in differs)):
         return [("system_differences", "missing or not a list of lines")], []
     failed = record.get("failed_runs")
-    if version == 2 and (not isinstance(differs, dict) or not all(
+    if version >= 2 and (not isinstance(differs, dict) or not all(
             isinstance(v, list) and all(isinstance(d, str) for d in v) for v in differs.values())
             or not isinstance(failed, list) or not all(isinstance(f, str) for f in failed)):
         return [("system_differences", "not an object of case -> lines, or failed_runs not a list of lines")], []
-    here, problems, again = figures_by_case(results), [], []
+    disturbed, allowed = record.get("disturbed_runs", {}), record.get("allow_busy", False)
+    if version >= 3 and (not isinstance(allowed, bool) or not isinstance(disturbed, dict) or not all(
+            isinstance(d, dict) and all(isinstance(w, str) for w in d.values()) for d in disturbed.values())):
+        return [("disturbed_runs", "not an object of case -> {repeat: why}, or allow_busy not true/false")], []
+    if version < 3 or allowed:
+        disturbed = {}
+    here, problems, again = runs_by_case(results), [], []
     for i, v in enumerate(verdicts):
         key = f"verdicts[{i}]"
         if not isinstance(v, dict) or not isinstance(v.get("case"), str) or not isinstance(v.get("original"), list) \
                 or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in v["original"]):
             problems.append((key, "not a verdict (case, original, reproduced, ratio, verdict)"))
             continue
-        want = here.get(v["case"], [])
+        want, _ = split_disturbed(here.get(v["case"], []), disturbed.get(v["case"], {}))
         if v.get("reproduced") != want:
             problems.append((f"{key}.reproduced", f"{v.get('reproduced')} are not results.json's runs of "
                              f"{v['case']}: {want}"))
@@ -312,8 +375,8 @@ def check_record(record: dict, results: dict) -> tuple[list[tuple[str, str]], li
         try:
             original = [float(x) for x in v["original"]]
             made = compare_case(v["case"], original, want, float(tolerance), differs) if version == 1 else \
-                judge_claim(v["case"], original, want, float(tolerance), differs.get(v["case"], []),
-                            no_figure_of(v["case"], failed))
+                judge_runs(v["case"], original, here.get(v["case"], []), float(tolerance),
+                           differs.get(v["case"], []), failed, disturbed.get(v["case"], {}))
         except stats.StatsError as exc:
             problems.append((key, f"cannot be recomputed: {exc}"))
             continue
@@ -326,9 +389,18 @@ def check_record(record: dict, results: dict) -> tuple[list[tuple[str, str]], li
     return problems, again
 
 
-def no_figure_of(case: str, failed_runs: list[str]) -> str:
-    """Why a case's re-runs gave no figure, from reproduction.json's failed_runs lines ('<case> repeat N: ...')."""
-    return "; ".join(line[len(case) + 1:] for line in failed_runs if line.startswith(f"{case} repeat "))
+def no_figure_of(case: str, failed_runs: list[str], disturbed: dict[str, str] | None = None) -> str:
+    """Why a case's re-runs gave no figure, from reproduction.json's failed_runs lines ('<case> repeat N: ...'),
+    but those of its DISTURBED repeats (set aside: the host was busy)."""
+    lead = f"{case} repeat "
+    return "; ".join(line[len(case) + 1:] for line in failed_runs
+                     if line.startswith(lead) and line[len(lead):].split(":", 1)[0] not in (disturbed or {}))
+
+
+def busy_of(disturbed: dict[str, str]) -> str:
+    """'repeat 2: other processes used 48% of the CPU; ...' of a case's disturbed repeats ('' where none)."""
+    ordered = sorted(disturbed.items(), key=lambda kv: (len(kv[0]), kv[0]))  # 2 before 10
+    return "; ".join(f"repeat {repeat}: {why}" for repeat, why in ordered)
 
 
 def _same(recorded, made) -> bool:

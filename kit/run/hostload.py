@@ -251,3 +251,32 @@ class HostLoad:
         if self._cgroups:
             record["containers"] = len(self._cgroups)
         return record
+
+
+def _cpu_seconds_by_process(skip: int) -> dict[tuple[int, float], tuple[str, float]]:
+    """{(pid, start time): (name, CPU seconds so far)} of every process but `skip` (a pid reused is another key)."""
+    out = {}
+    for proc in psutil.process_iter(["name", "create_time", "cpu_times"]):
+        info = proc.info
+        if proc.pid == skip or info.get("cpu_times") is None:
+            continue
+        out[(proc.pid, info.get("create_time") or 0.0)] = (info.get("name") or "?",
+                                                           info["cpu_times"].user + info["cpu_times"].system)
+    return out
+
+
+def busy_now(seconds: float = 2.0, named: int = 3) -> tuple[dict, list[str]]:
+    """How busy this host is while the kit only waits, SECONDS long: (the window's host_load entry, as a run's; the
+    processes that used most CPU in it, 'pid 4242 python 99% of a core', at most NAMED, each over 5% of a core)."""
+    me = os.getpid()
+    before = _cpu_seconds_by_process(me)
+    t0 = time.monotonic()
+    with HostLoad() as load:
+        time.sleep(seconds)
+    wall = max(time.monotonic() - t0, 1e-9)
+    used = []
+    for key, (name, cpu) in _cpu_seconds_by_process(me).items():
+        share = (cpu - before.get(key, (name, 0.0))[1]) / wall  # one not there before started in the window
+        if share > 0.05:
+            used.append((share, f"pid {key[0]} {name} {share:.0%} of a core"))
+    return load.result(), [said for _, said in sorted(used, reverse=True)[:named]]
