@@ -297,6 +297,8 @@ def test_tesla_t4_busy():
         GpuProcess(5762, "python", "C", 1005),
     ]
     assert report.model_summary() == "Tesla T4 x1"
+    # its PCIe link as recorded: Gen3 in use, 8 of its 16 lanes (the slot's)
+    assert (gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max) == (3, 3, 8, 16)
 
 
 def test_a100_newer_schema():
@@ -692,4 +694,25 @@ def test_a_capture_written_before_the_application_clocks_still_matches_its_raw_o
     newer = json.loads(json.dumps(parsed))  # written now: the keys are there, and compared
     assert of_vintage(parsed, newer) == newer
     newer["smi"]["gpus"][0]["app_graphics_clock_mhz"] = 1000
+    assert of_vintage(parsed, newer) != newer
+
+
+H200_SMI = REPO / "tests" / "fixtures" / "gpu-runs" / "h200-20261128" / "nvidia-smi"
+
+
+def test_the_pcie_link_from_both_outputs_and_a_capture_of_the_day_before_still_matches(tmp_path):
+    """PCIe generation and width, in use and at most, as -q -x and -q print them (the H200's: Gen5 x16); the
+    H200's capture of 2026-12-04 (application clocks, no PCIe link) re-parsed today is that capture still."""
+    from test_gpu_visit_h200_20261204 import unpacked
+
+    for report in (parse_query_xml((H200_SMI / "q-x.xml").read_text()), parse_query_text((H200_SMI / "q.txt").read_text())):
+        (gpu,) = report.gpus
+        assert (gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max) == (5, 5, 16, 16)
+    host = unpacked("proof", tmp_path) / "2-suite/run/env/vm"
+    stored = json.loads((host / "capture.json").read_text())
+    assert "app_graphics_clock_mhz" in stored["smi"]["gpus"][0] and "pcie_gen_max" not in stored["smi"]["gpus"][0]
+    parsed = capture_from_dir("vm", host).to_dict()
+    assert parsed["smi"]["gpus"][0]["pcie_width_max"] == 16 and of_vintage(parsed, stored) == stored
+    newer = json.loads(json.dumps(parsed))  # written now: the link is there, and compared
+    newer["smi"]["gpus"][0]["pcie_width_current"] = 8
     assert of_vintage(parsed, newer) != newer

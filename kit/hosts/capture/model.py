@@ -24,13 +24,15 @@ LATER_HOST_KEYS = ("cpu_quota", "cpus_allowed")  # captured from 2026-12-05 (of_
 
 def of_vintage(parsed: dict, stored: dict) -> dict:
     """A capture re-parsed now, as a capture.json of STORED's vintage: ones written before the kit captured the
-    application clocks (kit.hosts.capture.smi.LATER_GPU_KEYS) or the CPU quota (LATER_HOST_KEYS) lack those keys."""
+    application clocks or the PCIe link (kit.hosts.capture.smi.LATER_GPU_KEYS) or the CPU quota (LATER_HOST_KEYS)
+    lack those keys; a key any of STORED's GPUs holds is kept (and compared)."""
     if isinstance(stored, dict):
         parsed = {k: v for k, v in parsed.items() if k not in LATER_HOST_KEYS or k in stored}
     gpus = ((stored.get("smi") or {}).get("gpus") or []) if isinstance(stored, dict) else []
-    if not parsed.get("smi") or not gpus or any(k in g for g in gpus if isinstance(g, dict) for k in LATER_GPU_KEYS):
+    absent = {k for k in LATER_GPU_KEYS if not any(k in g for g in gpus if isinstance(g, dict))}
+    if not parsed.get("smi") or not gpus or not absent:
         return parsed
-    smi = {**parsed["smi"], "gpus": [{k: v for k, v in g.items() if k not in LATER_GPU_KEYS}
+    smi = {**parsed["smi"], "gpus": [{k: v for k, v in g.items() if k not in absent}
                                      for g in parsed["smi"]["gpus"]]}
     return {**parsed, "smi": smi}
 

@@ -1,5 +1,5 @@
 """`nvidia-smi -q -x` (and its plain-text twin `nvidia-smi -q`): driver, CUDA and per-GPU memory, clocks, ECC,
-power limits and processes."""
+power limits, PCIe link and processes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from kit.hosts.capture.errors import EnvCaptureError
 _NOT_AVAILABLE = ("N/A", "[N/A]", "[Not Supported]", "Not Supported", "Unknown Error")
 _QUANTITY = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]*)\s*$")
 _MIB = {"MiB": 1.0, "GiB": 1024.0, "KiB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
-_MHZ, _PCT, _WATTS = ("MHz",), ("%",), ("W",)
+_MHZ, _PCT, _WATTS, _GEN, _LANES = ("MHz",), ("%",), ("W",), ("",), ("x",)
+_LINK, _LINK_TEXT = "pci/pci_gpu_link_info", "PCI/GPU Link Info"
 
 # GpuInfo field -> (its path in -q -x, its path in -q, units); both outputs print the same values
 _GPU_FIELDS: dict[str, tuple[str, str, dict[str, float] | tuple[str, ...] | None]] = {
@@ -36,8 +37,16 @@ _GPU_FIELDS: dict[str, tuple[str, str, dict[str, float] | tuple[str, ...] | None
     "utilization_gpu_pct": ("utilization/gpu_util", "Utilization/GPU", _PCT),
     "app_graphics_clock_mhz": ("applications_clocks/graphics_clock", "Applications Clocks/Graphics", _MHZ),
     "app_mem_clock_mhz": ("applications_clocks/mem_clock", "Applications Clocks/Memory", _MHZ),
+    # the PCIe link in use and the most it can train to (the GPU's and its slot's); an idle GPU may train down
+    "pcie_gen_current": (f"{_LINK}/pcie_gen/current_link_gen", f"{_LINK_TEXT}/PCIe Generation/Current", _GEN),
+    "pcie_gen_max": (f"{_LINK}/pcie_gen/max_link_gen", f"{_LINK_TEXT}/PCIe Generation/Max", _GEN),
+    "pcie_width_current": (f"{_LINK}/link_widths/current_link_width", f"{_LINK_TEXT}/Link Width/Current", _LANES),
+    "pcie_width_max": (f"{_LINK}/link_widths/max_link_width", f"{_LINK_TEXT}/Link Width/Max", _LANES),
 }
-LATER_GPU_KEYS = ("app_graphics_clock_mhz", "app_mem_clock_mhz")  # captured from 2026-11-28 (model.of_vintage)
+# keys a capture has held only since: application clocks from 2026-11-28, the PCIe link from 2026-12-05
+# (model.of_vintage)
+LATER_GPU_KEYS = ("app_graphics_clock_mhz", "app_mem_clock_mhz", "pcie_gen_current", "pcie_gen_max",
+                  "pcie_width_current", "pcie_width_max")
 # power limits: the block of drivers >= 530 first, then the older one; in each, the limit in force by its names
 _POWER_BLOCKS = (("gpu_power_readings", "GPU Power Readings"), ("power_readings", "Power Readings"))
 _POWER_LIMITS = {
@@ -103,6 +112,10 @@ class GpuInfo:
     processes: list[GpuProcess] = field(default_factory=list)
     app_graphics_clock_mhz: int | None = None  # application clocks: what the GPU runs at under load, unless boosted
     app_mem_clock_mhz: int | None = None
+    pcie_gen_current: int | None = None  # the PCIe link in use: generation and lanes
+    pcie_gen_max: int | None = None  # the most the link can train to (GPU and slot)
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
 
     @property
     def name(self) -> str:
