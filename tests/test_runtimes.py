@@ -84,6 +84,14 @@ def test_podman_line_is_dockers_but_for_gpus_and_shared_memory():
         PODMAN.run_argv(ContainerRun(image="i", name="n", mounts=(Mount("rel", "/x"),)), ["x"])
 
 
+def test_a_container_is_given_the_gpus_named_or_the_first_ones():
+    pinned = ContainerRun(image="i", name="n", gpus=1, devices=(3,))
+    assert DOCKER.run_argv(pinned, ["x"])[DOCKER.run_argv(pinned, ["x"]).index("--gpus") + 1] == '"device=3"'
+    assert "nvidia.com/gpu=3" in PODMAN.run_argv(pinned, ["x"])
+    assert "nvidia.com/gpu=1" in PODMAN.run_argv(ContainerRun(image="i", name="n", gpus=2), ["x"])
+    with pytest.raises(ValueError, match="2 GPU\\(s\\) asked, devices \\[3\\] given"):
+        DOCKER.run_argv(ContainerRun(image="i", name="n", gpus=2, devices=(3,)), ["x"])
+
 def test_image_and_container_commands_name_their_runtime():
     assert PODMAN.image_id_argv("kit/cpu:x") == ["podman", "image", "inspect", "--format", "{{.Id}}", "kit/cpu:x"]
     assert DOCKER.remove_argv("n") == ["docker", "rm", "-f", "n"]
@@ -129,8 +137,8 @@ class Toy(Docker):
     name = "toy"
     command = "toyctl"
 
-    def gpu_args(self, gpus: int) -> list[str]:
-        return ["--toy-gpus", str(gpus)]
+    def gpu_args(self, devices: tuple[int, ...]) -> list[str]:
+        return ["--toy-gpus", ",".join(str(i) for i in devices)]
 '''
 
 USE_TOY = '''
@@ -191,7 +199,7 @@ def test_a_new_runtime_lands_in_one_module_and_its_registry_entry(tmp_path):
                          cwd=copy, env={**os.environ, "PYTHONPATH": str(copy)})
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines() == [
-        "toyctl run --rm 2",
+        "toyctl run --rm 0,1",
         f"toyctl rm -f {container_name('r1', harness.key, 1, 'a')}",
         "ids=$(toyctl ps -aq --filter label=io.kit.run=r1)",
         "  2-node cases: a (10.0.0.1, toy, 2 GPUs), b (10.0.0.2, toy, 2 GPUs)",

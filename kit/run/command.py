@@ -204,6 +204,7 @@ class Site:
     sidecar: str | None = None  # where launch.py records a publisher's run (<log stem>.cmd.json)
     telemetry: str | None = None  # where a GPU run's samples go (<log stem>.gpu-telemetry); None: not sampled
     container: Container | None = None
+    gpus: tuple[int, ...] | None = None  # the host's GPUs its ranks are pinned to (a sweep's GPU); None: 0..G-1
 
     def in_image(self) -> Site:
         """The same site as seen from inside its container: the image's interpreter, harness, scripts, code."""
@@ -249,10 +250,23 @@ def launch_argv(python: str, scripts_dir: str, cmd: reference.RefCommand, job: r
     return [*argv, "--", *cmd.argv]
 
 
+def pinned_env(gpus: tuple[int, ...]) -> dict[str, str]:
+    """What pins a process to these GPUs of its host: CUDA_VISIBLE_DEVICES by nvidia-smi's index, CUDA counting in
+    nvidia-smi's order (PCI bus id; CUDA's own default puts the fastest first) so the index means the same GPU to
+    CUDA, to NVML (the sampler: its --gpus count among CUDA_VISIBLE_DEVICES) and to the capture."""
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus)}
+
+
 def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int, hardware: str,
                 run_id: str = "") -> RunCommand:
-    """Rank `rank` of a run of `case` over `sites` (rank order; rank 0 is the master)."""
+    """Rank `rank` of a run of `case` over `sites` (rank order; rank 0 is the master). A site pinned to some of its
+    host's GPUs (Site.gpus, a GPU run) starts its rank under pinned_env; in a container the runtime gives it those
+    GPUs alone (inside, CUDA counts them from 0) and the pin stays outside, for the sampler."""
     site = sites[rank]
+    if site.gpus is not None and hardware == "gpu" and len(site.gpus) != case.gpus_per_node:
+        raise ValueError(f"case {case.key} uses {case.gpus_per_node} GPU(s) a host; site {site.name} is pinned "
+                         f"to {len(site.gpus)}: {list(site.gpus)}")
+    pin = pinned_env(site.gpus) if site.gpus is not None and hardware == "gpu" else {}
     boxed = site.container is not None
     here = site.in_image() if boxed else site
     if case.impl == "reference":
@@ -285,13 +299,14 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
     box = site.container
     if not boxed or box.runtime is None:
         launched = Command(inner.argv, {**inner.env, "HOME": "/tmp"}) if boxed else inner
+        launched = Command(launched.argv, {**launched.env, **pin}) if pin else launched
     else:  # pinned memory for NCCL/InfiniBand; CPU runs keep the host's limit (a sandbox may forbid raising it)
         launched = Command(box.runtime.run_argv(ContainerRun(
             image=box.image, name=container_name(run_id, case.key, repeat, site.name),
             labels=kit_labels(run_id, case.key), env={**inner.env, "HOME": "/tmp"},
-            gpus=case.gpus_per_node if hardware == "gpu" else 0, shm_size=box.shm_size, mounts=box.mounts,
-            user=box.user, workdir=box.workdir,
-            ulimits=(MEMLOCK_ULIMIT, STACK_ULIMIT) if hardware == "gpu" else (STACK_ULIMIT,)), inner.argv), {})
+            gpus=case.gpus_per_node if hardware == "gpu" else 0, devices=tuple(site.gpus or ()) if pin else (),
+            shm_size=box.shm_size, mounts=box.mounts, user=box.user, workdir=box.workdir,
+            ulimits=(MEMLOCK_ULIMIT, STACK_ULIMIT) if hardware == "gpu" else (STACK_ULIMIT,)), inner.argv), pin)
     return RunCommand(program, sampled(launched, site, case.gpus_per_node) if hardware == "gpu" else launched, ref)
 
 

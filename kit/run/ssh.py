@@ -60,9 +60,11 @@ def scripts_dir(host: HostConfig) -> str:
     return posixpath.join(host.work_dir, "kit-scripts")
 
 
-def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | None, program: bool = False) -> Site:
+def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | None, program: bool = False,
+             gpus: tuple[int, ...] | None = None) -> Site:
     """A host of the inventory as a rank's site; workdir None: not known yet (a dry run). A published program
-    (program=True) in a container sees the scripts staged for it (SshRunner.stage)."""
+    (program=True) in a container sees the scripts staged for it (SshRunner.stage). gpus: the host's GPUs the rank
+    is pinned to (kit.run.command.pinned_env); None: all of them."""
     container = None
     if engine := runtime(host.runtime):
         mounts = (Mount(workdir, workdir), Mount(host.data_dir, host.data_dir, read_only=True)) if workdir else ()
@@ -76,7 +78,7 @@ def ssh_site(host: HostConfig, workdir: str | None, log_name: str, image: str | 
                 scripts=scripts_dir(host), model_code=host.model_code or reference.CODE_ROOT, data_dir=host.data_dir,
                 launcher_logs=posixpath.join(workdir, "launcher") if workdir else None,
                 sidecar=posixpath.join(workdir, sidecar_name(log_name)) if workdir else None, container=container,
-                telemetry=posixpath.join(workdir, telemetry_name(log_name)) if workdir else None)
+                telemetry=posixpath.join(workdir, telemetry_name(log_name)) if workdir else None, gpus=gpus)
 
 
 def wrapper_command(workdir: str, env: dict[str, str], argv: list[str], after: str | None = None) -> str:
@@ -127,9 +129,12 @@ def kill_command(workdir: str, grace: float = KILL_GRACE_S, reaped: float = KILL
 
 
 class SshRunner(Runner):
+    """gpus: the GPUs of each host every run is pinned to (one GPU's part of a sweep: kit.run.sweep); None: all."""
+
     def __init__(self, inv: Inventory, hosts: list[HostConfig], run_dir: Path, hardware: str,
-                 images: dict[str, str] | None = None, progress: Progress | None = None):
-        self.inv, self.hosts, self.hardware = inv, hosts, hardware
+                 images: dict[str, str] | None = None, progress: Progress | None = None,
+                 gpus: tuple[int, ...] | None = None):
+        self.inv, self.hosts, self.hardware, self.gpus = inv, hosts, hardware, gpus
         self.run_dir = Path(run_dir).resolve()
         self.run_id = remote_run_id(self.run_dir)
         self.images = images or {}  # framework -> image reference, for hosts with a container runtime
@@ -151,7 +156,7 @@ class SshRunner(Runner):
         if image is None and boxed:
             raise RunError(f"{boxed.name} has runtime {boxed.runtime} but there is no image for {run.case.framework}")
         program = run.case.impl == "reference"
-        sites = [ssh_site(h, self.workdir(h, run), run.log_rel.name, image, program) for h in self.hosts]
+        sites = [ssh_site(h, self.workdir(h, run), run.log_rel.name, image, program, self.gpus) for h in self.hosts]
         out = []
         for rank, host in enumerate(self.hosts):
             cmd = command_for(run.case, run.repeat, rank, sites, port, self.hardware, self.run_id)

@@ -34,7 +34,8 @@ class ContainerRun:
     name: str
     labels: tuple[tuple[str, str], ...] = ()
     env: dict[str, str] = field(default_factory=dict)
-    gpus: int = 0  # GPUs 0..gpus-1 of the host; 0: none
+    gpus: int = 0  # how many of the host's GPUs; 0: none
+    devices: tuple[int, ...] = ()  # which, by the host's index (nvidia-smi's); (): 0..gpus-1
     shm_size: str = "16g"
     mounts: tuple[Mount, ...] = ()
     user: str | None = None  # "uid:gid"; None: the image's user
@@ -42,6 +43,13 @@ class ContainerRun:
     ulimits: tuple[str, ...] = (STACK_ULIMIT,)  # "name=soft[:hard]", in order
     network: str = "host"
     ipc: str = "host"
+
+    @property
+    def gpu_devices(self) -> tuple[int, ...]:
+        """The host's GPUs the container gets, by index."""
+        if self.devices and len(self.devices) != self.gpus:
+            raise ValueError(f"container {self.name}: {self.gpus} GPU(s) asked, devices {list(self.devices)} given")
+        return self.devices or tuple(range(self.gpus))
 
 
 class ContainerRuntime(ABC):
@@ -55,8 +63,8 @@ class ContainerRuntime(ABC):
         """Start `argv` in the container and wait for it (the client ends as the command does)."""
 
     @abstractmethod
-    def gpu_args(self, gpus: int) -> list[str]:
-        """The flags giving the container GPUs 0..gpus-1 (gpus > 0)."""
+    def gpu_args(self, devices: tuple[int, ...]) -> list[str]:
+        """The flags giving the container these GPUs of the host (by index; at least one)."""
 
     def remove_argv(self, name: str) -> list[str]:
         """Remove the named container, running or not."""

@@ -15,7 +15,7 @@ class Docker(ContainerRuntime):
         out += ["--network", run.network, "--ipc", run.ipc, *self.shm_args(run)]
         for limit in run.ulimits:
             out += ["--ulimit", limit]
-        out += self.gpu_args(run.gpus) if run.gpus else []
+        out += self.gpu_args(run.gpu_devices) if run.gpus else []
         for mount in run.mounts:
             out += ["--mount", mount.bind()]
         out += ["--user", run.user] if run.user else []
@@ -27,5 +27,5 @@ class Docker(ContainerRuntime):
     def shm_args(self, run: ContainerRun) -> list[str]:
         return ["--shm-size", run.shm_size]
 
-    def gpu_args(self, gpus: int) -> list[str]:
-        return ["--gpus", '"device=' + ",".join(str(i) for i in range(gpus)) + '"']
+    def gpu_args(self, devices: tuple[int, ...]) -> list[str]:
+        return ["--gpus", '"device=' + ",".join(str(i) for i in devices) + '"']

@@ -14,5 +14,5 @@ class Podman(Docker):
     def shm_args(self, run: ContainerRun) -> list[str]:
         return [] if run.ipc == "host" else super().shm_args(run)
 
-    def gpu_args(self, gpus: int) -> list[str]:
-        return [a for i in range(gpus) for a in ("--device", f"nvidia.com/gpu={i}")]
+    def gpu_args(self, devices: tuple[int, ...]) -> list[str]:
+        return [a for i in devices for a in ("--device", f"nvidia.com/gpu={i}")]
