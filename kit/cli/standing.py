@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kit.cli.common import EXIT_OK
 from kit.core.inputs import InputError
-from kit.core.rundir import has_results, is_sweep, read_results, read_sweep, sweep_host_dir
+from kit.core.rundir import has_results, is_sweep, read_results, sweep_parts
 
 
 def add_parser(sub) -> None:
@@ -55,11 +55,11 @@ def hardware(run_dir: Path, given: Path | None):
 def cmd_standing(args: argparse.Namespace) -> int:
     from kit.results.published import published_figures
     from kit.results.standing import stand, to_dict, to_markdown
-    if is_sweep(args.run):  # a sweep: each host's standing, the ladder applied to its own figures
-        sweep, code = args.run, EXIT_OK
-        for host in read_sweep(sweep)["hosts"]:
-            if has_results(part := sweep_host_dir(sweep, host)):
-                print(f"## {host}\n")
+    if is_sweep(args.run):  # a sweep: each host's (or GPU's) standing, the ladder applied to its own figures
+        code = EXIT_OK
+        for name, part in sweep_parts(args.run).items():
+            if has_results(part):
+                print(f"## {name}\n")
                 code = max(code, cmd_standing(argparse.Namespace(**{**vars(args), "run": part})))
         return code
     if not has_results(args.run):

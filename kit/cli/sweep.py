@@ -1,6 +1,7 @@
-"""`kit sweep`: a suite's one-node cases on every host at once (kit.run.sweep), then the fleet table
-(kit.results.fleet) in report.md and results.json. Exit 0: every host ran every run and none differs from the
-fleet beyond noise; 1: a host failed, was lost or differs; 2: bad input or nothing could start; 130: Ctrl-C."""
+"""`kit sweep`: a suite's one-node cases on every host at once (a GPU suite's 1-GPU cases once per GPU of a host
+with several: kit.run.sweep), then the fleet table (kit.results.fleet) in report.md and results.json. Exit 0: every
+host (and GPU) ran every run and none differs from the fleet beyond noise; 1: a host or GPU failed, was lost or
+differs; 2: bad input or nothing could start; 130: Ctrl-C."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from kit.cli.common import EXIT_MISMATCH, EXIT_OK, UsageError, add_hosts_file, h
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("sweep", help="a suite's one-node cases on every host at once; which host is slow, and why")
+    p = sub.add_parser("sweep", help="a suite's one-node cases on every host at once (1-GPU cases on every GPU); "
+                       "which host or GPU is slow, and why")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--suite", help="suite name or YAML; its one-node cases run on every host")
     which.add_argument("--resume", type=Path, metavar="RUN_DIR", help="redo only what a sweep is missing")
@@ -99,16 +101,16 @@ def _caught(fn, *args):
 
 
 def write_fleet(run_dir: Path) -> dict:
-    """The sweep's report.md (the fleet section, each host's report named), report.html (the same page) and
-    results.json (the fleet table)."""
+    """The sweep's report.md (the fleet section, each host's and GPU's report named), report.html (the same page)
+    and results.json (the fleet table)."""
     from kit.core import rundir
     from kit.core.files import write_json, write_text
     from kit.results.fleet import fleet_markdown, fleet_of
     from kit.results.html import HTML_NAME, markdown_page
 
     fleet = fleet_of(run_dir)
-    hosts = [f"- {h}: [hosts/{h}/report.md](hosts/{h}/report.md)" for h in rundir.read_sweep(run_dir)["hosts"]
-             if (rundir.sweep_host_dir(run_dir, h) / "report.md").is_file()]
+    hosts = [f"- {name}: [{where}]({where})" for name, part in rundir.sweep_parts(run_dir).items()
+             if (part / "report.md").is_file() and (where := (part / "report.md").relative_to(run_dir).as_posix())]
     text = f"# Sweep {Path(run_dir).name}\n\n{fleet_markdown(fleet)}\n## Each host's report\n\n" + "\n".join(hosts)
     write_text(Path(run_dir) / "report.md", text + "\n")
     write_text(Path(run_dir) / HTML_NAME, markdown_page(text + "\n"))
@@ -117,7 +119,7 @@ def write_fleet(run_dir: Path) -> dict:
 
 
 def fleet_text(fleet: dict) -> str:
-    """The console's table: verdict, then host, case, figure, ratio, noise, worst first."""
+    """The console's table: verdict, then host (or host/GPU), case, figure, ratio, noise, worst first."""
     lines = [fleet["verdict"]]
     for r in fleet["hosts"]:
         if not r["cases"]:

@@ -10,6 +10,9 @@ judges a bundle's copies rule by rule, whatever shape a hostile one has.
     results = read_results(run_dir)               # results.json (kit report writes it: kit.results.exporters)
     record = read_sidecar(log)                    # the command record beside a program's log; InputError
     for path, record in sidecars(run_dir): ...    # every readable command record under logs/ and hosts/
+    sweep = read_sweep(sweep_dir)                 # a sweep's sweep.json: its hosts, how each row ended
+    sweep_parts(sweep_dir)                        # {row: its run directory}: 'h1': hosts/h1/, 'h1/gpu3': hosts/h1/gpu3/
+    capture_gpus(capture)                         # the GPUs a host's capture lists, nvidia-smi's order
 
 run.json is read in its schema version's shape and brought to this kit's (RUN_MIGRATIONS, one step per version:
 1 -> 2 names each run's figure `figure`, where version 1 said `samples_per_sec` whatever it counted). Every key
@@ -20,6 +23,7 @@ naming the file and the key (`runs.<log>.repeat: expected an integer, found a st
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,12 +213,49 @@ def sweep_host_dir(run_dir: Path | str, host: str) -> Path:
     return Path(run_dir) / "hosts" / host
 
 
+SLICE = re.compile(r"gpu(\d+)")  # <sweep>/hosts/<host>/gpu<i>/: one GPU's run directory (kit.run.sweep)
+
+
+def slice_name(host: str, gpu: int) -> str:
+    """A GPU's row of a sweep: '<host>/gpu<i>', also its run directory's place under <sweep>/hosts/."""
+    return f"{host}/gpu{gpu}"
+
+
+def sweep_slice_dir(run_dir: Path | str, host: str, gpu: int) -> Path:
+    """The run directory of one GPU of a host in a sweep (its 1-GPU cases pinned to that GPU): <sweep>/hosts/<host>/
+    gpu<i>/, a run directory as kit multinode leaves one."""
+    return sweep_host_dir(run_dir, host) / f"gpu{gpu}"
+
+
+def sweep_slices(run_dir: Path | str, host: str) -> dict[int, Path]:
+    """{GPU index: its run directory} of a host of a sweep, in GPU order; {} where its runs were not per GPU."""
+    found = {int(m.group(1)): p for p in sweep_host_dir(run_dir, host).glob("gpu*")
+             if p.is_dir() and (m := SLICE.fullmatch(p.name))}
+    return dict(sorted(found.items()))
+
+
+def sweep_parts(run_dir: Path | str) -> dict[str, Path]:
+    """{row: its run directory} of a sweep, in sweep.json's host order: each host's GPUs ('h1/gpu3', from
+    sweep_slices), and the host itself ('h1') where it has runs of its own or no GPU's."""
+    parts = {}
+    for host in read_sweep(run_dir)["hosts"]:
+        slices = sweep_slices(run_dir, host)
+        if has_run_meta(sweep_host_dir(run_dir, host)) or not slices:
+            parts[host] = sweep_host_dir(run_dir, host)
+        parts.update({slice_name(host, gpu): path for gpu, path in slices.items()})
+    return parts
+
+
 def remote_run_id(run_dir: Path | str) -> str:
     """The run's name on its hosts (<work_dir>/runs/<it>/<host>/...): its directory's, or for one host's part of a
-    sweep, the sweep's."""
+    sweep, the sweep's; for one GPU's part '<sweep>-gpu<i>', so that the GPUs of a host never share a folder, a
+    container name or a stop."""
     run_dir = Path(run_dir)
     if run_dir.parent.name == "hosts" and is_sweep(run_dir.parent.parent):
         return run_dir.parent.parent.name
+    sweep = run_dir.parent.parent.parent
+    if SLICE.fullmatch(run_dir.name) and run_dir.parent.parent.name == "hosts" and is_sweep(sweep):
+        return f"{sweep.name}-{run_dir.name}"
     return run_dir.name
 
 
@@ -276,6 +317,12 @@ def save_host_yardstick(host_dir: Path | str, result: dict) -> Path:
 def host_yardsticks(run_dir: Path | str) -> dict[str, Path]:
     """{host: its yardstick.json} of a run, in host order (the reader checks each: kit.results.yardstick)."""
     return {p.parent.name: p for p in sorted((Path(run_dir) / "env").glob(f"*/{YARDSTICK_JSON}")) if p.is_file()}
+
+
+def capture_gpus(capture: dict | None) -> list[dict]:
+    """The GPUs a capture lists (smi.gpus, nvidia-smi's order: by PCI bus id), [] for a host without any."""
+    gpus = ((capture or {}).get("smi") or {}).get("gpus") or []
+    return [g for g in gpus if isinstance(g, dict)]
 
 
 def host_captures(run_dir: Path) -> dict[str, dict]:

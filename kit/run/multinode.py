@@ -9,6 +9,7 @@ starts on every host at once (kit.run.ssh), its logs are gathered (kit.run.gathe
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kit.config import expansion
@@ -36,15 +37,36 @@ def preflight(inv: Inventory, hosts: list[HostConfig]) -> None:
         raise MultinodeError(f"not every host is reachable, nothing started: {lines}")
 
 
+@dataclass(frozen=True)
+class Job:
+    """What run_prepared needs of a job that passed its checks (prepare_job)."""
+
+    hosts: list[HostConfig]
+    runs: list[PlannedRun]  # the cases that fit, their repeats interleaved
+    refused: dict[str, str]  # case key -> why these hosts cannot run it
+    forced: list[dict]  # checkouts off their pin, run anyway (--force)
+    images: dict[str, str]  # framework -> image reference, for hosts with a container runtime
+
+
 def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, policy: str = "continue",
             progress: Callable[[str, str, str], None] | None = None,
             force: bool = False, image: str | None = None, selection: Selection | None = None,
             time_limits: dict[str, float] | None = None, report: bool = True) -> tuple[list[RunOutcome], list[Path]]:
     """Every case of the suite (those `selection` keeps, recorded in run.json) whose node count equals the hosts
-    given, then (report) the report (of the whole suite, as kit bench's).
+    given, then (report) the report (of the whole suite, as kit bench's): prepare_job, then run_prepared.
 
     Hosts with runtime docker get the image (the pinned one of each framework, or `image`) delivered and
     verified first; its IDs go into <run_dir>/images.json."""
+    job = prepare_job(inv, host_names, suite, run_dir, progress, force, image, selection)
+    return run_prepared(inv, job, suite, run_dir, policy, progress, selection, time_limits, report)
+
+
+def prepare_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path,
+                progress: Callable[[str, str, str], None] | None = None, force: bool = False,
+                image: str | None = None, selection: Selection | None = None) -> Job:
+    """A job's checks and what its runs need on the hosts, once: the plan, every host reachable, check_env (its
+    captures under <run_dir>/env/), the images delivered, the harness and scripts staged. MultinodeError where it
+    cannot start."""
     selection = selection or Selection()
     hosts = [inv.get(name) for name in host_names]
     if len({h.name for h in hosts}) != len(hosts):
@@ -74,13 +96,25 @@ def run_job(inv: Inventory, host_names: list[str], suite: Suite, run_dir: Path, 
     if docker_hosts:
         runner.images = deliver_images(inv, docker_hosts, suite, runs, Path(run_dir), image, progress)
     forced = runner.stage(runs, force)
-    meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in hosts],
+    return Job(hosts, runs, refused, forced, runner.images)
+
+
+def run_prepared(inv: Inventory, job: Job, suite: Suite, run_dir: Path, policy: str = "continue",
+                 progress: Callable[[str, str, str], None] | None = None, selection: Selection | None = None,
+                 time_limits: dict[str, float] | None = None, report: bool = True,
+                 gpus: tuple[int, ...] | None = None) -> tuple[list[RunOutcome], list[Path]]:
+    """A prepared job's runs into run_dir (run.json opened or resumed, each run recorded as it ends), then (report)
+    the report; gpus: the GPUs of each host every run is pinned to (kit.run.command.pinned_env), None: all."""
+    selection = selection or Selection()
+    progress = progress or (lambda host, what, detail: None)
+    runner = SshRunner(inv, job.hosts, run_dir, suite.hardware, images=job.images, progress=progress, gpus=gpus)
+    meta = records.open_run_meta(run_dir, suite, hosts=[h.name for h in job.hosts],
                                  **{expansion.FROZEN_KEY: expansion.freeze(suite)}, **selection.recorded_in(suite))
-    records.note_planned(meta, runs, add=True)  # `kit cluster`'s host groups each add theirs; finished at the end
-    records.note_skipped(run_dir, meta, refused)
-    records.note_forced(run_dir, meta, forced)
+    records.note_planned(meta, job.runs, add=True)  # `kit cluster`'s host groups each add theirs; finished at the end
+    records.note_skipped(run_dir, meta, job.refused)
+    records.note_forced(run_dir, meta, job.forced)
     records.note_warning(run_dir, meta, cudnn_warning(suite, progress))
-    outcomes = run_each(Path(run_dir), suite, runner, runs, meta, policy, time_limits=time_limits)
+    outcomes = run_each(Path(run_dir), suite, runner, job.runs, meta, policy, time_limits=time_limits)
     return outcomes, write_report(Path(run_dir), suite) if report else []
 
 
