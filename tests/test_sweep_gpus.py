@@ -9,8 +9,11 @@ sample at 1410 MHz with NVML's HW-slowdown reason) and its steps 1/0.89 as long.
 in the GPUs' run.json is computed from those logs and samples by the kit's own code (kit.run.records), and the fleet
 table is read from the sweep's directory (kit.results.fleet.fleet_of) as `kit sweep` and `kit report` read it.
 
-The pinning itself needs a GPU to run; here its planning (kit.run.sweep.gpu_slices) and its commands (the SSH
-runner's remote lines, the container runtime's flags) are checked as the pure functions they are.
+The pinning: its planning (kit.run.sweep.gpu_slices) and its commands (the SSH runner's remote lines, the container
+runtime's flags) as the pure functions they are; and a real `kit sweep` over an SSH test host whose replayed
+nvidia-smi lists two GPUs, DLE PyTorch's program a stand-in (no GPU here to train on): two copies at once, each in
+its own run directory, the program's own environment pinned to its GPU. What no test here shows: CUDA itself
+honouring the pin on a host of several GPUs (the device machines lent so far hold one).
 """
 
 from __future__ import annotations
@@ -18,10 +21,14 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
+from nethosts import write_inventory
 from test_gpu_visit_h200_20261204 import unpacked
+from test_reference_native import model_code
+from test_reference_runs import H200_SMI, STANDIN
 
 from kit.cli import main
 from kit.config.cases import Suite
@@ -214,3 +221,76 @@ def test_each_gpus_copy_starts_pinned_to_its_gpu_in_a_folder_of_its_own(tmp_path
     with pytest.raises(ValueError, match="pinned to 2: \\[0, 1\\]"):
         SshRunner(None, [native], part, "gpu", gpus=(0, 1)).commands(PlannedRun(case, 1), 31000)
 
+
+
+# ---- a real sweep over an SSH test host whose replayed nvidia-smi lists two GPUs -------------------------------
+
+DLE_SUITE = """\
+schema_version: 1
+name: dle-gpus
+hardware: gpu
+defaults: {repeats: 1, timeout_s: 240}
+cases:
+  - {framework: torch, impl: reference, model: resnet50, batch_size: 256, precision: amp, nodes: 1, gpus_per_node: 1}
+"""
+
+
+def two_gpus(into: Path) -> Path:
+    """The H200's recorded `nvidia-smi` outputs with its -q -x made a host of two (DERIVED: its one <gpu> block
+    twice, the second at the next PCI bus id with its own UUID and minor number); topo -m and -q as recorded."""
+    into.mkdir()
+    for name in ("topo-m.txt", "q.txt"):
+        shutil.copy(H200_SMI / name, into / name)
+    xml = (H200_SMI / "q-x.xml").read_text()
+    start, end = xml.index("\t<gpu id="), xml.index("\t</gpu>") + len("\t</gpu>\n")
+    second = (xml[start:end].replace("00000000:00:06.0", "00000000:00:07.0")
+              .replace("GPU-45d3aa2e-1d0d-9dc5-8f29-be7c48cb8658", "GPU-45d3aa2e-1d0d-9dc5-8f29-be7c48cb8659")
+              .replace("<minor_number>0</minor_number>", "<minor_number>1</minor_number>"))
+    two = xml[:end] + second + xml[end:]
+    (into / "q-x.xml").write_text(two.replace("<attached_gpus>1</attached_gpus>", "<attached_gpus>2</attached_gpus>"))
+    return into
+
+
+def test_a_real_sweep_runs_one_copy_pinned_to_each_gpu_of_the_host(ssh_hosts, tmp_path, published, capsys):
+    """`kit sweep` over SSH test host h1, its GPU boundary replayed (the STAND-IN nvidia-smi printing two_gpus'
+    outputs) and DLE PyTorch's program a STAND-IN (tests/standin/dle_pytorch, a one-GPU AMP log replayed): h1's one
+    1-GPU case runs once per GPU, each copy in its own run directory and folder on the host, and the program itself
+    ran under its GPU's CUDA_VISIBLE_DEVICES (the kit's launcher records the environment the program got)."""
+    host = ssh_hosts.host("h1")
+    smi_dir = two_gpus(tmp_path / "smi")
+    root = model_code(tmp_path, published)  # DLE's ConvNets folder (the stand-in, a one-GPU AMP log) and dllogger
+    (tmp_path / "data" / "folder" / "train").mkdir(parents=True)
+    stubs = {"python": f"#!/bin/sh\nexec {sys.executable} \"$@\"\n",  # the publisher's bare `python`: this venv's
+             "nvidia-smi": f"#!/bin/sh\nSTANDIN_SMI_DIR={smi_dir} exec {STANDIN / 'nvidia-smi' / 'nvidia-smi'} \"$@\"\n"}
+    for name, text in stubs.items():
+        (host.bin_dir / name).write_text(text)
+        (host.bin_dir / name).chmod(0o755)
+    inventory = write_inventory(ssh_hosts, tmp_path, ssh={"connect_timeout": 3}, gpus=2, python=sys.executable,
+                                model_code=str(root))
+    (tmp_path / "dle.yaml").write_text(DLE_SUITE)
+    try:
+        rc = main(["sweep", "--suite", str(tmp_path / "dle.yaml"), "--hosts", "h1", "--hosts-file", str(inventory),
+                   "--runs-dir", str(tmp_path / "runs"), "--force"])  # --force: the stand-in tree is not the pin's
+    finally:
+        for name in stubs:
+            (host.bin_dir / name).unlink()
+    said = [line.split()[:2] for line in capsys.readouterr().err.splitlines() if line.startswith("  h1/gpu")]
+    assert sorted(said[:2]) == [["h1/gpu0", "start"], ["h1/gpu1", "start"]]  # both GPUs' copies at once
+    (sweep,) = list((tmp_path / "runs").iterdir())
+    record = rundir.read_sweep(sweep)
+    assert rc == 0 and {n: r["status"] for n, r in record["rows"].items()} == {"h1/gpu0": "ok", "h1/gpu1": "ok"}, \
+        record
+    assert list(rundir.sweep_parts(sweep)) == ["h1/gpu0", "h1/gpu1"]
+    folder = "ngc-pytorch/resnet50/bz256/1n1g/amp/1"
+    for gpu in (0, 1):
+        part = rundir.sweep_slice_dir(sweep, "h1", gpu)
+        (entry,) = rundir.read_run(part).runs.values()
+        assert entry.ok and entry.figure > 0 and f"CUDA_VISIBLE_DEVICES={gpu} " in entry.fields["hosts"]["h1"]["command"]
+        assert rundir.capture_gpus(rundir.host_captures(part)["h1"])[1]["pci_bus_id"] == "00000000:00:07.0"
+        environ = rundir.read_sidecar(part / "hosts" / "h1" / folder / "resnet50_b256_amp_1.cmd.json")["environ"]
+        assert (environ["CUDA_VISIBLE_DEVICES"], environ["CUDA_DEVICE_ORDER"]) == (str(gpu), "PCI_BUS_ID")
+        assert (tmp_path / "work" / "h1" / "runs" / f"{sweep.name}-gpu{gpu}" / "h1" / folder / "stdout.log").is_file()
+    fleet = rundir.read_results(sweep)["fleet"]
+    assert sorted((r["host"], r["gpu"]) for r in fleet["hosts"]) == [("h1/gpu0", 0), ("h1/gpu1", 1)]
+    assert fleet["verdict"].startswith("1 of 2 GPUs within noise") and "h1/gpu1 +0%: untested" in fleet["verdict"]
+    assert "[hosts/h1/gpu1/report.md](hosts/h1/gpu1/report.md)" in (sweep / "report.md").read_text()
