@@ -35,6 +35,8 @@ from kit.config.cases import Suite
 from kit.config.inventory import HostConfig
 from kit.config.suites import load_suite
 from kit.core import rundir
+from kit.core.catalogue import quantity_unit
+from kit.core.layout import classify
 from kit.results.fleet import fleet_of
 from kit.run import records
 from kit.run.command import command_for
@@ -92,7 +94,9 @@ def gpu_run(recorded: Path, into: Path, host: str, gpu: int) -> None:
         gpus_samples(samples, gpu, uuid_of(host, gpu), (host, gpu) == THROTTLED)
     meta = rundir.read_run_meta(into)
     for log_rel, entry in meta["runs"].items():
-        entry["figure"] = records.measure_of(into / log_rel, into / "logs").value
+        figure = records.measure_of(into / log_rel, into / "logs")
+        model = classify(into / log_rel, into / "logs").group.model
+        entry |= {"figure": figure.value, "unit": quantity_unit(model, figure.unit)}  # as kit.run.runner.judge
         entry.update(records.run_gpu_telemetry(into, log_rel))
     rundir.save_run_meta(into, meta)
 
@@ -159,7 +163,8 @@ def test_a_sweeps_report_names_each_gpu_and_its_own_run_directory(gpu_sweep, cap
     assert out[0] == fleet["verdict"] and out[1].split()[0] == "h1/gpu3"
     report = (gpu_sweep / "report.md").read_text()
     assert f"**{fleet['verdict']}**" in report and "Evidence for h1/gpu3 (what differs from its peers):" in report
-    assert "| h1/gpu3 | torch/resnet50/bz256/1n1g/tf32 |" in report
+    assert "| h1/gpu3 | torch/resnet50/bz256/1n1g/tf32 | 1936.48 images/s | 3 | 0.891 (\u221211%) | differs | ok |" \
+        in report
     assert list(rundir.sweep_parts(gpu_sweep)) == [f"{h}/gpu{g}" for h in HOSTS for g in range(GPUS)]
     assert rundir.sweep_slices(gpu_sweep, "h2") == {g: gpu_sweep / "hosts" / "h2" / f"gpu{g}" for g in range(GPUS)}
     # each GPU's run directory is one as any run leaves: kit report reads it unchanged
