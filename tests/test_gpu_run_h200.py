@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 from kitlogs import without_the_nan_repeat
 
 from kit.audit import bundle as bd
@@ -108,9 +109,23 @@ def test_dle_ran_beside_the_harness_through_the_dali_placeholder_and_the_run_ver
     assert "resnet50_b256_amp_2.log`: line 66: no figure: the run trained on a non-finite loss (train.loss : nan)" \
         in report
     assert "imports nvidia.dali, which the Python of vm lacks" in report
-    verdict = verify(bd.make_bundle(run_dir, tmp_path / "nan.tgz", force=True, submitter="t", system_name="t"))
-    assert [(v.rule, v.where) for v in verdict.violations if v.rule == "every_log_read"] == [
-        ("every_log_read", "logs/ngc-pytorch/resnet50/bz256/1n1g/resnet50_b256_amp_2.log:66")]
+    packed = bd.make_bundle(run_dir, tmp_path / "nan.tgz", force=True, submitter="t", system_name="t")
+    assert sorted((v.rule, v.where) for v in verify(packed, rules_version="v10").violations) == [
+        ("every_log_read", "logs/ngc-pytorch/resnet50/bz256/1n1g/resnet50_b256_amp_2.log:66"),
+        ("program_code_at_pin", "logs/ngc-pytorch/resnet50/bz256/1n1g/resnet50_b256_amp_1.cmd.json"),
+        ("repeats_as_declared", "suite.yaml:17")]
+    # rule set v11: the repeat that trained on NaN is a failed repeat named, the record from before v4 judged as v3
+    # judged it and named: the run as the visit left it verifies
+    named = verify(packed, rules_version="v11")
+    assert named.ok, named.violations
+    notes = {f.rule.name: f.note for f in named.findings}
+    assert notes["repeats_as_declared"].startswith("1 declared repeat(s) ran and gave no figure, each named (the "
+                                                   "case's figure is its other repeats'): ngc-pytorch/resnet50/bz256/"
+                                                   "1n1g/amp repeat 2: logs/") and "non-finite loss" in \
+        notes["repeats_as_declared"]
+    assert notes["every_log_read"] == ("1 log(s) trained on a non-finite loss, no figure (named): logs/ngc-pytorch/"
+                                       "resnet50/bz256/1n1g/resnet50_b256_amp_2.log")
+    assert notes["program_code_at_pin"].startswith("1 run record(s) from before rule set v4 keep no model_code_state")
     without_the_nan_repeat(run_dir)
     assert main(["report", str(run_dir)]) == 0
     bundle = tmp_path / "b.tgz"
@@ -121,7 +136,10 @@ def test_dle_ran_beside_the_harness_through_the_dali_placeholder_and_the_run_ver
     said = capsys.readouterr().err
     assert "judged by rule set v3, the set current when the run started (2026-11-28T05:33:36+00:00)" in said
     assert "differ" not in said  # the raw record alone: kit report renewed the rest
-    assert main(["verify", str(bundle)]) == 1
+    assert main(["verify", str(bundle)]) == 0  # the newest, v11: what it did not record named
+    assert "OK   program_code_at_pin: 1 checked  (1 run record(s) from before rule set v4 keep no " \
+        "model_code_state: HEAD was the pin, whether the checkout was clean is unknown)" in capsys.readouterr().out
+    assert main(["verify", str(bundle), "--rules", "v10"]) == 1
     said = capsys.readouterr().out
     assert "FAIL program_code_at_pin" in said
     assert "recorded before launchers kept model_code_state (which rule set v4 asks for): whether the checkout at " \
@@ -159,3 +177,27 @@ def test_gpu_proofs_telemetry_row_reads_the_runs_samples(tmp_path):
     assert (row.figure, row.verdict) == ("3/3", "met")
     assert row.detail == ("resnet50 amp-nhwc: 0.1155 J/image at 1980 MHz; resnet50 amp-nhwc: 0.1163 J/image at 1980 MHz; "
                           "resnet50 amp: 0.1110 J/image at 1980 MHz")  # DLE over its timed steps (report layout 2)
+
+
+SHIPPED = [VISIT / "dle", VISIT / "dle-without-dali", SHARED / "fixtures" / "gpu-runs" / "h100-one-20261126-175228"]
+
+
+@pytest.mark.parametrize("recording", SHIPPED, ids=lambda p: p.name)
+def test_every_finished_gpu_recording_the_kit_ships_bundles_and_verifies(recording, tmp_path, capsys):
+    """The real GPU runs the kit ships, as they were recorded (the H200 DLE run with its repeat that trained on NaN,
+    the one without DALI whose two repeats died at import, the H100 run): `kit bundle --rules v11` and `kit verify`
+    pass, every failed repeat named; the derived files an earlier kit wrote are written again in the bundle."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(recording, run_dir)
+    packed = tmp_path / "b.tgz"
+    assert main(["bundle", str(run_dir), "--out", str(packed), "--submitter", "t", "--system-name", "t",
+                 "--rules", "v11"]) == 0, capsys.readouterr().err
+    assert "judged by rule set v11, named with --rules (run.json's own: v" in capsys.readouterr().err
+    assert main(["verify", str(packed)]) == 0
+    said = capsys.readouterr().out
+    assert "CONSISTENT" in said and "rule set v11" in said.splitlines()[0]
+    failed = [e for e in json.loads((run_dir / "run.json").read_text())["runs"].values() if e.get("status") != "ok"]
+    if failed or recording.name == "dle":
+        assert "declared repeat(s) ran and gave no figure, each named" in said
+    assert main(["bundle", str(run_dir), "--rules", "v99", "--out", str(tmp_path / "x.tgz")]) == 2
+    assert "--rules: 'v99' is no rule set of this kit (v1, " in capsys.readouterr().err

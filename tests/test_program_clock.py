@@ -41,6 +41,7 @@ from kit.audit.rules.program_clock import (
 from kit.audit.verify import verify
 from kit.cli import main
 from kit.config.programs import BERT_SEQUENCES_PER_STEP
+from kit.core.files import CURRENT_RULES
 from kit.results import stats
 from kit.results.extract import clocked_intervals, pick_rank, samples_per_step
 from kit.results.parsers import PER_CARD, PER_STEP, parse_log
@@ -331,7 +332,7 @@ def test_every_rate_x1_2_refused_by_v10_passed_v9_which_still_judges_a_v9_run(tm
     assert re.search(r" is 1\.(19\d|20\d)x ", said[0][1]), said
     assert verify(forged, rules_version="v9").ok
     meta = json.loads((run_dir / "run.json").read_text())
-    assert meta["rules_version"] == "v10"
+    assert meta["rules_version"] == CURRENT_RULES
     (run_dir / "run.json").write_text(json.dumps(meta | {"rules_version": "v9"}))
     made_under_v9 = bd.make_bundle(run_dir, tmp_path / "v9.tgz", submitter="t", system_name="t")
     judged = verify(made_under_v9, rules_version="v9")

@@ -114,9 +114,11 @@ def test_every_rule_set_names_only_registered_predicate_versions():
         "program_code_at_pin": ("program_code_pinned@2", "program_code_pinned@3"),
         "program_as_published": ("program_command_is_recipe@1", "program_command_is_recipe@2")}
     assert rl.PREDICATES["gpu_telemetry_holds@3"].fixed == {"run_json_copy": True, "by_files": True, "identity": True}
-    assert [rl.PREDICATES[f"program_code_pinned@{n}"].fixed for n in (1, 2, 3)] == [
-        {"clean": False, "forced_passes": True}, {"clean": True, "forced_passes": True},
-        {"clean": True, "forced_passes": False}]
+    assert [rl.PREDICATES[f"program_code_pinned@{n}"].fixed for n in (1, 2, 3, 4)] == [
+        {"clean": False, "forced_passes": True, "older_named": False},
+        {"clean": True, "forced_passes": True, "older_named": False},
+        {"clean": True, "forced_passes": False, "older_named": False},
+        {"clean": True, "forced_passes": False, "older_named": True}]
     # claims_derive@2 bounds a method's scale by its log's ranks and refuses a log listed twice; @1 (v1, v2) did not
     assert (rl.PREDICATES["claims_derive@1"].fixed, rl.PREDICATES["claims_derive@2"].fixed) == (
         {"strict": False}, {"strict": True})
@@ -130,6 +132,13 @@ def test_every_rule_set_names_only_registered_predicate_versions():
     assert clock[2] == {"by_figure": True, "formats": (
         "dle-pytorch", "dle-mxnet", "dle-tf1", "tf2-keras-timehistory", "paddleclas", "dle-bert-pytorch",
         "dle-transformer-pytorch")}
+    v11 = {r.name: r.predicate for r in rl.load_rules("v11")}  # v11: failed repeats and pre-v4 records named
+    assert {n: (v10.get(n), v11[n]) for n in v11 if v10.get(n) != v11[n]} == {
+        "repeats_as_declared": ("repeats_at_least@1", "repeats_at_least@2"),
+        "every_log_read": ("logs_read@1", "logs_read@2"),
+        "program_code_at_pin": ("program_code_pinned@3", "program_code_pinned@4")}
+    assert [rl.PREDICATES[f"repeats_at_least@{n}"].fixed for n in (1, 2)] == [
+        {"failed_named": False}, {"failed_named": True}]
 
 
 def test_each_version_compares_its_own_frozen_case_keys():

@@ -41,6 +41,8 @@ def add_parser(sub) -> None:
     p.add_argument("--claims", type=Path, help="published claims (kit crosscheck format) to carry and verify")
     p.add_argument("--hosts-file", type=Path, help="read system: from this hosts file (default: hosts.yaml, "
                                                    "$KIT_HOSTS_FILE)")
+    p.add_argument("--rules", help="judge the run's records by this rule set of the kit, e.g. v11 [the one run.json "
+                   "records; for a run that records none, the set current when it started]")
     p = sub.add_parser("verify", help="check a bundle: hashes, signature, rules; recompute every figure",
                        description=VERIFY_EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bundle", type=Path, help="a .tar.gz from kit bundle (or its unpacked folder)")
@@ -76,7 +78,7 @@ DERIVED_FILES = ("report.md", "report.html", "results.json", "results.csv")  # a
 
 def cmd_bundle(args: argparse.Namespace) -> int:
     from kit.audit.bundle import make_bundle
-    from kit.audit.rules.engine import newest, rules_of_run
+    from kit.audit.rules.engine import newest, rules_of_run, versions
     from kit.audit.verify import verify
     from kit.core.rundir import read_run_meta
 
@@ -84,6 +86,10 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         submitter, system_name = _system_names(args)
         meta = read_run_meta(args.run_dir, missing_ok=True) or {}
         rules, why = rules_of_run(meta)
+        if args.rules is not None:
+            if args.rules not in versions():
+                raise InputError("--rules", f"{args.rules!r} is no rule set of this kit ({', '.join(versions())})")
+            rules, why = args.rules, f"named with --rules (run.json's own: {rules})"
 
         def bundle(run_dir: Path) -> Path:
             return make_bundle(run_dir, args.out, sign_key=args.sign_key, submitter=submitter,
@@ -104,7 +110,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     except (KitError, InputError, OSError) as exc:
         print(printable(f"kit bundle: {exc}"), file=sys.stderr)
         return EXIT_BAD_INPUT
-    if rules != newest():
+    if rules != newest() or args.rules is not None:
         print(printable(f"kit bundle: its records judged by rule set {rules}, {why}; an auditor judges it so with "
                         f"`kit verify --rules {rules} {out}`"), file=sys.stderr)
     size = out.stat().st_size

@@ -13,7 +13,7 @@ from pathlib import Path
 
 # the compliance rule set a run made by this kit is judged by (run.json rules_version): the newest of
 # kit/audit/rules/ (tests/test_rules_engine.py holds the two equal)
-CURRENT_RULES = "v10"
+CURRENT_RULES = "v11"
 
 SCHEMA_VERSIONS = {
     # read: what a user or the repository writes

@@ -23,6 +23,7 @@ from kit.core.inputs import InputError
 from kit.core.rundir import RunRecord, host_yardsticks, read_run
 from kit.results import noise
 from kit.results.extract import HARNESS_METHOD
+from kit.results.parsers.records import NON_FINITE
 from kit.results.program_ratio import program_ratio_section, same_setting
 from kit.results.published import published_figures
 from kit.results.report import LAYOUT, Completion, Report, build_report, framework_rows, ratio_pair
@@ -87,7 +88,7 @@ def run_warnings(run_dir: Path, report: Report) -> list[str]:
         cases = sorted({str(f.get("case")) for f in forced})
         out.append(f"published program code run off its pin (kit bench --force, recorded in run.json): "
                    f"{', '.join(cases)}")
-    nan = [path for path, why in report.failures if "non-finite loss" in why]
+    nan = [path for path, why in report.failures if NON_FINITE in why]
     if nan:
         out.append(f"{len(nan)} run(s) trained on a non-finite loss and give no figure: "
                    + ", ".join(f"`{Path(p).name}`" for p in nan))

@@ -18,6 +18,7 @@ from kit.config.expansion import FROZEN_KEY, freeze
 from kit.core.inputs import parse_json
 from kit.core.yamlio import ConfigError, LineDict
 from kit.results.parsers.kitlog import NO_FIGURE
+from kit.results.parsers.records import NON_FINITE
 
 REL_TOL = 1e-9
 
@@ -62,25 +63,32 @@ def suite_expansion_recorded(ev: Evidence, out: Finding) -> None:
 FAILURE_LINE = re.compile(r"line (\d+): ")  # how kit.results.report keeps a ParseError's line in its reason
 
 
-@predicate()
-def logs_read(ev: Evidence, out: Finding) -> None:
+@predicate(versions={1: {"non_finite_named": False}, 2: {"non_finite_named": True}})
+def logs_read(ev: Evidence, out: Finding, non_finite_named: bool) -> None:
     """Every log of the run that run.json records as finished (or does not record) yields a figure: a log the one
     reader refuses (a harness log's grammar, kit.results.parsers.harnesslog; a program log's format) is named with
-    its line and why. A run recorded as failed gives no figure by design."""
+    its line and why. A run recorded as failed gives no figure by design; v2: so does one whose log shows it trained
+    on a non-finite loss (named in the note: the training failed, the log is whole)."""
     if ev.report is None:
         return
     recorded = ev.meta.get("runs") if isinstance(ev.meta.get("runs"), dict) else {}
     out.checked = sum(len(c.runs) for g in ev.report.groups for c in g.cases) + len(ev.report.failures)
+    named = []
     for path, reason in ev.report.failures:
         rel = ev.rel(path)
         entry = recorded.get(rel)
         if isinstance(entry, dict) and entry.get("status") not in (None, "ok"):
+            continue
+        if non_finite_named and NON_FINITE in reason:
+            named.append(rel)
             continue
         line = FAILURE_LINE.match(reason)
         said = "run.json records it as finished" if isinstance(entry, dict) else "run.json does not record it"
         why = (reason[line.end():] if line else reason).removeprefix(NO_FIGURE)
         out.fail(f"{said}, but it gives no figure: {why}", rel,
                  int(line.group(1)) if line else None)
+    if named:
+        out.note = f"{len(named)} log(s) trained on a non-finite loss, no figure (named): {', '.join(named[:3])}"[:300]
 
 
 def _without_block(lines: list[str], block: list[str]) -> list[str]:

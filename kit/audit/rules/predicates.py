@@ -15,13 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kit.audit.evidence import Evidence, finite
-from kit.audit.rules.findings import Finding
+from kit.audit.rules.findings import MAX_MESSAGE, Finding
 from kit.config.case_keys import NLP_MODELS
 from kit.core.catalogue import contract, harness
+from kit.core.layout import RunLog, classify
 from kit.core.yamlio import LineDict
 from kit.hosts.capture.model import of_vintage
 from kit.hosts.consistency import consistency
 from kit.results.parsers.kitlog import events as kit_events
+from kit.results.parsers.records import NON_FINITE
 
 Predicate = Callable[..., None]
 
@@ -64,14 +66,25 @@ def _case_line(ev: Evidence, key: str) -> int | None:
     return case.line if case else None
 
 
-@predicate(minimum=1)
-def repeats_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
-    """Every case that ran has at least max(declared repeats, minimum) runs yielding a figure."""
+@predicate(versions={1: {"failed_named": False}, 2: {"failed_named": True}}, minimum=1)
+def repeats_at_least(ev: Evidence, out: Finding, minimum: int, failed_named: bool) -> None:
+    """Every case that ran has at least max(declared repeats, minimum) runs yielding a figure; v2: or a declared
+    repeat whose log is in the run, recorded in run.json as failed when it ran (its status and reason) or showing
+    in its own lines that it trained on a non-finite loss, each named in the note."""
     ran: dict[str, set[int]] = {}
     for entry in ev.meta.get("runs", {}).values():
         ran.setdefault(entry.get("case", ""), set())
     for key, log, _figure in ev.runs():
         ran.setdefault(key, set()).add(log.run)
+    named = _failed_repeats(ev) if failed_named else {}
+    for key, runs in named.items():
+        ran.setdefault(key, set()).update(runs)
+    if named:
+        said = [f"{key} repeat {run}: {why}" for key, runs in sorted(named.items())
+                for run, why in sorted(runs.items())]
+        out.note = (f"{len(said)} declared repeat(s) ran and gave no figure, each named (the case's figure is its "
+                    "other repeats'): " + "; ".join(said[:3])
+                    + (f"; and {len(said) - 3} more" if len(said) > 3 else ""))[:MAX_MESSAGE]
     for key, good in sorted(ran.items()):
         case = ev.cases.get(key)
         if case is None:
@@ -84,7 +97,26 @@ def repeats_at_least(ev: Evidence, out: Finding, minimum: int) -> None:
                      "suite.yaml", case.line)
     undeclared_runs = [c for c in ev.cases if c not in ran]
     if undeclared_runs:
-        out.note = f"{len(undeclared_runs)} declared case(s) not run here (other hosts or runners)"
+        out.note = "; ".join(filter(None, [out.note, f"{len(undeclared_runs)} declared case(s) not run here (other "
+                                                      "hosts or runners)"]))
+
+
+def _failed_repeats(ev: Evidence) -> dict[str, dict[int, str]]:
+    """{case key: {repeat: why}} of the logs the recomputed report gives no figure for, each a declared repeat
+    (1..repeats) that run.json records as failed, or whose own lines show it trained on a non-finite loss."""
+    recorded = ev.meta.get("runs") if isinstance(ev.meta.get("runs"), dict) else {}
+    out: dict[str, dict[int, str]] = {}
+    for path, why in ev.report.failures if ev.report else []:
+        entry = recorded.get(ev.rel(path))
+        failed = isinstance(entry, dict) and entry.get("status") not in (None, "ok")
+        if not failed and NON_FINITE not in why:
+            continue
+        log = classify(path, ev.root / "logs")
+        case = ev.cases.get(log.group.case_key(log.case)) if isinstance(log, RunLog) else None
+        if case is not None and 1 <= log.run <= case.repeats and entry is not None:
+            said = f"run.json: {entry.get('status')}: {entry.get('reason', '')}" if failed else why
+            out.setdefault(case.key, {})[log.run] = f"{ev.rel(path)}: {said}"[:200]
+    return out
 
 
 @predicate(versions={1: {"programs_too": False}, 2: {"programs_too": True}})

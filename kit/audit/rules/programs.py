@@ -108,15 +108,20 @@ def program_command_is_recipe(ev: Evidence, out: Finding, case_data: bool) -> No
                 out.fail(f"{key} ({host}): {field} {have[field]!r} is not the recipe's {value!r}"[:600], where)
 
 
-@predicate(versions={1: {"clean": False, "forced_passes": True}, 2: {"clean": True, "forced_passes": True},
-                     3: {"clean": True, "forced_passes": False}})
-def program_code_pinned(ev: Evidence, out: Finding, clean: bool, forced_passes: bool) -> None:
+@predicate(versions={1: {"clean": False, "forced_passes": True, "older_named": False},
+                     2: {"clean": True, "forced_passes": True, "older_named": False},
+                     3: {"clean": True, "forced_passes": False, "older_named": False},
+                     4: {"clean": True, "forced_passes": False, "older_named": True}})
+def program_code_pinned(ev: Evidence, out: Finding, clean: bool, forced_passes: bool, older_named: bool) -> None:
     """Each run's model code was at the commit docker/pins.yaml pins (v2: and its checkout clean there, as the
     record's model_code_state says: nothing modified, deleted, untracked or hidden, the program's folder inside it),
     or run.json records it as forced; FORCED_PASSES off (v3): a run forced off the pin fails too, its figure being
-    no published program's at its pin (kit bench --force is for trying a checkout, not for a result)."""
+    no published program's at its pin (kit bench --force is for trying a checkout, not for a result). OLDER_NAMED
+    (v4): a record without model_code_state of a run that started before rule set v4 asked for it is judged as v3
+    judged it (HEAD at the pin) and named in the note, its cleanliness unknown."""
     forced = {(m.get("host"), m.get("case")) for m in ev.meta.get("model_code_forced") or [] if isinstance(m, dict)}
-    noted = 0
+    noted, older = 0, 0
+    before_v4 = older_named and _started_before("v4", ev.meta)
     for key, _log, host, path, meta, _records in judged_records(ev, out):
         try:
             pin = pin_of(reference.BY_NAME[meta["impl"]].code)
@@ -127,6 +132,9 @@ def program_code_pinned(ev: Evidence, out: Finding, clean: bool, forced_passes: 
         if commit != pin:
             why = f"ran model code {commit or 'of no git commit'}, docker/pins.yaml pins {pin}"
         elif not clean:
+            continue
+        elif not isinstance(st, dict) and before_v4:
+            older += 1
             continue
         elif not isinstance(st, dict):  # a launcher before model_code_state: clean or not, nobody knows
             why = (f"recorded before launchers kept model_code_state (which rule set v4 asks for): whether the "
@@ -145,6 +153,18 @@ def program_code_pinned(ev: Evidence, out: Finding, clean: bool, forced_passes: 
         out.fail(f"{key} ({host}): {why}, and run.json does not record the run as forced"[:600], ev.rel(path))
     if noted:
         out.note = f"{noted} run record(s) ran forced off the pin (run.json model_code_forced)"
+    if older:
+        out.note = (f"{older} run record(s) from before rule set v4 keep no model_code_state: HEAD was the pin, "
+                    "whether the checkout was clean is unknown")
+
+
+def _started_before(rules: str, meta: dict) -> bool:
+    """The run (run.json started) began before rule set RULES entered the kit (kit.audit.rules.engine.INTRODUCED)."""
+    from kit.audit.rules.engine import INTRODUCED
+    from kit.core.inputs import aware_instant
+
+    started, introduced = aware_instant(meta.get("started")), aware_instant(INTRODUCED[rules])
+    return started is not None and started < introduced
 
 
 @predicate()

@@ -123,8 +123,11 @@ def holds_non_finite_loss(text: str) -> bool:
     return ("nan" in lower or "inf" in lower) and non_finite_loss(text) is not None
 
 
+NON_FINITE = "the run trained on a non-finite loss"  # a ParseError's reason for a run whose training failed
+
+
 def non_finite_loss_error(path: str | Path, said: str, line: int) -> ParseError:
-    return ParseError(path, f"no figure: the run trained on a non-finite loss ({said[-80:]})", line)
+    return ParseError(path, f"no figure: {NON_FINITE} ({said[-80:]})", line)
 
 
 def refuse_non_finite_loss(text: str, path: str | Path, pos: int = 0, endpos: int = sys.maxsize,
