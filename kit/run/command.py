@@ -304,7 +304,7 @@ def command_for(case: Case, repeat: int, rank: int, sites: list[Site], port: int
         launched = Command(box.runtime.run_argv(ContainerRun(
             image=box.image, name=container_name(run_id, case.key, repeat, site.name),
             labels=kit_labels(run_id, case.key), env={**inner.env, "HOME": "/tmp"},
-            gpus=case.gpus_per_node if hardware == "gpu" else 0, devices=tuple(site.gpus or ()) if pin else (),
+            gpus=case.gpus_per_node if hardware == "gpu" else 0, devices=site.gpus if pin else (),
             shm_size=box.shm_size, mounts=box.mounts, user=box.user, workdir=box.workdir,
             ulimits=(MEMLOCK_ULIMIT, STACK_ULIMIT) if hardware == "gpu" else (STACK_ULIMIT,)), inner.argv), pin)
     return RunCommand(program, sampled(launched, site, case.gpus_per_node) if hardware == "gpu" else launched, ref)
