@@ -160,5 +160,10 @@ def test_until_decided_runs_a_set_aside_case_again_until_the_cap():
     every = rp.judge_runs(CASE, [100.0], [(1, 50.0), (2, 51.0), (3, 49.0)], 0.05, [], [],
                           {str(n): "other processes used 50% of the CPU" for n in (1, 2, 3)})
     assert next_round([every], 0.05, 10, {CASE: 3}) == ({CASE: 3}, "1 inconclusive case(s) again with 3 re-runs each")
+    straddles = rp.judge_runs(CASE, [100.0], [(n, 90.0 + 2 * n) for n in range(1, 10)] + [(10, 40.0)], 0.05, [], [],
+                              {"10": "other processes used 13% of the CPU"})
+    assert straddles.verdict == rp.INCONCLUSIVE and len(straddles.reproduced) == 9
+    assert next_round([straddles], 0.05, 10, {CASE: 1}) == (  # 9 judged + 1 set aside: the round had the cap
+        None, f"left inconclusive: {CASE} (10 re-runs, the cap)")
     assert next_round([every], 0.05, 10, {CASE: 10}) == (
         None, f"left inconclusive: {CASE} (10 re-runs set aside, the cap: the host stays busy)")

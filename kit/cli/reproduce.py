@@ -311,7 +311,7 @@ def next_round(verdicts: list, tolerance: float, most: int,
             continue
         needed = rp.runs_to_resolve(v.ratio, v.low, v.high, tolerance, len(v.reproduced)) \
             if v.low is not None and v.high is not None else None
-        if needed is None or len(v.reproduced) >= most:
+        if needed is None or len(v.reproduced) + len(v.set_aside) >= most:  # the round had the cap
             why = "on the band's edge" if needed is None else f"{most} re-runs, the cap"
             stuck.append(f"{v.case} ({why})")
         else:
