@@ -1,6 +1,6 @@
 """The Slurm runner: each group of cases one allocation, each run one job step over its nodes.
 
-    salloc --no-shell -N n -p P [-A A] [--gpus-per-node G] [--time T]     the group's job (it holds the nodes)
+    salloc --no-shell -N n -p P [-w nodes] [-A A] [--gpus-per-node G] [--time T]   the group's job (its nodes)
     srun --jobid J -N n --ntasks-per-node 1 --kill-on-bad-exit=1 bash <step.sh>        one run = one step
 
 step.sh holds every rank's command (kit.run.command.command_for, the allocation's nodes as sites, rank 0 the
@@ -11,7 +11,11 @@ first node) and picks its own by $SLURM_NODEID. Everything is written to the sha
     <shared_dir>/runs/<run id>/steps/<run folder>/    step.sh, srun.log (srun's own messages)
     <shared_dir>/harness/<digest>/                     the harness
 
-gather copies them into runs/<id>/hosts/<node>/ and runs/<id>/slurm/, rank 0's stdout.log into logs/. A case
+gather copies them into runs/<id>/hosts/<node>/ and runs/<id>/slurm/, rank 0's stdout.log into logs/. A runner
+given a node list asks for those nodes (salloc -w), refusing at once one that Slurm lists down, drained or not
+responding (it would pend); `kit sweep --scheduler slurm` gives each node's job its node, into the sweep's
+hosts/<node>/, which keeps the sweep's id on the shared directory (kit.core.rundir.remote_run_id), its steps under
+steps/<node>/ and its job named kit-<sweep id>-<node>. A case
 timeout, a node Slurm stops hearing from, or Ctrl-C: `scancel` of the step (the allocation is cancelled when
 the group ends, or at once on Ctrl-C; one still pending too, and the kit names it). The step's state is what
 the kit saw (srun's exit, Slurm's node states, its own timeout or cancel); `sacct`'s record of the step (state,
@@ -46,6 +50,7 @@ from pathlib import Path
 from kit.config import reference
 from kit.config.inventory import HostConfig, SlurmConfig
 from kit.config.runtimes import NATIVE, runtime
+from kit.core.rundir import remote_run_id
 from kit.hosts.connect import quote_cmd, remote_env
 from kit.run import gather
 from kit.run.command import HARNESS, SAMPLER, SCRIPT_FILES, SCRIPTS, Container, Mount, cleanup_command, command_for
@@ -57,11 +62,13 @@ from kit.run.slurm_cli import (  # noqa: F401  (SlurmError, partition_nodes: the
     container_mode,
     first_line,
     job_in,
+    node_states,
     partition_nodes,
     read_or_empty,
     sacct_fields,
     scontrol_fields,
     slurm,
+    unusable,
 )
 from kit.run.ssh import HARNESS_FILES, harness_dir, scripts_dir, ssh_site
 
@@ -71,10 +78,13 @@ STOP_WAIT_S = 90.0  # srun's end after scancel: Slurm's KillWait (30 s by defaul
 
 
 class SlurmRunner(Runner):
-    def __init__(self, cfg: SlurmConfig, run_dir: Path, hardware: str, progress: Progress | None = None):
+    def __init__(self, cfg: SlurmConfig, run_dir: Path, hardware: str, progress: Progress | None = None,
+                 nodelist: list[str] | None = None):
         self.cfg, self.hardware = cfg, hardware
         self.run_dir = Path(run_dir).resolve()
-        self.run_id = self.run_dir.name
+        self.run_id = remote_run_id(self.run_dir)  # a sweep's node: the sweep's id, as on SSH hosts
+        self.part = self.run_dir.name if self.run_id != self.run_dir.name else ""  # that node, apart from its peers
+        self.nodelist = list(nodelist or [])  # the nodes the job is to hold (salloc -w); []: any of the partition
         self.progress = progress or (lambda host, what, detail: None)
         self.mode = container_mode(cfg)
         self.engine = None if self.mode == "pyxis" else runtime(self.mode)  # the runtime the tasks start ranks in
@@ -101,9 +111,13 @@ class SlurmRunner(Runner):
             files += [(SCRIPTS / n, Path(scripts_dir(node), n)) for n in SCRIPT_FILES]
         if self.hardware == "gpu":
             files.append((SCRIPTS / SAMPLER, Path(scripts_dir(node), SAMPLER)))
-        for local, there in files:
+        for local, there in files:  # whole files only: a sweep's other nodes may be reading them
             there.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(local, there)
+            if there.is_file() and there.read_bytes() == local.read_bytes():
+                continue
+            temp = there.with_name(f".{there.name}.{secrets.token_hex(4)}")
+            shutil.copyfile(local, temp)
+            os.replace(temp, there)
         if not self.cfg.data_dir:  # the default data root (a container mounts it): <shared_dir>/data
             Path(node.data_dir).mkdir(parents=True, exist_ok=True)
 
@@ -114,7 +128,7 @@ class SlurmRunner(Runner):
         from kit.hosts import probe
         from kit.hosts.consistency import consistency
 
-        where = Path(self.cfg.shared_dir, "runs", self.run_id, "steps", "env")
+        where = self.steps_root() / "env"
         if where.exists():
             shutil.rmtree(where)
         where.mkdir(parents=True)
@@ -146,7 +160,7 @@ class SlurmRunner(Runner):
         if not programs and not images:
             return []
         node = self.nodes[0]
-        where = Path(self.cfg.shared_dir, "runs", self.run_id, "steps", "check")
+        where = self.steps_root() / "check"
         if where.exists():
             shutil.rmtree(where)
         where.mkdir(parents=True)
@@ -184,8 +198,11 @@ class SlurmRunner(Runner):
         if self.job_id and self._job_state() in ("RUNNING", "CONFIGURING"):
             return
         self.release()
-        name = f"kit-{self.run_id}"
+        name = f"kit-{self.run_id}" + (f"-{self.part}" if self.part else "")
         argv = ["salloc", "--no-shell", "-N", str(nodes), "-p", self.cfg.partition, "-J", name]
+        if self.nodelist:
+            self._refuse_unusable()
+            argv += ["-w", ",".join(self.nodelist)]
         if self.cfg.account:
             argv += ["-A", self.cfg.account]
         if self.cfg.gpus_per_node:
@@ -229,6 +246,14 @@ class SlurmRunner(Runner):
                                                                               "-o", "%N"]))]).stdout.split()
         self.nodes = [self._node(n, self._address(n)) for n in names]
         self.progress("slurm", "allocated", f"job {self.job_id}: {', '.join(names)}")
+
+    def _refuse_unusable(self) -> None:
+        """SlurmError naming each node of the node list that takes no new job (down, drained, not responding):
+        salloc -w would pend until pending_timeout."""
+        states = node_states(self.nodelist)
+        why = [f"{n}: {w}" for n in self.nodelist if n in states and (w := unusable(*states[n]))]
+        if why:
+            raise SlurmError(f"{'; '.join(why)}; no job asked of it")
 
     def _cancel_request(self, name: str, nodes: int) -> str:
         """scancel the allocation asked for (by its id, else by its name: salloc had not named it yet); what was
@@ -277,8 +302,12 @@ class SlurmRunner(Runner):
     def workdir(self, node: HostConfig, run: PlannedRun) -> str:
         return posixpath.join(self.cfg.shared_dir, "runs", self.run_id, node.name, run.folder.as_posix())
 
+    def steps_root(self) -> Path:
+        """<shared_dir>/runs/<run id>/steps/ (a sweep's node: .../steps/<node>/): step scripts and srun's words."""
+        return Path(self.cfg.shared_dir, "runs", self.run_id, "steps", self.part)
+
     def step_dir(self, run: PlannedRun) -> Path:
-        return Path(self.cfg.shared_dir, "runs", self.run_id, "steps", run.folder.as_posix())
+        return self.steps_root() / run.folder.as_posix()
 
     def pyxis_mounts(self) -> tuple[Mount, ...]:
         """What a pyxis step sees of the nodes: the shared directory; data, scripts and model code read-only."""

@@ -1,5 +1,5 @@
-"""Slurm's client commands as the Slurm runner uses them: run one, name what is missing, the partition's nodes,
-the container mode this srun supports, and the words of their outputs."""
+"""Slurm's client commands as the Slurm runner uses them: run one, name what is missing, the partition's nodes and
+their states, the container mode this srun supports, and the words of their outputs."""
 
 from __future__ import annotations
 
@@ -48,6 +48,28 @@ def partition_nodes(cfg: SlurmConfig) -> list[str]:
         raise SlurmError(f"slurm.partition {cfg.partition!r}: Slurm has no such partition "
                          f"(sinfo lists: {', '.join(known) or 'none'})")
     return list(dict.fromkeys(slurm(["sinfo", "-h", "-N", "-p", cfg.partition, "-o", "%N"]).stdout.split()))
+
+
+def node_states(names: list[str]) -> dict[str, tuple[str, str]]:
+    """{node: (sinfo's compact state, its reason)} of the nodes named that Slurm knows ('down*', 'Not responding')."""
+    res = slurm(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", "%N|%t|%E"])
+    found = {}
+    for line in res.stdout.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        if name.strip():
+            found.setdefault(name.strip(), (state.strip(), reason.strip()))
+    return found
+
+
+UNUSABLE = ("down", "drain", "drng", "fail", "failg", "maint", "inval", "unk")  # sinfo %t: takes no new job
+
+
+def unusable(state: str, reason: str) -> str | None:
+    """PURE: why a node in this state (sinfo %t and %E) takes no new job ('Slurm lists it down*: Not
+    responding'), or None: '*' (the controller no longer hears from it), down, drained or draining, failed..."""
+    if not (state.endswith("*") or state.rstrip("*~#!%$@^-+") in UNUSABLE):
+        return None
+    return f"Slurm lists it {state}" + (f": {reason}" if reason and reason != "none" else "")
 
 
 def has_pyxis() -> bool:

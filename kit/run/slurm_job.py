@@ -23,14 +23,16 @@ from kit.run.slurm import Progress, SlurmError, SlurmRunner, partition_nodes
 
 def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, policy: str = "continue",
                   progress: Progress | None = None, force: bool = False, selection: Selection | None = None,
-                  time_limits: dict[str, float] | None = None) -> tuple[list[RunOutcome], list[Path]]:
+                  time_limits: dict[str, float] | None = None, nodelist: list[str] | None = None,
+                  report: bool = True) -> tuple[list[RunOutcome], list[Path]]:
     """Every case of the suite (those `selection` keeps) for `nodes` nodes through one allocation
-    (kit.run.multinode.run_job's loop, with Slurm's record of each run), then the report. The allocation is
-    cancelled at the end, on error or Ctrl-C."""
+    (kit.run.multinode.run_job's loop, with Slurm's record of each run), then (report) the report. nodelist: the
+    nodes the allocation is to hold (salloc -w; kit sweep's one node), else any of the partition's. The
+    allocation is cancelled at the end, on error or Ctrl-C."""
     selection = selection or Selection()
     progress = progress or (lambda host, what, detail: None)
     run_dir = Path(run_dir)
-    runner = SlurmRunner(cfg, run_dir, suite.hardware, progress)
+    runner = SlurmRunner(cfg, run_dir, suite.hardware, progress, nodelist)
     planned = plan_for_nodes(selection.apply(suite), nodes)
     refused = {r.case.key: why for r in planned if (why := unfit(r.case, cfg, runner.mode, suite.hardware))}
     for key, why in refused.items():
@@ -56,7 +58,7 @@ def run_slurm_job(cfg: SlurmConfig, nodes: int, suite: Suite, run_dir: Path, pol
 
     outcomes = run_each(run_dir, suite, runner, runs, meta, policy, before=on_nodes,  # releases the allocation
                         time_limits=time_limits)
-    return outcomes, write_report(run_dir, suite)
+    return outcomes, write_report(run_dir, suite) if report else []
 
 
 def dry_run(cfg: SlurmConfig, suite: Suite, source: str, resume: Path | None = None) -> list[str]:
