@@ -35,7 +35,7 @@ from kit.core.layout import SIDECAR_SUFFIX, sidecar_name
 from kit.core.schema import INT, NUMBER, OBJECT, STR, Map, Obj, Opt, Seq, check, migrated
 
 RUN_JSON = "run.json"
-SWEEP_JSON = "sweep.json"  # a sweep's record: its hosts and how each ended (kit.run.sweep)
+SWEEP_JSON = "sweep.json"  # a sweep's record: its hosts (or Slurm nodes) and how each ended (kit.run.sweep)
 RESULTS_JSON = "results.json"
 CAPTURE_JSON = "capture.json"  # env/<host>/: check-env's record of the host
 YARDSTICK_JSON = "yardstick.json"  # env/<host>/: kit yardstick on the host before a GPU suite's runs
@@ -185,8 +185,8 @@ def save_run_meta(run_dir: Path | str, meta: dict) -> Path:
     return write_json(path, meta, RUN_JSON)
 
 
-SWEEP_SHAPE = Obj({"schema_version": INT, "suite": STR, "hosts": Seq(STR), "started": STR, "finished": STR,
-                   "rows": Map(Obj({"status": STR, "reason": STR, "seconds": NUMBER}))})
+SWEEP_SHAPE = Obj({"schema_version": INT, "suite": STR, "hosts": Seq(STR), "scheduler": STR, "started": STR,
+                   "finished": STR, "rows": Map(Obj({"status": STR, "reason": STR, "seconds": NUMBER}))})
 
 
 def is_sweep(run_dir: Path | str) -> bool:

@@ -20,6 +20,10 @@ with one GPU run as one, in hosts/<host>/.
 
 A host that cannot be reached, that check-env refuses, or that is lost mid-sweep is a row saying why; the other
 hosts go on. A resume redoes, host by host and GPU by GPU, only the runs without a figure (kit.run.records.is_done).
+
+The same sweep through Slurm, each node its own job pinned to it (`kit sweep --scheduler slurm`), is
+kit.run.slurm_sweep: it keeps this record (record_sweep) and these rows (part_row), so the fleet table, kit report
+and kit standing read both alike.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from kit.run.runner import RunOutcome
 
 Progress = Callable[[str, str, str], None]
 OK, FAILED, LOST = "ok", "failed", "unreachable"  # a host's row: every run gave a figure | some did not | gone
+UNAVAILABLE = "unavailable"  # a Slurm node that takes no job (down, drained, not responding): not asked for
 _REPORTS = threading.Lock()  # the report's plots (matplotlib) are drawn one run directory at a time
 
 
@@ -71,27 +76,48 @@ def run_sweep(inv: Inventory, hosts: list[HostConfig], suite: Suite, run_dir: Pa
     """Every host's capture, then every host's one-node runs at once; sweep.json written before and after. {row:
     how it ended}: a host's, or each of its GPUs' ('h1/gpu3')."""
     run_dir = Path(run_dir).resolve()
+
+    def rows() -> dict[str, HostRow]:
+        captured = capture_all(inv, hosts, run_dir, progress)
+
+        def one(host: HostConfig) -> list[HostRow]:
+            if host.name in captured:
+                return [HostRow(host.name, LOST, captured[host.name])]
+            return run_host(inv, host, suite, run_dir, progress, policy, force)
+
+        return rows_of(on_all(hosts, one))
+
+    return record_sweep(run_dir, suite, [h.name for h in hosts], rows, "ssh")
+
+
+def record_sweep(run_dir: Path, suite: Suite, hosts: list[str], rows: Callable[[], dict[str, HostRow]],
+                 scheduler: str) -> dict[str, HostRow]:
+    """sweep.json (a resumed sweep's as it was) marked unfinished, rows() (every row's runs), then sweep.json with
+    their rows and finished; the rows returned."""
     check_plan(suite)
     record = rundir.read_sweep(run_dir) if rundir.is_sweep(run_dir) else {
-        "suite": suite.name, "hosts": [h.name for h in hosts],
+        "suite": suite.name, "hosts": hosts, "scheduler": scheduler,
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"), "rows": {}}
     record.pop("finished", None)
     rundir.save_sweep(run_dir, record)
-    captured = capture_all(inv, hosts, run_dir, progress)
-
-    def one(host: HostConfig) -> list[HostRow]:
-        if host.name in captured:
-            return [HostRow(host.name, LOST, captured[host.name])]
-        return run_host(inv, host, suite, run_dir, progress, policy, force)
-
-    rows = {row.host: row for name, out in on_all(hosts, one).items()
-            for row in (out.value if out.ok else [HostRow(name, FAILED, f"{type(out.error).__name__}: {out.error}")])}
-    ran = {h.name for h in hosts}  # a host's rows of an earlier attempt give way to this one's
+    done = rows()
+    ran = set(hosts)  # a host's rows of an earlier attempt give way to this one's
     kept = {name: row for name, row in record.get("rows", {}).items() if name.split("/")[0] not in ran}
-    record["rows"] = {**kept, **{name: row.to_dict() for name, row in rows.items()}}
+    record["rows"] = {**kept, **{name: row.to_dict() for name, row in done.items()}}
     record["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     rundir.save_sweep(run_dir, record)
-    return rows
+    return done
+
+
+def rows_of(outcomes: dict) -> dict[str, HostRow]:
+    """{row: HostRow} of on_all's outcomes of each host's rows; a host whose function raised is one failed row."""
+    return {row.host: row for name, out in outcomes.items()
+            for row in (out.value if out.ok else [HostRow(name, FAILED, f"{type(out.error).__name__}: {out.error}")])}
+
+
+def scheduler_of(run_dir: Path) -> str:
+    """ssh or slurm: how a sweep's directory was swept (sweep.json; one of before the Slurm sweep: ssh)."""
+    return rundir.read_sweep(run_dir).get("scheduler") or "ssh"
 
 
 def capture_all(inv: Inventory, hosts: list[HostConfig], run_dir: Path, progress: Progress) -> dict[str, str]:
@@ -130,9 +156,10 @@ def run_host(inv: Inventory, host: HostConfig, suite: Suite, run_dir: Path, prog
     for the host, or one for each of its GPUs (and one for the host where it has other cases)."""
     whole = rundir.sweep_host_dir(run_dir, host.name)
     gpus = gpu_slices(suite, rundir.host_captures(run_dir).get(host.name))
+    gone = _unreachable(inv, host)
     if not gpus:
-        return [_part(inv, host, host.name, whole, run_dir, suite, lambda: multinode.run_job(
-            inv, [host.name], suite, whole, policy, progress, force, report=False)[0])]
+        return [part_row(host.name, whole, run_dir, suite, lambda: multinode.run_job(
+            inv, [host.name], suite, whole, policy, progress, force, report=False)[0], gone)]
     sliced = Selection(tuple(c.key for c in suite.cases if per_gpu(c)))
     rest = tuple(c.key for c in suite.cases if c.nodes == 1 and not per_gpu(c))
     t0 = time.monotonic()
@@ -149,29 +176,40 @@ def run_host(inv: Inventory, host: HostConfig, suite: Suite, run_dir: Path, prog
         def said(who: str, what: str, detail: str) -> None:
             progress(name if who == host.name else who, what, detail)
 
-        return _part(inv, host, name, part, run_dir, suite, lambda: multinode.run_prepared(
-            inv, job, suite, part, policy, said, sliced, report=False, gpus=(gpu,))[0])
+        return part_row(name, part, run_dir, suite, lambda: multinode.run_prepared(
+            inv, job, suite, part, policy, said, sliced, report=False, gpus=(gpu,))[0], gone)
 
     rows = [out.value if out.ok else HostRow(name, FAILED, f"{type(out.error).__name__}: {out.error}")
             for name, out in on_all(list(names), one).items()]
     if rest:  # several GPUs a case: the whole host, after its GPUs' copies
-        rows.append(_part(inv, host, host.name, whole, run_dir, suite, lambda: multinode.run_job(
-            inv, [host.name], suite, whole, policy, progress, force, selection=Selection(rest), report=False)[0]))
+        rows.append(part_row(host.name, whole, run_dir, suite, lambda: multinode.run_job(
+            inv, [host.name], suite, whole, policy, progress, force, selection=Selection(rest), report=False)[0],
+            gone))
     return rows
 
 
-def _part(inv: Inventory, host: HostConfig, name: str, part: Path, run_dir: Path, suite: Suite,
-          runs: Callable[[], list[RunOutcome]]) -> HostRow:
+def _unreachable(inv: Inventory, host: HostConfig) -> Callable[[], str | None]:
+    """Why the host no longer answers over SSH (kit.hosts.connect.check_reachable), or None."""
+    def gone() -> str | None:
+        lost = check_reachable([host], inv)
+        return lost[0][1] if lost else None
+    return gone
+
+
+def part_row(name: str, part: Path, run_dir: Path, suite: Suite, runs: Callable[[], list[RunOutcome]],
+             gone: Callable[[], str | None]) -> HostRow:
     """One row's runs (runs()) into its run directory PART of the sweep's RUN_DIR, then its report; the row says
-    how they ended."""
+    how they ended: LOST where some failed and gone() says why its host went away."""
     t0 = time.monotonic()
     part.mkdir(parents=True, exist_ok=True)
     if not (part / "suite.yaml").is_file():
         shutil.copyfile(run_dir / "suite.yaml", part / "suite.yaml")
     try:
         outcomes = runs()
-    except KitError as exc:  # refused before its runs: check-env, staging, an unreachable host
-        return HostRow(name, FAILED, str(exc), time.monotonic() - t0)
+    except KitError as exc:  # refused before or between its runs: check-env, staging, a host gone since
+        lost = gone()
+        return HostRow(name, LOST, f"lost mid-sweep ({lost}); {exc}", time.monotonic() - t0) if lost else \
+            HostRow(name, FAILED, str(exc), time.monotonic() - t0)
     finally:
         if rundir.has_run_meta(part):
             records.finish_run_meta(part)
@@ -181,7 +219,7 @@ def _part(inv: Inventory, host: HostConfig, name: str, part: Path, run_dir: Path
     reason = "; ".join(f"{o.run.label}: {o.status}: {o.reason}" for o in failed[:3])
     if len(failed) > 3:
         reason += f"; and {len(failed) - 3} more"
-    lost = check_reachable([host], inv) if failed else []
+    lost = gone() if failed else None
     if lost:  # it failed because it went away: say so first
-        return HostRow(name, LOST, f"lost mid-sweep ({lost[0][1]}); {reason}", time.monotonic() - t0)
+        return HostRow(name, LOST, f"lost mid-sweep ({lost}); {reason}", time.monotonic() - t0)
     return HostRow(name, FAILED if failed else OK, reason, time.monotonic() - t0)
