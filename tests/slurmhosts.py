@@ -3,6 +3,7 @@
     with SlurmHosts(Path("/tmp/slurm")) as cluster:
         env = cluster.env()                       # SLURM_CONF=<workdir>/slurm.conf for srun, sbatch, squeue, ...
         subprocess.run(["srun", "-N", "2", "hostname"], env=env)    # prints h2 and h3
+        rc = cluster.kill_node_during("h3", job, started)           # h3 killed while job() runs, then back
 
     NetHosts h1   slurmctld (SlurmctldHost=h1)
     NetHosts h2   slurmd (NodeName=h2)          partition "debug": h2, h3 (the default)
@@ -28,7 +29,9 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from nethosts import STD_PATH, NetHosts, _cgroup_script, _reap, _which, start_free
@@ -109,6 +112,22 @@ class SlurmHosts:
         self.net.start_host(name)
         self._start_slurmd(name)
         self.wait_idle([name])
+
+    def kill_node_during(self, name: str, job: Callable[[], int], started: Callable[[], None],
+                         timeout: float = 180) -> int:
+        """job() (a kit command: its exit code) in a thread of its own; the node killed (kill_node) once started()
+        returns, brought back (restart_node) once job() ended (at most timeout seconds later); job()'s exit code."""
+        result = {}
+        worker = threading.Thread(target=lambda: result.setdefault("rc", job()))
+        worker.start()
+        try:
+            started()
+            self.kill_node(name)
+            worker.join(timeout=timeout)
+            assert not worker.is_alive(), f"the job still runs {timeout:.0f} s after {name} was killed"
+        finally:
+            self.restart_node(name)
+        return result["rc"]
 
     def run(self, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
         """A Slurm client command from this machine (scontrol, squeue, ...); text output, no raise."""

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -120,17 +119,8 @@ def test_slurm_case_past_its_time_limit_is_cancelled(slurm_cluster, tmp_path, mo
 def test_slurm_node_killed_mid_job_fails_the_run_naming_it_and_resume_redoes_it(slurm_cluster, tmp_path,
                                                                                  monkeypatch):
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
-    result = {}
-    worker = threading.Thread(target=lambda: result.setdefault("rc", main(kit_cluster(tmp_path, LONG))))
-    worker.start()
-    try:
-        wait_training(tmp_path)
-        slurm_cluster.kill_node("h3")
-        worker.join(timeout=180)
-        assert not worker.is_alive()
-    finally:
-        slurm_cluster.restart_node("h3")
-    assert result["rc"] == 1
+    assert slurm_cluster.kill_node_during("h3", lambda: main(kit_cluster(tmp_path, LONG)),
+                                          lambda: wait_training(tmp_path)) == 1
     run_dir, entry = entry_of(tmp_path)
     assert entry["status"] == "failed" and "h3: node lost" in entry["reason"], entry
     assert entry["slurm"]["step_state"] == "NODE_FAIL" and entry["slurm"]["nodes"]["h3"]["lost"]
