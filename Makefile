@@ -141,8 +141,8 @@ bench-seed003: check-venv ## seed 003's five models on this CPU, Paddle vs PyTor
 bench-decode: check-venv ## the gpu loader's design on a CPU, decode stood in by a GIL-free 11.6 ms: the call in the loader / alone (<= 1.1), 1 call a batch, Python calls per batch flat, a small-op thread not slowed (>= 0.97), what a thread wake-up costs it on this host and the decode process's CPU a batch (DECODE_ARGS)
 	$(VENV_PY) bench/decode_overlap.py $(DECODE_ARGS)
 
-sweep-v100 sweep-a100 sweep-h100: check-venv ## a GPU suite's 1-node cases on EVERY host of hosts.yaml at once; the fleet table names the slow hosts and why
-	$(VENV)/bin/kit sweep --suite $(@:sweep-%=%) --runs-dir $(RUNS_DIR) $(if $(HOSTS),--hosts-file $(HOSTS))
+sweep-v100 sweep-a100 sweep-h100: check-venv ## a GPU suite's 1-node cases on EVERY host of hosts.yaml at once (SCHEDULER=slurm: every node of its partition, or NODES=n1,n2); the fleet table names the slow hosts and why
+	$(VENV)/bin/kit sweep --suite $(@:sweep-%=%) --runs-dir $(RUNS_DIR) $(if $(HOSTS),--hosts-file $(HOSTS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(NODES),--nodes $(NODES))
 
 bench-fanout: check-venv ## check_env and a no-op launch on HOSTS (default 4) SSH test hosts / on 1 (target <= 1.3); needs root
 	$(VENV_PY) bench/fanout.py --hosts $(or $(HOSTS),4)

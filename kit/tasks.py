@@ -153,7 +153,8 @@ def _sweep_job(c):
     },
 )
 def sweep(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, force=False):
-    """Every -H host's own runs of the suite's one-node cases, all hosts at once; the fleet table (kit sweep)."""
+    """Every -H host's own runs of the suite's one-node cases, all hosts at once; the fleet table (kit sweep). SSH
+    hosts only: for a Slurm partition's nodes, kit sweep --scheduler slurm [--nodes n1,n2]."""
     _register("sweep", c, _job_options(suite, hosts_file, runs_dir, resume, force=force))
 
 
