@@ -153,8 +153,9 @@ def _sweep_job(c):
     },
 )
 def sweep(c, suite="v100", hosts_file=None, runs_dir="runs", resume=None, force=False):
-    """Every -H host's own runs of the suite's one-node cases, all hosts at once; the fleet table (kit sweep). SSH
-    hosts only: for a Slurm partition's nodes, kit sweep --scheduler slurm [--nodes n1,n2]."""
+    """Every -H host's own runs of the suite's one-node cases, all at once (SSH hosts only); the fleet table.
+
+    kit sweep over SSH; for a Slurm partition's nodes run kit sweep --scheduler slurm [--nodes n1,n2] instead."""
     _register("sweep", c, _job_options(suite, hosts_file, runs_dir, resume, force=force))
 
 
