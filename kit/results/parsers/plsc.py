@@ -6,10 +6,13 @@ All three figures are for the WHOLE job (every card), so records are per-step, n
     logger.info("Pass:{} batch:{} lr:{} loss:{} qps:{:.2f}".format(pass_id, batch_id, avg_lr, avg_loss, speed))
     logging format '%(asctime)s - %(levelname)s - %(message)s', datefmt '%d %b %Y %H:%M:%S':
     '28 Jan 2020 10:11:12 - INFO - Pass:0 batch:200 lr:0.1 loss:11.235 qps:1234.56'
-  later 1.x releases (Paddle 2.0 static, same file) print
+  later 1.x releases (the kit's pin 9bba9c90f542, 2020-07-30, which DLPerf ran on Paddle 1.8.5: entry.py:1022-1027,
+  its formatter entry.py:49-50; and the Paddle 2.0 static releases, same file) print
     "Pass:{} batch:{} lr:{:.8f} loss:{:.6f} qps:{:.2f}" (+ " acc1:{:.6f} acc5:{:.6f}") through
     '%(levelname)s %(asctime)s %(filename)s:%(lineno)d] %(message)s':
     'INFO 2021-01-20 10:00:00,123 entry.py:1050] Pass:0 batch:200 lr:0.10000000 loss:40.123456 qps:1234.56'
+  as the pin printed it on a CPU (tests/fixtures/genuine-cpu-logs/plsc, DLPerf's patch 2 lines above it):
+    'INFO 2026-12-05 04:55:55,568 entry.py:1029] Pass:0 batch:50 lr:0.00019531 loss:46.223274 qps:0.26'
   That release's acc variant, "Pass:{} batch:%d lr:{} loss:{} qps:{:.2f} acc1:{} acc5:{}".format(pass_id,
   batch_id, avg_lr, avg_loss, speed, acc1, acc5), has 6 fields for 7 values: it prints a literal
   'batch:%d', the batch id after 'lr:', the LOSS after 'qps:' and the speed after 'acc1:':

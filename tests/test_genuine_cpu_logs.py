@@ -1,0 +1,67 @@
+"""The real CPU runs of the seeds' published programs (tests/fixtures/genuine-cpu-logs, its README): each log is read
+by its format's parser as the program printed it, and its figure derives by its publisher's method; its command
+record says what ran (the code clean at its pin, the one shim that let it run on a CPU)."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+from kit.cli import main
+from kit.config.programs import IMPLS
+from kit.config.reference import ONE_HOST, RefJob, build, record
+from kit.images.spec import pin_of
+from kit.results.extract import compute_figure
+from kit.results.parsers import parse_log
+
+GENUINE = Path(__file__).resolve().parent / "fixtures" / "genuine-cpu-logs"
+PLSC_LOG = GENUINE / "plsc" / "arcface_b2_fp32_1.log"
+# plsc/entry.py:1022-1027 at the pin through its formatter (entry.py:49-50), as the run printed it
+PLSC_LINE = re.compile(r"^INFO (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) entry\.py:\d+\] "
+                       r"Pass:0 batch:(\d+) lr:[\d.]+ loss:[\d.]+ qps:(\d+\.\d\d)$")
+
+
+def plsc_lines() -> list[tuple[int, float]]:
+    return [(int(m[2]), float(m[3])) for line in PLSC_LOG.read_text().splitlines() if (m := PLSC_LINE.match(line))]
+
+
+def test_every_folder_is_described_in_the_readme():
+    readme = (GENUINE / "README.md").read_text()
+    for folder in sorted(p for p in GENUINE.iterdir() if p.is_dir()):
+        assert f"`{folder.name}/`" in readme, folder.name
+
+
+def test_plsc_real_log_is_read_as_printed_every_10_batches_to_the_patch_s_batch_150():
+    printed = plsc_lines()
+    assert [step for step, _ in printed] == list(range(0, 150, 10))  # DLPerf's patch ends it at batch 150
+    parsed = parse_log(PLSC_LOG, "auto")
+    assert parsed.format.name == "plsc"
+    assert [(r.step, r.value, r.epoch, r.unit) for r in parsed.records] == [(s, v, 0, "images/s") for s, v in printed]
+    assert all(r.timestamp is not None for r in parsed.records)
+
+
+def test_plsc_real_log_derives_its_figure_by_the_publisher_s_method():
+    job = RefJob("paddle", "arcface", "fp32", 2, 1, data="synthetic", device="cpu")
+    publisher, kit = build(job, recipe_only=True).publisher_method, build(job, recipe_only=True).kit_method
+    values = [v for _, v in plsc_lines()]
+    figure = compute_figure(parse_log(PLSC_LOG, "plsc"), publisher)
+    assert figure.value == round(statistics.fmean(values[5:]), 2)  # DLPerf: records 5.. (batches 50-149)
+    assert compute_figure(parse_log(PLSC_LOG, "plsc"), kit).value == statistics.harmonic_mean(values[5:])
+    assert main(["extract", str(PLSC_LOG), "--format", "plsc", "--skip", "5", "--round", "2"]) == 0
+
+
+def test_plsc_real_run_was_the_kit_s_recipe_on_the_pinned_code_with_the_cpu_shim_named():
+    sidecar = json.loads(PLSC_LOG.with_name("arcface_b2_fp32_1.cmd.json").read_text())
+    job = RefJob("paddle", "arcface", "fp32", 2, 1, data="synthetic", device="cpu")
+    recipe = record(build(job, ONE_HOST, code_root=sidecar["code_root"], scripts_dir=sidecar["scripts_dir"]), job,
+                    ONE_HOST)
+    assert {k: sidecar[k] for k in recipe} == recipe  # what the kit builds for the job, nothing else
+    assert sidecar["argv"] == ["python3", "train.py", "--loss-type", "arcface", "--batch-size", "2"]
+    state = sidecar["model_code_state"]
+    assert state["clean"] and state["commit"] == pin_of(IMPLS[("paddle", "arcface")].code)
+    assert sidecar["patch_sha256"] and sidecar["ran_in"].endswith("/plsc-patched")
+    assert sidecar["environ"]["PYTHONPATH"].endswith("bench/genuine_cpu_logs/cuda_place_on_cpu")
+    first = PLSC_LOG.read_text().splitlines()[0]
+    assert first.startswith("sitecustomize (bench/genuine_cpu_logs/cuda_place_on_cpu): Paddle 1.8.5 is a CPU build")
