@@ -28,7 +28,8 @@ cases:
 
 
 def program_run(tmp_path: Path, case: str, published: str, edit=lambda text: text) -> tuple[Path, str]:
-    """CASE: 'framework/model/batch/precision/gpus'; PUBLISHED: a log under published-logs/."""
+    """CASE: 'framework/model/batch/precision/gpus'; PUBLISHED: a log under published-logs/ (or an absolute path: a
+    genuine log kept elsewhere, tests/fixtures/genuine-cpu-logs/)."""
     framework, model, batch, precision, gpus = case.split("/")
     impl = IMPLS[(framework, model)]
     job = RefJob(framework, model, precision, int(batch), int(gpus))

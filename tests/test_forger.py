@@ -5,8 +5,9 @@ would move a figure, and the kit must refuse it. Every format `kit formats` list
 :::KITLOG records: Kitlog), or is named in NO_GENUINE_LOG (the kit holds no genuine log of it to forge):
 
 - a format a published program writes (a run of a run directory, RUNS): its genuine log as that run -- the H200
-  visit's (tests/fixtures/gpu-runs/h200-20261128/dle: DLE PyTorch and the GPU harness), or a published log at its
-  case's place (publishedruns.recorded_program_run) -- forged, its report and results written again from the logs
+  visit's (tests/fixtures/gpu-runs/h200-20261128/dle: DLE PyTorch and the GPU harness), or a published log or a real
+  CPU run's (tests/fixtures/genuine-cpu-logs: PLSC) at its case's place (publishedruns.recorded_program_run) --
+  forged, its report and results written again from the logs
   (kit report), bundled anew: kit verify refuses it naming the forged log; or, in a format whose lines carry no
   clock, verify's output names its run as not held to a clock (kit/audit/rules/program_clock.py);
 - a format read only for published figures (CLAIMED: kit/claims/*.yaml, the fixtures' expected.yaml, `kit
@@ -49,6 +50,7 @@ VISIT = TESTS / "fixtures" / "gpu-runs" / "h200-20261128" / "dle"
 CLAIMS = TESTS.parent / "kit" / "claims"
 LAMBDA = "../../tests/fixtures/published-logs/lambda/pytorch/results/"  # as kit/claims/lambda.yaml names its logs
 MODELS = "../../../shared/fixtures/published-logs/perf-models/"  # as kit/claims/perf-models.yaml names its logs
+GENUINE_CPU = TESTS / "fixtures" / "genuine-cpu-logs"  # real CPU runs of published programs (its README.md)
 Rates = Callable[[int], float]  # the i-th timed record's rate factor
 
 
@@ -173,8 +175,8 @@ DLL = (r"(DLL )(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)", "%Y-%m-%d %H:%M:%S.%f")  
 @dataclass(frozen=True)
 class Run:
     """A format's genuine log as a run of a run directory: the H200 visit's (its path there, VISIT), or a published
-    log (PUBLISHED, under published-logs/) at the place of its publisher's CASE, 'framework/model/batch/precision/gpus'
-    (publishedruns.recorded_program_run)."""
+    log (PUBLISHED, under published-logs/) or a real CPU run's (an absolute path under GENUINE_CPU) at the place of
+    its publisher's CASE, 'framework/model/batch/precision/gpus' (publishedruns.recorded_program_run)."""
 
     forge: Fields | Kitlog
     log: str = ""
@@ -221,6 +223,12 @@ RUNS = {
                                    case="torch/transformer/5120/fp32/1",
                                    published="perf-models/Transformer/OtherReports/PyTorch/logs/V100_LOG/"
                                              "transformer_pytorch_bs5120_fp32_gpu1"),
+    # PLSC @ 9bba9c90 run for real on a CPU (Paddle 1.8.5): 'INFO <asctime> entry.py:N] Pass:0 batch:B ... qps:Q', a
+    # record every 10 batches (plsc/entry.py:1022-1027, its formatter entry.py:49-50); no seconds printed
+    "plsc": Run(Fields(r"\] Pass:\d+ batch:(\d+) lr:", (r"( qps:)([\d.]+)",),
+                       stamps=((r"^([A-Z]+ )(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})(?= \S+:\d+\] )",
+                                "%Y-%m-%d %H:%M:%S,%f"),)),
+                case="paddle/arcface/2/fp32/1", published=str(GENUINE_CPU / "plsc" / "arcface_b2_fp32_1.log")),
 }
 
 
@@ -286,9 +294,10 @@ CLAIMED = {
                        (r"((?:timestamp: |'train_finish_time': ))(\d+\.\d+)", "epoch"))),
         PUBLISHED / "expected.yaml", suite="dlperf-tf2-resnet50", case="1n1g"),
 }
-# formats of which the kit holds no genuine log (no published log in the fixtures, no run of the kit's: the stand-ins
-# of FleetX and PLSC print their lines with known speeds, tests/standin/README.md): the forger has nothing to forge
-NO_GENUINE_LOG = {"fleetx-vgg", "plsc", "paddle-models-1.8", "oneflow", "nvlog-tf"}
+# formats of which the kit holds no genuine log (no published log in the fixtures, no run of the kit's: the stand-in
+# of FleetX prints its lines with known speeds, tests/standin/README.md; FleetX at its pin cannot run here,
+# tests/fixtures/genuine-cpu-logs/README.md says why): the forger has nothing to forge
+NO_GENUINE_LOG = {"fleetx-vgg", "paddle-models-1.8", "oneflow", "nvlog-tf"}
 
 
 @dataclass(frozen=True)
@@ -311,6 +320,14 @@ HOLES = {(fmt, COMPRESSED): "its rates and its own clock agree; only the run's o
                             "which no rule holds it to yet"
          for fmt in ("dle-pytorch", "kitlog", "dle-tf1", "dle-mxnet", "paddleclas", "dle-bert-pytorch",
                      "dle-transformer-pytorch")}
+# PLSC's lines carry a clock (its logger's stamps) that no rule holds its rates to: every forgery of it passes. Its qps
+# is the global batch over the seconds inside exe.run() alone (plsc/entry.py:986-1003), which it does not print, so
+# its stamps (wall time, the reader's included) bound a genuine rate from below only; on the real CPU run
+# (tests/fixtures/genuine-cpu-logs/plsc) they agree to 0.98-1.02x each interval (qps printed to 2 decimals), but no
+# GPU log of PLSC is held to measure a band on (DLPerf's published logs are not in the fixtures)
+HOLES |= {("plsc", name): "PLSC's qps is held to no clock (no rule reads its stamps): its seconds inside exe.run() "
+                          "are not printed, so the stamps bound it from below only, and no GPU log of it is held to "
+                          "measure a band on" for name in TRANSFORMS}
 
 
 class NotRefused(AssertionError):
