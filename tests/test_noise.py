@@ -30,7 +30,8 @@ from kit.run import hostload
 from kit.run.hostload import HostLoad
 
 FIXTURES = Path(__file__).parent / "fixtures"
-BURN = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < {seconds}: pass\n"
+# burns SECONDS of its own CPU time (not of the clock): what a burner burns does not depend on the host's load
+BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
 NOISY, TIGHT, TIGHT_LOW, TIGHT_NEAR = [41.2, 1.81, 2.19], [7.4, 7.5, 7.6], [2.0, 2.05, 2.1], [7.45, 7.55, 7.65]
 
 
