@@ -4,6 +4,7 @@ torch job on this machine without touching planning, commands, gather or records
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from kit.config.suites import load_suite
 from kit.core.rundir import read_run_meta
 from kit.run import records
 from kit.run.bench import run_each, write_report
-from kit.run.command import Container, Mount, Site, command_for
+from kit.run.command import CPU_OPENMP, Container, Mount, Site, command_for
 from kit.run.plan import PlannedRun, plan_for_nodes
 from kit.run.runner import HostStatus, Runner, judge, master_port, stop_tree
 
@@ -103,10 +104,16 @@ class ProcessPerRank(Runner):
             cmd = command_for(run.case, run.repeat, rank, rank_sites, port, "cpu").launched
             out = self.run_dir / (run.log_rel if rank == 0 else Path(f"task{rank}.log"))
             out.parent.mkdir(parents=True, exist_ok=True)
-            env = {**cmd.env, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+            env = {**cmd.env, **CPU_OPENMP, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+            cpus = sorted(os.sched_getaffinity(0))
+            own_cpu = {cpus[rank % len(cpus)]}  # each task its node's CPU: the harness's threads follow it
+
+            def on_its_cpu(cpu: set[int] = own_cpu) -> None:
+                os.sched_setaffinity(0, cpu)
+
             with open(out, "wb") as sink:
                 self.procs.append(subprocess.Popen(cmd.argv, stdout=sink, stderr=subprocess.STDOUT, env=env,
-                                                   start_new_session=True))
+                                                   start_new_session=True, preexec_fn=on_its_cpu))
             self.status.append(HostStatus(f"task{rank}", command=cmd.shell()))
 
     def wait(self, timeout: float) -> bool:
