@@ -397,8 +397,8 @@ def test_the_auditors_repeats_are_declared_in_the_reproductions_own_suite_and_ve
 
 
 def test_until_decided_runs_an_inconclusive_case_again_in_a_round_of_its_own(original, tmp_path, monkeypatch, capsys):
-    """The first round's verdict made inconclusive (a straddling interval: 3 re-runs would decide), the second
-    judged as it comes: a second reproduction with 3 re-runs of the case, naming the first."""
+    """The first round's verdict (one re-run) made inconclusive (a straddling interval: 2 re-runs would decide), the
+    second judged as it comes: a second reproduction with 2 re-runs of the case (the cap), naming the first."""
     from kit.results import reproduction as rp
 
     judged, real = [], rp.judge_claim
@@ -412,15 +412,15 @@ def test_until_decided_runs_an_inconclusive_case_again_in_a_round_of_its_own(ori
 
     monkeypatch.setattr(rp, "judge_claim", first_inconclusive)
     _, packed = original
-    code = main(["reproduce", str(packed), "--allow-busy", "--runs-dir", str(tmp_path / "runs"), "--repeats", "2", "--tolerance", "2",
-                 "--until-decided", "--max-repeats", "3"])
+    code = main(["reproduce", str(packed), "--allow-busy", "--runs-dir", str(tmp_path / "runs"), "--repeats", "1",
+                 "--tolerance", "2", "--until-decided", "--max-repeats", "2"])
     first, second = sorted((tmp_path / "runs").iterdir())  # round 2 had the cap: no third, whatever it found
-    assert judged == [2, 3]
+    assert judged == [1, 2]
     again = json.loads((second / "reproduction.json").read_text())
-    assert (again["round"], again["repeats"], again["earlier_rounds"]) == (2, 3, [str(first)])
+    assert (again["round"], again["repeats"], again["earlier_rounds"]) == (2, 2, [str(first)])
     (verdict,) = again["verdicts"]
-    assert len(verdict["reproduced"]) == 3 and code == {"reproduced": 0, "inconclusive": 4}[verdict["verdict"]]
-    assert "kit reproduce --until-decided: 1 inconclusive case(s) again with 3 re-runs each" in capsys.readouterr().out
+    assert len(verdict["reproduced"]) == 2 and code == {"reproduced": 0, "inconclusive": 4}[verdict["verdict"]]
+    assert "kit reproduce --until-decided: 1 inconclusive case(s) again with 2 re-runs each" in capsys.readouterr().out
 
 
 @contextlib.contextmanager
