@@ -19,7 +19,7 @@ PUBLISHED = SHARED / "fixtures" / "published-logs"
 # fixtures are built once and its tests keep their order; files that share a machine-wide resource (Slurm's
 # fixed ports) are one unit. The longest units start first, so the last worker to finish did not start late.
 SHARED_UNITS = {"test_slurm.py": "slurm", "test_slurm_programs.py": "slurm", "test_reproduce_slurm.py": "slurm",
-                "test_sweep_slurm.py": "slurm"}
+                "test_sweep_slurm.py": "slurm", "test_slurm_telemetry.py": "slurm"}
 LONGEST_FIRST = ("slurm", "test_images.py", "test_gpu_proof.py", "test_bundle.py", "test_bench.py", "test_multinode.py",
                  "test_harness.py", "test_harness_seed003.py", "test_reference_runs.py")
 
