@@ -686,7 +686,8 @@ def write_inventory(net: NetHosts, root: Path, extra: Iterable[dict] = (), ssh: 
 def hold_cpu(net: NetHosts, name: str, cores: float, cpus: str | None = None) -> list[Path]:
     """Host `name`'s sshd, and so every session it starts from now on, held to `cores` of CPU time by a cgroup of
     its own (v2 cpu.max where the cpu controller is on the unified hierarchy, else v1 cpu.cfs_quota_us), given that
-    share before other processes of this machine (a weight 8x the default), and, with
+    share before other processes of this machine (the highest weight: a loaded test machine still gives it its
+    quota), and, with
     `cpus` ("0", "1-3"), to those CPUs (cpuset); the host's /sys/fs/cgroup is mounted so that its sessions see the
     limit. Returns the cgroups made (release_cpu undoes it)."""
     h = net.host(name)
@@ -703,7 +704,7 @@ def hold_cpu(net: NetHosts, name: str, cores: float, cpus: str | None = None) ->
         made = [unified / group]
         made[0].mkdir(exist_ok=True)
         (made[0] / "cpu.max").write_text(f"{quota} {period}")
-        (made[0] / "cpu.weight").write_text("800")  # first to the CPU up to its quota, beside other processes
+        (made[0] / "cpu.weight").write_text("10000")  # first to the CPU up to its quota, beside other processes
         if cpus:
             (made[0] / "cpuset.cpus").write_text(cpus)
     else:
@@ -711,7 +712,7 @@ def hold_cpu(net: NetHosts, name: str, cores: float, cpus: str | None = None) ->
         made[0].mkdir(exist_ok=True)
         (made[0] / "cpu.cfs_period_us").write_text(str(period))
         (made[0] / "cpu.cfs_quota_us").write_text(quota)
-        (made[0] / "cpu.shares").write_text("8192")  # first to the CPU up to its quota, beside other processes
+        (made[0] / "cpu.shares").write_text("262144")  # first to the CPU up to its quota, beside other processes
         if cpus:
             made.append(unified / "cpuset" / group)
             made[1].mkdir(exist_ok=True)
