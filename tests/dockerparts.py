@@ -20,6 +20,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from kit.run.runner import stop_tree
+
 DOCKERD_ARGS = ["--iptables=false", "--bridge=none"]  # what works on these machines (no NAT, no docker0)
 
 
@@ -209,12 +211,7 @@ def seeded_data_root(image, timeout_s: float = 600.0) -> Path:
             if save.returncode or loaded.returncode:
                 raise RuntimeError(f"loading {image.ref} into the seed failed: {loaded.stderr.strip()[-2000:]}")
         finally:
-            dockerd.terminate()
-            try:
-                dockerd.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                dockerd.kill()
-                dockerd.wait()
+            stop_tree(dockerd, grace=30)
         root.mkdir(parents=True)
         for part in ("image", "overlay2"):
             (work / part).rename(root / part)

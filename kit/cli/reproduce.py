@@ -253,8 +253,9 @@ def _reproduce(args: argparse.Namespace, root: Path, original: Path, tolerance: 
         system = {key: rp.case_differences(original_system, this_system, cpu, cases[key].gpus_per_node,
                                            cases[key].nodes, power) for key in chosen}
         notes = rp.noted_differences(original_system, this_system, cpu)
-        failed = _failed_runs(run_dir)
-        disturbed = rp.disturbed_runs(read_run(run_dir).runs.values())
+        ran = read_run(run_dir).runs.values()
+        failed = _failed_runs(ran)
+        disturbed = rp.disturbed_runs(ran)
         judged = {} if args.allow_busy else disturbed
         if args.allow_busy and disturbed:
             notes.append(f"the auditor allowed a busy host (--allow-busy): {sum(map(len, disturbed.values()))} "
@@ -415,6 +416,6 @@ def _run(args: argparse.Namespace, suite_file: Path, suite, selection, inv, cons
     return run_dir
 
 
-def _failed_runs(run_dir: Path) -> list[str]:
+def _failed_runs(ran) -> list[str]:
     """'case repeat N: reason' of each run the reproduction's run.json records without a figure."""
-    return [f"{e.case} repeat {e.repeat}: {e.status}: {e.reason}" for e in read_run(run_dir).runs.values() if not e.ok]
+    return [f"{e.case} repeat {e.repeat}: {e.status}: {e.reason}" for e in ran if not e.ok]
