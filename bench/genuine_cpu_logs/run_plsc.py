@@ -22,11 +22,9 @@ it only if its files are the pinned tree's. The log and its sidecar land in <wor
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,6 +33,9 @@ sys.path.insert(0, str(REPO))
 from kit.config.reference import ONE_HOST, RefJob, build  # noqa: E402
 from kit.core.layout import sidecar_name  # noqa: E402
 from kit.run.command import launch_argv  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pinned import program_environ, run_pinned  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SHIM = HERE / "cuda_place_on_cpu"
@@ -63,18 +64,10 @@ def main() -> int:
     cmd = build(job, code_root=str(models), scripts_dir=str(REPO / "scripts"))
     log = out / f"{job.model}_b{job.batch_size}_{job.precision}_1.log"
     argv = launch_argv(sys.executable, str(REPO / "scripts"), cmd, job, ONE_HOST, str(out / sidecar_name(log.name)))
-    env = {
-        "PATH": f"{args.venv.resolve() / 'bin'}:/usr/local/bin:/usr/bin:/bin",  # `python3` is the venv's
-        "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
-        "PYTHONPATH": str(SHIM),
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-    }
+    env = program_environ(args.venv, PYTHONPATH=str(SHIM))  # `python3` is the venv's
     print("$ cd", run, "&&", "taskset -c", args.cpu, " ".join(argv[:3]), "...", " ".join(cmd.argv), flush=True)
-    started = time.time()
-    with log.open("wb") as sink:
-        code = subprocess.run(["taskset", "-c", args.cpu, *argv], cwd=run, env=env, stdout=sink,
-                              stderr=subprocess.STDOUT).returncode
-    print(f"exit {code} after {time.time() - started:.0f} s: {log}", flush=True)
+    code, started, finished = run_pinned(argv, run, env, log, args.cpu)
+    print(f"exit {code} after {finished - started:.0f} s: {log}", flush=True)
     return code
 
 
