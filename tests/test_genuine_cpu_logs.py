@@ -65,3 +65,45 @@ def test_plsc_real_run_was_the_kit_s_recipe_on_the_pinned_code_with_the_cpu_shim
     assert sidecar["environ"]["PYTHONPATH"].endswith("bench/genuine_cpu_logs/cuda_place_on_cpu")
     first = PLSC_LOG.read_text().splitlines()[0]
     assert first.startswith("sitecustomize (bench/genuine_cpu_logs/cuda_place_on_cpu): Paddle 1.8.5 is a CPU build")
+
+
+PM18_LOG = GENUINE / "paddle-models-1.8" / "r50_b4_fp32_1.log"
+# PaddlePaddle/models release/1.8 PaddleCV/image_classification utils/utility.py print_info ("batch", no mixup), through
+# train.py's logging.basicConfig(level=logging.INFO), as the run printed it
+PM18_LINE = re.compile(r"^INFO:utils\.utility:\[Pass 0, train batch (\d+)\] \tloss \d+\.\d{5}, acc1 \d\.\d{5}, "
+                       r"acc5 \d\.\d{5}, lr 0\.00100, elapse (\d+\.\d{4}) sec$")
+
+
+def pm18_lines() -> list[tuple[int, float]]:
+    return [(int(m[1]), float(m[2])) for line in PM18_LOG.read_text().splitlines() if (m := PM18_LINE.match(line))]
+
+
+def test_paddle_models18_real_log_is_read_as_printed_every_batch_to_max_iter():
+    printed = pm18_lines()
+    assert [step for step, _ in printed] == list(range(120))  # --print_step=1, --max_iter=120 (DLPerf's)
+    parsed = parse_log(PM18_LOG, "auto")
+    assert parsed.format.name == "paddle-models-1.8"
+    assert [(r.step, r.value, r.epoch, r.unit) for r in parsed.records] == [(s, v, 0, "s") for s, v in printed]
+    assert all(r.timestamp is None for r in parsed.records)  # its logger prints no time
+
+
+def test_paddle_models18_real_log_derives_its_claim_by_dlperf_s_method():
+    from kit.results.crosscheck import MATCH, check_claims
+
+    seconds = [v for _, v in pm18_lines()]
+    dlperf = round(statistics.fmean(round(4 / s, 4) for s in seconds[20:120]), 2)  # extract_paddle_logs.py, batch 4
+    (verdict,) = check_claims(PM18_LOG.with_name("claims.yaml"))
+    assert verdict.status == MATCH and verdict.recomputed == round(statistics.harmonic_mean(seconds[20:]), 4)
+    assert round(4 / verdict.recomputed, 2) == dlperf == 0.62
+    assert main(["extract", str(PM18_LOG), "--format", "paddle-models-1.8", "--skip", "20",
+                 "--reduce", "harmonic_mean", "--round", "4"]) == 0
+
+
+def test_paddle_models18_real_run_was_dlperf_s_line_on_the_release_1_8_code_with_no_shim():
+    sidecar = json.loads(PM18_LOG.with_name("r50_b4_fp32_1.cmd.json").read_text())
+    assert sidecar["code"]["commit"] == "b71cf6322ad8bd293c052cbbe45f7a382fcb73ae"  # release/1.8's head
+    assert sidecar["exit_code"] == 0 and sidecar["argv"][:6] == ["taskset", "-c", "1", "python", "-u", "train.py"]
+    assert {"--use_gpu=False", "--model=ResNet50", "--batch_size=4", "--max_iter=120"} <= set(sidecar["argv"])
+    assert "PYTHONPATH" not in sidecar["environ"] and sidecar["environ"]["CPU_NUM"] == "1"
+    assert sidecar["software"]["paddle"] == "1.8.5"
+    assert PM18_LOG.read_text().splitlines()[0] == "INFO:utils.utility:-------------  Configuration Arguments -------------"
