@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -98,7 +99,7 @@ def test_every_host_ran_its_own_runs_at_the_same_time(held_sweep):
         assert f"[hosts/{host}/report.md]" in (run_dir / "report.md").read_text()
 
 
-def test_a_host_lost_mid_sweep_is_a_row_and_resume_redoes_only_its_runs(ssh_hosts, tmp_path):
+def test_a_host_lost_mid_sweep_is_a_row_and_resume_redoes_only_its_runs(ssh_hosts, tmp_path, capsys):
     inventory = hosts_yaml(ssh_hosts, tmp_path)
     runs = tmp_path / "runs"
     argv = ["sweep", "--suite", str(write_suite(tmp_path, 1)), "--hosts", "h1,h2", "--hosts-file", str(inventory),
@@ -121,6 +122,13 @@ def test_a_host_lost_mid_sweep_is_a_row_and_resume_redoes_only_its_runs(ssh_host
     fleet = rundir.read_results(run_dir)["fleet"]
     assert fleet["hosts"][0]["host"] == "h2" and fleet["hosts"][0]["status"] == "unreachable"
     assert "h2 unreachable: lost mid-sweep" in fleet["verdict"] and fleet["verdict"].startswith("1 of 2 hosts within")
+    # bundled as it is: the lost host a named row (its records carried and shown), not a bundle that fails
+    assert main(["bundle", str(run_dir), "-o", str(tmp_path / "lost.tar.gz")]) == 0
+    assert main(["verify", str(tmp_path / "lost.tar.gz")]) == 0
+    said = capsys.readouterr().out
+    assert re.search(r"\n  h1 +OK +every rule holds, 1 figure\(s\)", said), said
+    assert re.search(r"\n  h2 +n/a .* not counted: it gives no figure.*\[unreachable: lost mid-sweep \(", said), said
+    assert "\nCONSISTENT, authenticity NOT checked" in said and "but for the records of h2" in said
     h1_runs = {log: e.fields for log, e in rundir.read_run(rundir.sweep_host_dir(run_dir, "h1")).runs.items()}
     assert [e["status"] for e in h1_runs.values()] == ["ok"]
     # resume: h2's runs without a figure again, h1's left as they were
@@ -166,6 +174,113 @@ def test_report_and_standing_of_a_sweep(held_sweep, capsys):
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if line.startswith("## h")] == ["## h1", "## h2", "## h3"]
     assert out.count("| torch/resnet50/bz2/1n1g/fp32 |") == 3  # each host's own figure on the ladder
+
+
+def test_a_sweep_bundles_whole_and_each_host_verifies_where_it_ran(held_sweep, tmp_path, capsys):
+    from kitlogs import rewrite_kitlog
+
+    from kit.audit import bundle as bd
+    from kit.audit.verify import verify_tree
+
+    _rc, _output, run_dir = held_sweep
+    bundle = tmp_path / "sweep.tar.gz"
+    assert main(["bundle", str(run_dir), "-o", str(bundle)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(bundle)]) == 0
+    said = capsys.readouterr().out
+    verdict = rundir.read_results(run_dir)["fleet"]["verdict"]
+    assert [line.split()[:2] for line in said.splitlines() if re.match(r"  h\d ", line)] == \
+        [["h1", "OK"], ["h2", "OK"], ["h3", "OK"]], said
+    assert f"  fleet table, recomputed from the rows' logs: {verdict}\n" in said
+    assert "\nCONSISTENT, authenticity NOT checked: every file intact, every rule holds; 9 figure(s)" in said
+
+    root = bd.unpack(bundle, tmp_path / "open")
+    top = f"run/{run_dir.name}"
+    sweep = root / top
+    assert {"sweep.json", "suite.yaml", "results.json", "report.md"} <= {p.name for p in sweep.iterdir()}
+    assert not list(root.rglob("report.html"))  # renderings of the files bundled, as in a run's bundle
+    for host in ("h1", "h2", "h3"):  # each host's own records, where they were made: its capture, logs, run.json
+        assert (sweep / "hosts" / host / "run.json").is_file() and (sweep / "env" / host / "probes.json").is_file()
+        assert len(list((sweep / "hosts" / host / "logs").rglob("*.log"))) == 3
+    assert sorted(json.loads((root / "system.json").read_text())) == ["h1", "h2", "h3"]
+    assert sorted(json.loads((root / "commands.json").read_text())) == ["h1", "h2", "h3"]
+
+    # a fleet figure edited (the manifest rebuilt, as a forger without the signing key would): named with its line
+    results = json.loads((sweep / "results.json").read_text())
+    h3 = next(h for h in results["fleet"]["hosts"] if h["host"] == "h3")
+    h3["cases"]["torch/resnet50/bz2/1n1g/fp32"]["median"] *= 2
+    (sweep / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    bd.write_manifest(root)
+    found = verify_tree(root).violations
+    assert [(v.rule, v.file) for v in found] == [("fleet_recomputed", f"{top}/results.json")], found
+    assert found[0].line and "fleet.hosts[0].cases.torch/resnet50/bz2/1n1g/fp32.median: written" in found[0].message
+
+    # a host's log edited to a faster run: its own rules name the log, and the fleet table no longer holds
+    log = sweep / "hosts/h3/logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log"
+    rewrite_kitlog(log, lambda e: {**e, "seconds": e["seconds"] / 2, "samples_per_sec": e["samples_per_sec"] * 2}
+                   if e.get("event") == "step" else e)
+    bd.write_manifest(root)
+    result = verify_tree(root)
+    where = {v.file for v in result.violations}
+    assert f"{top}/hosts/h3/logs/torch/resnet50/bz2/1n1g/resnet50_b2_fp32_2.log" in where, where
+    assert f"{top}/hosts/h3/results.json" in where and f"{top}/results.json" in where
+    assert not any(v.file.startswith((f"{top}/hosts/h1/", f"{top}/hosts/h2/")) for v in result.violations)
+    assert [r.name for r in result.rows if r.violations] == ["h3"] and not result.ok
+
+
+def test_a_sweep_bundle_refuses_an_unfinished_sweep_and_records_it_cannot_judge(held_sweep, tmp_path):
+    import shutil
+
+    from kit.audit import bundle as bd
+    from kit.audit.verify import verify_tree
+
+    _rc, _output, run_dir = held_sweep
+    copy = tmp_path / run_dir.name
+    shutil.copytree(run_dir, copy)
+    record = json.loads((copy / "sweep.json").read_text())
+    (copy / "sweep.json").write_text(json.dumps({k: v for k, v in record.items() if k != "finished"}))
+    with pytest.raises(bd.BundleError, match=rf"{copy}: an unfinished sweep .*`kit sweep --resume {copy}`"):
+        bd.make_bundle(copy, tmp_path / "b.tar.gz")
+    (copy / "sweep.json").write_text(json.dumps(record))
+    root = bd.unpack(bd.make_bundle(copy, tmp_path / "b.tar.gz"), tmp_path / "open")
+    sweep, top = root / "run" / copy.name, f"run/{copy.name}"
+    shutil.copytree(sweep / "hosts/h2", sweep / "hosts/h9")  # records of a host the sweep does not name
+    said = json.loads((sweep / "sweep.json").read_text())
+    said["hosts"].append("h4")  # a host the sweep names, of which the bundle holds nothing
+    (sweep / "sweep.json").write_text(json.dumps(said))
+    bd.write_manifest(root)
+    found = {(v.rule, v.file, v.message) for v in verify_tree(root).violations}
+    assert ("sweep_recorded", f"{top}/hosts/h9", "h9 is no host of sweep.json: its records are judged by nothing") \
+        in found, found
+    assert ("sweep_recorded", f"{top}/sweep.json", "row h4: sweep.json records no row of it, but the bundle holds "
+            f"no run directory of it ({top}/hosts/h4/run.json)") in found, found
+
+
+def test_sweep_bundle_parts_pure():
+    from kit.audit.bundle import _describes_system
+    from kit.audit.rules import Violation
+    from kit.audit.sweep import Row, rules_of_sweep
+    from kit.audit.verify import Compliance
+
+    assert rules_of_sweep({"h1": {"rules_version": "v10"}, "h2": {"rules_version": "v11"}})[0] == "v11"
+    assert rules_of_sweep({})[1] == "the newest: no row has a run.json"
+    parts = ("hosts/h1/", "hosts/h1/gpu0/")
+    assert _describes_system("hosts/h1/gpu0/logs/torch/x.log", parts) and _describes_system("hosts/h1/run.json", parts)
+    assert not _describes_system("env/h1/capture.json", parts)  # the sweep's own capture: no row's system
+    assert not _describes_system("hosts/h1/hosts/h1/torch/1/stdout.log", parts)  # a rank's gathered output
+
+    judged = Compliance("h2", extra=[Violation("repeats_as_declared", "2 of 3 repeats", "run/s/hosts/h2/suite.yaml")])
+    lost = Row("h2", "run/s/hosts/h2", "unreachable", "lost mid-sweep (refused)", judged, counted=False)
+    assert lost.line() == ("  h2         n/a     1 violation(s) not counted: it gives no figure, nothing of it enters "
+                           "the fleet table but its name and why (repeats_as_declared)  [unreachable: lost mid-sweep "
+                           "(refused)]")
+    sweep = Compliance("b", rows=[lost, Row("h1", "run/s/hosts/h1", "ok", "", Compliance("h1"))])
+    assert sweep.ok and sweep.rows[1].line().split() == ["h1", "OK", "every", "rule", "holds,", "0", "figure(s)",
+                                                         "recomputed"]
+    lost.counted = True  # a row with a figure is held to every rule
+    assert not sweep.ok and lost.line().split()[:4] == ["h2", "NOT", "OK", "1"]
+    assert Row("h4", "", "unreachable", "check-env could not capture it").line() == \
+        "  h4         no run directory  [unreachable: check-env could not capture it]"
 
 
 def test_cpu_quota_and_cpus_read_from_what_the_probes_print():

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import REPO_ROOT, __version__
+from kit.audit import sweep as sw
 from kit.audit.commands import recorded_commands
 from kit.audit.redact import redact_text
 from kit.audit.rules.engine import rules_of_run
@@ -49,10 +50,11 @@ from kit.audit.unpack import (  # noqa: F401  (re-exported: the bundle's reader)
     refuse_non_bundle_folder,
     unpack,
 )
+from kit.core import rundir
 from kit.core.files import stamped, write_json, write_text
 from kit.core.inputs import InputError, parse_json
 from kit.core.revision import source_revision
-from kit.core.rundir import has_results, has_run_meta, read_run, read_run_meta
+from kit.core.rundir import has_results, has_run_meta, is_sweep, read_run, read_run_meta
 from kit.core.runlock import LOCK_NAME, holder, is_busy
 from kit.results.compose import completion_of
 from kit.results.html import HTML_NAME
@@ -113,10 +115,13 @@ class _Packer:
             self.files[rel] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
 
-def _describes_system(rel: str) -> bool:
-    """The files of a run system_description reads (its env captures, logs, images.json and run.json)."""
-    return rel.startswith("env/") or (rel.startswith("logs/") and rel.endswith(".log")) \
-        or rel in ("images.json", "run.json")
+def _describes_system(rel: str, parts: tuple[str, ...] = ("",)) -> bool:
+    """The files of a run system_description reads (its env captures, logs, images.json and run.json); of a sweep,
+    those of each of its run directories PARTS ('hosts/h1/', ...)."""
+    def of_run(inside: str) -> bool:
+        return inside.startswith("env/") or (inside.startswith("logs/") and inside.endswith(".log")) \
+            or inside in ("images.json", "run.json")
+    return any(rel.startswith(part) and of_run(rel[len(part):]) for part in parts)
 
 
 # --------------------------------------------------------------------------- making a bundle
@@ -182,11 +187,12 @@ def _json_object(path: Path, shown: str | Path) -> dict:
     return data
 
 
-def run_files(run_dir: Path) -> tuple[list[Path], dict[str, str]]:
-    """The run's regular files (not its lock, nor report.html: a rendering of the files bundled), never reached
-    through a link, and its links {link: target relative to the run}; a link whose target lies outside the run
-    refuses the bundle (nothing outside the run is ever read)."""
+def run_files(run_dir: Path, tops: tuple[Path, ...] = ()) -> tuple[list[Path], dict[str, str]]:
+    """The run's regular files (not its lock, nor report.html: a rendering of the files bundled; nor those of the
+    run directories TOPS inside it, a sweep's), never reached through a link, and its links {link: target relative
+    to the run}; a link whose target lies outside the run refuses the bundle (nothing outside the run is ever read)."""
     files, links = [], {}
+    left_out = {top / name for top in (run_dir, *tops) for name in (LOCK_NAME, HTML_NAME)}
     for folder, dirs, names in os.walk(run_dir):  # does not descend into linked folders
         for name in dirs + names:
             path = Path(folder) / name
@@ -195,8 +201,7 @@ def run_files(run_dir: Path) -> tuple[list[Path], dict[str, str]]:
                 if not target.is_relative_to(run_dir):
                     raise BundleError(f"{path}: a link to {target}, outside the run; remove it or copy the file in")
                 links[path.relative_to(run_dir).as_posix()] = target.relative_to(run_dir).as_posix()
-            elif name in names and not name.endswith(".tmp") and path not in (run_dir / LOCK_NAME,
-                                                                              run_dir / HTML_NAME):
+            elif name in names and not name.endswith(".tmp") and path not in left_out:
                 if not path.is_file():
                     raise BundleError(f"{path}: not a regular file (a pipe, socket or device); remove it")
                 files.append(path)
@@ -225,27 +230,26 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
                 submitter: str | None = None, system_name: str | None = None, claims: Path | None = None,
                 pins_file: Path | None = None, rules_version: str | None = None, force: bool = False,
                 progress=None) -> Path:
-    """Write <out> (default: <run_dir>.bundle.tar.gz); the run directory is only read."""
+    """Write <out> (default: <run_dir>.bundle.tar.gz) of a run directory, or of a sweep's (kit.audit.sweep: each
+    host's run directory as a run's, system.json and commands.json per row); the directory is only read."""
     run_dir = Path(run_dir).resolve()
-    if not has_run_meta(run_dir) or not (run_dir / "logs").is_dir():
-        raise BundleError(f"{run_dir}: not a run directory (needs run.json and logs/)")
+    swept = is_sweep(run_dir)
+    if swept:
+        parts = bundled_parts(run_dir)  # {row: its run directory}, each as bundlable as a run
+    elif not has_run_meta(run_dir) or not (run_dir / "logs").is_dir():
+        raise BundleError(f"{run_dir}: not a run directory (needs run.json and logs/) nor a sweep's (sweep.json)")
+    else:
+        parts = {"": run_dir}
     out = output_path(Path(out) if out else run_dir.parent / f"{run_dir.name}.bundle.tar.gz", run_dir, force)
     pins_file = pins_file or REPO_ROOT / "docker" / "pins.yaml"
-    try:
-        meta = read_run_meta(run_dir)
-    except InputError as exc:
-        raise BundleError(str(exc)) from None
-    rules_version = rules_version or rules_of_run(meta)[0]
-    if is_busy(run_dir):
-        raise BundleError(f"{run_dir}: a kit process still writes it ({holder(run_dir)}); bundle it when it ends")
-    if not has_results(run_dir):
-        raise BundleError(f"{run_dir}: an unfinished run (no results.json: kit bench stopped before its report); "
-                          f"finish it with `kit bench --resume {run_dir}`, then bundle it")
-    completion = completion_of(run_dir)
-    if completion is not None and not completion.complete:  # a partial run never passes for a whole one
-        raise BundleError(f"{run_dir}: {completion.line()} Bundle it when it is finished")
+    metas = {row: _run_meta(part) for row, part in parts.items()}
+    if not swept:
+        check_bundlable(run_dir)
+    meta = metas.get("") or next(iter(metas.values()), {})  # a sweep's kit commit: its first row's
+    rules_version = rules_version or (sw.rules_of_sweep(metas)[0] if swept else rules_of_run(meta)[0])
+    prefixes = tuple(f"{part.relative_to(run_dir).as_posix()}/" for part in parts.values()) if swept else ("",)
     top = f"kit-bundle-{run_dir.name}"
-    files, links = run_files(run_dir)
+    files, links = run_files(run_dir, tuple(parts.values()))
     claimed = []
     if claims is not None:
         claims = Path(claims).resolve()
@@ -273,18 +277,23 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
                     rel = f"run/{run_dir.name}/{inside}"
                     data = _redacted(src, rel, redactions)
                     pack.add(rel, data)
-                    if _describes_system(inside):
+                    if _describes_system(inside, prefixes):
                         (view / rel).parent.mkdir(parents=True, exist_ok=True)
                         (view / rel).write_bytes(data)
                     if progress:
                         progress("copy", i + 1, len(files))
                 if pins_file.is_file():
                     shutil.copyfile(pins_file, root / "pins.yaml")
-                system = system_description(view / "run" / run_dir.name, root / "pins.yaml",
-                                            submitter or os.environ.get("USER") or "unknown",
-                                            system_name or (meta.get("host") or {}).get("hostname") or run_dir.name,
-                                            shown=run_dir)
-                for name, data in (("system.json", system), ("commands.json", recorded_commands(meta))):
+                submitter = submitter or os.environ.get("USER") or "unknown"
+                if swept:  # each row's run directory its own system, its own commands
+                    system, commands = sweep_systems(view / "run" / run_dir.name, parts, run_dir, root / "pins.yaml",
+                                                  submitter, system_name), sw.commands(metas)
+                else:
+                    system = system_description(view / "run" / run_dir.name, root / "pins.yaml", submitter,
+                                                system_name or (meta.get("host") or {}).get("hostname") or
+                                                run_dir.name, shown=run_dir)
+                    commands = recorded_commands(meta)
+                for name, data in (("system.json", system), ("commands.json", commands)):
                     write_text(root / name, json.dumps(data, indent=2, sort_keys=True) + "\n")  # unversioned
                 write_json(root / "provenance.json", {
                     "kit_version": __version__,
@@ -308,6 +317,61 @@ def make_bundle(run_dir: Path, out: Path | None = None, *, sign_key: Path | None
         finally:
             Path(partial).unlink(missing_ok=True)
     return out
+
+
+def _run_meta(run_dir: Path) -> dict:
+    try:
+        return read_run_meta(run_dir)
+    except InputError as exc:
+        raise BundleError(str(exc)) from None
+
+
+def check_bundlable(run_dir: Path, partial_why: str | None = None, resume: str | None = None) -> None:
+    """BundleError unless the run directory is finished: no kit process writes it, its report written, every run
+    kit bench planned ended; PARTIAL_WHY: why it may have ended early (a sweep's row that failed or was lost), RESUME
+    the command that finishes it."""
+    if is_busy(run_dir):
+        raise BundleError(f"{run_dir}: a kit process still writes it ({holder(run_dir)}); bundle it when it ends")
+    if partial_why:
+        return
+    if not has_results(run_dir):
+        raise BundleError(f"{run_dir}: an unfinished run (no results.json: kit bench stopped before its report); "
+                          f"finish it with `{resume or f'kit bench --resume {run_dir}'}`, then bundle it")
+    completion = completion_of(run_dir)
+    if completion is not None and not completion.complete:  # a partial run never passes for a whole one
+        raise BundleError(f"{run_dir}: {completion.line()} Bundle it when it is finished"
+                          + (f" (`{resume}`)" if resume else ""))
+
+
+def bundled_parts(sweep_dir: Path) -> dict[str, Path]:
+    """{row: its run directory} of a finished sweep, each as finished as a run's bundle asks (a row the sweep
+    records as failed or lost may have ended early); BundleError naming what is not."""
+    try:
+        record = rundir.read_sweep(sweep_dir)
+    except InputError as exc:
+        raise BundleError(str(exc)) from None
+    resume = f"kit sweep --resume {sweep_dir}"
+    if "finished" not in record:
+        raise BundleError(f"{sweep_dir}: an unfinished sweep (sweep.json records no end); finish it with `{resume}`, "
+                          "then bundle it")
+    if not rundir.has_results(sweep_dir):
+        raise BundleError(f"{sweep_dir}: no results.json (the fleet table); `kit report {sweep_dir}` writes it")
+    rows = record.get("rows") or {}
+    parts = {}
+    for row, part in rundir.sweep_parts(sweep_dir).items():
+        if has_run_meta(part):
+            status = (rows.get(row) or {}).get("status")
+            check_bundlable(part, None if status == sw.OK else f"the sweep records it {status}", resume)
+            parts[row] = part
+    return parts
+
+
+def sweep_systems(view: Path, parts: dict[str, Path], sweep_dir: Path, pins: Path, submitter: str,
+            system_name: str | None) -> dict[str, dict]:
+    """system.json of a sweep: {row: the system description of its run directory} (each row's system name its
+    host's, unless one is given), read from VIEW, the sweep's files as bundled."""
+    return {row: system_description(view / part.relative_to(sweep_dir), pins, submitter,
+                                    system_name or row.split("/")[0], shown=part) for row, part in parts.items()}
 
 
 def _reproduction_of(run_dir: Path) -> dict:

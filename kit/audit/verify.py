@@ -13,15 +13,18 @@ import math
 import re
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kit.audit import bundle as bd
 from kit.audit import pair
 from kit.audit import rules as rl
+from kit.audit import sweep as sw
 from kit.audit.evidence import CLAIMS_REL_TOL, READ_ERRORS, Evidence
+from kit.core import rundir
 from kit.core.files import SCHEMA_VERSIONS
 from kit.core.inputs import InputError, parse_json, read_input
+from kit.core.rundir import has_run_meta, is_sweep
 from kit.core.text import printable
 
 PUBLIC_KEY_TYPE = re.compile(r"(ssh-|ecdsa-sha2-|sk-)[A-Za-z0-9.@-]+")  # a .pub line's first field
@@ -48,6 +51,7 @@ class Compliance:
     newer_rules_failed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. the bundle a reproduction reproduced (kit.audit.pair)
     side: pair.Side | None = None  # its name and figures, for a reproduction of it (kit verify --original)
+    rows: list = field(default_factory=list)  # a sweep's bundle: each row judged (kit.audit.sweep.Row)
 
     @property
     def violations(self) -> list[rl.Violation]:
@@ -57,6 +61,8 @@ class Compliance:
         out += self.extra
         for f in self.findings:
             out += f.violations
+        for row in self.rows:  # a sweep's: each row whose violations count (kit.audit.sweep.Row)
+            out += row.violations if row.counted else []
         return out
 
     @property
@@ -80,7 +86,11 @@ class Compliance:
         out = [f"kit verify {self.bundle}: rule set {self.rules_version or '?'}" + self.rules_said(),
                f"  files: {self.files} checked against manifest.json (sha256)"
                + ("" if not self.integrity else f", {len(self.integrity)} problem(s)"),
-               f"  signature: {sig}" + (f" - {self.signature.detail}" if self.signature else ""), *self.notes]
+               f"  signature: {sig}" + (f" - {self.signature.detail}" if self.signature else "")]
+        if self.rows:
+            out.append(f"  sweep: {len(self.rows)} row(s), each host's (GPU's) run directory judged by every rule:")
+            out += [row.line() for row in self.rows]
+        out += self.notes
         for f in self.findings:
             state = "FAIL" if f.violations else ("n/a " if not f.checked else "OK  ")
             note = f"  ({f.note})" if f.note else ""
@@ -100,6 +110,9 @@ class Compliance:
         else:
             out.append(f"{self.verdict}: every file intact, every rule holds; {self.figures} figure(s) recomputed "
                        f"from the raw logs in {self.seconds:.1f} s")
+            if uncounted := [row.name for row in self.rows if row.violations and not row.counted]:
+                out.append(f"  but for the records of {', '.join(uncounted)}, which the sweep records as failed or "
+                           "lost and which give no figure (their violations shown above, not counted)")
             if not self.authentic:
                 out.append("  the bundle agrees with itself, but nothing shows who made it (a forger can rebuild "
                            "the manifest); give --allowed-signers FILE to require a signature by a key you trust")
@@ -122,7 +135,8 @@ class Compliance:
                 "signature": self.signature.__dict__ if self.signature else None,
                 "rules": [{"rule": f.rule.name, "predicate": f.rule.predicate, "checked": f.checked,
                            "violations": len(f.violations), "note": f.note} for f in self.findings],
-                "violations": [v.to_dict() for v in self.violations]}
+                "violations": [v.to_dict() for v in self.violations]} \
+            | ({"rows": [row.to_dict() for row in self.rows]} if self.rows else {})
 
 
 def check_files(root: Path) -> tuple[int, list[rl.Violation]]:
@@ -159,21 +173,25 @@ def check_files(root: Path) -> tuple[int, list[rl.Violation]]:
     return len(files), problems
 
 
-def check_system(root: Path, run_dir: Path) -> list[rl.Violation]:
-    """system.json equals the description recomputed from the raw captures (submitter and name as written)."""
-    path = root / "system.json"
+def check_system(root: Path, run_dir: Path, row: str | None = None) -> list[rl.Violation]:
+    """system.json (of a sweep: its entry of ROW) equals the description recomputed from the raw captures (submitter
+    and name as written)."""
+    path, of = root / "system.json", f"{row}: " if row is not None else ""
     try:
         written = parse_json(path.read_bytes())
+        if row is not None:
+            written = written[row]
         again = bd.system_description(run_dir, root / "pins.yaml", written["submitter"], written["system_name"],
                                       shown=run_dir.relative_to(root))
     except READ_ERRORS as exc:
-        return [rl.Violation(SYSTEM_RULE, f"cannot be recomputed: {exc}", "system.json")]
+        return [rl.Violation(SYSTEM_RULE, f"{of}cannot be recomputed: {exc}", "system.json")]
     except Exception as exc:  # noqa: BLE001 - as in the rules engine: a damaged file is a finding, not a crash
-        return [rl.Violation(SYSTEM_RULE, f"cannot be recomputed: {type(exc).__name__}: {exc}"[:300], "system.json")]
+        return [rl.Violation(SYSTEM_RULE, f"{of}cannot be recomputed: {type(exc).__name__}: {exc}"[:300],
+                             "system.json")]
     again = json.loads(json.dumps(again))
     diff = sorted(k for k in set(written) | set(again) if written.get(k) != again.get(k))
     if diff:
-        return [rl.Violation(SYSTEM_RULE, f"differs from the captures in {', '.join(diff)}", "system.json")]
+        return [rl.Violation(SYSTEM_RULE, f"{of}differs from the captures in {', '.join(diff)}", "system.json")]
     return []
 
 
@@ -209,7 +227,6 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
     claims, why = inside(root, provenance.get("claims"))
     if why:
         result.extra.append(rl.Violation(INTEGRITY, f"claims {provenance.get('claims')!r}: {why}", "provenance.json"))
-    evidence = Evidence(runs[0], claims=claims, claims_rel_tol=claims_rel_tol)
     version = rules_version or rl.newest()  # the auditor's kit decides; a bundle never chooses or lowers the rules
     named = provenance.get("rules_version")
     if named is not None and (not isinstance(named, str) or named not in rl.versions()):
@@ -217,20 +234,81 @@ def verify_tree(root: Path, allowed_signers: Path | None = None, rules_version: 
         result.extra.append(rl.Violation(INTEGRITY, f"rules_version {named!r} is not a rule set of this kit "
                                          f"(known: {known}); judged by {version}", "provenance.json"))
     result.rules_version, result.made_under = version, named
-    result.findings = rl.evaluate(rl.load_rules(version), evidence)
-    if isinstance(named, str) and named in rl.versions() and named != version:
-        result.newer_rules_failed = newer_rules_failed(result.findings, named, evidence)
-    result.extra += [rl.Violation("readable", why, f"run/{runs[0].name}/{file}") for file, why in evidence.problems]
-    result.extra += check_system(root, runs[0])
+    if is_sweep(runs[0]):  # each host's run directory judged as a run's, then the fleet table (kit.audit.sweep)
+        judge_sweep(result, root, runs[0], claims, claims_rel_tol, original)
+        result.seconds = time.monotonic() - start
+        return result
+    evidence = judge_run(result, root, runs[0], claims, claims_rel_tol)
     result.side = pair.side_of(result.bundle, bd.manifest_digest(root), runs[0])
     result.notes, found = pair.check_pair(root, runs[0], provenance, original)  # a reproduction: its figures
     result.extra += found
     completion = evidence.report.completion if evidence.report else None
     if completion is not None and not completion.complete:  # its figures are of the finished runs only
         result.extra.append(rl.Violation(COMPLETE_RULE, completion.line(), f"run/{runs[0].name}/run.json"))
-    result.figures = len(evidence.runs())
     result.seconds = time.monotonic() - start
     return result
+
+
+def judge_run(result: Compliance, root: Path, run_dir: Path, claims: Path | None, claims_rel_tol: float,
+              row: str | None = None) -> Evidence:
+    """RESULT's findings of the run directory RUN_DIR of the bundle at ROOT, by RESULT's rule set: every rule, its
+    files read, its system description recomputed (ROW: a sweep's row, system.json's entry of it), its figures
+    counted; its Evidence returned."""
+    evidence = Evidence(run_dir, claims=claims, claims_rel_tol=claims_rel_tol)
+    named = result.made_under
+    result.findings = rl.evaluate(rl.load_rules(result.rules_version), evidence)
+    if isinstance(named, str) and named in rl.versions() and named != result.rules_version:
+        result.newer_rules_failed = newer_rules_failed(result.findings, named, evidence)
+    where = run_dir.relative_to(root).as_posix()
+    result.extra += [rl.Violation("readable", why, f"{where}/{file}") for file, why in evidence.problems]
+    result.extra += check_system(root, run_dir, row)
+    result.figures = len(evidence.runs())
+    return evidence
+
+
+def judge_sweep(result: Compliance, root: Path, sweep_dir: Path, claims: Path | None, claims_rel_tol: float,
+                original: pair.Side | None) -> None:
+    """RESULT of a sweep's bundle: each row's run directory judged as a run's (judge_run), then sweep.json's rows,
+    the fleet table and commands.json (kit.audit.sweep)."""
+    top = sweep_dir.relative_to(root).as_posix()
+    if original is not None:
+        result.extra.append(rl.Violation(pair.ORIGINAL_RULE, f"--original {original.label} given, but this bundle is "
+                                         "a sweep's, no reproduction's", f"{top}/{rundir.SWEEP_JSON}"))
+    try:
+        record = rundir.read_sweep(sweep_dir)
+    except READ_ERRORS as exc:
+        result.extra.append(rl.Violation(sw.SWEEP_RULE, f"unreadable: {exc}", f"{top}/{rundir.SWEEP_JSON}"))
+        return
+    recorded = record.get("rows") or {}
+    if "finished" not in record:
+        result.extra.append(rl.Violation(sw.SWEEP_RULE, "records no end (finished): the sweep did not reach it",
+                                         f"{top}/{rundir.SWEEP_JSON}"))
+    evidences: dict[str, Evidence] = {}
+    for name, part in rundir.sweep_parts(sweep_dir).items():
+        said = recorded.get(name) or {}
+        row = sw.Row(name, part.relative_to(root).as_posix(), said.get("status") or sw.NOT_RECORDED,
+                     said.get("reason", ""))
+        result.rows.append(row)
+        if not has_run_meta(part):
+            continue
+        row.judged = judged = Compliance(name, rules_version=result.rules_version, made_under=result.made_under)
+        evidences[name] = judge_run(judged, root, part, claims, claims_rel_tol, row=name)
+        for finding in judged.findings:  # named from the bundle's top, not the row's run directory
+            finding.violations = [replace(v, file=f"{row.where}/{v.file}") for v in finding.violations]
+        report = evidences[name].report
+        if row.status == sw.OK and report is not None and report.completion and not report.completion.complete:
+            judged.extra.append(rl.Violation(COMPLETE_RULE, report.completion.line(), f"{row.where}/run.json"))
+        row.counted = row.status == sw.OK or judged.figures > 0
+        result.figures += judged.figures
+        result.newer_rules_failed += [n for n in judged.newer_rules_failed if n not in result.newer_rules_failed]
+    result.rows += [sw.Row(name, "", said.get("status", ""), said.get("reason", "")) for name, said in recorded.items()
+                    if name not in evidences and name not in {r.name for r in result.rows}]
+    result.extra += sw.rows_recorded(record, result.rows, sweep_dir, top)
+    fleet, found = sw.check_fleet(sweep_dir, top, evidences)
+    result.extra += found
+    if fleet is not None:
+        result.notes.append(f"  fleet table, recomputed from the rows' logs: {fleet['verdict']}")
+    result.extra += sw.commands_recomputed(root, evidences)
 
 
 def newer_rules_failed(findings: list[rl.Finding], made_under: str, evidence: Evidence) -> list[str]:

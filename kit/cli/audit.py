@@ -30,9 +30,10 @@ exit status:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("bundle", help="one tar.gz of a run for auditors: logs, captures, system description, "
-                                      "manifest (sha256), optional OpenSSH signature")
-    p.add_argument("run_dir", type=Path, help="runs/<id>")
+    p = sub.add_parser("bundle", help="one tar.gz of a run (or a sweep) for auditors: logs, captures, system "
+                                      "description, manifest (sha256), optional OpenSSH signature")
+    p.add_argument("run_dir", type=Path, help="runs/<id>: a run's directory, or a sweep's (each host's run directory "
+                                              "bundled and verified as a run's; the fleet table re-derived)")
     p.add_argument("-o", "--out", type=Path, help="bundle file (default: <run_dir>.bundle.tar.gz)")
     p.add_argument("--force", action="store_true", help="replace an existing bundle file")
     p.add_argument("--sign-key", type=Path, help="sign manifest.json with this OpenSSH key (ssh-keygen -Y sign)")
@@ -80,12 +81,21 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     from kit.audit.bundle import make_bundle
     from kit.audit.rules.engine import newest, rules_of_run, versions
     from kit.audit.verify import verify
-    from kit.core.rundir import read_run_meta
+    from kit.core.rundir import is_sweep, read_run_meta
 
     try:
         submitter, system_name = _system_names(args)
-        meta = read_run_meta(args.run_dir, missing_ok=True) or {}
-        rules, why = rules_of_run(meta)
+        swept = is_sweep(args.run_dir)
+        if swept:  # each row's run directory judged by the rules its run.json names (the newest of them)
+            from kit.audit.bundle import bundled_parts
+            from kit.audit.sweep import rules_of_sweep
+
+            meta = {}
+            rules, why = rules_of_sweep({row: read_run_meta(part) for row, part in
+                                         bundled_parts(args.run_dir.resolve()).items()})
+        else:
+            meta = read_run_meta(args.run_dir, missing_ok=True) or {}
+            rules, why = rules_of_run(meta)
         if args.rules is not None:
             if args.rules not in versions():
                 raise InputError("--rules", f"{args.rules!r} is no rule set of this kit ({', '.join(versions())})")
@@ -99,8 +109,8 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         out = bundle(args.run_dir)
         result = verify(out, rules_version=rules)  # a bundle that would not verify is reported at once
         stale = sorted({v.where.split(":")[0] for v in result.violations if v.rule in DERIVED_RULES})
-        if stale and not _made_by_this_kit(meta):  # what is derived is written again from the logs, in a copy
-            # beside the bundle, which kit bundle writes anyway: on the run's file system its records link
+        if stale and not swept and not _made_by_this_kit(meta):  # what is derived is written again from the logs,
+            # in a copy beside the bundle, which kit bundle writes anyway: on the run's file system its records link
             with tempfile.TemporaryDirectory(prefix=".kit-bundle-rebuilt-", dir=out.parent) as tmp:
                 out = bundle(_rebuilt(args.run_dir, Path(tmp)))
             result = verify(out, rules_version=rules)

@@ -153,15 +153,13 @@ def write_fleet(run_dir: Path) -> dict:
     and results.json (the fleet table)."""
     from kit.core import rundir
     from kit.core.files import write_json, write_text
-    from kit.results.fleet import fleet_markdown, fleet_of
+    from kit.results.fleet import fleet_of, sweep_report
     from kit.results.html import HTML_NAME, markdown_page
 
     fleet = fleet_of(run_dir)
-    hosts = [f"- {name}: [{where}]({where})" for name, part in rundir.sweep_parts(run_dir).items()
-             if (part / "report.md").is_file() and (where := (part / "report.md").relative_to(run_dir).as_posix())]
-    text = f"# Sweep {Path(run_dir).name}\n\n{fleet_markdown(fleet)}\n## Each host's report\n\n" + "\n".join(hosts)
-    write_text(Path(run_dir) / "report.md", text + "\n")
-    write_text(Path(run_dir) / HTML_NAME, markdown_page(text + "\n"))
+    text = sweep_report(run_dir, fleet)
+    write_text(Path(run_dir) / "report.md", text)
+    write_text(Path(run_dir) / HTML_NAME, markdown_page(text))
     write_json(rundir.results_path(run_dir), {"fleet": fleet}, rundir.RESULTS_JSON)
     return fleet
 

@@ -168,18 +168,34 @@ EVIDENCE: tuple[tuple[str, Callable[[Seen], object]], ...] = (
 )
 
 
-def fleet_of(run_dir: Path | str) -> dict:
-    """The fleet table of a sweep's directory (see the module's doc), as results.json keeps it."""
+def _recorded_runs(part: Path) -> list:
+    return list(rundir.read_run(part, missing_ok=True).runs.values())
+
+
+def fleet_of(run_dir: Path | str, runs_of: Callable[[str, Path], list] | None = None,
+             captures: dict[str, dict] | None = None) -> dict:
+    """The fleet table of a sweep's directory (see the module's doc), as results.json keeps it: from each row's
+    run.json and the captures' capture.json, or (kit verify) from RUNS_OF(row, its run directory), its runs as
+    recomputed from its logs, and CAPTURES re-parsed from their raw outputs."""
     run_dir = Path(run_dir)
     sweep = rundir.read_sweep(run_dir)
     parts = rundir.sweep_parts(run_dir)
     recorded = sweep.get("rows") or {}
     names = [*parts, *(n for n in recorded if n not in parts and n.split("/")[0] in sweep["hosts"])]
-    runs = {name: list(rundir.read_run(parts[name], missing_ok=True).runs.values()) if name in parts else []
-            for name in names}
+    runs_of = runs_of or (lambda _row, part: _recorded_runs(part))
+    runs = {name: runs_of(name, parts[name]) if name in parts else [] for name in names}
     gpus = {rundir.slice_name(host, gpu): (host, gpu) for host in sweep["hosts"]
             for gpu in rundir.sweep_slices(run_dir, host)}
-    return fleet_table(names, recorded, runs, rundir.host_captures(run_dir), gpus)
+    return fleet_table(names, recorded, runs, rundir.host_captures(run_dir) if captures is None else captures, gpus)
+
+
+def sweep_report(run_dir: Path | str, fleet: dict) -> str:
+    """A sweep's report.md: the fleet section, then each host's and GPU's report named (those its run directory
+    has)."""
+    run_dir = Path(run_dir)
+    hosts = [f"- {name}: [{where}]({where})" for name, part in rundir.sweep_parts(run_dir).items()
+             if (part / "report.md").is_file() and (where := (part / "report.md").relative_to(run_dir).as_posix())]
+    return f"# Sweep {run_dir.name}\n\n{fleet_markdown(fleet)}\n## Each host's report\n\n" + "\n".join(hosts) + "\n"
 
 
 def fleet_table(hosts: list[str], rows: dict[str, dict], runs: dict[str, list], captures: dict[str, dict],

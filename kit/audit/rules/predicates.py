@@ -415,23 +415,35 @@ def same_global_batch_across_frameworks(ev: Evidence, out: Finding) -> None:
             out.fail(f"row {row_key}: global batch differs between frameworks: {detail}", ev.rel(first))
 
 
+def reparsed_captures(ev: Evidence) -> tuple[dict[str, tuple], list[tuple[str, str]]]:
+    """{host: (its capture re-parsed from its raw probe outputs, that capture as a dict in its capture.json's
+    vintage)} of the run's env/, and (message, file) of each capture whose raw outputs cannot be parsed, that has no
+    capture.json, or whose capture.json differs from them."""
+    reparsed, problems = {}, []
+    for host, (parsed, stored, problem) in ev.captures.items():
+        where = f"env/{host}/capture.json"
+        if parsed is None:
+            problems.append((f"host {host}: raw probe outputs cannot be parsed: {problem}", f"env/{host}/probes.json"))
+            continue
+        again = of_vintage(parsed.to_dict(), stored) if stored is not None else parsed.to_dict()
+        if stored is None:
+            problems.append((f"host {host}: no capture.json", where))
+        elif stored != again:
+            diff = sorted(k for k in set(stored) | set(again) if stored.get(k) != again.get(k))
+            problems.append((f"host {host}: capture.json differs from its raw outputs in {', '.join(diff)}", where))
+        reparsed[host] = (parsed, again)
+    return reparsed, problems
+
+
 @predicate(versions={1: {"gpu_settings": False}, 2: {"gpu_settings": True}})
 def environment_consistent(ev: Evidence, out: Finding, gpu_settings: bool) -> None:
     """Each host's capture re-parsed from its raw probe outputs equals capture.json; hosts agree (check_env);
     from @2 the hosts' GPU settings that change a figure (power limit, application clocks, persistence, ECC) too."""
-    captures = []
-    for host, (parsed, stored, problem) in ev.captures.items():
-        out.checked += 1
-        where = f"env/{host}/capture.json"
-        if parsed is None:
-            out.fail(f"host {host}: raw probe outputs cannot be parsed: {problem}", f"env/{host}/probes.json")
-            continue
-        if stored is None:
-            out.fail(f"host {host}: no capture.json", where)
-        elif stored != (again := of_vintage(parsed.to_dict(), stored)):
-            diff = sorted(k for k in set(stored) | set(again) if stored.get(k) != again.get(k))
-            out.fail(f"host {host}: capture.json differs from its raw outputs in {', '.join(diff)}", where)
-        captures.append(parsed)
+    out.checked += len(ev.captures)
+    reparsed, problems = reparsed_captures(ev)
+    for message, file in problems:
+        out.fail(message, file)
+    captures = [parsed for parsed, _again in reparsed.values()]
     if not captures:
         out.note = "no environment captures in this run"
         return
