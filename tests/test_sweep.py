@@ -193,6 +193,8 @@ def test_a_sweep_bundles_whole_and_each_host_verifies_where_it_ran(held_sweep, t
         [["h1", "OK"], ["h2", "OK"], ["h3", "OK"]], said
     assert f"  fleet table, recomputed from the rows' logs: {verdict}\n" in said
     assert "\nCONSISTENT, authenticity NOT checked: every file intact, every rule holds; 9 figure(s)" in said
+    assert main(["reproduce", str(bundle)]) == 2  # not yet: one host's run directory bundled is reproduced
+    assert "a sweep's bundle; kit reproduce re-runs a run's bundle" in capsys.readouterr().err
 
     root = bd.unpack(bundle, tmp_path / "open")
     top = f"run/{run_dir.name}"

@@ -29,7 +29,7 @@ from pathlib import Path
 from kit.audit.commands import recorded_commands
 from kit.audit.evidence import READ_ERRORS, Evidence
 from kit.audit.rules import Violation
-from kit.audit.rules.derived import json_differences, json_line
+from kit.audit.rules.derived import json_differences, json_line, line_differences
 from kit.audit.rules.engine import newest, rules_of_run
 from kit.audit.rules.predicates import reparsed_captures
 from kit.core import rundir
@@ -152,13 +152,10 @@ def check_fleet(sweep_dir: Path, top: str, evidences: dict[str, Evidence]) -> tu
     want_text = sweep_report(sweep_dir, fleet).splitlines()
     if text and text[0].startswith("# Sweep "):  # the title names the sweep's folder: a renamed copy keeps its own
         want_text[0] = text[0]
-    for i in range(max(len(text), len(want_text))):
-        a = text[i] if i < len(text) else "<end of file>"
-        b = want_text[i] if i < len(want_text) else "<end of file>"
-        if a != b:
-            found.append(Violation(FLEET_RULE, f"written {a[:160]!r}, recomputed from the hosts' logs {b[:160]!r}",
-                                   f"{top}/report.md", i + 1))
-            break
+    for line, a, b in line_differences(text, want_text):
+        found.append(Violation(FLEET_RULE, f"written {a[:160]!r}, recomputed from the hosts' logs {b[:160]!r}",
+                               f"{top}/report.md", line))
+        break
     return fleet, found
 
 

@@ -162,6 +162,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="kit-reproduce-") as tmp:
         root = args.bundle if args.bundle.is_dir() else unpack.unpack(args.bundle, Path(tmp))
         (original,) = [p for p in (root / "run").iterdir() if p.is_dir()]
+        if verdict.rows:  # a sweep's bundle: its rows are run directories, but not yet re-run from one bundle
+            raise InputError(args.bundle, "a sweep's bundle; kit reproduce re-runs a run's bundle: bundle one host's "
+                             "run directory of the sweep (kit bundle runs/<sweep id>/hosts/<host>) and reproduce that")
         return _reproduce(args, root, original, tolerance, rp, inv, verdict.signature, Path(tmp))
 
 

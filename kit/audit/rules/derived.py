@@ -122,13 +122,10 @@ def report_matches_logs(ev: Evidence, out: Finding, standing: bool = False) -> N
                                                                   have[0]):
         want[0] = have[0]
     out.checked = len(want)
-    for i in range(max(len(have), len(want))):
-        a = have[i] if i < len(have) else "<end of file>"
-        b = want[i] if i < len(want) else "<end of file>"
-        if a != b:
-            out.fail(f"written {a[:160]!r}, recomputed {b[:160]!r}", "report.md", i + 1)
-            if len(out.violations) >= 20:
-                break
+    for line, a, b in line_differences(have, want):
+        out.fail(f"written {a[:160]!r}, recomputed {b[:160]!r}", "report.md", line)
+        if len(out.violations) >= 20:
+            break
 
 
 @predicate()
@@ -146,12 +143,9 @@ def derived_files_recomputed(ev: Evidence, out: Finding) -> None:
     else:
         have = csv_path.read_text(encoding="utf-8", errors="replace").splitlines()
         want = to_csv(ev.report).splitlines()
-        for i in range(max(len(have), len(want))):
-            a = have[i] if i < len(have) else "<end of file>"
-            b = want[i] if i < len(want) else "<end of file>"
-            if a != b:
-                out.fail(f"written {a[:160]!r}, recomputed {b[:160]!r}", "results.csv", i + 1)
-                break
+        for line, a, b in line_differences(have, want):
+            out.fail(f"written {a[:160]!r}, recomputed {b[:160]!r}", "results.csv", line)
+            break
     commands = ev.root.parent.parent / "commands.json"  # <bundle>/run/<id>/ -> <bundle>/commands.json
     if ev.root.parent.name == "run" and commands.is_file():
         out.checked += 1
@@ -192,6 +186,16 @@ def claims_derive(ev: Evidence, out: Finding, strict: bool) -> None:
             got = "no figure" if v.recomputed is None else f"{v.recomputed:.6g}"
             out.fail(f"{v.claim}: published {v.published:g}, recomputed {got}{said} {v.detail}".rstrip(),
                      name, v.source_line)
+
+
+def line_differences(have: list[str], want: list[str]):
+    """(line number, written, recomputed) of each line where the written lines HAVE and the recomputed WANT differ
+    ('<end of file>' past either's end)."""
+    for i in range(max(len(have), len(want))):
+        a = have[i] if i < len(have) else "<end of file>"
+        b = want[i] if i < len(want) else "<end of file>"
+        if a != b:
+            yield i + 1, a, b
 
 
 def json_differences(have, want, path: str = "", skip=frozenset()):
