@@ -302,11 +302,19 @@ CLAIMED = {
     "paddle-models-1.8": Claimed(Fields(r"\[Pass \d+, train batch \d+\] ", seconds=(r"(, elapse )([\d.]+)(?= sec)",)),
                                  GENUINE_CPU / "paddle-models-1.8" / "claims.yaml", "r50_b4_fp32_1.log",
                                  seconds=True),
+    # DeepLearningExamples TensorFlow RN50v1.5 @ b1ae8dd4 (dllogger 0.2.3) run for real on a CPU
+    # (tests/fixtures/genuine-cpu-logs/nvlog-tf): ':::NVLOGv0.2.3 resnet <epoch seconds> (benchmark_hooks.py:60)
+    # total_ips: R' every 10th step, 'Average total_ips: R' at the end (no suite's case runs it: its claim is the
+    # program's own figure, its folder's claims.yaml)
+    "nvlog-tf": Claimed(Fields(r"\(benchmark_hooks\.py:\d+\) total_ips: ", (r"((?:Average )?total_ips: )([\d.]+)",),
+                               summary=r"\) Average total_ips: ",
+                               stamps=((r"^(:::NVLOGv[\d.]+ \S+ )(\d+\.\d+)(?= \()", "epoch"),)),
+                        GENUINE_CPU / "nvlog-tf" / "claims.yaml", "resnet50_b4_fp32_1.log"),
 }
 # formats of which the kit holds no genuine log (no published log in the fixtures, no run of the kit's: the stand-in
-# of FleetX prints its lines with known speeds, tests/standin/README.md; FleetX at its pin cannot run here,
-# tests/fixtures/genuine-cpu-logs/README.md says why): the forger has nothing to forge
-NO_GENUINE_LOG = {"fleetx-vgg", "oneflow", "nvlog-tf"}
+# of FleetX prints its lines with known speeds, tests/standin/README.md; FleetX and OneFlow-Benchmark at their pins
+# cannot run here, tests/fixtures/genuine-cpu-logs/README.md says why): the forger has nothing to forge
+NO_GENUINE_LOG = {"fleetx-vgg", "oneflow"}
 
 
 @dataclass(frozen=True)

@@ -107,3 +107,47 @@ def test_paddle_models18_real_run_was_dlperf_s_line_on_the_release_1_8_code_with
     assert "PYTHONPATH" not in sidecar["environ"] and sidecar["environ"]["CPU_NUM"] == "1"
     assert sidecar["software"]["paddle"] == "1.8.5"
     assert PM18_LOG.read_text().splitlines()[0] == "INFO:utils.utility:-------------  Configuration Arguments -------------"
+
+
+NVLOG_LOG = GENUINE / "nvlog-tf" / "resnet50_b4_fp32_1.log"
+# dllogger 0.2.3 (DLE TensorFlow RN50v1.5 @ b1ae8dd4, dllogger/logger.py) of BenchmarkLoggingHook's values
+NVLOG_LINE = re.compile(r"^:::NVLOGv0\.2\.3 resnet (\d+\.\d{9}) \(benchmark_hooks\.py:(\d+)\) "
+                        r"(iteration|total_ips|Average total_ips): (\d+(?:\.\d+)?)$")
+
+
+def nvlog_lines() -> list[tuple[float, int, str, float]]:
+    return [(float(m[1]), int(m[2]), m[3], float(m[4])) for line in NVLOG_LOG.read_text().splitlines()
+            if (m := NVLOG_LINE.match(line))]
+
+
+def test_nvlog_tf_real_log_is_read_as_printed_every_10th_step_after_the_warm_up():
+    printed = nvlog_lines()
+    steps = [int(v) for _, _, key, v in printed if key == "iteration"]
+    assert steps == list(range(20, 220, 10))  # --warmup_steps=20, --num_iter=220, --display_every 10 (its default)
+    rates = [(secs, v) for secs, _, key, v in printed if key == "total_ips"]
+    parsed = parse_log(NVLOG_LOG, "auto")
+    assert parsed.format.name == "nvlog-tf"
+    per_step = [r for r in parsed.records if r.metric == "total_ips"]
+    assert [(r.step, r.value, r.timestamp) for r in per_step] == [(s, v, t) for s, (t, v) in zip(steps, rates,
+                                                                                                  strict=True)]
+    ((_, _, _, average),) = [p for p in printed if p[2] == "Average total_ips"]
+    (summary,) = [r for r in parsed.records if r.metric == "Average total_ips"]
+    assert summary.value == average
+
+
+def test_nvlog_tf_real_log_derives_its_claim_the_program_s_average():
+    from kit.results.crosscheck import MATCH, check_claims
+
+    (verdict,) = check_claims(NVLOG_LOG.with_name("claims.yaml"))
+    assert verdict.status == MATCH and verdict.recomputed == 1.7917150030045914
+    assert main(["extract", str(NVLOG_LOG), "--format", "nvlog-tf", "--reduce", "last_summary"]) == 0
+
+
+def test_nvlog_tf_real_run_was_the_benchmark_line_on_the_pinned_code_with_no_shim():
+    sidecar = json.loads(NVLOG_LOG.with_name("resnet50_b4_fp32_1.cmd.json").read_text())
+    assert sidecar["code"]["commit"] == "b1ae8dd47c0e1474741431ad7f0d7a14d6bd6210"  # kit/results/parsers/nvlog_tf.py's
+    assert sidecar["exit_code"] == 0 and sidecar["argv"][:6] == ["taskset", "-c", "1", "python", "-u", "main.py"]
+    assert {"--mode=training_benchmark", "--batch_size=4", "--data_format=NHWC"} <= set(sidecar["argv"])
+    assert not any(a.startswith("--data_dir") for a in sidecar["argv"])  # the program's synthetic input
+    assert "PYTHONPATH" not in sidecar["environ"]
+    assert sidecar["software"]["tensorflow"] == "1.15.5" and sidecar["software"]["horovod"] == "0.22.1"

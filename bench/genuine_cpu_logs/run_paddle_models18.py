@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pinned import program_environ, run_pinned  # noqa: E402
+from pinned import checkout, program_environ, run_pinned  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 GIT = Path("/work/.mirror/PaddlePaddle+models/repo")
@@ -48,25 +48,6 @@ def dlperf_args(data: Path, images: int, batch: int, size: int, max_iter: int) -
             "--momentum_rate=0.875", "--image_shape", "3", str(size), str(size), f"--max_iter={max_iter}",
             "--model_save_dir=output/", "--l2_decay=0.000030518", "--warm_up_epochs=1", "--use_mixup=False",
             "--use_label_smoothing=True", "--use_dali=False", "--label_smoothing_epsilon=0.1"]
-
-
-def checkout(git: Path, commit: str, dest: Path) -> list[str]:
-    """SUBDIR of GIT at COMMIT under DEST; each file's blob checked against the commit's tree: the files."""
-    archive = subprocess.run(["git", f"--git-dir={git}", "archive", commit, SUBDIR], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    tree = subprocess.run(["git", f"--git-dir={git}", "ls-tree", "-r", commit, SUBDIR], check=True,
-                          capture_output=True, text=True).stdout.splitlines()
-    files = []
-    for row in tree:
-        meta, path = row.split("\t", 1)
-        blob = meta.split()[2]
-        got = subprocess.run(["git", "hash-object", str(dest / path)], check=True, capture_output=True,
-                             text=True).stdout.strip()
-        if got != blob:
-            raise SystemExit(f"{path}: blob {got}, the commit's is {blob}")
-        files.append(path)
-    return files
 
 
 def main() -> int:
@@ -89,7 +70,7 @@ def main() -> int:
         folder.mkdir(parents=True)
     commit = subprocess.run(["git", f"--git-dir={args.git}", "rev-parse", f"{args.commit}^{{commit}}"], check=True,
                             capture_output=True, text=True).stdout.strip()
-    files = checkout(args.git, commit, models)
+    files = checkout(args.git, commit, SUBDIR, models)
     python = args.venv.resolve() / "bin" / "python"
     images = args.batch_size * (args.max_iter + 8)  # one pass longer than max_iter: train.py returns inside pass 0
     jpegs = [str(python), str(HERE / "make_jpegs.py"), str(data), "--images", str(images),
