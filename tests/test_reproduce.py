@@ -36,7 +36,7 @@ schema_version: 1
 name: tiny-repro
 description: one tiny CPU case, one run
 hardware: cpu
-defaults: {warmup_steps: 2, measure_steps: 20, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10,
+defaults: {warmup_steps: 2, measure_steps: 10, repeats: 1, batch_size: 2, image_size: 32, num_classes: 10,
            timeout_s: 300}
 cases:
   - framework: torch
@@ -53,7 +53,7 @@ def bundle(run_dir: Path, out: Path, *force: str) -> Path:
 
 @pytest.fixture(scope="module")
 def original(tmp_path_factory) -> tuple[Path, Path]:
-    """A real CPU run (torch ResNet50, batch 2, 32 px, 20 steps) and its bundle."""
+    """A real CPU run (torch ResNet50, batch 2, 32 px, 10 steps) and its bundle."""
     base = tmp_path_factory.mktemp("original")
     (base / "tiny.yaml").write_text(SUITE)
     assert main(["bench", "--suite", str(base / "tiny.yaml"), "--runs-dir", str(base / "runs")]) == 0
