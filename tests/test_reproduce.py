@@ -131,7 +131,7 @@ def test_a_real_cpu_run_is_reproduced_here(original, reproduced):
     (verdict,) = said["verdicts"]
     assert (code, verdict["case"], verdict["verdict"]) == (0, CASE, "reproduced"), verdict
     assert said["tolerance"] == 2 and said["system_differences"] == {CASE: []} and said["counts"]["reproduced"] == 1
-    assert said["schema_version"] == 3 and verdict["why"].startswith("one re-run: the ratio ")
+    assert said["schema_version"] == 4 and verdict["why"].startswith("one re-run: the ratio ")
     assert said["allow_busy"] is True and isinstance(said["disturbed_runs"], dict)
     (entry,) = json.loads((original[0] / "run.json").read_text())["runs"].values()
     # each re-run's time is the auditor's: the bundle's own run x 3, at least 60 s, never the suite's timeout_s

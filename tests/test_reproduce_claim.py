@@ -103,7 +103,7 @@ def test_a_version_2_record_is_held_to_its_runs_and_its_claims():
     lost["failed_runs"] = []  # the reason a run gave no figure, taken out
     assert "verdicts[0].why" in [k for k, _ in rp.check_record(lost, results_of([]))[0]]
     assert rp.check_record({**edited, "schema_version": 7}, results_of(HONEST))[0] == [
-        ("schema_version", "7 is no reproduction record this kit knows (1, 2, 3)")]
+        ("schema_version", "7 is no reproduction record this kit knows (1, 2, 3, 4)")]
 
 
 BUSY = {"2": "other processes used 48% of the CPU"}
@@ -128,6 +128,35 @@ def test_a_re_run_made_on_a_busy_host_is_set_aside_not_judged():
     every = rp.judge_runs(CASE, [100.0], [(2, 52.0)], 0.05, [], [], BUSY)
     assert (every.verdict, every.ratio, every.set_aside) == (rp.INCONCLUSIVE, None, [52.0])
     assert every.why.startswith("every re-run set aside, made while this host was busy: repeat 2: ")
+
+
+def test_one_re_run_left_beside_those_set_aside_decides_nothing():
+    """Record version 4: three re-runs asked, two made while the host was busy; the third alone (0.932, its spread
+    unknown) would say "not reproduced" of an honest claim (seen in a real run on this VM): inconclusive, and
+    --until-decided asks the round's three again. A version 3 record is still recomputed by its own rule."""
+    from kit.cli.reproduce import next_round
+
+    busy = {"1": "other processes used 38% of the CPU", "2": "other processes used 37% of the CPU"}
+    runs = [(1, 6.92), (2, 9.82), (3, 13.48)]
+    v = rp.judge_runs(CASE, [14.46], runs, 0.05, [], [], busy)
+    assert (v.verdict, v.reproduced, v.set_aside, v.low) == (rp.INCONCLUSIVE, [13.48], [6.92, 9.82], None)
+    assert v.ratio == pytest.approx(13.48 / 14.46) and v.why.startswith("one re-run left, 2 set aside, made while "
+                                                                        "this host was busy: repeat 1: other ")
+    assert "one re-run cannot decide what 3 were asked to" in v.why
+    assert next_round([v], 0.05, 12, {CASE: 2}) == ({CASE: 3}, "1 inconclusive case(s) again with 3 re-runs each")
+    assert next_round([v], 0.05, 12, {CASE: 12})[0] is None  # the cap of set-aside re-runs, as when all were
+    old = rp.judge_runs(CASE, [14.46], runs, 0.05, [], [], busy, version=3)
+    assert old.verdict == rp.NOT_REPRODUCED and old.why.startswith("one re-run: the ratio 0.932 alone decides")
+    results = runs_results([6.92, 9.82, 13.48])
+    record = {"schema_version": 3, "tolerance": 0.05, "system_differences": {CASE: []}, "failed_runs": [],
+              "disturbed_runs": {CASE: busy}, "allow_busy": False, "counts": rp.counts([old]),
+              "verdicts": [old.to_dict()]}
+    assert rp.check_record(record, results) == ([], [old])  # made before version 4: verified by its own rule
+    relabelled = rp.check_record({**record, "schema_version": 4}, results)[0]  # the same verdict called version 4
+    assert [k for k, _ in relabelled] == ["verdicts[0].verdict", "verdicts[0].why"]
+    assert relabelled[0][1] == "'not reproduced', but results.json's runs give 'inconclusive'"
+    # one re-run asked (--repeats 1) on a quiet host: it alone decides, as it always did
+    assert rp.judge_runs(CASE, [14.46], [(1, 13.48)], 0.05, [], [], {}).verdict == rp.NOT_REPRODUCED
 
 
 def test_a_failed_re_run_on_a_quiet_host_is_still_not_reproduced_a_busy_one_set_aside():

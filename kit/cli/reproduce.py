@@ -297,9 +297,9 @@ def next_round(verdicts: list, tolerance: float, most: int,
                aside: dict[str, int] | None = None) -> tuple[dict[str, int] | None, str]:
     """({inconclusive case: the re-runs a new round gives it}, what was decided) after a round of --until-decided:
     each inconclusive case again, in a new reproduction of its own, with as many re-runs as would decide it
-    (kit.results.reproduction.runs_to_resolve), at most MOST; a case whose every re-run was set aside (the host
-    busy) as many as were, until ASIDE (re-runs set aside so far per case) reaches MOST; None where every case is
-    decided, or none can be (on the band's edge, or its round already had MOST)."""
+    (kit.results.reproduction.runs_to_resolve), at most MOST; a case whose every re-run but one at most was set aside
+    (the host busy) as many as that round had, until ASIDE (re-runs set aside so far per case) reaches MOST; None
+    where every case is decided, or none can be (on the band's edge, or its round already had MOST)."""
     from kit.results import reproduction as rp
 
     open_cases = [v for v in verdicts if v.verdict == rp.INCONCLUSIVE]
@@ -307,11 +307,11 @@ def next_round(verdicts: list, tolerance: float, most: int,
         return None, "every case decided"
     more, stuck = {}, []
     for v in open_cases:
-        if not v.reproduced and v.set_aside:
+        if len(v.reproduced) < 2 and v.set_aside:  # every re-run set aside, or all but one: the round again
             if (aside or {}).get(v.case, len(v.set_aside)) >= most:
                 stuck.append(f"{v.case} ({most} re-runs set aside, the cap: the host stays busy)")
             else:
-                more[v.case] = min(max(len(v.set_aside), 2), most)
+                more[v.case] = min(max(len(v.set_aside) + len(v.reproduced), 2), most)
             continue
         needed = rp.runs_to_resolve(v.ratio, v.low, v.high, tolerance, len(v.reproduced)) \
             if v.low is not None and v.high is not None else None

@@ -14,7 +14,8 @@ it is original / reproduction below 1 / (1 + t) (ratio_check of the sides swappe
 With one run on a side the noise rule cannot test the spread: the point ratio decides, and the verdict says so.
 A re-run made while this host was busy (kit.results.noise's rule, from its run.json host_load) is set aside, not
 judged (record version 3): the auditor's own host slowed it, not the bundle's claim; unless the auditor allowed a
-busy host (--allow-busy, recorded).
+busy host (--allow-busy, recorded). Nor does setting runs aside leave one re-run to decide what several were asked to
+(record version 4): one re-run judged beside others set aside is inconclusive, and --until-decided runs the round again.
 check_record: a reproduction.json's figures, ratios and verdicts against its run's own results.json (kit verify).
 """
 
@@ -30,9 +31,10 @@ VERDICTS = REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, INCONCLUSIVE = ("reproduc
                                                                        "not comparable", "inconclusive")
 DEFAULT_TOLERANCE = 0.05
 # reproduction.json's schema_version: 1 both sides samples (compare_case), 2 the claim (judge_claim), 3 the claim with
-# the re-runs of a busy host set aside (disturbed_runs, allow_busy)
-RECORD_VERSION = 3
-KNOWN_VERSIONS = (1, 2, 3)
+# the re-runs of a busy host set aside (disturbed_runs, allow_busy), 4 one re-run left beside those set aside decides
+# nothing (inconclusive)
+RECORD_VERSION = 4
+KNOWN_VERSIONS = (1, 2, 3, 4)
 RECORD_NAME, TABLE_NAME = "reproduction.json", "reproduction.md"  # what `kit reproduce` leaves in its run directory
 # system.json fields that make two runs different work, and those that only matter for a CPU run
 SYSTEM_FIELDS = (("accelerator_model_name", "GPU model"), ("accelerators_per_node", "GPUs per node"),
@@ -226,14 +228,17 @@ def compare_case(case: str, original: list[float], reproduced: list[float], tole
 
 
 def judge_claim(case: str, original: list[float], reproduced: list[float], tolerance: float, differs: list[str],
-                no_figure: str = "", set_aside: list[float] = (), busy: str = "") -> CaseVerdict:
+                no_figure: str = "", set_aside: list[float] = (), busy: str = "",
+                version: int = RECORD_VERSION) -> CaseVerdict:
     """Record version 2: the bundle's claim -- its figure, the median of its runs, a point -- against the interval of
     the auditor's re-runs (the median's, kit.results.stats.median_ci at NOISE_LEVEL), divided by the claim. Only
     the re-runs are a sample: the bundle's own spread is reported beside the verdict (a spread beyond the noise
     rule's is a finding), never used to widen the interval. Every road ends in a verdict: re-runs that gave no
     figure (failed, timed out) are NOT reproduced, saying why; NOT comparable only for the differences passed in
     (those that change what a figure means); INCONCLUSIVE says how many re-runs would decide. SET_ASIDE: figures of
-    re-runs made while the host was busy (BUSY: why), not judged: every re-run set aside is INCONCLUSIVE."""
+    re-runs made while the host was busy (BUSY: why), not judged: every re-run set aside is INCONCLUSIVE, and from
+    record VERSION 4 so is one re-run left beside those set aside (its spread unknown, it would decide alone what the
+    auditor asked several re-runs to)."""
     verdict = _judge_claim(case, original, reproduced, tolerance, differs, no_figure)
     if not busy:
         return verdict
@@ -242,6 +247,11 @@ def judge_claim(case: str, original: list[float], reproduced: list[float], toler
         return CaseVerdict(case, original, [], None, None, None, INCONCLUSIVE,
                            f"every re-run set aside, made while this host was busy: {busy}; kit reproduce "
                            "--until-decided runs them again once it is quiet", list(set_aside))
+    if version >= 4 and len(reproduced) == 1 and not differs and original:
+        return CaseVerdict(case, original, list(reproduced), verdict.ratio, None, None, INCONCLUSIVE,
+                           f"one re-run left, {len(set_aside)} set aside, made while this host was busy: {busy}; one "
+                           f"re-run cannot decide what {len(set_aside) + 1} were asked to (its spread unknown): kit "
+                           "reproduce --until-decided runs them again once it is quiet", list(set_aside))
     verdict.set_aside, verdict.why = list(set_aside), f"{verdict.why}; {aside}"
     return verdict
 
@@ -289,12 +299,13 @@ def _judge_claim(case: str, original: list[float], reproduced: list[float], tole
 
 
 def judge_runs(case: str, original: list[float], runs: list[tuple[object, float]], tolerance: float,
-               differs: list[str], failed_runs: list[str], disturbed: dict[str, str]) -> CaseVerdict:
-    """judge_claim of a case's re-runs as a reproduction records them: its (repeat, figure) runs and failed-run lines,
-    the repeats made while the host was busy ({repeat: why}) set aside."""
+               differs: list[str], failed_runs: list[str], disturbed: dict[str, str],
+               version: int = RECORD_VERSION) -> CaseVerdict:
+    """judge_claim of a case's re-runs as a reproduction records them (record VERSION): its (repeat, figure) runs and
+    failed-run lines, the repeats made while the host was busy ({repeat: why}) set aside."""
     judged, aside = split_disturbed(runs, disturbed)
     return judge_claim(case, original, judged, tolerance, differs, no_figure_of(case, failed_runs, disturbed), aside,
-                       busy_of(disturbed))
+                       busy_of(disturbed), version)
 
 
 def counts(verdicts: list[CaseVerdict]) -> dict[str, int]:
@@ -376,7 +387,7 @@ def check_record(record: dict, results: dict) -> tuple[list[tuple[str, str]], li
             original = [float(x) for x in v["original"]]
             made = compare_case(v["case"], original, want, float(tolerance), differs) if version == 1 else \
                 judge_runs(v["case"], original, here.get(v["case"], []), float(tolerance),
-                           differs.get(v["case"], []), failed, disturbed.get(v["case"], {}))
+                           differs.get(v["case"], []), failed, disturbed.get(v["case"], {}), version)
         except stats.StatsError as exc:
             problems.append((key, f"cannot be recomputed: {exc}"))
             continue
