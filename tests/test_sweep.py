@@ -16,6 +16,7 @@ from test_multinode import FAB, REPO, harness_on, hosts_yaml, wait_for_training
 
 from kit.cli import main
 from kit.core import rundir
+from kit.results import stats
 
 SUITE = """\
 schema_version: 1
@@ -328,6 +329,23 @@ def test_fleet_table_names_what_differs_from_the_peers_only():
     assert fleet["verdict"] == ("3 of 5 hosts within noise of the fleet's median (\u00b11.5%); n5 unreachable: lost "
                                 "mid-sweep (connection refused); n4 \u221240%: CPU model Xeon against EPYC on its peers")
     assert not any(h["differs"] for h in fleet["hosts"] if h["host"] != "n4")
+
+
+def test_a_row_whose_interval_excludes_1_differs_however_widely_its_runs_spread():
+    """The held sweep's h3 as it came out on a loaded 2-core host (a quarter core: its runs spread CV 11%, past the
+    noise rule's 10%): its interval [0.27, 0.77] excludes 1, so it differs (the interval holds the spread); a peer
+    whose interval reaches 1 stays within noise however it spreads."""
+    from kit.results.fleet import _case
+
+    h3 = [3.7908705601560926, 3.8111549838569, 3.116532284391674]
+    case = _case({"h1": [7.797608395529007, 7.958694376187586, 7.519317125695912], "h3": h3,
+                  "h2": [8.141605312885963, 7.675669203219482, 7.0720282541672805]})
+    assert case["baseline"] == "h2" and stats.cv(h3) > stats.NOISE_MAX_CV
+    row = case["hosts"]["h3"]
+    assert row["differs"] and row["noise"] == "differs" and row["interval"][1] < 1, row
+    assert [case["hosts"][h]["noise"] for h in ("h1", "h2")] == ["within noise", "the fleet's median"]
+    wide = _case({"a": [100.0, 101.0, 99.0], "b": [95.0, 70.0, 125.0], "c": [100.5, 101.0, 100.0]})["hosts"]["b"]
+    assert not wide["differs"] and wide["noise"] == "within noise"
 
 
 def test_a_throttled_gpu_host_is_named_by_its_telemetry_not_by_its_peers_jitter():

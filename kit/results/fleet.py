@@ -7,8 +7,10 @@ A row is a host, or one GPU of a host ('h1/gpu3') where the sweep ran its 1-GPU 
     fleet_markdown(fleet)              # report.md's section
 
 A row's runs of a case are held against the runs of the row whose figure is the fleet's median by THE noise rule
-(kit.results.stats.ratio_check, as kit compare's): it differs when the ratio's interval excludes 1 and neither side's
-runs spread beyond the rule's CV. Evidence: each field of the row's capture and run records (EVIDENCE) whose value
+(kit.results.stats.ratio_check, as kit compare's): it differs when the ratio's interval excludes 1, however widely
+either side's runs spread (the interval holds the spread; a spread beyond the rule's CV only keeps an interval that
+reaches 1 from deciding, as kit reproduce's verdicts: a host held to a quarter core, its runs spread 11%, its
+interval [0.27, 0.77], differs). Evidence: each field of the row's capture and run records (EVIDENCE) whose value
 is none of its peers' (the rows that do not differ); a figure, more than HOSTS_APART outside their range. A GPU's
 row reads its own GPU's fields of its host's capture (clocks, power limit, PCIe link, NUMA node) and its own runs'
 telemetry (the sampler watched its GPU alone); its host's fields (CPU, quota, driver) it shares with its host's
@@ -241,7 +243,8 @@ def _case(by_host: dict[str, list[float]]) -> dict:
     out = {}
     for host, values in by_host.items():
         check = ratio_check(by_host[baseline], values)
-        differs = host != baseline and check.verdict == CONCLUSIVE
+        differs = host != baseline and (check.verdict == CONCLUSIVE or (
+            check.verdict != UNTESTED and (check.high < 1 or check.low > 1)))
         noise_word = "the fleet's median" if host == baseline else \
             "differs" if differs else UNTESTED_WORD if check.verdict == UNTESTED else "within noise"
         out[host] = {"median": medians[host], "runs": values, "ratio": medians[host] / fleet, "differs": differs,
