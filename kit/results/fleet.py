@@ -26,7 +26,7 @@ from pathlib import Path
 from kit.core import rundir
 from kit.results import noise
 from kit.results.gpu_telemetry import HOSTS_APART, THROTTLED_SHARE
-from kit.results.stats import CONCLUSIVE, UNTESTED, median, ratio_check
+from kit.results.stats import UNTESTED, median, ratio_check
 
 
 @dataclass(frozen=True)
@@ -243,8 +243,7 @@ def _case(by_host: dict[str, list[float]]) -> dict:
     out = {}
     for host, values in by_host.items():
         check = ratio_check(by_host[baseline], values)
-        differs = host != baseline and (check.verdict == CONCLUSIVE or (
-            check.verdict != UNTESTED and (check.high < 1 or check.low > 1)))
+        differs = host != baseline and (check.high < 1 or check.low > 1)  # untested: [0, inf], never apart
         noise_word = "the fleet's median" if host == baseline else \
             "differs" if differs else UNTESTED_WORD if check.verdict == UNTESTED else "within noise"
         out[host] = {"median": medians[host], "runs": values, "ratio": medians[host] / fleet, "differs": differs,
