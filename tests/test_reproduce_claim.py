@@ -155,6 +155,8 @@ def test_one_re_run_left_beside_those_set_aside_decides_nothing():
     relabelled = rp.check_record({**record, "schema_version": 4}, results)[0]  # the same verdict called version 4
     assert [k for k, _ in relabelled] == ["verdicts[0].verdict", "verdicts[0].why"]
     assert relabelled[0][1] == "'not reproduced', but results.json's runs give 'inconclusive'"
+    spread = rp.judge_runs(CASE, [14.46, 9.0, 20.0], runs, 0.05, [], [], busy)  # the bundle's spread still said
+    assert spread.verdict == rp.INCONCLUSIVE and spread.why.endswith("a finding about the bundle")
     # one re-run asked (--repeats 1) on a quiet host: it alone decides, as it always did
     assert rp.judge_runs(CASE, [14.46], [(1, 13.48)], 0.05, [], [], {}).verdict == rp.NOT_REPRODUCED
 

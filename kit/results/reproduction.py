@@ -251,9 +251,19 @@ def judge_claim(case: str, original: list[float], reproduced: list[float], toler
         return CaseVerdict(case, original, list(reproduced), verdict.ratio, None, None, INCONCLUSIVE,
                            f"one re-run left, {len(set_aside)} set aside, made while this host was busy: {busy}; one "
                            f"re-run cannot decide what {len(set_aside) + 1} were asked to (its spread unknown): kit "
-                           "reproduce --until-decided runs them again once it is quiet", list(set_aside))
+                           "reproduce --until-decided runs them again once it is quiet" + bundle_spread(original),
+                           list(set_aside))
     verdict.set_aside, verdict.why = list(set_aside), f"{verdict.why}; {aside}"
     return verdict
+
+
+def bundle_spread(original: list[float]) -> str:
+    """'; the bundle's own runs spread CV ...: a finding about the bundle' where they spread beyond the noise rule's
+    CV, else ''."""
+    if len(original) > 1 and stats.cv(original) > stats.NOISE_MAX_CV:
+        return (f"; the bundle's own runs spread CV {stats.cv(original):.0%}, beyond the "
+                f"{stats.NOISE_MAX_CV:.0%} the kit's noise rule accepts: a finding about the bundle")
+    return ""
 
 
 def _judge_claim(case: str, original: list[float], reproduced: list[float], tolerance: float, differs: list[str],
@@ -263,10 +273,7 @@ def _judge_claim(case: str, original: list[float], reproduced: list[float], tole
     if not original:
         return CaseVerdict(case, original, reproduced, None, None, None, NOT_COMPARABLE,
                            "the bundle claims no figure for it")
-    spread = ""
-    if len(original) > 1 and stats.cv(original) > stats.NOISE_MAX_CV:
-        spread = (f"; the bundle's own runs spread CV {stats.cv(original):.0%}, beyond the "
-                  f"{stats.NOISE_MAX_CV:.0%} the kit's noise rule accepts: a finding about the bundle")
+    spread = bundle_spread(original)
     if not reproduced:
         return CaseVerdict(case, original, reproduced, None, None, None, NOT_REPRODUCED,
                            f"no figure: {no_figure or 'the re-runs gave none'}{spread}")
