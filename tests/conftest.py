@@ -55,6 +55,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     under pytest 9.2, which no longer reads the item's _nodeid that xdist rewrites.)"""
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # xdist's default orders units by their count of tests, not LONGEST_FIRST
+
     class FileUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)

@@ -318,8 +318,10 @@ def test_a_sampler_held_up_resumes_at_its_interval_without_a_burst(tmp_path):
         assert proc.wait(timeout=10) == 0
     times = [json.loads(line)["t"] for line in out.read_text().splitlines()[1:]]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    assert max(gaps) >= 0.9  # the hold
-    assert min(gaps) >= 0.03, gaps  # 50 ms apart, give or take the host: none of the ~20 missed taken at once
+    hold = gaps.index(max(gaps))
+    assert gaps[hold] >= 0.9, gaps  # the hold
+    after = times[hold + 1:]  # on its 50 ms grid from the first sample after the hold: a late one does not add one;
+    assert len(after) <= (after[-1] - after[0]) / 0.05 + 2, gaps  # the ~20 missed taken at once would
 
 
 def test_a_stop_of_the_whole_process_group_keeps_the_samples_taken(tmp_path):

@@ -99,8 +99,9 @@ def build_command(
         raise ValueError(f"node rank {placement.node_rank} outside 0..{placement.nnodes - 1}")
     script = [str(harness), *harness_args(case, threads, data_list, device)]
     env: dict[str, str] = {"PYTHONUNBUFFERED": "1"}
-    if threads is not None:
+    if threads is not None or device == "cpu":  # a remote host's cores are not known here: its threads its own
         env.update(CPU_OPENMP)
+    if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
         if case.framework == "paddle":
             env["FLAGS_paddle_num_threads"] = str(threads)
