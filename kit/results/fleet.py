@@ -243,7 +243,7 @@ def _case(by_host: dict[str, list[float]]) -> dict:
     out = {}
     for host, values in by_host.items():
         check = ratio_check(by_host[baseline], values)
-        differs = host != baseline and (check.high < 1 or check.low > 1)  # untested: [0, inf], never apart
+        differs = host != baseline and check.apart
         noise_word = "the fleet's median" if host == baseline else \
             "differs" if differs else UNTESTED_WORD if check.verdict == UNTESTED else "within noise"
         out[host] = {"median": medians[host], "runs": values, "ratio": medians[host] / fleet, "differs": differs,

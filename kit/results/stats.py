@@ -210,6 +210,11 @@ class RatioCheck:
         return None if self.verdict == UNTESTED else self.verdict == CONCLUSIVE
 
     @property
+    def apart(self) -> bool:
+        """The ratio's interval excludes 1 (never with one run on a side: [0, inf])."""
+        return not self.low <= 1 <= self.high
+
+    @property
     def noisy(self) -> bool:
         return max(self.cv_a, self.cv_b) > self.max_cv
 
@@ -218,7 +223,7 @@ class RatioCheck:
         if self.verdict == CONCLUSIVE:
             return ""
         reasons = ["one run on a side, its spread unknown"] if self.verdict == UNTESTED else self.spread(name_a, name_b)
-        if self.verdict == INCONCLUSIVE and self.low <= 1 <= self.high:
+        if self.verdict == INCONCLUSIVE and not self.apart:
             reasons.append(f"{self.level:.0%} interval of the ratio [{self.low:.3g}, {self.high:.3g}] includes 1")
         return "; ".join(reasons) + (f" ({NOISE_ADVICE})" if advice else "")
 
