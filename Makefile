@@ -20,6 +20,10 @@ RUNTIME     ?= native
 # test files run in parallel (pytest-xdist; tests/conftest.py keeps a file, or files sharing Slurm, on one worker);
 # one more worker than 2 cores: the tests that wait on Docker, Slurm and the SSH hosts leave a core to a third
 TEST_WORKERS ?= 3
+# the suite's ~1000 Python processes read the kit's compiled modules, not compile them each (a caller's
+# PYTHONDONTWRITEBYTECODE would make every one compile what it imports); the frameworks' readers for test_convert
+TEST_ENV    = PYTHONDONTWRITEBYTECODE= KIT_TF_PYTHON=$(CURDIR)/$(READERS)/tensorflow/bin/python \
+              KIT_MXNET_PYTHON=$(CURDIR)/$(READERS)/mxnet/bin/python
 IMAGES      ?= cpu
 CLAIMS      ?= ../shared/fixtures/published-logs/expected.yaml
 LINT_PATHS  := $(wildcard kit tests bench scripts data_prep fabfile.py)
@@ -77,13 +81,11 @@ $(READERS)/%/.stamp: tests/readers/%.lock | $(VENV_PY)
 readers: $(READER_STAMPS) ## the venvs with tensorflow-cpu and mxnet that read converted data back in the tests
 
 test: check-venv $(READER_STAMPS) ## run the test suite (pytest; TEST_WORKERS files at a time, 0: one process)
-	KIT_TF_PYTHON=$(CURDIR)/$(READERS)/tensorflow/bin/python KIT_MXNET_PYTHON=$(CURDIR)/$(READERS)/mxnet/bin/python \
-	  $(VENV_PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
+	$(TEST_ENV) $(VENV_PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 test-profile: check-venv $(READER_STAMPS) ## make test with each test's wall and CPU seconds recorded, then where the time went (bench/testprofile.py)
 	rm -rf bench/out/test-profile
-	KIT_TEST_PROFILE_DIR=$(CURDIR)/bench/out/test-profile PYTHONPATH=$(CURDIR)/bench \
-	KIT_TF_PYTHON=$(CURDIR)/$(READERS)/tensorflow/bin/python KIT_MXNET_PYTHON=$(CURDIR)/$(READERS)/mxnet/bin/python \
+	KIT_TEST_PROFILE_DIR=$(CURDIR)/bench/out/test-profile PYTHONPATH=$(CURDIR)/bench $(TEST_ENV) \
 	  $(VENV_PY) -m pytest -q -n $(TEST_WORKERS) -p testprofile; status=$$?; \
 	  $(VENV_PY) bench/testprofile.py bench/out/test-profile; exit $$status
 

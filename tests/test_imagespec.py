@@ -17,7 +17,7 @@ import pytest
 
 from kit import cli
 from kit.core.yamlio import ConfigError
-from kit.images.build import build_context, check_pins, write_rendered
+from kit.images.build import build_context, check_pins, context_digest, write_rendered
 from kit.images.spec import (
     PINS_FILE,
     VERIFIED_RECORD,
@@ -470,7 +470,9 @@ def test_cpu_dockerfile_last_run_verifies_every_pin():
     instrs = instructions((REPO / spec.dockerfile).read_text())
     runs = [i for i in instrs if i.startswith("RUN ")]
     last = runs[-1]
-    assert instrs[-2:] == [last, "WORKDIR /opt/kit"]
+    # the self-check is the last step that runs; the labels only after it (a pin the self-check alone reads
+    # rebuilds that step, not the installs)
+    assert instrs[-3] == last and instrs[-2].startswith("LABEL ") and instrs[-1] == "WORKDIR /opt/kit"
     tokens = shlex.split(last)
     assert tokens[:3] == ["RUN", "python", VERIFY_SCRIPT] == ["RUN", "python", "/opt/kit/verify_pins.py"]
     assert flag_values(tokens, "--expect") == [f"{k}={v}" for k, v in spec.versions.items()]
@@ -498,7 +500,7 @@ def test_gpu_dockerfile_from_and_git_checks(spec: ImageSpec):
     runs = [i for i in instrs if i.startswith("RUN ")]
     tokens = shlex.split(runs[-1])
     assert tokens[:3] == ["RUN", "python", VERIFY_SCRIPT]
-    assert instrs[-1] == "WORKDIR /opt/kit" and instrs[-2] == runs[-1]
+    assert instrs[-1] == "WORKDIR /opt/kit" and instrs[-2].startswith("LABEL ") and instrs[-3] == runs[-1]
     assert spec.model_code, "every GPU image carries model code"
     assert flag_values(tokens, "--git") == [f"{m.path}={m.commit}" for m in spec.model_code]
     assert flag_values(tokens, "--expect") == [f"{k}={v}" for k, v in spec.versions.items()]
@@ -724,6 +726,8 @@ def test_build_context_with_wheels(tmp_path: Path):
     without = build_context(spec, tmp_path / "plain.tar")
     digest = build_context(spec, tmp_path / "ctx.tar", wheels=wheels)
     assert digest != without
+    # what names an image's tag (an image already built is found by it, no tar written) is the tar's own digest
+    assert context_digest(spec, wheels=wheels) == digest and context_digest(spec) == without
     names = list(tar_members(tmp_path / "ctx.tar"))
     assert [n for n in names if n.startswith("wheels/")] == [
         "wheels/a-1.0-py3-none-any.whl",
@@ -847,7 +851,7 @@ def test_seed_image_pins_its_seeds_versions_with_sources(key: str):
     assert spec.base.source and spec.note
     text = (REPO / spec.dockerfile).read_text()
     assert text == render(spec)
-    verify = instructions(text)[-2]
+    verify = instructions(text)[-3]
     assert verify.startswith(f"RUN python {VERIFY_SCRIPT}")  # the self-check, last build step as everywhere
     for k, v in versions.items():
         assert f"--expect {k}={v}" in verify

@@ -161,27 +161,39 @@ def _context_members(spec: ImageSpec, root: Path, wheels: Path | None) -> list[t
     return members
 
 
+def _mode(src: Path | bytes) -> int:
+    return 0o755 if isinstance(src, Path) and os.access(src, os.X_OK) else 0o644
+
+
+def context_digest(spec: ImageSpec, root: Path = REPO_ROOT, wheels: Path | None = None) -> str:
+    """The digest of what build_context would pack (names, modes, contents), read without writing the tar."""
+    digest = hashlib.sha256()
+    for name, src in _context_members(spec, root, wheels):
+        file_hash = hashlib.sha256()
+        if isinstance(src, bytes):
+            file_hash.update(src)
+        else:
+            with open(src, "rb") as f:
+                for block in iter(lambda: f.read(CHUNK), b""):
+                    file_hash.update(block)
+        digest.update(f"{name}\0{_mode(src):o}\0{file_hash.hexdigest()}\n".encode())
+    return digest.hexdigest()
+
+
 def build_context(spec: ImageSpec, out: Path, root: Path = REPO_ROOT, wheels: Path | None = None) -> str:
     """A deterministic tar (fixed owner and mtime) of exactly what the Dockerfile copies -> its digest."""
-    digest = hashlib.sha256()
     with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
         for name, src in _context_members(spec, root, wheels):
-            data = src if isinstance(src, bytes) else None
             info = tarfile.TarInfo(name)
-            info.mode = 0o755 if isinstance(src, Path) and os.access(src, os.X_OK) else 0o644
-            info.size = len(data) if data is not None else src.stat().st_size
-            file_hash = hashlib.sha256()
-            if data is not None:
-                file_hash.update(data)
-                tar.addfile(info, io.BytesIO(data))
+            info.mode = _mode(src)
+            if isinstance(src, bytes):
+                info.size = len(src)
+                tar.addfile(info, io.BytesIO(src))
             else:
-                with open(src, "rb") as f:
-                    for block in iter(lambda: f.read(CHUNK), b""):
-                        file_hash.update(block)
+                info.size = src.stat().st_size
                 with open(src, "rb") as f:
                     tar.addfile(info, f)
-            digest.update(f"{name}\0{info.mode:o}\0{file_hash.hexdigest()}\n".encode())
-    return digest.hexdigest()
+    return context_digest(spec, root, wheels)
 
 
 def build(client, spec: ImageSpec, progress: Progress = quiet, root: Path = REPO_ROOT,
@@ -189,14 +201,16 @@ def build(client, spec: ImageSpec, progress: Progress = quiet, root: Path = REPO
     """Build one image from its rendered Dockerfile; the build fails if verify_pins.py finds a mismatch."""
     t0 = time.monotonic()
     wheels = wheelhouse(spec, cache=cache, progress=progress) if spec.name == "cpu" else None
+    digest = context_digest(spec, root, wheels)
+    ref = tag or image_tag(spec, digest)
+    existing = image_id(client, ref)
+    if existing:
+        progress("build", f"{ref} is already built ({existing[:19]})")
+        return Built(ref, existing, spec.key, spec.pins_hash(), digest, time.monotonic() - t0, True)
     with tempfile.TemporaryDirectory(prefix="kit-context-") as tmp:
         ctx = Path(tmp) / "context.tar"
-        context_digest = build_context(spec, ctx, root, wheels)
-        ref = tag or image_tag(spec, context_digest)
-        existing = image_id(client, ref)
-        if existing:
-            progress("build", f"{ref} is already built ({existing[:19]})")
-            return Built(ref, existing, spec.key, spec.pins_hash(), context_digest, time.monotonic() - t0, True)
+        if build_context(spec, ctx, root, wheels) != digest:
+            raise ImageError(f"building {spec.key}: the build context changed while it was packed; build again")
         progress("build", f"building {ref} from {spec.dockerfile} (context {ctx.stat().st_size / 1e6:.0f} MB)")
         tail: list[str] = []
         with open(ctx, "rb") as f:
@@ -216,7 +230,7 @@ def build(client, spec: ImageSpec, progress: Progress = quiet, root: Path = REPO
     built_id = image_id(client, ref)
     if built_id is None:
         raise ImageError(f"building {spec.key}: the engine reported success but has no {ref}")
-    return Built(ref, built_id, spec.key, spec.pins_hash(), context_digest, time.monotonic() - t0, False)
+    return Built(ref, built_id, spec.key, spec.pins_hash(), digest, time.monotonic() - t0, False)
 
 
 # ---- registry ---------------------------------------------------------------------------------

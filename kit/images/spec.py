@@ -404,6 +404,8 @@ def render(spec: ImageSpec, pins: Pins | None = None) -> str:
 
 
 def _labels_block(spec: ImageSpec) -> str:
+    """Last but WORKDIR: the labels name every pin, so above the installs they would make any pin change (one
+    that only the self-check reads too) rebuild every layer below them."""
     items = [f"{k}={json.dumps(v)}" for k, v in labels(spec).items()]
     return _continued(f"LABEL {items[0]}", items[1:], "      ")
 
@@ -426,7 +428,6 @@ def _render_cpu(spec: ImageSpec) -> str:
               f"{VENV}/bin/pip install --no-cache-dir --no-index --find-links /tmp/wheels {pip_pkgs}"]),
         "",
         f"FROM {spec.base.ref}",
-        _labels_block(spec),
         'SHELL ["/bin/bash", "-o", "pipefail", "-c"]',
         _apt_install(runtime_apt),
         f"COPY --from=build {VENV} {VENV}",
@@ -434,6 +435,7 @@ def _render_cpu(spec: ImageSpec) -> str:
         f"COPY scripts/verify_pins.py {VERIFY_SCRIPT}",
         f"ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin PYTHONUNBUFFERED=1",
         _verify_block(spec, "python"),
+        _labels_block(spec),
         "WORKDIR /opt/kit",
     ]  # fmt: skip
     return "\n".join(parts) + "\n"
@@ -442,7 +444,6 @@ def _render_cpu(spec: ImageSpec) -> str:
 def _render_gpu(spec: ImageSpec) -> str:
     parts = [
         f"FROM {spec.base.ref}",
-        _labels_block(spec),
         'SHELL ["/bin/bash", "-o", "pipefail", "-c"]',
     ]
     if spec.apt:
@@ -458,6 +459,7 @@ def _render_gpu(spec: ImageSpec) -> str:
         f"COPY scripts/verify_pins.py {VERIFY_SCRIPT}",
         "ENV PYTHONUNBUFFERED=1",
         _verify_block(spec, "python"),
+        _labels_block(spec),
         "WORKDIR /opt/kit",
     ]
     return "\n".join(parts) + "\n"
