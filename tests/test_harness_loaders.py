@@ -702,11 +702,14 @@ def big_entries(tmp_path_factory: pytest.TempPathFactory) -> data.ImageList:
     return data.load_list(root / "train_list.txt")
 
 
-def test_close_ends_readers_blocked_sending_an_answer_at_once(tmp_path: Path, watched) -> None:
+def test_close_ends_readers_blocked_sending_an_answer_at_once(tmp_path: Path, watched, monkeypatch) -> None:
     """Answers larger than a socket's buffer (16 MiB here) block their readers in send: close() ends them at once
     rather than wait for them to read a stop message."""
     import file_readers
 
+    # close() kills a reader left past REAP_S (0.5 s): on a loaded host one that ends on its own can take longer;
+    # given time, a reader that ends is told apart from one killed by its exit status alone
+    monkeypatch.setattr(file_readers, "REAP_S", 30.0)
     path = tmp_path / "f"
     path.write_bytes(b"x" * 100)
     readers = file_readers.FileReaders(workers=2, slots=4, slot_bytes=4096)
@@ -722,7 +725,14 @@ def test_close_ends_readers_blocked_sending_an_answer_at_once(tmp_path: Path, wa
 
 @pytest.mark.parametrize("ahead", [0, 2])
 def test_close_at_batch_256_and_224_px_with_answers_in_flight_kills_no_process(big_entries, watched,
-                                                                            ahead: int) -> None:
+                                                                            ahead: int, monkeypatch) -> None:
+    import decode_process
+    import file_readers
+
+    # the kill past CLOSE_S / REAP_S is what a close that waits ends in; a loaded host may take longer than those
+    # to end a process that ends on its own: given time, the exit status alone tells the two apart
+    monkeypatch.setattr(file_readers, "REAP_S", 30.0)
+    monkeypatch.setattr(decode_process, "CLOSE_S", 30.0)
     ld = twin(big_entries, batch_size=256, image_size=224, workers=2, decode_ahead=ahead)
     pids = [ld._process.pid] if ahead else [p.pid for p in ld._readers._procs]
     procs = [ld._process._proc] if ahead else list(ld._readers._procs)
