@@ -84,10 +84,15 @@ test: check-venv $(READER_STAMPS) ## run the test suite (pytest; TEST_WORKERS fi
 	$(TEST_ENV) $(VENV_PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 test-profile: check-venv $(READER_STAMPS) ## make test with each test's wall and CPU seconds recorded, then where the time went (bench/testprofile.py)
-	rm -rf bench/out/test-profile
+	rm -rf bench/out/test-profile && mkdir -p bench/out/test-profile
+	pacct=; if [ "$$(id -u)" = 0 ] && command -v accton >/dev/null; then \
+	  pacct=$(CURDIR)/bench/out/test-profile/pacct; : > $$pacct; accton $$pacct >/dev/null; \
+	  trap 'accton off >/dev/null; exit 130' INT TERM; \
+	  else echo "test-profile: no process accounting (needs root and accton, apt install acct): daemons' CPU not counted"; fi; \
 	KIT_TEST_PROFILE_DIR=$(CURDIR)/bench/out/test-profile PYTHONPATH=$(CURDIR)/bench $(TEST_ENV) \
 	  $(VENV_PY) -m pytest -q -n $(TEST_WORKERS) -p testprofile; status=$$?; \
-	  $(VENV_PY) bench/testprofile.py bench/out/test-profile; exit $$status
+	  if [ -n "$$pacct" ]; then accton off >/dev/null; fi; \
+	  $(VENV_PY) bench/testprofile.py bench/out/test-profile $${pacct:+--pacct $$pacct}; exit $$status
 
 lint: check-venv ## ruff on the Python code; hadolint on docker/**/Dockerfile*
 	$(VENV)/bin/ruff check $(LINT_PATHS)

@@ -8,6 +8,11 @@ As a pytest plugin (`-p testprofile`, bench/ on PYTHONPATH) it writes, per xdist
 test (setup, call and teardown). Work done in other sessions' processes (sshd's, Docker's, Slurm's daemons) is not
 counted: a test with much more wall than CPU waits on them, or on a clock. The same work burning more CPU in the
 suite than alone is contention (it found OpenMP threads spinning beside the other worker: tests/conftest.py).
+
+That work is counted by the kernel's process accounting: as root with `accton` (Debian's acct), make test-profile
+records every process that ended into DIR/pacct, and the table ends with the CPU of each kind of process by where it
+ran -- under the test hosts' sshd, a Slurm step, a container, or the suite's own tree (python bench/testprofile.py
+DIR --pacct DIR/pacct again).
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import struct
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -74,12 +80,64 @@ def table(rows: list[dict], top: int = 20) -> str:
     return "\n".join(out) + "\n"
 
 
+# struct acct_v3 (linux/acct.h): flag, version, tty, exitcode, uid, gid, pid, ppid, btime, etime, then the comp_t
+# utime, stime, mem, io, rw, minflt, majflt, swaps, and the command's first 16 bytes
+ACCT_V3 = struct.Struct("<BBHIIIIIIf8H16s")
+ACCT_HZ = 100
+DAEMONS = ("sshd", "slurmstepd", "containerd-shim", "dockerd")
+
+
+def _comp_t(value: int) -> int:
+    return (value & 0x1FFF) << (3 * (value >> 13))
+
+
+def read_pacct(path: Path) -> list[dict]:
+    """Each process a v3 accounting file records: pid, ppid, command, CPU seconds (user + system)."""
+    data, out = path.read_bytes(), []
+    for at in range(0, len(data) - ACCT_V3.size + 1, ACCT_V3.size):
+        f = ACCT_V3.unpack_from(data, at)
+        if f[1] != 3:
+            raise SystemExit(f"testprofile: {path}: record at byte {at} is version {f[1]}, not acct v3")
+        out.append({"pid": f[6], "ppid": f[7], "comm": f[18].split(b"\0", 1)[0].decode(errors="replace"),
+                    "cpu": (_comp_t(f[10]) + _comp_t(f[11])) / ACCT_HZ})
+    return out
+
+
+def pacct_table(procs: list[dict], top: int = 20) -> str:
+    """CPU seconds by command and where it ran: under which daemon (its nearest ancestor of DAEMONS), else here."""
+    # a record is written when its process ends, after its children's: a child's parent is the first later record
+    # of its ppid (pids are reused over a suite's ~20000 processes)
+    parent: list[int | None] = [None] * len(procs)
+    latest: dict[int, int] = {}
+    for i in range(len(procs) - 1, -1, -1):
+        parent[i] = latest.get(procs[i]["ppid"])
+        latest[procs[i]["pid"]] = i
+    cpu, count = Counter(), Counter()
+    for i, p in enumerate(procs):
+        where, up = "the suite's tree", parent[i]
+        while up is not None:
+            if procs[up]["comm"] in DAEMONS:
+                where = f"under {procs[up]['comm']}"
+                break
+            up = parent[up]
+        cpu[(where, p["comm"])] += p["cpu"]
+        count[(where, p["comm"])] += 1
+    total = sum(cpu.values())
+    out = [f"process accounting: {len(procs)} processes ended, {total:.0f} s of CPU", "",
+           "| where | command | processes | CPU s |", "| --- | --- | --- | --- |"]
+    out += [f"| {w} | {c} | {count[(w, c)]} | {v:.1f} |" for (w, c), v in cpu.most_common(top)]
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="the folder the plugin wrote rows-*.json into")
     parser.add_argument("--top", type=int, default=20, help="files and tests listed (default 20)")
+    parser.add_argument("--pacct", type=Path, help="a process accounting file (accton) of the same run")
     args = parser.parse_args(argv)
     sys.stdout.write(table(read_rows(args.folder), args.top))
+    if args.pacct:
+        sys.stdout.write("\n" + pacct_table(read_pacct(args.pacct), args.top))
     return 0
 
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -44,7 +46,41 @@ def test_a_session_records_each_tests_wall_and_its_childrens_cpu_and_the_table_r
 
 
 def test_no_rows_is_one_line(tmp_path):
-    import pytest
-
     with pytest.raises(SystemExit, match="no rows-\\*.json in"):
         testprofile.read_rows(tmp_path)
+
+
+def _record(pid: int, ppid: int, comm: str, user_ticks: int, system_ticks: int = 0) -> bytes:
+    def comp_t(ticks: int) -> int:  # 13-bit mantissa, base-8 exponent, as the kernel encodes it
+        exp = 0
+        while ticks > 0x1FFF:
+            ticks, exp = ticks >> 3, exp + 1
+        return (exp << 13) | ticks
+
+    return testprofile.ACCT_V3.pack(0, 3, 0, 0, 0, 0, pid, ppid, 0, 0.0, comp_t(user_ticks), comp_t(system_ticks),
+                                    0, 0, 0, 0, 0, 0, comm.encode())
+
+
+def test_process_accounting_counts_each_process_where_it_ran_pids_reused(tmp_path):
+    """Records in the kernel's order (a process's when it ends: children before parents): a python under a test
+    host's sshd is counted there, the same pid reused later under the suite's tree is counted there."""
+    assert testprofile.ACCT_V3.size == 64  # sizeof(struct acct_v3)
+    records = [
+        _record(300, 200, "python", 20000),  # 200 s: the comp_t's exponent
+        _record(200, 100, "bash", 1),
+        _record(100, 1, "sshd", 2, 1),
+        _record(300, 50, "python", 250, 50),  # pid 300 again, now under the suite's own process
+        _record(50, 1, "python", 100),
+    ]
+    path = tmp_path / "pacct"
+    path.write_bytes(b"".join(records) + b"\0" * 10)  # a record being written as it is read: left out
+    procs = testprofile.read_pacct(path)
+    assert [(p["pid"], p["comm"], p["cpu"]) for p in procs] == [
+        (300, "python", 200.0), (200, "bash", 0.01), (100, "sshd", 0.03), (300, "python", 3.0), (50, "python", 1.0)]
+    text = testprofile.pacct_table(procs)
+    assert text.startswith("process accounting: 5 processes ended, 204 s of CPU")
+    assert "| under sshd | python | 1 | 200.0 |" in text and "| the suite's tree | python | 2 | 4.0 |" in text
+    assert "| the suite's tree | sshd | 1 | 0.0 |" in text
+    path.write_bytes(testprofile.ACCT_V3.pack(0, 2, *[0] * 7, 0.0, *[0] * 8, b"x"))
+    with pytest.raises(SystemExit, match="not acct v3"):
+        testprofile.read_pacct(path)
