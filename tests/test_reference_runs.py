@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from nethosts import write_inventory
 
 from kit.config.suites import load_suite
@@ -50,6 +51,17 @@ def models_tree(tmp_path: Path, published: Path) -> Path:
         shutil.copy(STANDIN / "dle_pytorch" / name, code / name)
     shutil.copy(published / "perf-v100/pytorch/pytorch_gpu32_fp32_bs256.txt", code / "replay.log")
     return root
+
+
+@pytest.fixture(autouse=True)
+def stubs_removed(request):
+    """The stubs setup() puts on the hosts' PATH leave with the test: the hosts are the session's, and a replayed
+    nvidia-smi left on h2 made a later test's check_env find GPUs on h2 and none on h1 (test_reproduce_hosts)."""
+    yield
+    if "ssh_hosts" in request.fixturenames:
+        for host in request.getfixturevalue("ssh_hosts").hosts[:2]:
+            for name in ("python", "nvidia-smi"):
+                (host.bin_dir / name).unlink(missing_ok=True)
 
 
 def setup(ssh_hosts, tmp_path: Path, published: Path, model_code: Path | None, gpus: bool = False
